@@ -1,0 +1,5 @@
+import sys
+
+from ahpd.cli import main
+
+sys.exit(main())

@@ -1,0 +1,188 @@
+"""The codec's rules, shown on hand-written wire examples of each family."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ahpd.protocol import codec, model
+from ahpd.protocol.codec import DecodeError
+
+
+def roundtrip(tp, wire):
+    obj = codec.decode(tp, wire)
+    assert codec.encode(obj) == wire
+    return obj
+
+
+# -- one example per family ---------------------------------------------------
+
+
+def test_state_root() -> None:
+    wire = {
+        "agents": [
+            {
+                "provider": "demo",
+                "displayName": "Demo",
+                "description": "offline agent",
+                "models": [{"id": "m1", "provider": "demo", "name": "Model One"}],
+            }
+        ],
+        "activeSessions": 2,
+    }
+    state = roundtrip(model.RootState, wire)
+    assert state.agents[0].models[0].name == "Model One"
+    assert state.terminals is None  # absent, and stays absent on the way out
+
+
+def test_state_chat_with_turn_and_parts() -> None:
+    wire = {
+        "resource": "ahp-chat:/c1",
+        "title": "t",
+        "status": 1,
+        "modifiedAt": "2026-12-02T10:00:00Z",
+        "interactivity": "full",
+        "turns": [
+            {
+                "id": "turn-1",
+                "message": {"text": "hi", "origin": {"kind": "user"}},
+                "responseParts": [
+                    {"kind": "markdown", "id": "p1", "content": "hello"},
+                    {"kind": "reasoning", "id": "p2", "content": "thinking"},
+                ],
+                "usage": {"inputTokens": 3, "outputTokens": 4},
+                "state": "complete",
+            }
+        ],
+    }
+    try:
+        state = roundtrip(model.ChatState, wire)
+    except DecodeError as exc:  # keep the example honest against the schema
+        pytest.fail(f"example does not fit the schema: {exc}")
+    parts = state.turns[0].responseParts
+    assert [type(p).__name__ for p in parts] == ["MarkdownResponsePart", "ReasoningResponsePart"]
+
+
+def test_action_envelope_without_origin_omits_it() -> None:
+    wire = {
+        "channel": "ahp-chat:/c1",
+        "action": {"type": "chat/delta", "turnId": "t", "partId": "p", "content": "x"},
+        "serverSeq": 12,
+    }
+    env = roundtrip(model.ActionEnvelope, wire)
+    assert isinstance(env.action, model.ChatDeltaAction)
+    assert isinstance(env.serverSeq, int)  # 12 stays 12, never 12.0
+    assert "origin" not in codec.encode(env)
+
+
+def test_confirmed_tool_call_picks_approved_or_denied() -> None:
+    base = {"type": "chat/toolCallConfirmed", "turnId": "t", "toolCallId": "c"}
+    approved = codec.decode_action({**base, "approved": True, "confirmed": "user-action"})
+    denied = codec.decode_action({**base, "approved": False, "reason": "denied"})
+    assert isinstance(approved, model.ChatToolCallApprovedAction)
+    assert isinstance(denied, model.ChatToolCallDeniedAction)
+    assert codec.encode(denied)["approved"] is False
+
+
+def test_command_params_and_result() -> None:
+    params = codec.decode_params(
+        "initialize",
+        {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "c1"},
+    )
+    assert isinstance(params, model.InitializeParams)
+    assert codec.decode_result("createSession", None) is None
+    with pytest.raises(DecodeError):
+        codec.decode_result("createSession", {"unexpected": 1})
+
+
+def test_notification_params() -> None:
+    params = codec.decode_params(
+        "root/progress", {"channel": "ahp-root://", "progressToken": "p", "progress": 1}
+    )
+    assert isinstance(params, model.ProgressParams)
+
+
+def test_error_data() -> None:
+    wire = {"supportedVersions": ["1.0.0", "0.10.0", "0.9.0"]}
+    roundtrip(model.UnsupportedProtocolVersionErrorData, wire)
+    assert model.AhpErrorCode.UnsupportedProtocolVersion == -32005
+    assert model.JsonRpcErrorCode.MethodNotFound == -32601
+
+
+def test_session_status_is_a_set_of_bits() -> None:
+    status = codec.decode(model.SessionStatus, 1 | 32)
+    assert model.SessionStatus.IsRead in status and model.SessionStatus.Idle in status
+    assert codec.encode(status) == 33
+
+
+# -- strictness ---------------------------------------------------------------
+
+
+def test_undeclared_key_is_refused_with_its_path() -> None:
+    wire = {
+        "channel": "ahp-chat:/c1",
+        "action": {
+            "type": "chat/responsePart",
+            "turnId": "t",
+            "part": {"kind": "markdown", "id": "p", "content": "", "colour": "red"},
+        },
+        "serverSeq": 1,
+    }
+    with pytest.raises(DecodeError) as err:
+        codec.decode(model.ActionEnvelope, wire)
+    assert err.value.path == "$.action.part.colour"
+    assert "undeclared" in err.value.reason
+    # A lenient decode drops it instead.
+    lenient = codec.decode(model.ActionEnvelope, wire, strict=False)
+    assert "colour" not in json.dumps(codec.encode(lenient))
+
+
+def test_missing_field_and_wrong_type_are_named() -> None:
+    with pytest.raises(DecodeError) as err:
+        codec.decode_action({"type": "chat/delta", "turnId": "t", "partId": "p"})
+    assert err.value.path == "$.content"
+    with pytest.raises(DecodeError) as err:
+        codec.decode_action({"type": "root/activeSessionsChanged", "activeSessions": "2"})
+    assert err.value.path == "$.activeSessions"
+    with pytest.raises(DecodeError) as err:
+        codec.decode(model.RootState, {"agents": [{"provider": 1}], "activeSessions": 0})
+    assert err.value.path.startswith("$.agents[0]")
+
+
+def test_null_is_not_absent() -> None:
+    with pytest.raises(DecodeError) as err:
+        codec.decode_action({"type": "chat/delta", "turnId": "t", "partId": "p", "content": "x", "_meta": None})
+    assert err.value.path == "$._meta"
+
+
+def test_unknown_discriminator_is_named() -> None:
+    with pytest.raises(DecodeError) as err:
+        codec.decode(model.ResponsePart, {"kind": "hologram", "id": "p"})
+    assert err.value.path == "$.kind"
+    assert "hologram" in err.value.reason
+    with pytest.raises(DecodeError) as err:
+        codec.decode_action({"type": "chat/teleport"})
+    assert err.value.path == "$.type"
+
+
+def test_meta_bags_stay_open() -> None:
+    wire = {
+        "type": "chat/delta", "turnId": "t", "partId": "p", "content": "x",
+        "_meta": {"ahpd.sender": "user:1", "nested": {"anything": [1, None]}},
+    }
+    action = roundtrip(model.ChatDeltaAction, wire)
+    assert action._meta["nested"]["anything"] == [1, None]
+
+
+def test_no_coercion() -> None:
+    for bad in (True, "3", None):
+        with pytest.raises(DecodeError):
+            codec.decode_action({"type": "root/activeSessionsChanged", "activeSessions": bad})
+    limits = {"windowBytes": 1, "maximumFrameBytes": 2, "maximumMessageBytes": 3}
+    assert codec.decode(model.ChannelReceiveLimits, limits).windowBytes == 1
+    for bad in (True, 1.5, "3"):  # an "integer" is a whole number
+        with pytest.raises(DecodeError):
+            codec.decode(model.ChannelReceiveLimits, {**limits, "windowBytes": bad})
+    with pytest.raises(DecodeError):  # a string is not an array of characters
+        codec.decode(model.UnsupportedProtocolVersionErrorData, {"supportedVersions": "1.0.0"})
