@@ -1,0 +1,53 @@
+"""Shared helpers for the reducer tests: apply actions and check purity."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from ahpd.state import reduce
+
+SCHEMA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "ahp-spec" / "schema"
+
+NOW = "2026-10-10T12:00:00.000Z"
+
+
+def run(channel: str, state: dict[str, Any], *actions: dict[str, Any], now: str | None = NOW) -> dict[str, Any]:
+    """Reduce `actions` in order, asserting no input is ever mutated."""
+    for action in actions:
+        before_state = copy.deepcopy(state)
+        before_action = copy.deepcopy(action)
+        nxt = reduce(channel, state, action, now=now)
+        assert state == before_state, f"{action['type']} mutated its state"
+        assert action == before_action, f"{action['type']} mutated its action"
+        json.dumps(nxt)  # the result stays plain JSON
+        state = nxt
+    return state
+
+
+def same(channel: str, state: dict[str, Any], action: dict[str, Any]) -> None:
+    """Assert the action is a no-op that returns the very same object."""
+    assert run(channel, state, action) is state
+
+
+def schema_action_types() -> dict[str, str]:
+    """Every reducible action type in the schema's StateAction union -> def name."""
+    defs = json.loads((SCHEMA_DIR / "actions.schema.json").read_text())["$defs"]
+    out: dict[str, str] = {}
+
+    def collect(name: str) -> None:
+        if not name:
+            return  # the union carries one broken `#/$defs/` reference
+        node = defs[name]
+        if "oneOf" in node:
+            for ref in node["oneOf"]:
+                collect(ref["$ref"].rsplit("/", 1)[-1])
+            return
+        out[node["properties"]["type"]["const"]] = name
+
+    for ref in defs["StateAction"]["oneOf"]:
+        collect(ref["$ref"].rsplit("/", 1)[-1])
+    experimental = ("canvas/", "tcp/", "channel/")
+    return {t: n for t, n in out.items() if not t.startswith(experimental)}
