@@ -1,0 +1,148 @@
+"""The action bus: the one place where state moves.
+
+Every channel's state is held here and changed only by reducing an action
+through the pure reducers, the same way every client changes its copy. An
+action that changes the state is numbered (serverSeq), serialized once,
+buffered for replay and handed to each subscriber's writer queue; an action
+that changes nothing is not a change and goes nowhere. Nothing here awaits:
+a subscriber's queue is a memory channel, so a slow client never holds up
+the bus, and a snapshot and the actions after it can never interleave.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ahpd import state as reducers
+from ahpd.host.jsonrpc import notification_frame
+from ahpd.host.replay import Entry, ReplayBuffer
+from ahpd.host.seqstore import Sequencer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+log = logging.getLogger("ahpd.host")
+
+ROOT = "ahp-root://"
+
+
+class Subscriber(Protocol):
+    """Whoever receives a channel's actions: a connection's writer queue."""
+
+    def send(self, text: str) -> bool: ...
+
+
+class Channel:
+    """A subscribable, state-bearing resource, reduced by ``kind``'s reducer."""
+
+    __slots__ = ("uri", "kind", "state", "subscribers")
+
+    def __init__(self, uri: str, kind: str, state: dict[str, Any]) -> None:
+        self.uri = uri
+        self.kind = kind
+        self.state = state
+        self.subscribers: set[Subscriber] = set()
+
+    def snapshot(self, server_seq: int) -> dict[str, Any]:
+        return {"resource": self.uri, "state": self.state, "fromSeq": server_seq}
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ActionBus:
+    def __init__(self, sequencer: Sequencer, replay_bytes: Callable[[], int]) -> None:
+        self.sequencer = sequencer
+        self.replay = ReplayBuffer(replay_bytes)
+        self.channels: dict[str, Channel] = {}
+
+    @property
+    def server_seq(self) -> int:
+        return self.sequencer.current
+
+    # -- channels ------------------------------------------------------------
+
+    def open(self, uri: str, kind: str, state: dict[str, Any]) -> Channel:
+        if uri in self.channels:
+            raise ValueError(f"channel {uri} already exists")
+        channel = self.channels[uri] = Channel(uri, kind, state)
+        return channel
+
+    def close(self, uri: str) -> None:
+        """The channel is gone; its subscribers stop hearing about it."""
+        self.channels.pop(uri, None)
+
+    def subscribe(self, uri: str, subscriber: Subscriber) -> dict[str, Any] | None:
+        """Watch ``uri`` and return its snapshot, or None if there is no such
+        channel. Atomic: no action can fall between the two."""
+        channel = self.channels.get(uri)
+        if channel is None:
+            return None
+        channel.subscribers.add(subscriber)
+        return channel.snapshot(self.server_seq)
+
+    def unsubscribe(self, uri: str, subscriber: Subscriber) -> None:
+        channel = self.channels.get(uri)
+        if channel is not None:
+            channel.subscribers.discard(subscriber)
+
+    # -- actions -------------------------------------------------------------
+
+    def reduce(self, uri: str, action: dict[str, Any]) -> dict[str, Any]:
+        """What ``action`` would make of the channel's state (nothing applied)."""
+        channel = self.channels[uri]
+        return reducers.reduce(channel.kind, channel.state, action, now=utc_now())
+
+    def emit(
+        self,
+        uri: str,
+        action: dict[str, Any],
+        origin: dict[str, Any] | None = None,
+        *,
+        new_state: dict[str, Any] | None = None,
+    ) -> int | None:
+        """Apply ``action`` to channel ``uri`` and tell its subscribers.
+
+        Returns the serverSeq it was given, or None when it changed nothing
+        (then nobody is told and no number is spent). ``new_state`` is the
+        already reduced state, when the caller had to look at it first.
+        """
+        channel = self.channels[uri]
+        if new_state is None:
+            new_state = reducers.reduce(channel.kind, channel.state, action, now=utc_now())
+        if new_state is channel.state:
+            return None
+        channel.state = new_state
+        seq = self.sequencer.next()
+        envelope: dict[str, Any] = {"channel": uri, "action": action, "serverSeq": seq}
+        if origin is not None:
+            envelope["origin"] = origin
+        text = notification_frame("action", envelope)
+        self.replay.append(Entry(seq, uri, envelope, len(text)))
+        self._fan_out(channel.subscribers, text)
+        return seq
+
+    def answer(self, subscriber: Subscriber, uri: str, action: dict[str, Any], origin: dict[str, Any],
+               rejection: str | None = None) -> None:
+        """Tell one dispatcher what became of its action without moving any
+        state: a refusal (with ``rejection``) or an action that changed
+        nothing. Sent at the current serverSeq and never buffered."""
+        envelope: dict[str, Any] = {
+            "channel": uri, "action": action, "serverSeq": self.server_seq, "origin": origin,
+        }
+        if rejection is not None:
+            envelope["rejectionReason"] = rejection
+        subscriber.send(notification_frame("action", envelope))
+
+    def notify(self, subscribers: Iterable[Subscriber], method: str, params: dict[str, Any]) -> None:
+        """A protocol notification: carries no serverSeq, is never replayed."""
+        self._fan_out(subscribers, notification_frame(method, params))
+
+    @staticmethod
+    def _fan_out(subscribers: Iterable[Subscriber], text: str) -> None:
+        for subscriber in list(subscribers):
+            subscriber.send(text)

@@ -1,0 +1,158 @@
+"""``dispatchAction``: what a client says happened, and what the host makes of it.
+
+A client applies its action before sending it, so every dispatch is answered
+to its sender: with the action itself, carrying the sender's origin, once the
+host has applied it (everyone watching the channel gets the same envelope);
+with the same origin and no ``rejectionReason`` when it changed nothing
+(to the sender alone, not buffered: not state moving, and not a reason for
+any other client to reconcile); or with a refusal, an envelope carrying
+``rejectionReason``, to the sender alone, at the current serverSeq.
+
+Per-type rules live in ``CLIENT_ACTIONS``, keyed by action type; a type
+without one is reduced as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ahpd import state as reducers
+from ahpd.host import jsonrpc, rootconfig
+from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
+from ahpd.protocol import DecodeError, codec, model
+
+if TYPE_CHECKING:
+    from ahpd.host.host import Host, Peer
+
+log = logging.getLogger("ahpd.host")
+
+
+@attrs.frozen
+class Refuse:
+    reason: str
+
+
+@attrs.frozen
+class Apply:
+    """Apply ``action`` (possibly narrowed from what was sent); ``refused``
+    names the part that was not applied, answered as a separate refusal."""
+
+    action: dict[str, Any]
+    refused: str | None = None
+
+
+Rule = Callable[["Host", "Peer", str, dict[str, Any]], Refuse | Apply]
+CLIENT_ACTIONS: dict[str, Rule] = {}
+
+
+def client_action(action_type: str) -> Callable[[Rule], Rule]:
+    def register(rule: Rule) -> Rule:
+        CLIENT_ACTIONS[action_type] = rule
+        return rule
+
+    return register
+
+
+def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
+    params = raw if isinstance(raw, dict) else {}
+    channel, client_seq, action = params.get("channel"), params.get("clientSeq"), params.get("action")
+    try:
+        decoded = codec.decode(model.DispatchActionParams, params)
+    except DecodeError as err:
+        lenient = _lenient(params)
+        if lenient is None:
+            # Nothing recognisable to refuse: say what was wrong as a JSON-RPC
+            # error (id null, the only id a notification has).
+            peer.send(jsonrpc.error_frame(None, RpcError(
+                INVALID_PARAMS, f"dispatchAction refused: {err.reason} at {err.path}", {"path": err.path}
+            )))
+            log.warning("%s: undecodable dispatchAction: %s", peer.name, err)
+            return
+        channel, client_seq, action = lenient
+        _refuse(host, peer, channel, action, client_seq, f"{err.reason} at {err.path}")
+        return
+    channel = decoded.channel
+    action = codec.encode(decoded.action)
+    origin = {"clientId": peer.client_id, "clientSeq": client_seq}
+    reason = _why_not(host, action["type"], channel)
+    if reason is not None:
+        _refuse(host, peer, channel, action, client_seq, reason)
+        return
+    rule = CLIENT_ACTIONS.get(action["type"])
+    decision = rule(host, peer, channel, action) if rule else Apply(action)
+    if isinstance(decision, Refuse):
+        _refuse(host, peer, channel, action, client_seq, decision.reason)
+        return
+    current = host.bus.channels[channel].state
+    new_state = host.bus.reduce(channel, decision.action)
+    if new_state is current or new_state == current:
+        host.bus.answer(peer, channel, action, origin)  # its own action back: nothing moved
+    else:
+        host.bus.emit(channel, decision.action, origin, new_state=new_state)
+        if host.on_state_change is not None:
+            host.on_state_change(channel)
+    if decision.refused:
+        _refuse(host, peer, channel, action, client_seq, decision.refused)
+
+
+def _why_not(host: Host, action_type: str, channel: str) -> str | None:
+    if action_type in model.EXPERIMENTAL:
+        return f"{action_type} is experimental AHP surface this host does not serve"
+    if not reducers.CLIENT_DISPATCHABLE.get(action_type, False):
+        return f"{action_type} is the host's to say: a client cannot claim it happened"
+    target = host.bus.channels.get(channel)
+    if target is None:
+        return f"no channel {channel} on this host"
+    kind = reducers.channel_of_action(action_type)
+    if kind != target.kind:
+        return f"{action_type} is a {kind} action, and {channel} is a {target.kind} channel"
+    return None
+
+
+def _refuse(host: Host, peer: Peer, channel: str, action: dict[str, Any], client_seq: Any, reason: str) -> None:
+    log.info("%s: refused %s on %s: %s", peer.name, action.get("type"), channel, reason)
+    host.bus.answer(peer, channel, action, {"clientId": peer.client_id, "clientSeq": client_seq}, reason)
+
+
+def _lenient(params: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:
+    """The dispatch with undeclared keys dropped, if that much decodes, so
+    that the refusal can carry a well-formed action."""
+    try:
+        decoded = codec.decode(model.DispatchActionParams, params, strict=False)
+    except DecodeError:
+        return None
+    return decoded.channel, decoded.clientSeq, codec.encode(decoded.action)
+
+
+# -- per-type rules --------------------------------------------------------------
+
+
+@client_action("root/configChanged")
+def root_config_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    """Every declared key is kept; an undeclared one is refused by name and
+    the rest still applies. The connection's own keys stay on it."""
+    shared: dict[str, Any] = {}
+    refused: list[str] = []
+    for key, value in action["config"].items():
+        if key in rootconfig.CONNECTION_KEYS:
+            peer.config[key] = value
+            continue
+        problem = rootconfig.check_value(key, value)
+        if problem is not None:
+            refused.append(problem)
+        else:
+            shared[key] = value
+    reason = "; ".join(refused) or None
+    if not shared and not action.get("replace"):
+        if reason:
+            return Refuse(reason)
+        return Apply({**action, "config": {}})  # the connection's own: nothing shared moves
+    narrowed = {**action, "config": shared}
+    if action.get("replace"):
+        # Replacing never drops what the host needs to run.
+        narrowed["config"] = {**rootconfig.DEFAULT_VALUES, **shared}
+    return Apply(narrowed, refused=reason)

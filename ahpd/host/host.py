@@ -1,0 +1,218 @@
+"""The host: one AHP server, whatever transports it is reached over.
+
+``Host.serve_connection`` is the transport handler: it reads frames, answers
+requests by method through the command table (``ahpd.host.commands``) and
+hands client actions to ``ahpd.host.dispatch``. Each connection is a
+``Peer``; its sends go to the transport's writer queue and never wait.
+A fault in one handler is answered -32603 and logged with its traceback; it
+never reaches another connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+
+from ahpd.host import jsonrpc, rootconfig
+from ahpd.host.bus import ROOT, ActionBus
+from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
+from ahpd.host.seqstore import MemorySeqStore, Sequencer
+from ahpd.protocol import DecodeError, codec, model
+
+log = logging.getLogger("ahpd.host")
+
+#: Requests a client may make before ``initialize``.
+BEFORE_HANDSHAKE = frozenset({"ping", "initialize", "reconnect"})
+#: Commands whose literal ``channel`` is not checked: how a client finds out
+#: it can talk at all must not fail on a wrong constant.
+CHANNEL_EXEMPT = frozenset({"initialize", "ping"})
+
+
+class Peer:
+    """One connected client, as the host knows it."""
+
+    def __init__(self, conn: Any, number: int) -> None:
+        self.conn = conn
+        self.number = number
+        self.client_id: str | None = None
+        self.protocol_version: str | None = None
+        self.subscriptions: set[str] = set()
+        #: Config keys that are this connection's own (defaultShell...).
+        self.config: dict[str, Any] = {}
+
+    @property
+    def initialized(self) -> bool:
+        return self.client_id is not None
+
+    @property
+    def name(self) -> str:
+        who = f" client {self.client_id}" if self.client_id else ""
+        return f"{self.conn.name}{who}"
+
+    def send(self, text: str) -> bool:
+        return self.conn.send(text)
+
+    def __repr__(self) -> str:
+        return f"<Peer {self.number} {self.name}>"
+
+
+Handler = Callable[["Host", Peer, Any], Awaitable[Any] | Any]
+
+
+class Host:
+    def __init__(
+        self,
+        *,
+        seq_store: Any = None,
+        config_values: dict[str, Any] | None = None,
+        on_state_change: Callable[[str], None] | None = None,
+    ) -> None:
+        self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
+        values = {**rootconfig.DEFAULT_VALUES, **(config_values or {})}
+        self.bus.open(ROOT, "root", {
+            "agents": [],
+            "activeSessions": 0,
+            "terminals": [],
+            "config": {"schema": rootconfig.SCHEMA, "values": values},
+        })
+        self.peers: set[Peer] = set()
+        self._numbers = 0
+        #: Called with a channel's URI after a client's action moved its
+        #: state, so that what a user set can be written down.
+        self.on_state_change = on_state_change
+
+    # -- configuration -------------------------------------------------------
+
+    def config(self, key: str) -> Any:
+        """A root config value, read where it is used so a change applies next time."""
+        values = self.bus.channels[ROOT].state.get("config", {}).get("values", {})
+        return values.get(key, rootconfig.DEFAULT_VALUES.get(key))
+
+    def queue_limit(self) -> int:
+        return int(self.config("clientQueueBytes"))
+
+    # -- the connection loop -------------------------------------------------
+
+    async def serve_connection(self, conn: Any) -> None:
+        """The transport handler: one client, until it goes."""
+        self._numbers += 1
+        peer = Peer(conn, self._numbers)
+        self.peers.add(peer)
+        log.info("connected: %s", peer.name)
+        try:
+            while True:
+                text = await conn.receive()
+                if text is None:
+                    break
+                await self.handle_frame(peer, text)
+        finally:
+            self.peers.discard(peer)
+            for uri in peer.subscriptions:
+                self.bus.unsubscribe(uri, peer)
+            log.info("disconnected: %s", peer.name)
+
+    async def handle_frame(self, peer: Peer, text: str) -> None:
+        message = jsonrpc.parse(text)
+        if isinstance(message, jsonrpc.Invalid):
+            peer.send(message.reply)
+        elif isinstance(message, jsonrpc.Request):
+            reply = await self._answer(peer, message)
+            peer.send(reply)
+        elif isinstance(message, jsonrpc.Notification):
+            self._notification(peer, message)
+        else:
+            log.debug("%s: response to nothing we asked (id %r)", peer.name, message.id)
+
+    async def _answer(self, peer: Peer, request: jsonrpc.Request) -> str:
+        from ahpd.host import commands
+
+        try:
+            result = await self._call(commands.COMMANDS, peer, request.method, request.params)
+        except RpcError as err:
+            return jsonrpc.error_frame(request.id, err)
+        except Exception as exc:  # noqa: BLE001 - a fault answers one request, no more
+            log.exception("%s: %s failed", peer.name, request.method)
+            return jsonrpc.error_frame(request.id, RpcError(
+                INTERNAL_ERROR, f"internal error in {request.method}: {type(exc).__name__}: {exc}"
+            ))
+        return jsonrpc.result_frame(request.id, result)
+
+    async def _call(self, table: dict[str, Handler], peer: Peer, method: str, params: Any) -> Any:
+        handler = table.get(method)
+        if handler is None:
+            raise RpcError(METHOD_NOT_FOUND, _not_served(method))
+        if not peer.initialized and method not in BEFORE_HANDSHAKE:
+            raise RpcError(INVALID_REQUEST, f"{method} before initialize: send initialize first")
+        decoded = self.decode_params(method, params)
+        result = handler(self, peer, decoded)
+        if isinstance(result, Awaitable):
+            result = await result
+        # Handlers answer wire JSON (states are held as wire JSON); a model
+        # object is encoded.
+        return result if result is None or isinstance(result, dict) else codec.encode(result)
+
+    def decode_params(self, method: str, params: Any) -> Any:
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise RpcError(INVALID_PARAMS, f"{method} takes an object of params")
+        cls = model.COMMANDS[method][0] if method in model.COMMANDS else model.CLIENT_NOTIFICATIONS[method]
+        params = _check_literal_channel(method, cls, params)
+        try:
+            return codec.decode(cls, params)
+        except DecodeError as err:
+            raise RpcError(
+                INVALID_PARAMS, f"invalid {method} params: {err.reason} at {err.path}", {"path": err.path}
+            ) from None
+
+    def _notification(self, peer: Peer, note: jsonrpc.Notification) -> None:
+        from ahpd.host import commands
+
+        handler = commands.NOTIFICATIONS.get(note.method)
+        if handler is None:
+            log.warning("%s: notification %s is not served; dropped", peer.name, note.method)
+            return
+        if not peer.initialized:
+            log.warning("%s: %s before initialize; dropped", peer.name, note.method)
+            return
+        try:
+            handler(self, peer, note.params)
+        except Exception:  # noqa: BLE001
+            log.exception("%s: %s failed", peer.name, note.method)
+
+    # -- shutdown --------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush what must survive: the serverSeq reservation."""
+        self.bus.sequencer.close()
+
+
+def _not_served(method: str) -> str:
+    if method in model.EXPERIMENTAL:
+        return f"{method} is experimental AHP surface this host does not serve"
+    if method in model.COMMANDS:
+        return f"{method} is an AHP command this host does not serve yet"
+    return f"{method} is not a method this host serves"
+
+
+def _check_literal_channel(method: str, cls: type, params: dict[str, Any]) -> dict[str, Any]:
+    """A command that declares ``channel`` as a literal is refused when it
+    names another; one that names none has named nothing wrong."""
+    field = attrs.fields_dict(cls).get("channel")
+    if field is None or typing.get_origin(field.type) is not typing.Literal:
+        return params
+    (expected,) = typing.get_args(field.type)
+    given = params.get("channel")
+    if given is None or method in CHANNEL_EXEMPT:
+        return {**params, "channel": expected}
+    if given != expected:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"{method} is sent on channel {expected}, not {given!r}",
+            {"path": "$.channel", "expected": expected},
+        )
+    return params

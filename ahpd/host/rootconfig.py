@@ -1,0 +1,127 @@
+"""The root channel's config: what a client may set, and what each key means.
+
+Three kinds of key are declared. The host's own (``clientQueueBytes``,
+``replayBytes``) bound what it holds for a client that stops reading. The
+keys VS Code's agent-host client pushes are declared so that a client can
+draw them and a value pushed for one reads back as a setting rather than an
+unknown key; this host does not act on most of them. Two keys belong to the
+connection that pushed them and are never shared: ``defaultShell`` and
+``workspaceTrust``.
+
+A key nobody declared is refused by name, and the rest of the push applies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MIB = 2**20
+#: Keys that are the pushing connection's own, not the host's.
+CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
+#: Host keys with a floor the schema language cannot express.
+MINIMUMS = {"clientQueueBytes": MIB, "replayBytes": MIB}
+
+
+def _bool(title: str, default: bool) -> dict[str, Any]:
+    return {"type": "boolean", "title": title, "default": default}
+
+
+def _names(title: str) -> dict[str, Any]:
+    return {"type": "array", "title": title, "items": {"type": "string", "title": "Tool"}}
+
+
+#: The schema served in ``RootState.config.schema`` (wire JSON).
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        # -- this host's own ------------------------------------------------
+        "clientQueueBytes": {
+            "type": "number",
+            "title": "Client queue limit (bytes)",
+            "description": "A client with more than this many bytes queued and unread is "
+            "disconnected (it can reconnect and catch up). At least 1 MiB.",
+            "default": 16 * MIB,
+        },
+        "replayBytes": {
+            "type": "number",
+            "title": "Replay buffer size (bytes)",
+            "description": "How many bytes of recent actions are kept for clients that "
+            "reconnect (at most 1000 actions). At least 1 MiB.",
+            "default": 32 * MIB,
+        },
+        # -- the connection's own --------------------------------------------
+        "defaultShell": {
+            "type": "string",
+            "title": "Default shell",
+            "description": "The shell this connection's terminals start; kept per connection.",
+        },
+        "workspaceTrust": {
+            "type": "object",
+            "title": "Workspace trust",
+            "description": "This connection's workspace trust; kept per connection.",
+        },
+        # -- pushed by VS Code's agent-host client ----------------------------
+        "permissions": {
+            "type": "object",
+            "title": "Tool permissions",
+            "properties": {"allow": _names("Allowed tools"), "deny": _names("Denied tools")},
+            "default": {"allow": [], "deny": []},
+        },
+        "disableRepoInfoTelemetry": _bool("Repository telemetry off", False),
+        "telemetryLevel": {
+            "type": "string",
+            "title": "Telemetry level",
+            "enum": ["all", "error", "crash", "off"],
+            "default": "all",
+        },
+        "editTelemetryEnabled": _bool("Edit telemetry", True),
+        "sessionSyncEnabled": _bool("Session sync", False),
+        "codexAgentEnabled": _bool("Codex agent", False),
+        "terminalAutoApproveEnabled": _bool("Terminal auto-approve", True),
+        "globalAutoApproveEnabled": _bool("Approve every tool call", False),
+        "autoReplyEnabled": _bool("Auto-reply to questions", False),
+        "preferLongContextEnabled": _bool("Prefer long context", True),
+        "systemProxyEnabled": _bool("Use the system proxy", True),
+        "migrateLegacyCopilotCliEnabled": _bool("Migrate legacy Copilot CLI sessions", False),
+        "copilotMultiRootEnabled": _bool("Copilot: several working directories", False),
+        "claudeMultiRootEnabled": _bool("Claude: several working directories", False),
+        "codexMultiRootEnabled": _bool("Codex: several working directories", False),
+        "terminalAutoApproveRules": {
+            "type": "object", "title": "Terminal auto-approve rules", "default": {},
+        },
+        "mcpServers": {"type": "object", "title": "MCP servers", "default": {}},
+        "automationsEnabled": _bool("Automations", True),
+        "sandboxEnabled": _bool("Sandbox", False),
+        "shellInitScripts": {
+            "type": "array",
+            "title": "Shell init scripts",
+            "readOnly": True,
+            "items": {"type": "object", "title": "Script"},
+        },
+    },
+}
+
+DEFAULT_VALUES: dict[str, Any] = {"clientQueueBytes": 16 * MIB, "replayBytes": 32 * MIB}
+
+_JSON_TYPES = {
+    "string": str, "boolean": bool, "array": list, "object": dict,
+}
+
+
+def check_value(key: str, value: Any) -> str | None:
+    """Why ``value`` cannot be set for ``key``, or None when it can."""
+    prop = SCHEMA["properties"].get(key)
+    if prop is None:
+        return f"{key} is not a config key this host declares"
+    kind = prop["type"]
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{key} must be a number"
+    elif not isinstance(value, _JSON_TYPES[kind]):
+        return f"{key} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+    if "enum" in prop and value not in prop["enum"]:
+        return f"{key} must be one of {prop['enum']}"
+    floor = MINIMUMS.get(key)
+    if floor is not None and value < floor:
+        return f"{key} must be at least {floor} bytes (1 MiB)"
+    return None
