@@ -8,9 +8,13 @@ ask for.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from pathlib import Path
 
 from ahpd import __version__
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
@@ -23,6 +27,122 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _token_choice(args: argparse.Namespace, data_dir: Path) -> str | None:
+    from ahpd.ops.token import load_or_create_token, read_token_file
+
+    if args.without_connection_token:
+        return None
+    if args.connection_token is not None:
+        if not args.connection_token:
+            raise SystemExit("ahpd: --connection-token is empty; give a token or --without-connection-token")
+        return args.connection_token
+    if args.connection_token_file is not None:
+        return read_token_file(args.connection_token_file)
+    return load_or_create_token(data_dir)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import trio
+
+    from ahpd import daemon
+    from ahpd.ops.paths import ensure_private_dir
+    from ahpd.ops.token import TokenError
+
+    _setup_logging(args.log_level)
+    explicit_token = (
+        args.without_connection_token or args.connection_token is not None
+        or args.connection_token_file is not None
+    )
+    if not daemon.is_loopback(args.host) and not explicit_token:
+        print(
+            f"ahpd: refusing to listen on {args.host}, which is not loopback, without an explicit "
+            "token choice: pass --connection-token, --connection-token-file or "
+            "--without-connection-token",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        data_dir = ensure_private_dir(args.data_dir)
+        daemon.load_config_file(args.config, explicit=args.config_given)
+        token = _token_choice(args, data_dir)
+        return trio.run(partial_run(args, data_dir, token))
+    except (daemon.UsageError, TokenError) as exc:
+        print(f"ahpd: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if getattr(exc, "errno", None) == 98:  # EADDRINUSE
+            print(f"ahpd: {daemon.free_port_hint(args.host, args.port)}", file=sys.stderr)
+            return 1
+        raise
+
+
+def partial_run(args: argparse.Namespace, data_dir: Path, token: str | None):
+    from ahpd import daemon
+
+    async def main() -> int:
+        return await daemon.run(
+            data_dir=data_dir, host_name=args.host, port=args.port, token=token,
+            sessions=args.sessions, max_frame=args.max_frame_bytes,
+        )
+
+    return main
+
+
+def _cmd_stdio(args: argparse.Namespace) -> int:
+    import trio
+
+    from ahpd import daemon
+    from ahpd.ops.paths import ensure_private_dir
+
+    _setup_logging(args.log_level)
+    try:
+        data_dir = ensure_private_dir(args.data_dir)
+        daemon.load_config_file(args.config, explicit=args.config_given)
+    except daemon.UsageError as exc:
+        print(f"ahpd: {exc}", file=sys.stderr)
+        return 2
+
+    async def main() -> int:
+        return await daemon.run_stdio(data_dir=data_dir, sessions=args.sessions, max_frame=args.max_frame_bytes)
+
+    return trio.run(main)
+
+
+def _add_host_options(parser: argparse.ArgumentParser) -> None:
+    """Options ``run`` and ``stdio`` share: where state lives and what to load."""
+    from ahpd.ops.paths import default_config_path, default_data_dir
+
+    parser.add_argument(
+        "--data-dir", type=Path, default=default_data_dir(), metavar="DIR",
+        help="where ahpd keeps its token, runtime record and stores (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--sessions", choices=("file", "memory"), default="file",
+        help="keep what clients set across restarts (file) or forget it on exit (memory); "
+        "default: %(default)s",
+    )
+    parser.add_argument(
+        "--config", type=Path, default=None, metavar="FILE",
+        help=f"the TOML config file (default: {default_config_path()}, if it exists)",
+    )
+    parser.add_argument(
+        "--max-frame-bytes", type=int, default=16 * 2**20, metavar="N",
+        help="refuse incoming frames larger than N bytes (default: 16 MiB)",
+    )
+    parser.add_argument(
+        "--log-level", choices=LOG_LEVELS, default="info",
+        help="how much to log on stderr (default: %(default)s)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,12 +169,57 @@ def build_parser() -> argparse.ArgumentParser:
     )
     schema.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     schema.set_defaults(func=_cmd_schema)
+
+    run = sub.add_parser(
+        "run",
+        help="serve AHP over WebSocket on loopback (the daemon)",
+        description=(
+            "Serve AHP over WebSocket until SIGTERM or SIGINT. When ready it prints one line, "
+            "'ahpd ready: ws://HOST:PORT/?tkn=TOKEN', writes DATA_DIR/ahpd.json and tells systemd "
+            "READY=1 when NOTIFY_SOCKET is set. A client must present the token (?tkn= or ?token= "
+            "in the URL, or Authorization: Bearer); by default it is generated once and kept in "
+            "DATA_DIR/token (mode 0600)."
+        ),
+    )
+    run.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    run.add_argument("--port", type=int, default=8765, help="port to listen on; 0 picks a free one (default: %(default)s)")
+    tokens = run.add_mutually_exclusive_group()
+    tokens.add_argument("--connection-token", metavar="TOKEN", help="require this token")
+    tokens.add_argument("--connection-token-file", metavar="FILE", type=Path, help="require the token in FILE")
+    tokens.add_argument(
+        "--without-connection-token", action="store_true",
+        help="require no token (anyone who can reach the port can drive your agents)",
+    )
+    _add_host_options(run)
+    run.set_defaults(func=_cmd_run)
+
+    stdio = sub.add_parser(
+        "stdio",
+        help="serve one AHP connection over stdin/stdout (for an editor that spawns ahpd)",
+        description=(
+            "Serve one AHP connection over stdin/stdout, one JSON-RPC message per line (UTF-8). "
+            "Logs go to stderr. Exits when stdin closes."
+        ),
+    )
+    _add_host_options(stdio)
+    stdio.set_defaults(func=_cmd_stdio)
+
+    from ahpd.ops import commands as ops
+
+    ops.add_stop_parser(sub)
+    ops.add_status_parser(sub)
+    ops.add_service_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if hasattr(args, "config"):
+        from ahpd.ops.paths import default_config_path
+
+        args.config_given = args.config is not None
+        args.config = args.config or default_config_path()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

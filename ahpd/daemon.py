@@ -1,0 +1,196 @@
+"""``ahpd run`` and ``ahpd stdio``: a Host wired to its transports and stores.
+
+Everything here is lifetime: the host's nursery owns the listener, the
+control socket and (through the transport) one nursery per connection, so
+a signal cancels them all, clients are told 1001 (going away), and what must
+survive (the serverSeq reservation, the root config a user set, the runtime
+record) is written or removed on the way out.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import tomllib
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ahpd.host import Host
+from ahpd.host.bus import ROOT
+from ahpd.host.seqstore import FileSeqStore
+
+log = logging.getLogger("ahpd")
+
+MAX_FRAME = 16 * 2**20
+ROOT_CONFIG_FILE = "root-config.json"
+
+
+class UsageError(Exception):
+    """A command line or configuration that cannot run; said, not raised."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
+    """The TOML config, or an empty one when the default path does not exist."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        if explicit:
+            raise UsageError(f"config file {path} does not exist") from None
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+class RootConfigStore:
+    """The root config values a client pushed, kept across restarts
+    (``--sessions file``), or not at all (``--sessions memory``)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    def load(self) -> dict[str, Any]:
+        if self.path is None:
+            return {}
+        try:
+            values = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except ValueError as exc:
+            log.error("%s is unreadable (%s); starting from the defaults", self.path, exc)
+            return {}
+        return values if isinstance(values, dict) else {}
+
+    def save(self, values: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(values, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+
+def make_host(data_dir: Path, sessions: str) -> Host:
+    """A host whose serverSeq and user-set root config live in ``data_dir``."""
+    config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
+    host: Host
+
+    def on_state_change(channel: str) -> None:
+        if channel == ROOT:
+            config_store.save(host.bus.channels[ROOT].state["config"]["values"])
+
+    host = Host(
+        seq_store=FileSeqStore(data_dir / "serverSeq"),
+        config_values=config_store.load(),
+        on_state_change=on_state_change,
+    )
+    return host
+
+
+def status_of(host: Host, started: float) -> dict[str, Any]:
+    return {
+        "pid": os.getpid(),
+        "uptime": round(time.monotonic() - started, 3),
+        "connections": len(host.peers),
+        "sessions": int(host.bus.channels[ROOT].state.get("activeSessions") or 0),
+        "serverSeq": host.bus.server_seq,
+    }
+
+
+async def _until_signalled(cancel_scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("%s: shutting down", signal.Signals(signum).name)
+            cancel_scope.cancel()
+            return
+
+
+def _notify(message: str) -> None:
+    from ahpd.ops import sdnotify
+
+    sdnotify.notify(message)
+
+
+async def run(
+    *,
+    data_dir: Path,
+    host_name: str,
+    port: int,
+    token: str | None,
+    sessions: str,
+    max_frame: int = MAX_FRAME,
+    ready_out: Any = None,
+) -> int:
+    """Serve AHP over WebSocket until SIGTERM/SIGINT."""
+    from ahpd.ops import control, runtime
+    from ahpd.transport.websocket import serve_websocket
+
+    ready_out = ready_out or sys.stdout
+    host = make_host(data_dir, sessions)
+    started = time.monotonic()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_until_signalled, nursery.cancel_scope)
+            await nursery.start(partial(control.serve_control, data_dir, lambda: status_of(host, started)))
+            listening = await nursery.start(partial(
+                serve_websocket, host.serve_connection, host=host_name, port=port, token=token,
+                max_message_size=max_frame, queue_limit=host.queue_limit,
+            ))
+            shown = f"[{host_name}]" if ":" in host_name else host_name
+            url = f"ws://{shown}:{listening.port}/" + (f"?tkn={token}" if token else "")
+            runtime.write_runtime(
+                data_dir, pid=os.getpid(), host=host_name, port=listening.port,
+                url=url, startedAt=runtime.utc_now_iso(),
+            )
+            print(f"ahpd ready: {url}", file=ready_out, flush=True)
+            log.info("listening on %s (data in %s)", url.split("?")[0], data_dir)
+            _notify("READY=1")
+    finally:
+        _notify("STOPPING=1")
+        host.close()
+        runtime.remove_runtime(data_dir)
+        log.info("stopped")
+    return 0
+
+
+async def run_stdio(*, data_dir: Path, sessions: str, max_frame: int = MAX_FRAME) -> int:
+    """One AHP connection over stdin/stdout, until stdin closes."""
+    from ahpd.transport.stdio import serve_stdio
+
+    host = make_host(data_dir, sessions)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_until_signalled, nursery.cancel_scope)
+            await serve_stdio(host.serve_connection, max_message_size=max_frame, queue_limit=host.queue_limit)
+            nursery.cancel_scope.cancel()
+    finally:
+        host.close()
+    return 0
+
+
+def free_port_hint(host_name: str, port: int) -> str:
+    """A sentence for an address in use."""
+    return (
+        f"cannot listen on {host_name}:{port}: the address is in use "
+        "(another ahpd? try `ahpd status`, or pick --port 0 for a free port)"
+    )

@@ -1,0 +1,245 @@
+"""A connection that moves text frames, and the task tree that runs one.
+
+Every transport (WebSocket, stdio, in-process) gives the host the same
+``Connection``: ``receive()`` the next frame, ``send()`` one without waiting,
+``close()``. The transport knows nothing about AHP; it moves text.
+
+Why ``send()`` never waits: the host fans one action out to every client, and
+a client that stops reading must not stall the others. So each connection has
+exactly one writer task fed by an unbounded memory channel, and counts the
+bytes it has queued but not yet written (``queued_bytes``). When a send would
+push that past the connection's ``queue_limit()`` the client has fallen
+behind: it is named in the log, closed with 1008 and the frame is dropped.
+The limit is a callable read at every send, so a configuration change applies
+to the next frame.
+
+The task tree of one connection (``run_connection``)::
+
+    connection nursery
+    |-- handler(conn)                    cancellable: host shutdown reaches it
+    `-- I/O task, in a *shielded* scope  writer (+ the transport's reader)
+
+The I/O task is shielded so that, when the host shuts down, it can still
+flush, send its close frame (1001) and wait for the peer's reply, instead of
+dropping the socket mid-frame. The shield is bounded: ``close()`` puts a
+deadline of ``CLOSE_TIMEOUT`` seconds on it, after which the transport is
+aborted. The handler's exit always calls ``close()``, so nothing outlives the
+connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable
+
+import trio
+
+logger = logging.getLogger("ahpd.transport")
+
+Handler = Callable[["Connection"], Awaitable[None]]
+
+#: Seconds a closing connection gets to flush, send its close frame and hear
+#: the peer's reply before its socket is simply closed.
+CLOSE_TIMEOUT = 2.0
+
+# WebSocket close codes (RFC 6455 section 7.4.1); other transports record them
+# for the log.
+NORMAL = 1000
+GOING_AWAY = 1001
+UNSUPPORTED_DATA = 1003
+ABNORMAL = 1006
+POLICY_VIOLATION = 1008
+MESSAGE_TOO_BIG = 1009
+INTERNAL_ERROR = 1011
+
+
+class PeerGone(Exception):
+    """Raised by a transport's ``_write_frame`` when the peer can no longer be written to."""
+
+
+class Connection:
+    """One client, as the host sees it: text frames in, text frames out.
+
+    Subclasses supply the I/O (``_read_frame``, ``_write_frame``,
+    ``_close_transport``, ``_abort_transport`` and optionally ``_open``);
+    this class owns the queue, its accounting and the closing rules.
+    """
+
+    name: str
+    queued_bytes: int
+    closed: bool
+
+    def __init__(self, name: str, queue_limit: Callable[[], int] | None = None) -> None:
+        self.name = name
+        self.queued_bytes = 0
+        self.closed = False
+        #: Set by ``close()``: what this side sent (or would send) as its close code.
+        self.close_code: int | None = None
+        self.close_reason = ""
+        self._queue_limit = queue_limit
+        self._outbox, self._outbox_reader = trio.open_memory_channel[tuple[str, int]](math.inf)
+        self._discard = False  # drop what is still queued instead of writing it
+        self._eof = False
+        self._receive_scope: trio.CancelScope | None = None
+        self._io_scope: trio.CancelScope | None = None
+        self._close_deadline = math.inf
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} closed={self.closed}>"
+
+    # -- the host's side -------------------------------------------------------
+
+    async def receive(self) -> str | None:
+        """The next text frame; ``None`` once the peer is gone or the connection closed."""
+        if self.closed or self._eof:
+            await trio.lowlevel.checkpoint()
+            return None
+        with trio.CancelScope() as scope:  # close() cancels it, waking the reader
+            self._receive_scope = scope
+            try:
+                text = await self._read_frame()
+            finally:
+                self._receive_scope = None
+            if text is None:
+                self._eof = True
+            return text
+        return None
+
+    def send(self, text: str) -> bool:
+        """Queue ``text`` for the writer task without waiting.
+
+        Returns False when the frame was not queued: the connection is closed,
+        or this frame would put it over its queue limit (and it is now closed
+        with 1008).
+        """
+        if self.closed:
+            return False
+        size = len(text.encode())
+        limit = self._queue_limit() if self._queue_limit is not None else None
+        if limit is not None and self.queued_bytes + size > limit:
+            behind = self.queued_bytes + size
+            logger.warning(
+                "%s fell behind: %d bytes pending (limit %d); closing it with %d",
+                self.name, behind, limit, POLICY_VIOLATION,
+            )
+            self._close(POLICY_VIOLATION, f"client fell behind by {behind} bytes", discard=True)
+            return False
+        self.queued_bytes += size
+        self._outbox.send_nowait((text, size))
+        return True
+
+    def close(self, code: int = NORMAL, reason: str = "") -> None:
+        """Start closing: frames already queued are still written, then the
+        transport closes with ``code``. Idempotent; ``receive()`` returns None."""
+        self._close(code, reason, discard=False)
+
+    # -- closing ---------------------------------------------------------------
+
+    def _close(self, code: int, reason: str, *, discard: bool) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.close_code, self.close_reason = code, reason
+        self._discard = self._discard or discard
+        self._outbox.close()  # the writer drains what is queued, then stops
+        if self._receive_scope is not None:
+            self._receive_scope.cancel()
+        self._close_deadline = trio.current_time() + CLOSE_TIMEOUT
+        if self._io_scope is not None:
+            self._io_scope.deadline = min(self._io_scope.deadline, self._close_deadline)
+
+    def _peer_gone(self, code: int = ABNORMAL, reason: str = "peer gone") -> None:
+        """The peer can no longer be written to: drop what is queued and close."""
+        self._eof = True
+        self._discard = True
+        self._close(code, reason, discard=True)
+
+    # -- the I/O task ----------------------------------------------------------
+
+    async def _run_io(self, *, task_status: trio.TaskStatus[bool] = trio.TASK_STATUS_IGNORED) -> None:
+        """Open the transport, write queued frames until closed, close it.
+
+        Reports ``True`` through ``task_status`` once open, ``False`` if the
+        transport could not be opened (the handler is then not run).
+        """
+        started = False
+        with trio.CancelScope(shield=True, deadline=self._close_deadline) as scope:
+            self._io_scope = scope
+            async with trio.open_nursery() as nursery:
+                if await self._open(nursery):
+                    task_status.started(True)
+                    started = True
+                    await self._write_loop()
+                    await self._close_transport(self.close_code or NORMAL, self.close_reason)
+                # whatever the transport left running (its reader) ends with it
+                nursery.cancel_scope.cancel()
+        self._io_scope = None
+        if scope.cancelled_caught:
+            logger.info("%s did not close within %.1f s; dropping it", self.name, CLOSE_TIMEOUT)
+            with trio.CancelScope(shield=True):
+                await self._abort_transport()
+        if not started:
+            self.closed = True
+            task_status.started(False)
+
+    async def _write_loop(self) -> None:
+        async for text, size in self._outbox_reader:  # ends once close() closed the channel
+            try:
+                if not self._discard:
+                    await self._write_frame(text)
+            except PeerGone:
+                logger.info("%s: peer gone while writing", self.name)
+                self._peer_gone()
+            finally:
+                self.queued_bytes -= size
+
+    # -- what a transport supplies ----------------------------------------------
+
+    async def _open(self, nursery: trio.Nursery) -> bool:
+        """Finish opening (e.g. the WebSocket handshake); background tasks go in ``nursery``."""
+        return True
+
+    async def _read_frame(self) -> str | None:
+        """The next incoming text frame, or None at the end of input."""
+        raise NotImplementedError
+
+    async def _write_frame(self, text: str) -> None:
+        """Write one frame; raise ``PeerGone`` if the peer can no longer be written to."""
+        raise NotImplementedError
+
+    async def _close_transport(self, code: int, reason: str) -> None:
+        """Close gracefully; runs shielded, under the close deadline."""
+
+    async def _abort_transport(self) -> None:
+        """Close at once: the graceful close ran out of time."""
+
+
+async def run_connection(handler: Handler, conn: Connection) -> None:
+    """Run ``handler`` on ``conn`` in the connection's own nursery, then close it.
+
+    The handler's exit decides the close code: 1000 when it returns, 1011 when
+    it raises (the exception is logged with its traceback and goes no
+    further, so one client's failure never reaches the server or another
+    client), 1001 when the host is shutting down (cancellation passes through).
+    """
+    async with trio.open_nursery() as nursery:
+        if not await nursery.start(conn._run_io):
+            return
+        code, reason = GOING_AWAY, "server shutting down"
+        try:
+            await handler(conn)
+            code, reason = NORMAL, ""
+        except Exception:
+            logger.exception("handler for %s failed", conn.name)
+            code, reason = INTERNAL_ERROR, "internal error"
+        except BaseExceptionGroup as group:
+            # Cancellation mixed with a handler error: log the error, let
+            # only the cancellation (or a KeyboardInterrupt) go on.
+            errors, others = group.split(Exception)
+            if errors is not None:
+                logger.error("handler for %s failed", conn.name, exc_info=errors)
+            if others is not None:
+                raise others from None
+        finally:
+            conn.close(code, reason)

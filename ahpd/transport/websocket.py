@@ -1,0 +1,284 @@
+"""AHP over WebSocket on loopback: a thin trio layer over trio-websocket.
+
+Why not ``trio_websocket.serve_websocket``: it cannot answer a request that
+is not an upgrade (wsproto rejects those before the application sees them),
+it tears the whole server down when one handler raises, and its connections
+have no send queue. So we own the listener (``trio.serve_listeners``), read
+each request head ourselves with h11, answer refusals and plain HTTP
+requests directly (``_http.decide``), and hand admitted upgrades to
+``trio_websocket.wrap_server_stream`` over a stream that first replays the
+bytes we already read. From there trio-websocket does the framing.
+
+Frames: text frames are the protocol; a binary frame is ignored with a log
+line (a client bug should not cost its session). A frame over
+``max_message_size`` closes the connection with 1009 and a reason naming the
+limit. When the server task is cancelled every open WebSocket is closed with
+1001 (see ``base`` for the shielded, time-bounded close).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import h11
+import trio
+import trio_websocket
+
+from ahpd.transport import _http
+from ahpd.transport.base import (
+    ABNORMAL,
+    MESSAGE_TOO_BIG,
+    NORMAL,
+    Connection,
+    Handler,
+    PeerGone,
+    logger,
+    run_connection,
+)
+
+#: Seconds a new TCP connection gets to send its request head and finish the handshake.
+HANDSHAKE_TIMEOUT = 10.0
+#: Seconds we keep reading (and discarding) after our last byte, so the peer
+#: reads our close frame or HTTP answer instead of a reset.
+LINGER_TIMEOUT = 1.0
+
+_CLOSE_CODES_NOT_ON_THE_WIRE = {1005, 1006, 1015}
+
+
+@dataclass(frozen=True)
+class Listening:
+    """Where ``serve_websocket`` accepts connections (``port`` is the bound one)."""
+
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"ws://{host}:{self.port}/"
+
+
+class _ReplayStream(trio.abc.HalfCloseableStream):
+    """A stream that first yields ``prefix`` (the bytes we already read), then ``stream``."""
+
+    def __init__(self, stream: trio.SocketStream, prefix: bytes) -> None:
+        self.stream = stream
+        self._prefix = prefix
+        self.closed = False
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._prefix:
+            n = len(self._prefix) if max_bytes is None else max_bytes
+            data, self._prefix = self._prefix[:n], self._prefix[n:]
+            await trio.lowlevel.checkpoint()
+            return data
+        return await self.stream.receive_some(max_bytes)
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self.stream.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    async def send_eof(self) -> None:
+        await self.stream.send_eof()
+
+    async def aclose(self) -> None:
+        self.closed = True
+        await self.stream.aclose()
+
+
+async def _linger_close(stream: trio.abc.HalfCloseableStream) -> None:
+    """Half-close, read until the peer's EOF (briefly), then close.
+
+    Closing a socket with unread input makes the kernel send a reset, which
+    can destroy our last bytes in flight (a close frame, an HTTP answer).
+    """
+    try:
+        await stream.send_eof()
+        with trio.move_on_after(LINGER_TIMEOUT):
+            while await stream.receive_some(65536):
+                pass
+    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+        pass
+    finally:
+        await trio.aclose_forcefully(stream)
+
+
+class WebSocketConnection(Connection):
+    """One WebSocket client; trio-websocket's reader runs in the shielded I/O task."""
+
+    def __init__(self, stream: _ReplayStream, name: str, *, max_message_size: int,
+                 queue_limit: Callable[[], int]) -> None:
+        super().__init__(name, queue_limit)
+        self._stream = stream
+        self._max = max_message_size
+        self._ws: trio_websocket.WebSocketConnection | None = None
+
+    async def _open(self, nursery: trio.Nursery) -> bool:
+        with trio.move_on_after(HANDSHAKE_TIMEOUT):
+            # trio-websocket counts len() of the text, in characters, and
+            # closes with 1009 past it; our limit is in bytes, so frames with
+            # few enough characters but too many bytes are caught in _read_frame.
+            request = await trio_websocket.wrap_server_stream(
+                nursery, self._stream, max_message_size=self._max)
+            self._ws = await request.accept()
+            return True
+        logger.info("%s: WebSocket handshake timed out", self.name)
+        return False
+
+    async def _read_frame(self) -> str | None:
+        assert self._ws is not None
+        while True:
+            try:
+                message = await self._ws.get_message()
+            except trio_websocket.ConnectionClosed as exc:
+                code = exc.reason.code if exc.reason else ABNORMAL
+                why = (exc.reason.reason if exc.reason else None) or ""
+                if not self.closed:
+                    logger.info("%s closed (%d %s)", self.name, code, why)
+                    self._peer_gone(code, why)
+                return None
+            if isinstance(message, bytes):
+                logger.warning("%s: ignored a binary frame of %d bytes (AHP uses text frames)",
+                               self.name, len(message))
+                continue
+            size = len(message) if len(message) * 4 <= self._max else len(message.encode())
+            if size > self._max:
+                why = f"frame of {size} bytes exceeds the {self._max}-byte limit"
+                logger.warning("%s: %s; closing it with %d", self.name, why, MESSAGE_TOO_BIG)
+                self.close(MESSAGE_TOO_BIG, why)
+                return None
+            return message
+
+    async def _write_frame(self, text: str) -> None:
+        assert self._ws is not None
+        try:
+            await self._ws.send_message(text)
+        except trio_websocket.ConnectionClosed:
+            raise PeerGone from None
+
+    async def _close_transport(self, code: int, reason: str) -> None:
+        if self._ws is not None:
+            if code in _CLOSE_CODES_NOT_ON_THE_WIRE:
+                code = NORMAL
+            # Sends our close frame and waits for the peer's (the reader
+            # still runs), then closes the socket ...
+            await self._ws.aclose(code, reason[:120] or None)
+        # ... unless trio-websocket had already closed on its own (a frame
+        # over its size limit, a protocol error): then the socket is ours.
+        if not self._stream.closed:
+            await _linger_close(self._stream)
+
+    async def _abort_transport(self) -> None:
+        await trio.aclose_forcefully(self._stream)
+
+
+async def _read_head(stream: trio.SocketStream) -> tuple[h11.Request | None, bytes]:
+    """Read up to the end of the request head; (None, ...) if it is not one."""
+    parser = h11.Connection(h11.SERVER, max_incomplete_event_size=_http.MAX_HEAD_BYTES)
+    raw = bytearray()
+    while True:
+        event = parser.next_event()
+        if event is h11.NEED_DATA:
+            data = await stream.receive_some(65536)
+            raw += data
+            parser.receive_data(data)  # b"" marks the end of input
+            continue
+        if isinstance(event, h11.Request):
+            return event, bytes(raw)
+        return None, bytes(raw)  # ConnectionClosed: nothing but EOF
+
+
+def _peer_name(stream: trio.SocketStream) -> str:
+    try:
+        host, port, *_ = stream.socket.getpeername()
+    except (OSError, ValueError):
+        return "ws ?"
+    return f"ws {host}:{port}" if ":" not in host else f"ws [{host}]:{port}"
+
+
+@dataclass
+class _Server:
+    handler: Handler
+    token: str | None
+    max_message_size: int
+    queue_limit: Callable[[], int]
+
+    async def serve_stream(self, stream: trio.SocketStream) -> None:
+        """One TCP connection, from request head to closed socket. Never raises
+        (except Cancelled): a failure here is this connection's alone."""
+        name = _peer_name(stream)
+        try:
+            request, raw = None, b""
+            with trio.move_on_after(HANDSHAKE_TIMEOUT):
+                try:
+                    request, raw = await _read_head(stream)
+                except h11.RemoteProtocolError as exc:
+                    status = exc.error_status_hint
+                    logger.info("%s: bad HTTP request (%s)", name, exc)
+                    await self._refuse(stream, name, _http.Refusal(status, "bad request"))
+                    return
+            if request is None:
+                logger.debug("%s: no request head", name)
+                return
+            refusal = _http.decide(request, self.token)
+            if refusal is not None:
+                await self._refuse(stream, name, refusal)
+                return
+            conn = WebSocketConnection(_ReplayStream(stream, raw), name,
+                                       max_message_size=self.max_message_size,
+                                       queue_limit=self.queue_limit)
+            logger.info("%s connected", name)
+            try:
+                await run_connection(self.handler, conn)
+            finally:
+                logger.info("%s gone (%s %s)", name, conn.close_code, conn.close_reason)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            logger.info("%s: connection lost (%s)", name, exc)
+        except Exception:
+            logger.exception("%s: transport failure", name)
+        finally:
+            await trio.aclose_forcefully(stream)
+
+    async def _refuse(self, stream: trio.SocketStream, name: str, refusal: _http.Refusal) -> None:
+        logger.info("%s: answered HTTP %d (%s)", name, refusal.status, refusal.message)
+        with trio.move_on_after(LINGER_TIMEOUT):
+            await stream.send_all(_http.response(refusal))
+        await _linger_close(stream)
+
+
+async def serve_websocket(
+    handler: Handler,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    max_message_size: int = 16 * 2**20,
+    queue_limit: Callable[[], int] = lambda: 16 * 2**20,
+    task_status: trio.TaskStatus[Listening] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``handler`` to every WebSocket client on ``host:port`` until cancelled.
+
+    Follows the nursery ``start`` protocol: ``await nursery.start(serve_websocket, ...)``
+    returns a ``Listening`` with the bound port (``port=0`` picks a free one).
+    """
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    if port == 0 and len(listeners) > 1:
+        # a name with several addresses got a different free port on each; keep one
+        for extra in listeners[1:]:
+            await extra.aclose()
+        listeners = listeners[:1]
+    server = _Server(handler, token, max_message_size, queue_limit)
+    bound = listeners[0].socket.getsockname()
+    where = Listening(host=host, port=bound[1])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(partial(trio.serve_listeners, server.serve_stream, listeners,
+                                    handler_nursery=nursery))
+        logger.info("listening on %s", where.url)
+        task_status.started(where)
+
+
+__all__ = ["HANDSHAKE_TIMEOUT", "Listening", "WebSocketConnection", "serve_websocket"]

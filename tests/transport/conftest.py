@@ -1,0 +1,121 @@
+"""Shared pieces for the transport tests: an echo handler that reports its
+connections, a running server on 127.0.0.1, and task introspection."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
+
+import trio
+import trio_websocket
+
+from ahpd.transport.base import Connection
+from ahpd.transport.websocket import Listening, serve_websocket
+
+# Generous bounds: they only catch hangs, they never pace a test.
+LIMIT = 15
+
+
+class EchoHandler:
+    """Echoes every text frame; ``"raise"`` makes it fail; ``"quit"`` makes it return."""
+
+    def __init__(self) -> None:
+        self._new_send, self._new_recv = trio.open_memory_channel[Connection](math.inf)
+        self.received: list[str] = []
+        self.finished: list[str] = []
+
+    async def __call__(self, conn: Connection) -> None:
+        self._new_send.send_nowait(conn)
+        try:
+            while (text := await conn.receive()) is not None:
+                if text == "raise":
+                    raise RuntimeError("handler exploded on purpose")
+                if text == "quit":
+                    return
+                self.received.append(text)
+                conn.send(text)
+        finally:
+            self.finished.append(conn.name)
+
+    async def next_connection(self) -> Connection:
+        """The server side of the next client that connected."""
+        return await self._new_recv.receive()
+
+
+class Server:
+    """A running ``serve_websocket``: where it listens, and how to stop it."""
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+        self.stopped = trio.Event()
+        self.listening: Listening
+
+    @property
+    def url(self) -> str:
+        return self.listening.url
+
+    def stop(self) -> None:
+        """Cancel the server task, as the host does at shutdown."""
+        self.scope.cancel()
+
+
+@asynccontextmanager
+async def serving(handler: Any, **options: Any) -> AsyncIterator[Server]:
+    """Run ``serve_websocket`` on a free port of 127.0.0.1 for the body's duration."""
+    options.setdefault("token", None)
+    server = Server()
+
+    async def run(task_status: trio.TaskStatus[Listening] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            with server.scope:
+                await serve_websocket(handler, host="127.0.0.1", port=0,
+                                      task_status=task_status, **options)
+        finally:
+            server.stopped.set()
+
+    async with trio.open_nursery() as nursery:
+        server.listening = await nursery.start(run)
+        yield server
+        server.stop()
+
+
+@asynccontextmanager
+async def ws_client(url: str, **options: Any) -> AsyncIterator[trio_websocket.WebSocketConnection]:
+    """trio-websocket's client, plus closing its socket: when the server closes
+    first, its ``aclose()`` returns early and leaves the TCP socket open."""
+    async with trio_websocket.open_websocket_url(url, **options) as ws:
+        try:
+            yield ws
+        finally:
+            stream = ws._stream  # no public handle; only this test helper reaches in
+    await trio.aclose_forcefully(stream)
+
+
+def task_names() -> list[str]:
+    """Every task alive in this trio run, by name."""
+    names: list[str] = []
+
+    def walk(task: trio.lowlevel.Task) -> None:
+        names.append(task.name)
+        for nursery in task.child_nurseries:
+            for child in nursery.child_tasks:
+                walk(child)
+
+    walk(trio.lowlevel.current_root_task())
+    return names
+
+
+def transport_tasks() -> list[str]:
+    """The tasks that belong to a transport (ours, trio-websocket's, the listener's)."""
+    markers = ("ahpd.transport", "trio_websocket", "serve_listeners", "EchoHandler")
+    return [name for name in task_names() if any(m in name for m in markers)]
+
+
+async def wait_until(predicate: Any, what: str) -> None:
+    """Poll ``predicate`` (for state no event announces, e.g. a task having ended)."""
+    with trio.fail_after(LIMIT):
+        while not predicate():
+            await trio.sleep(0.005)
