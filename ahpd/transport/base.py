@@ -111,13 +111,16 @@ class Connection:
 
         Returns False when the frame was not queued: the connection is closed,
         or this frame would put it over its queue limit (and it is now closed
-        with 1008).
+        with 1008). A frame offered while nothing is pending is always taken,
+        whatever it weighs: the limit is on what piles up for a client that
+        is not reading, and one with an empty queue is not behind (a large
+        ``reconnect`` answer must be able to reach it).
         """
         if self.closed:
             return False
         size = len(text.encode())
         limit = self._queue_limit() if self._queue_limit is not None else None
-        if limit is not None and self.queued_bytes + size > limit:
+        if limit is not None and self.queued_bytes and self.queued_bytes + size > limit:
             behind = self.queued_bytes + size
             logger.warning(
                 "%s fell behind: %d bytes pending (limit %d); closing it with %d",

@@ -98,5 +98,5 @@ class Rpc:
 
 @asynccontextmanager
 async def rpc(url: str) -> AsyncIterator[Rpc]:
-    async with open_websocket_url(url) as ws:
+    async with open_websocket_url(url, max_message_size=64 * 2**20) as ws:
         yield Rpc(ws)

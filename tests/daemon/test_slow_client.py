@@ -1,0 +1,75 @@
+"""A client that stops reading is closed (1008) and, coming back, catches up.
+
+The host runs in this test's trio run over a real WebSocket. The slow client
+is a raw socket that completes the handshake, sends ``initialize`` and then
+never reads again; a second client keeps reading throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from functools import partial
+
+import trio
+
+from ahpd.host import Host
+from ahpd.transport.websocket import serve_websocket
+
+from ..transport.test_websocket import RawClient
+from .helpers import rpc
+
+ROOT = "ahp-root://"
+
+
+def masked_text_frame(text: str) -> bytes:
+    payload = text.encode()
+    mask = os.urandom(4)
+    head = bytes([0x81])
+    if len(payload) < 126:
+        head += bytes([0x80 | len(payload)])
+    else:
+        head += bytes([0x80 | 126]) + struct.pack("!H", len(payload))
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+async def test_a_reader_that_stops_is_closed_and_catches_up_on_reconnect() -> None:
+    host = Host(config_values={"clientQueueBytes": 2**20})
+    big = "x" * 60_000
+    async with trio.open_nursery() as nursery:
+        listening = await nursery.start(partial(
+            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
+            queue_limit=host.queue_limit,
+        ))
+        url = f"ws://127.0.0.1:{listening.port}/"
+        slow = await RawClient.connect(listening.port)
+        await slow.sock.send(masked_text_frame(json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": "slow",
+                "initialSubscriptions": [ROOT]}})))
+        with trio.fail_after(10):
+            while len(host.peers) < 1 or not any(p.client_id == "slow" for p in host.peers):
+                await trio.sleep(0.01)
+        async with rpc(url) as fast:
+            await fast.initialize("fast")
+            emitted = 0
+            with trio.fail_after(30):
+                while any(p.client_id == "slow" for p in host.peers):
+                    emitted += 1
+                    host.bus.emit(ROOT, {"type": "root/agentsChanged", "agents": [{
+                        "provider": f"p{emitted}", "displayName": "P", "description": big, "models": []}]})
+                    note = await fast.next_note()
+                    assert note["params"]["serverSeq"] == emitted  # the fast one misses nothing
+                    await trio.sleep(0)
+            assert emitted > 2**20 // 60_000
+            slow.close()
+            # The slow client comes back and is answered from the replay buffer.
+            async with rpc(url) as back:
+                reply = await back.call("reconnect", {
+                    "channel": ROOT, "clientId": "slow", "lastSeenServerSeq": 0, "subscriptions": [ROOT],
+                })
+                result = reply["result"]
+                assert result["type"] == "replay"
+                assert [e["serverSeq"] for e in result["actions"]] == list(range(1, emitted + 1))
+        nursery.cancel_scope.cancel()
