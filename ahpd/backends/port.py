@@ -1,0 +1,134 @@
+"""The backend port: the one interface every agent backend implements.
+
+Events flow *out* of a backend as ACP-shaped ``session/update`` payloads
+(wire JSON, camelCase: ``{"sessionUpdate": "agent_message_chunk", ...}``),
+because the Agent Client Protocol already names every moment an agent has:
+a chunk of reply or of thought, a tool call and its updates, a plan, the
+commands it offers. A backend that is not ACP (Claude Code) translates into
+the same vocabulary, so ``ahpd.backends.translate`` is the only place that
+knows AHP's side. Two moments ACP puts in requests rather than updates
+arrive as events too: :class:`PermissionRequest` and :class:`InputRequest`;
+the host answers them through the :class:`Conversation`.
+
+Lifetime is structured: ``Backend.run_conversation`` runs inside the chat's
+nursery, starts (or resumes) the agent, hands a :class:`Conversation` to
+``task_status.started`` and keeps the agent alive until it is cancelled,
+which is how a chat's disposal or the host's shutdown ends the agent process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+
+class BackendError(Exception):
+    """The agent failed; ``message`` is its own words, shown to the user."""
+
+    def __init__(self, message: str, error_type: str = "AgentError") -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_type = error_type
+
+
+@attrs.frozen
+class PermissionOption:
+    option_id: str
+    name: str
+    kind: str  # ACP PermissionOptionKind: allow_once | allow_always | reject_once | reject_always
+
+
+@attrs.frozen
+class PermissionRequest:
+    """The agent stopped a tool call to ask a person (ACP session/request_permission)."""
+
+    request_id: str
+    tool_call: dict[str, Any]  # ACP ToolCallUpdate, wire JSON
+    options: Sequence[PermissionOption]
+
+
+@attrs.frozen
+class InputRequest:
+    """The agent asked the user a question (an elicitation)."""
+
+    request_id: str
+    message: str
+    questions: Sequence[dict[str, Any]] = ()  # AHP ChatInputQuestion wire JSON
+
+
+@attrs.frozen
+class Update:
+    """One ACP ``session/update`` payload, as wire JSON."""
+
+    update: dict[str, Any]
+
+
+Event = Update | PermissionRequest | InputRequest
+EventSink = Callable[[Event], None]
+
+
+@attrs.frozen
+class PromptResult:
+    stop_reason: str  # ACP StopReason: end_turn | max_tokens | max_turn_requests | refusal | cancelled
+    usage: dict[str, Any] | None = None  # AHP UsageInfo wire JSON, when the agent reports it
+
+
+@attrs.frozen
+class StoredConversation:
+    """A conversation the backend keeps, for the session catalogue."""
+
+    backend_id: str
+    title: str
+    cwd: str | None
+    created_at: str | None = None
+    modified_at: str | None = None
+
+
+class Conversation(Protocol):
+    """One live agent conversation (ACP: one session)."""
+
+    backend_id: str
+
+    async def prompt(self, text: str, attachments: Sequence[dict[str, Any]] = ()) -> PromptResult:
+        """Run one turn; events stream to the sink meanwhile. Raises
+        :class:`BackendError` when the agent fails the turn."""
+
+    async def cancel(self) -> None:
+        """Ask the running turn to stop; ``prompt`` then returns ``cancelled``."""
+
+    def answer_permission(self, request_id: str, option_id: str | None) -> None:
+        """Answer a :class:`PermissionRequest`; None means cancelled."""
+
+    def answer_input(self, request_id: str, response: str, answers: dict[str, Any] | None) -> None:
+        """Answer an :class:`InputRequest` (accept | decline | cancel)."""
+
+
+class Backend(Protocol):
+    """An agent provider, e.g. ``demo`` or any configured ACP agent."""
+
+    provider: str
+
+    def agent_info(self) -> dict[str, Any]:
+        """The ``AgentInfo`` wire JSON for ``RootState.agents``."""
+
+    async def run_conversation(
+        self,
+        *,
+        cwd: Path,
+        events: EventSink,
+        resume_id: str | None = None,
+        task_status: trio.TaskStatus[Conversation] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Start a new conversation in ``cwd`` (or load ``resume_id``, replaying
+        its history as events), ``task_status.started(conversation)``, then
+        keep the agent alive until cancelled."""
+
+    async def list_conversations(self) -> list[StoredConversation]:
+        """What the agent keeps, newest first; empty if it keeps nothing."""
+
+    async def delete_conversation(self, backend_id: str) -> bool:
+        """Delete the agent's own copy; False when it cannot."""

@@ -1,0 +1,215 @@
+"""From a backend's events to AHP chat actions: a pure function of the stream.
+
+One ``TurnTranslator`` per turn. It is fed the backend's events in arrival
+order and answers the chat actions that say the same thing, keeping only
+what it must to say it right:
+
+* a part exists before it streams: the first chunk of a reply opens a
+  markdown part (``chat/responsePart``) and the next ones are ``chat/delta``;
+  thought opens a *reasoning* part and continues with ``chat/reasoning``,
+  never ``chat/delta``, which the reducer ignores on a reasoning part;
+* a tool call is created by ``chat/toolCallStart`` (never a response part as
+  well), is ``chat/toolCallReady`` with ``confirmed: "not-needed"`` when it
+  simply runs and without ``confirmed`` only when the agent actually asked,
+  and ends with ``chat/toolCallComplete`` carrying one ``result`` object; a
+  failed tool is completed with ``success: false``, since AHP has no failed;
+* the id of a tool call is the agent's own.
+
+Part ids are derived from the turn id and a counter, so the same stream
+always gives the same actions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from ahpd.backends.port import PermissionRequest
+
+# ACP tool kinds -> the reference client's ``_meta.toolKind`` renderer hint.
+_TOOL_KIND = {"execute": "terminal", "read": "read", "search": "search", "fetch": "search"}
+
+
+@attrs.define
+class _Tool:
+    name: str
+    title: str
+    raw_input: Any = None
+    status: str = "streaming"  # streaming | pending-confirmation | running | done | denied
+    content: list[dict[str, Any]] = attrs.Factory(list)
+
+
+def _text_of(content: Any) -> str | None:
+    if isinstance(content, dict) and content.get("type") == "text":
+        return content.get("text", "")
+    return None
+
+
+def _tool_input(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, sort_keys=True)
+
+
+def _result_content(blocks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """ACP tool call content -> AHP tool result content (text only, for now)."""
+    out = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "content":
+            text = _text_of(block.get("content"))
+            if text is not None:
+                out.append({"type": "text", "text": text})
+        elif kind == "diff":
+            out.append({"type": "text", "text": f"edited {block.get('path', '')}"})
+        elif kind == "terminal":
+            out.append({"type": "text", "text": f"terminal {block.get('terminalId', '')}"})
+    return out
+
+
+class TurnTranslator:
+    def __init__(self, turn_id: str) -> None:
+        self.turn_id = turn_id
+        self._parts = 0
+        self._open: tuple[str, str] | None = None  # (kind, part id) that text appends to
+        self.tools: dict[str, _Tool] = {}
+        self.commands: list[dict[str, Any]] | None = None  # the agent's latest slash commands
+
+    # -- helpers -------------------------------------------------------------
+
+    def _action(self, kind: str, **fields: Any) -> dict[str, Any]:
+        return {"type": kind, "turnId": self.turn_id, **fields}
+
+    def _text(self, part_kind: str, append: str, text: str) -> list[dict[str, Any]]:
+        if not text:
+            return []
+        if self._open and self._open[0] == part_kind:
+            return [self._action(append, partId=self._open[1], content=text)]
+        self._parts += 1
+        part_id = f"{self.turn_id}.{self._parts}"
+        self._open = (part_kind, part_id)
+        return [self._action("chat/responsePart", part={"kind": part_kind, "id": part_id, "content": text})]
+
+    def _start(self, call_id: str, update: dict[str, Any]) -> list[dict[str, Any]]:
+        title = update.get("title") or call_id
+        name = update.get("kind") or "tool"
+        self.tools[call_id] = _Tool(name=name, title=title, raw_input=update.get("rawInput"))
+        self._open = None
+        start = self._action("chat/toolCallStart", toolCallId=call_id, toolName=name, displayName=title)
+        hint = _TOOL_KIND.get(name)
+        if hint:
+            start["_meta"] = {"toolKind": hint}
+        return [start]
+
+    def _ready(self, call_id: str, *, confirmed: str | None, options: list[dict] | None = None) -> dict[str, Any]:
+        tool = self.tools[call_id]
+        ready = self._action("chat/toolCallReady", toolCallId=call_id, invocationMessage=tool.title)
+        tool_input = _tool_input(tool.raw_input)
+        if tool_input is not None:
+            ready["toolInput"] = tool_input
+        if confirmed is not None:
+            ready["confirmed"] = confirmed
+            tool.status = "running"
+        else:
+            tool.status = "pending-confirmation"
+            if options:
+                ready["options"] = options
+        return ready
+
+    # -- events --------------------------------------------------------------
+
+    def feed(self, update: dict[str, Any]) -> list[dict[str, Any]]:
+        """One ACP ``session/update`` payload -> the chat actions it means."""
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            return self._text("markdown", "chat/delta", _text_of(update.get("content")) or "")
+        if kind == "agent_thought_chunk":
+            return self._text("reasoning", "chat/reasoning", _text_of(update.get("content")) or "")
+        if kind == "tool_call":
+            return self._tool_call(update)
+        if kind == "tool_call_update":
+            return self._tool_call_update(update)
+        if kind == "available_commands_update":
+            self.commands = list(update.get("availableCommands") or [])
+        return []  # plans, modes, user chunks: nothing on the chat channel
+
+    def _tool_call(self, update: dict[str, Any]) -> list[dict[str, Any]]:
+        call_id = update["toolCallId"]
+        if call_id in self.tools:
+            return self._tool_call_update(update)
+        actions = self._start(call_id, update)
+        status = update.get("status")
+        if status in ("in_progress", "completed", "failed"):
+            actions.append(self._ready(call_id, confirmed="not-needed"))
+        if status in ("completed", "failed"):
+            actions += self._complete(call_id, update)
+        return actions
+
+    def _tool_call_update(self, update: dict[str, Any]) -> list[dict[str, Any]]:
+        call_id = update["toolCallId"]
+        actions: list[dict[str, Any]] = []
+        if call_id not in self.tools:
+            actions += self._start(call_id, update)
+        tool = self.tools[call_id]
+        if update.get("title"):
+            tool.title = update["title"]
+        if update.get("rawInput") is not None:
+            tool.raw_input = update["rawInput"]
+        if update.get("content"):
+            tool.content = list(update["content"])
+        status = update.get("status")
+        if tool.status in ("done", "denied"):
+            return actions
+        if status == "in_progress" and tool.status == "streaming":
+            actions.append(self._ready(call_id, confirmed="not-needed"))
+        if status in ("completed", "failed"):
+            if tool.status == "streaming":
+                actions.append(self._ready(call_id, confirmed="not-needed"))
+            if tool.status == "pending-confirmation":
+                return actions  # the host answers the confirmation first
+            actions += self._complete(call_id, update)
+        return actions
+
+    def _complete(self, call_id: str, update: dict[str, Any]) -> list[dict[str, Any]]:
+        tool = self.tools[call_id]
+        tool.status = "done"
+        success = update.get("status") == "completed"
+        result: dict[str, Any] = {"success": success, "pastTenseMessage": tool.title}
+        content = _result_content(update.get("content") or tool.content)
+        if content:
+            result["content"] = content
+        if not success:
+            message = " ".join(c["text"] for c in content) or f"{tool.title} failed"
+            result["error"] = {"message": message}
+        return [self._action("chat/toolCallComplete", toolCallId=call_id, result=result)]
+
+    def permission(self, request: PermissionRequest) -> list[dict[str, Any]]:
+        """The agent asks before running a tool: a confirmation somebody must give."""
+        call = request.tool_call
+        call_id = call["toolCallId"]
+        actions: list[dict[str, Any]] = []
+        if call_id not in self.tools:
+            actions += self._start(call_id, call)
+        tool = self.tools[call_id]
+        if call.get("title"):
+            tool.title = call["title"]
+        if call.get("rawInput") is not None:
+            tool.raw_input = call["rawInput"]
+        options = [
+            {"id": o.option_id, "label": o.name, "kind": "approve" if o.kind.startswith("allow") else "deny"}
+            for o in request.options
+        ]
+        actions.append(self._ready(call_id, confirmed=None, options=options))
+        return actions
+
+    def confirmed(self, call_id: str, approved: bool) -> None:
+        """The host applied a ``chat/toolCallConfirmed``: follow the call's state."""
+        tool = self.tools.get(call_id)
+        if tool is not None and tool.status == "pending-confirmation":
+            tool.status = "running" if approved else "denied"
+
+    def in_flight(self) -> list[str]:
+        return [cid for cid, t in self.tools.items() if t.status in ("streaming", "pending-confirmation", "running")]
