@@ -73,9 +73,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 2
     try:
         data_dir = ensure_private_dir(args.data_dir)
-        daemon.load_config_file(args.config, explicit=args.config_given)
+        config = daemon.load_config_file(args.config, explicit=args.config_given)
+        backends = daemon.load_backends(config, args.agent, data_dir)
         token = _token_choice(args, data_dir)
-        return trio.run(partial_run(args, data_dir, token))
+        return trio.run(partial_run(args, data_dir, token, backends))
     except (daemon.UsageError, TokenError) as exc:
         print(f"ahpd: {exc}", file=sys.stderr)
         return 2
@@ -86,13 +87,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise
 
 
-def partial_run(args: argparse.Namespace, data_dir: Path, token: str | None):
+def partial_run(args: argparse.Namespace, data_dir: Path, token: str | None, backends: dict):
     from ahpd import daemon
 
     async def main() -> int:
         return await daemon.run(
             data_dir=data_dir, host_name=args.host, port=args.port, token=token,
-            sessions=args.sessions, max_frame=args.max_frame_bytes,
+            sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes,
         )
 
     return main
@@ -107,13 +108,16 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     _setup_logging(args.log_level)
     try:
         data_dir = ensure_private_dir(args.data_dir)
-        daemon.load_config_file(args.config, explicit=args.config_given)
+        config = daemon.load_config_file(args.config, explicit=args.config_given)
+        backends = daemon.load_backends(config, args.agent, data_dir)
     except daemon.UsageError as exc:
         print(f"ahpd: {exc}", file=sys.stderr)
         return 2
 
     async def main() -> int:
-        return await daemon.run_stdio(data_dir=data_dir, sessions=args.sessions, max_frame=args.max_frame_bytes)
+        return await daemon.run_stdio(
+            data_dir=data_dir, sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes,
+        )
 
     return trio.run(main)
 
@@ -134,6 +138,11 @@ def _add_host_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, default=None, metavar="FILE",
         help=f"the TOML config file (default: {default_config_path()}, if it exists)",
+    )
+    parser.add_argument(
+        "--agent", action="append", default=[], metavar="NAME=COMMAND",
+        help="offer the ACP agent started by COMMAND as provider NAME (repeatable); "
+        "agents also come from [agents.NAME] in the config file, and the demo agent is always there",
     )
     parser.add_argument(
         "--max-frame-bytes", type=int, default=16 * 2**20, metavar="N",

@@ -90,9 +90,12 @@ class RootConfigStore:
         os.replace(tmp, self.path)
 
 
-def make_host(data_dir: Path, sessions: str) -> Host:
-    """A host whose serverSeq and user-set root config live in ``data_dir``."""
+def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None) -> Host:
+    """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
+    from ahpd.host.store import FileSessionStore, MemorySessionStore
+
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
+    session_store = FileSessionStore(data_dir / "sessions") if sessions == "file" else MemorySessionStore()
     host: Host
 
     def on_state_change(channel: str) -> None:
@@ -103,6 +106,8 @@ def make_host(data_dir: Path, sessions: str) -> Host:
         seq_store=FileSeqStore(data_dir / "serverSeq"),
         config_values=config_store.load(),
         on_state_change=on_state_change,
+        backends=backends if backends is not None else {},
+        session_store=session_store,
     )
     return host
 
@@ -138,6 +143,7 @@ async def run(
     port: int,
     token: str | None,
     sessions: str,
+    backends: dict[str, Any],
     max_frame: int = MAX_FRAME,
     ready_out: Any = None,
 ) -> int:
@@ -146,11 +152,12 @@ async def run(
     from ahpd.transport.websocket import serve_websocket
 
     ready_out = ready_out or sys.stdout
-    host = make_host(data_dir, sessions)
+    host = make_host(data_dir, sessions, backends)
     started = time.monotonic()
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_until_signalled, nursery.cancel_scope)
+            await nursery.start(host.run)
             await nursery.start(partial(control.serve_control, data_dir, lambda: status_of(host, started)))
             listening = await nursery.start(partial(
                 serve_websocket, host.serve_connection, host=host_name, port=port, token=token,
@@ -173,19 +180,29 @@ async def run(
     return 0
 
 
-async def run_stdio(*, data_dir: Path, sessions: str, max_frame: int = MAX_FRAME) -> int:
+async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], max_frame: int = MAX_FRAME) -> int:
     """One AHP connection over stdin/stdout, until stdin closes."""
     from ahpd.transport.stdio import serve_stdio
 
-    host = make_host(data_dir, sessions)
+    host = make_host(data_dir, sessions, backends)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_until_signalled, nursery.cancel_scope)
+            await nursery.start(host.run)
             await serve_stdio(host.serve_connection, max_message_size=max_frame, queue_limit=host.queue_limit)
             nursery.cancel_scope.cancel()
     finally:
         host.close()
     return 0
+
+
+def load_backends(config: dict[str, Any], cli_agents: list[str], data_dir: Path) -> dict[str, Any]:
+    from ahpd.backends.registry import ConfigError, build_backends
+
+    try:
+        return build_backends(config, cli_agents, data_dir)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def free_port_hint(host_name: str, port: int) -> str:

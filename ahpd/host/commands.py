@@ -34,7 +34,7 @@ def _no_channel(uri: str) -> RpcError:
     return RpcError(code, f"no channel {uri} on this host", {"channel": uri})
 
 
-def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> dict[str, Any]:
+async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> dict[str, Any]:
     if peer.initialized:
         raise RpcError(INVALID_REQUEST, "initialize was already answered on this connection")
     version = versions.negotiate(params.protocolVersions)
@@ -42,6 +42,7 @@ def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> dict[s
     peer.protocol_version = version
     snapshots = []
     for uri in _unique(params.initialSubscriptions or []):
+        await host.ensure_channel(uri)
         snapshot = host.bus.subscribe(uri, peer)
         if snapshot is None:
             log.info("%s: initial subscription %s names no channel; not subscribed", peer.name, uri)
@@ -61,7 +62,8 @@ def ping(host: Host, peer: Peer, params: model.PingParams) -> None:
     return None
 
 
-def subscribe(host: Host, peer: Peer, params: model.SubscribeParams) -> dict[str, Any]:
+async def subscribe(host: Host, peer: Peer, params: model.SubscribeParams) -> dict[str, Any]:
+    await host.ensure_channel(params.channel)
     snapshot = host.bus.subscribe(params.channel, peer)
     if snapshot is None:
         raise _no_channel(params.channel)
@@ -69,13 +71,15 @@ def subscribe(host: Host, peer: Peer, params: model.SubscribeParams) -> dict[str
     return {"snapshot": snapshot}
 
 
-def reconnect(host: Host, peer: Peer, params: model.ReconnectParams) -> dict[str, Any]:
+async def reconnect(host: Host, peer: Peer, params: model.ReconnectParams) -> dict[str, Any]:
     """A client coming back: what it missed, or whole snapshots if too much."""
     if peer.initialized and peer.client_id != params.clientId:
         raise RpcError(INVALID_REQUEST, "reconnect names another client than this connection's")
     peer.client_id = params.clientId
     peer.protocol_version = peer.protocol_version or versions.SUPPORTED_VERSIONS[0]
     wanted = _unique(params.subscriptions)
+    for uri in wanted:
+        await host.ensure_channel(uri)
     present = [uri for uri in wanted if uri in host.bus.channels]
     missing = [uri for uri in wanted if uri not in host.bus.channels]
     last_seen = params.lastSeenServerSeq

@@ -43,6 +43,8 @@ class Apply:
 
     action: dict[str, Any]
     refused: str | None = None
+    #: What the host does once the action is applied (start the turn...).
+    after: Callable[[], None] | None = None
 
 
 Rule = Callable[["Host", "Peer", str, dict[str, Any]], Refuse | Apply]
@@ -57,8 +59,10 @@ def client_action(action_type: str) -> Callable[[Rule], Rule]:
     return register
 
 
-def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
+async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     params = raw if isinstance(raw, dict) else {}
+    if isinstance(params.get("channel"), str):
+        await host.ensure_channel(params["channel"])
     channel, client_seq, action = params.get("channel"), params.get("clientSeq"), params.get("action")
     try:
         decoded = codec.decode(model.DispatchActionParams, params)
@@ -93,8 +97,9 @@ def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         host.bus.answer(peer, channel, action, origin)  # its own action back: nothing moved
     else:
         host.bus.emit(channel, decision.action, origin, new_state=new_state)
-        if host.on_state_change is not None:
-            host.on_state_change(channel)
+        if decision.after is not None:
+            decision.after()
+        host.state_changed(channel)
     if decision.refused:
         _refuse(host, peer, channel, action, client_seq, decision.refused)
 

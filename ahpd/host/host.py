@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
+import trio
 
 from ahpd.host import jsonrpc, rootconfig
 from ahpd.host.bus import ROOT, ActionBus
@@ -70,12 +71,19 @@ class Host:
         seq_store: Any = None,
         config_values: dict[str, Any] | None = None,
         on_state_change: Callable[[str], None] | None = None,
+        backends: dict[str, Any] | None = None,
+        session_store: Any = None,
     ) -> None:
+        from ahpd.host import chat_commands, session_commands, turns  # noqa: F401 - they register handlers
+        from ahpd.host.sessions import SessionManager
+
         self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
         values = {**rootconfig.DEFAULT_VALUES, **(config_values or {})}
+        #: Sessions and their agents; None for a host that runs no agents.
+        self.sessions = SessionManager(self, backends, session_store) if backends is not None else None
         self.bus.open(ROOT, "root", {
-            "agents": [],
-            "activeSessions": 0,
+            "agents": self.sessions.agents() if self.sessions else [],
+            "activeSessions": self.sessions.count() if self.sessions else 0,
             "terminals": [],
             "config": {"schema": rootconfig.SCHEMA, "values": values},
         })
@@ -91,6 +99,30 @@ class Host:
         """A root config value, read where it is used so a change applies next time."""
         values = self.bus.channels[ROOT].state.get("config", {}).get("values", {})
         return values.get(key, rootconfig.DEFAULT_VALUES.get(key))
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run what the host owns beyond its connections: the sessions'
+        nursery. Cancelled, it ends every agent."""
+        if self.sessions is None:
+            task_status.started()
+            await trio.sleep_forever()
+        await self.sessions.run(task_status=task_status)
+
+    async def ensure_channel(self, uri: str) -> bool:
+        """True if ``uri`` is an open channel, waking a stored session it names."""
+        if uri in self.bus.channels:
+            return True
+        return self.sessions is not None and await self.sessions.wake(uri)
+
+    def state_changed(self, channel: str) -> None:
+        """A client's action moved ``channel``: write down what must survive."""
+        if self.sessions is not None:
+            owner = self.sessions.sessions.get(channel) or getattr(
+                self.sessions.chat_owner.get(channel), "session", None)
+            if owner is not None:
+                owner.save()
+        if self.on_state_change is not None:
+            self.on_state_change(channel)
 
     def queue_limit(self) -> int:
         return int(self.config("clientQueueBytes"))
@@ -123,7 +155,7 @@ class Host:
             reply = await self._answer(peer, message)
             peer.send(reply)
         elif isinstance(message, jsonrpc.Notification):
-            self._notification(peer, message)
+            await self._notification(peer, message)
         else:
             log.debug("%s: response to nothing we asked (id %r)", peer.name, message.id)
 
@@ -169,7 +201,7 @@ class Host:
                 INVALID_PARAMS, f"invalid {method} params: {err.reason} at {err.path}", {"path": err.path}
             ) from None
 
-    def _notification(self, peer: Peer, note: jsonrpc.Notification) -> None:
+    async def _notification(self, peer: Peer, note: jsonrpc.Notification) -> None:
         from ahpd.host import commands
 
         handler = commands.NOTIFICATIONS.get(note.method)
@@ -180,7 +212,9 @@ class Host:
             log.warning("%s: %s before initialize; dropped", peer.name, note.method)
             return
         try:
-            handler(self, peer, note.params)
+            result = handler(self, peer, note.params)
+            if isinstance(result, Awaitable):
+                await result
         except Exception:  # noqa: BLE001
             log.exception("%s: %s failed", peer.name, note.method)
 

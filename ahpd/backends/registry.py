@@ -1,0 +1,83 @@
+"""Which agents this host offers: the shipped demo agent and configured ACP agents.
+
+Agents come from ``config.toml``::
+
+    [agents.gemini]
+    command = "gemini"
+    args = ["--experimental-acp"]
+    env = { GEMINI_MODEL = "..." }
+    displayName = "Gemini CLI"
+
+and from ``ahpd run --agent NAME=COMMAND`` (the command split like a shell
+would). The demo agent is always there, so everything works offline; it is
+the default provider unless another agent is configured first.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ahpd.backends.port import Backend
+
+DEMO = "demo"
+
+
+class ConfigError(ValueError):
+    """A config entry that cannot make an agent; the message names it."""
+
+
+def _demo(data_dir: Path) -> Backend:
+    from ahpd.backends.acp import AcpBackend
+
+    return AcpBackend(
+        provider=DEMO,
+        command=sys.executable,
+        args=["-m", "ahpd.demo_agent", "--home", str(data_dir / "demo-agent")],
+        display_name="Demo agent",
+        description="A deterministic offline agent shipped with ahpd, for trying things out and for tests",
+    )
+
+
+def _acp(name: str, entry: Mapping[str, Any]) -> Backend:
+    from ahpd.backends.acp import AcpBackend
+
+    command = entry.get("command")
+    if not isinstance(command, str) or not command:
+        raise ConfigError(f"[agents.{name}] needs a command (a string)")
+    args = entry.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ConfigError(f"[agents.{name}] args must be a list of strings")
+    env = entry.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ConfigError(f"[agents.{name}] env must be a table of strings")
+    unknown = set(entry) - {"command", "args", "env", "displayName", "description"}
+    if unknown:
+        raise ConfigError(f"[agents.{name}] has keys ahpd does not know: {', '.join(sorted(unknown))}")
+    return AcpBackend(
+        provider=name, command=command, args=args, env=env,
+        display_name=entry.get("displayName") or name, description=entry.get("description"),
+    )
+
+
+def build_backends(config: Mapping[str, Any], cli_agents: Iterable[str], data_dir: Path) -> dict[str, Backend]:
+    """Configured agents first (the first is the default provider), demo last."""
+    backends: dict[str, Backend] = {}
+    agents = config.get("agents", {})
+    if not isinstance(agents, dict):
+        raise ConfigError("[agents] must be a table of agents")
+    for name, entry in agents.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"[agents.{name}] must be a table")
+        backends[name] = _acp(name, entry)
+    for spec in cli_agents:
+        name, sep, command = spec.partition("=")
+        if not sep or not name or not command.strip():
+            raise ConfigError(f"--agent {spec!r}: expected NAME=COMMAND")
+        argv = shlex.split(command)
+        backends[name] = _acp(name, {"command": argv[0], "args": argv[1:]})
+    backends.setdefault(DEMO, _demo(data_dir))
+    return backends

@@ -1,0 +1,5 @@
+import sys
+
+from ahpd.demo_agent.cli import main
+
+sys.exit(main())

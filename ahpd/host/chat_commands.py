@@ -1,0 +1,275 @@
+"""The chat commands: createChat, disposeChat, moveChat, fetchTurns,
+completions, and the session config pair resolveSessionConfig and
+sessionConfigCompletions.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from ahpd.host.bus import utc_now
+from ahpd.host.commands import COMMANDS
+from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
+from ahpd.host.session_commands import PROVIDER_NOT_FOUND, SESSION_NOT_FOUND
+from ahpd.host.sessions import IDLE, Chat, path_of
+from ahpd.protocol import codec, model
+
+if TYPE_CHECKING:
+    from ahpd.host.host import Host, Peer
+    from ahpd.host.sessions import Session
+
+log = logging.getLogger("ahpd.host")
+
+ALREADY_EXISTS = -32010
+NOT_FOUND = -32008
+TURN_PAGE = 50
+COMPLETION_LIMIT = 20
+
+
+async def _session(host: Host, uri: str) -> Session:
+    if host.sessions is None:
+        raise RpcError(PROVIDER_NOT_FOUND, "this host runs no agents")
+    await host.ensure_channel(uri)
+    session = host.sessions.sessions.get(uri)
+    if session is None:
+        raise RpcError(SESSION_NOT_FOUND, f"no session {uri}")
+    return session
+
+
+async def _chat(host: Host, uri: str) -> Chat:
+    if host.sessions is None:
+        raise RpcError(PROVIDER_NOT_FOUND, "this host runs no agents")
+    await host.ensure_channel(uri)
+    chat = host.sessions.chat_owner.get(uri)
+    if chat is None:
+        raise RpcError(NOT_FOUND, f"no chat {uri}")
+    return chat
+
+
+def _transcript(turns: list[dict[str, Any]]) -> str:
+    """What a conversation said, as plain text for a model to read."""
+    lines = []
+    for turn in turns:
+        lines.append(f"User: {turn.get('message', {}).get('text', '')}")
+        reply = "".join(p.get("content", "") for p in turn.get("responseParts", []) if p.get("kind") == "markdown")
+        if reply:
+            lines.append(f"Assistant: {reply}")
+    return "\n".join(lines)
+
+
+def _through(chat_state: dict[str, Any], turn_id: str) -> list[dict[str, Any]] | None:
+    turns = list(chat_state.get("turns", []))
+    active = chat_state.get("activeTurn")
+    ids = [t["id"] for t in turns]
+    if turn_id in ids:
+        return turns[: ids.index(turn_id) + 1]
+    if active and active.get("id") == turn_id:
+        return turns + [{"id": turn_id, "message": active["message"], "responseParts": active.get("responseParts", [])}]
+    return None
+
+
+async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) -> None:
+    session = await _session(host, params.channel)
+    uri = params.chat
+    if uri in host.bus.channels or uri in host.sessions.chat_owner:
+        raise RpcError(ALREADY_EXISTS, f"chat {uri} already exists")
+    source = codec.encode(params.source) if params.source is not None else None
+    origin: dict[str, Any] = {"kind": "user"}
+    turns: list[dict[str, Any]] = []
+    preamble = None
+    if source is not None:
+        owner = host.sessions.chat_owner.get(source["chat"])
+        if owner is None or owner.session is not session:
+            raise RpcError(INVALID_PARAMS, f"source chat {source['chat']} is not a chat of {session.uri}",
+                           {"path": "$.source.chat"})
+        history = _through(owner.state(), source["turnId"])
+        if history is None or (source["kind"] == "fork" and source["turnId"] not in
+                               [t["id"] for t in owner.state().get("turns", [])]):
+            raise RpcError(INVALID_PARAMS, f"turn {source['turnId']} is not a completed turn of {source['chat']}",
+                           {"path": "$.source.turnId"})
+        origin = {k: v for k, v in source.items() if k in ("kind", "chat", "turnId", "selection")}
+        if source["kind"] == "fork":
+            turns = history
+        preamble = (
+            "The conversation so far, for context:\n" + _transcript(history)
+            + (f"\n\nThe user selected: {source['selection']['text']}" if source.get("selection") else "")
+        )
+    directories = params.workingDirectories
+    session_dirs = session.state().get("workingDirectories") or []
+    if directories and any(d not in session_dirs for d in directories):
+        raise RpcError(INVALID_PARAMS, "a chat's working directories must be among its session's",
+                       {"path": "$.workingDirectories"})
+    now = utc_now()
+    state: dict[str, Any] = {
+        "resource": uri, "title": "", "status": IDLE, "modifiedAt": now, "turns": turns, "origin": origin,
+    }
+    if directories:
+        state["workingDirectories"] = list(directories)
+    host.bus.open(uri, "chat", state)
+    chat = Chat(session, uri)
+    chat.preamble = preamble
+    session.chats[uri] = chat
+    host.sessions.chat_owner[uri] = chat
+    summary = {"resource": uri, "title": "", "status": IDLE, "modifiedAt": now, "origin": origin}
+    host.bus.emit(session.uri, {"type": "session/chatAdded", "summary": summary})
+    session.save()
+    if params.initialMessage is not None:
+        from ahpd.host.turns import TurnRunner
+
+        message = codec.encode(params.initialMessage)
+        turn_id = host.sessions.new_turn_id()
+        host.bus.emit(uri, {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": now, "message": message})
+        chat.turn = TurnRunner(chat, turn_id)
+        session.nursery.start_soon(chat.turn.run, message.get("text", ""), list(message.get("attachments") or []))
+
+
+async def dispose_chat(host: Host, peer: Peer, params: model.DisposeChatParams) -> None:
+    chat = await _chat(host, params.channel)
+    session = chat.session
+    if len(session.chats) == 1:
+        raise RpcError(INVALID_PARAMS, f"{chat.uri} is the last chat of {session.uri}: dispose the session instead")
+    backend = host.sessions.backends.get(session.provider)
+    chat.close()
+    if backend is not None and chat.backend_id:
+        try:
+            await backend.delete_conversation(chat.backend_id)
+        except Exception:  # noqa: BLE001
+            log.exception("%s: deleting the agent's copy failed", chat.uri)
+    was_default = session.state().get("defaultChat") == chat.uri
+    host.bus.close(chat.uri)
+    del session.chats[chat.uri]
+    host.sessions.chat_owner.pop(chat.uri, None)
+    host.bus.emit(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
+    if was_default:
+        host.bus.emit(session.uri, {"type": "session/defaultChatChanged", "defaultChat": next(iter(session.chats))})
+    session.save()
+
+
+def move_chat(host: Host, peer: Peer, params: model.MoveChatParams) -> None:
+    raise RpcError(INVALID_PARAMS, "moveChat is not served yet: no chat here can be moved, because no backend "
+                   "this host runs can hand a conversation to another session")
+
+
+async def fetch_turns(host: Host, peer: Peer, params: model.FetchTurnsParams) -> dict[str, Any]:
+    chat = await _chat(host, params.channel)
+    state = chat.state()
+    cursor = state.get("turnsNextCursor")
+    if params.cursor is None or params.cursor != cursor:
+        if params.cursor is None and cursor is None:
+            return {}  # everything is already loaded
+        raise RpcError(INVALID_PARAMS, "cursor was not issued by this host for this chat", {"path": "$.cursor"})
+    older = chat.session.older_turns.get(chat.uri, [])
+    page, rest = older[-TURN_PAGE:], older[:-TURN_PAGE]
+    chat.session.older_turns[chat.uri] = rest
+    action: dict[str, Any] = {"type": "chat/turnsLoaded", "turns": page}
+    if rest:
+        action["turnsNextCursor"] = f"older:{len(rest)}"
+    host.bus.emit(chat.uri, action)
+    return {}
+
+
+# -- completions ----------------------------------------------------------------
+
+
+def _item(insert: str, attachment: dict[str, Any], start: int, end: int) -> dict[str, Any]:
+    return {"insertText": insert, "rangeStart": start, "rangeEnd": end, "attachment": attachment}
+
+
+def _word(text: str, offset: int) -> tuple[int, str]:
+    start = offset
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    return start, text[start:offset]
+
+
+async def completions(host: Host, peer: Peer, params: model.CompletionsParams) -> dict[str, Any]:
+    chat = await _chat(host, params.channel)
+    offset = max(0, min(int(params.offset), len(params.text)))
+    start, word = _word(params.text, offset)
+    items: list[dict[str, Any]] = []
+    if word.startswith("/"):
+        for command in chat.commands:
+            name = command.get("name", "")
+            if name.lower().startswith(word[1:].lower()):
+                meta = {"command": name, "description": command.get("description", "")}
+                hint = (command.get("input") or {}).get("hint")
+                if hint:
+                    meta["argumentHint"] = hint
+                items.append(_item(f"/{name} ", {"type": "simple", "label": f"/{name}", "_meta": meta}, start, offset))
+    elif word.startswith("#chat:") or (word.startswith("#") and "chat:".startswith(word[1:])):
+        query = word[6:].lower() if word.startswith("#chat:") else ""
+        for other in chat.session.chats.values():
+            if other is chat:
+                continue
+            state = other.state()
+            if query and query not in state.get("title", "").lower():
+                continue
+            attachment: dict[str, Any] = {"type": "chat", "label": state.get("title") or other.uri,
+                                          "resource": other.uri, "_meta": {"command": "chat"}}
+            if state.get("turns"):
+                attachment["endTurn"] = state["turns"][-1]["id"]
+            items.append(_item(f"#chat:{attachment['label']} ", attachment, start, offset))
+        if not word.startswith("#chat:"):
+            items += _files(chat, word[1:], start, offset, "#")
+    elif word.startswith("@") or word.startswith("#"):
+        items += _files(chat, word[1:], start, offset, word[0])
+    return {"items": items[:COMPLETION_LIMIT] if not word.startswith("/") else items}
+
+
+def _files(chat: Chat, query: str, start: int, end: int, sigil: str) -> list[dict[str, Any]]:
+    """Files under the session's directory whose relative path matches."""
+    root = chat.session.cwd
+    out = []
+    query = query.lower()
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, root)
+            if query in relative.lower():
+                uri = f"file://{path}"
+                out.append(_item(f"{sigil}{relative} ", {
+                    "type": "resource", "label": relative, "uri": uri,
+                    "_meta": {"uri": uri, "command": "file"},
+                }, start, end))
+                if len(out) >= COMPLETION_LIMIT:
+                    return out
+    return out
+
+
+# -- session config -----------------------------------------------------------------
+
+_SESSION_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSessionConfigParams) -> dict[str, Any]:
+    """The schema a session of that provider takes, and what has been answered
+    so far (answers to keys it does not declare are dropped, not refused)."""
+    if params.provider is not None and (host.sessions is None or params.provider not in host.sessions.backends):
+        raise RpcError(PROVIDER_NOT_FOUND, f"no agent provider {params.provider!r} here")
+    if params.workingDirectory is not None:
+        try:
+            path = path_of(params.workingDirectory)
+        except ValueError as exc:
+            raise RpcError(INVALID_PARAMS, str(exc), {"path": "$.workingDirectory"}) from None
+        if not path.is_dir():
+            raise RpcError(INVALID_PARAMS, f"{path} is not a directory", {"path": "$.workingDirectory"})
+    values = {k: v for k, v in (params.config or {}).items() if k in _SESSION_SCHEMA["properties"]}
+    return {"schema": _SESSION_SCHEMA, "values": values}
+
+
+def session_config_completions(host: Host, peer: Peer, params: model.SessionConfigCompletionsParams) -> dict[str, Any]:
+    return {"items": []}  # no key of this host's has more values than its enum holds
+
+
+COMMANDS.update({
+    "createChat": create_chat,
+    "disposeChat": dispose_chat,
+    "moveChat": move_chat,
+    "fetchTurns": fetch_turns,
+    "completions": completions,
+    "resolveSessionConfig": resolve_session_config,
+    "sessionConfigCompletions": session_config_completions,
+})

@@ -1,0 +1,179 @@
+"""The session commands: createSession, disposeSession, listSessions.
+
+Registered into the command table by name, like every other command.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ahpd.host.bus import ROOT, utc_now
+from ahpd.host.commands import COMMANDS
+from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+from ahpd.host.sessions import IDLE, path_of
+from ahpd.protocol import model
+
+if TYPE_CHECKING:
+    from ahpd.host.host import Host, Peer
+    from ahpd.host.sessions import Session
+
+log = logging.getLogger("ahpd.host")
+
+SESSION_NOT_FOUND = -32001
+PROVIDER_NOT_FOUND = -32002
+SESSION_ALREADY_EXISTS = -32003
+
+
+def _manager(host: Host):
+    if host.sessions is None:
+        raise RpcError(PROVIDER_NOT_FOUND, "this host runs no agents")
+    return host.sessions
+
+
+def _progress(host: Host, peer: Peer, token: str | None, progress: int, message: str) -> None:
+    if token is None:
+        return
+    peer.send(json.dumps({"jsonrpc": "2.0", "method": "root/progress", "params": {
+        "channel": ROOT, "progressToken": token, "progress": progress, "total": 2, "message": message,
+    }}))
+
+
+def _working_directory(params: model.CreateSessionParams) -> Path:
+    uris = params.workingDirectories or [Path.home().as_uri()]
+    try:
+        path = path_of(uris[0])
+    except ValueError as exc:
+        raise RpcError(INVALID_PARAMS, str(exc), {"path": "$.workingDirectories[0]"}) from None
+    if not path.is_dir():
+        raise RpcError(INVALID_PARAMS, f"working directory {path} does not exist or is not a directory",
+                       {"path": "$.workingDirectories[0]"})
+    return path
+
+
+async def create_session(host: Host, peer: Peer, params: model.CreateSessionParams) -> None:
+    sessions = _manager(host)
+    uri = params.channel
+    if uri in host.bus.channels or uri in sessions.dormant:
+        raise RpcError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
+    provider = params.provider or sessions.default_provider
+    if provider not in sessions.backends:
+        raise RpcError(PROVIDER_NOT_FOUND, f"no agent provider {provider!r} here; this host has "
+                       f"{', '.join(sessions.backends) or 'none'}")
+    cwd = _working_directory(params)
+    _progress(host, peer, params.progressToken, 0, "preparing the session")
+    record: dict[str, Any] = {"uri": uri, "provider": provider, "cwd": str(cwd), "createdAt": utc_now(), "title": ""}
+    session = await sessions.open(record, lifecycle="creating")
+    if params.activeClient is not None:
+        client = {"clientId": peer.client_id, "tools": [], **_client_fields(params.activeClient)}
+        host.bus.emit(uri, {"type": "session/activeClientSet", "activeClient": client})
+    chat = next(iter(session.chats.values()))
+    try:
+        await chat.ensure_agent()
+    except Exception as exc:  # noqa: BLE001 - creation failures fail the request
+        log.warning("session %s: the %s agent did not start: %s", uri, provider, exc)
+        sessions.dispose(session)
+        raise RpcError(INTERNAL_ERROR, f"the {provider} agent did not start: {exc}") from None
+    _progress(host, peer, params.progressToken, 1, "agent started")
+    host.bus.emit(uri, {"type": "session/ready"})
+    session.save()
+    sessions.announce_count()
+    host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionAdded", {
+        "channel": ROOT, "summary": session.summary(),
+    })
+    _progress(host, peer, params.progressToken, 2, "ready")
+    return None
+
+
+def _client_fields(active: model.SessionActiveClient) -> dict[str, Any]:
+    from ahpd.protocol import codec
+
+    fields = codec.encode(active)
+    fields.pop("clientId", None)
+    return fields
+
+
+async def dispose_session(host: Host, peer: Peer, params: model.DisposeSessionParams) -> None:
+    sessions = _manager(host)
+    uri = params.channel
+    session = sessions.sessions.get(uri)
+    if session is None and uri in sessions.dormant:
+        await sessions.wake(uri)
+        session = sessions.sessions.get(uri)
+    if session is None:
+        raise RpcError(SESSION_NOT_FOUND, f"no session {uri}")
+    backend = sessions.backends.get(session.provider)
+    for chat in list(session.chats.values()):
+        if backend is not None and chat.backend_id:
+            try:
+                deleted = await backend.delete_conversation(chat.backend_id)
+            except Exception:  # noqa: BLE001 - the session goes either way
+                log.exception("session %s: deleting the agent's copy failed", uri)
+                deleted = False
+            if not deleted:
+                log.info("session %s: the %s agent keeps its own copy of the conversation", uri, session.provider)
+    sessions.dispose(session)
+    sessions.announce_count()
+    host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionRemoved", {"channel": ROOT, "session": uri})
+
+
+def _row(record: dict[str, Any]) -> dict[str, Any]:
+    chats = record.get("chats") or []
+    modified = max((c.get("state", {}).get("modifiedAt", "") for c in chats), default="") or record["createdAt"]
+    row = {
+        "resource": record["uri"], "provider": record["provider"], "title": record.get("title", ""),
+        "status": IDLE | record.get("status", 0), "createdAt": record["createdAt"], "modifiedAt": modified,
+        "workingDirectories": [Path(record["cwd"]).as_uri()],
+    }
+    if chats:
+        row["chats"] = [{"resource": c["uri"], "title": c.get("state", {}).get("title", ""),
+                         "status": c.get("state", {}).get("status", IDLE)} for c in chats]
+        row["defaultChat"] = record.get("defaultChat") or chats[0]["uri"]
+    return row
+
+
+def _cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"ahpd:{offset}".encode()).decode()
+
+
+def _offset(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode()).decode()
+        if not text.startswith("ahpd:"):
+            raise ValueError
+        return int(text[5:])
+    except (ValueError, UnicodeDecodeError):
+        raise RpcError(INVALID_PARAMS, "cursor was not issued by this host", {"path": "$.cursor"}) from None
+
+
+def list_sessions(host: Host, peer: Peer, params: model.ListSessionsParams) -> dict[str, Any]:
+    sessions = host.sessions
+    rows = [] if sessions is None else (
+        [s.summary() for s in sessions.sessions.values()] + [_row(r) for r in sessions.dormant.values()]
+    )
+    rows.sort(key=lambda r: r["modifiedAt"], reverse=True)
+    start = _offset(params.cursor) if params.cursor else 0
+    if params.limit is None:
+        return {"items": rows[start:]}
+    limit = max(1, int(params.limit))
+    page = rows[start:start + limit]
+    result: dict[str, Any] = {"items": page}
+    if start + limit < len(rows):
+        result["nextCursor"] = _cursor(start + limit)
+    return result
+
+
+def notify_summary(host: Host, session: Session, changes: dict[str, Any]) -> None:
+    host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionSummaryChanged", {
+        "channel": ROOT, "session": session.uri, "changes": changes,
+    })
+
+
+COMMANDS.update({
+    "createSession": create_session,
+    "disposeSession": dispose_session,
+    "listSessions": list_sessions,
+})

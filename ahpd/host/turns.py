@@ -1,0 +1,278 @@
+"""Turns: a client's message in, the agent's answer out, one ending.
+
+``chat/turnStarted`` from a client is said back to everyone and then run:
+the chat's agent is started (or resumed) if it is not running, the prompt is
+sent, and every event the agent produces is translated into chat actions as
+it arrives. Exactly one action ends the turn: ``chat/turnComplete`` when it
+worked, ``chat/error`` when it did not, ``chat/turnCancelled`` when somebody
+stopped it; each carries the duration measured here.
+
+A tool call the agent stops to ask about is mirrored onto the session's
+``inputNeeded`` list, so a client watching only the session sees the session
+is blocked, and lifted again once somebody answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ahpd.backends.port import BackendError, Event, InputRequest, PermissionRequest, Update
+from ahpd.backends.translate import TurnTranslator
+from ahpd.host.dispatch import Apply, Refuse, client_action
+
+if TYPE_CHECKING:
+    from ahpd.host.host import Host, Peer
+    from ahpd.host.sessions import Chat
+
+log = logging.getLogger("ahpd.host")
+
+
+class TurnRunner:
+    def __init__(self, chat: Chat, turn_id: str, previous: TurnRunner | None = None) -> None:
+        self.chat = chat
+        self.turn_id = turn_id
+        #: A cancelled turn whose prompt the agent has not returned yet: this
+        #: one is sent only after it, and hears nothing before its own prompt.
+        self.previous = previous
+        self.live = False
+        self.done = trio.Event()
+        self.translator = TurnTranslator(turn_id)
+        self.started = time.monotonic()
+        self.ended = False
+        #: toolCallId -> (permission request id, options) awaiting an answer
+        self.permissions: dict[str, PermissionRequest] = {}
+        self.inputs: dict[str, InputRequest] = {}
+        self._gone = trio.Event()
+
+    def duration(self) -> int:
+        return max(0, round((time.monotonic() - self.started) * 1000))
+
+    def emit(self, action: dict[str, Any]) -> None:
+        self.chat.host.bus.emit(self.chat.uri, action)
+
+    def end(self, action: dict[str, Any]) -> None:
+        """The one ending; anything after it is dropped."""
+        if self.ended:
+            return
+        self.ended = True
+        self.lift_all()
+        self.emit(action)
+        self.chat.host.sessions.sync_summary(self.chat)
+
+    def lift_all(self) -> None:
+        for call_id in list(self.permissions):
+            self.lift(call_id)
+        for request_id in list(self.inputs):
+            self.inputs.pop(request_id)
+            self._emit_session({"type": "session/inputNeededRemoved", "id": request_id})
+
+    def lift(self, call_id: str) -> None:
+        request = self.permissions.pop(call_id, None)
+        if request is not None:
+            self._emit_session({"type": "session/inputNeededRemoved", "id": request.request_id})
+
+    def _emit_session(self, action: dict[str, Any]) -> None:
+        self.chat.host.bus.emit(self.chat.session.uri, action)
+
+    def agent_gone(self) -> None:
+        self._gone.set()
+
+    async def run(self, text: str, attachments: list[dict[str, Any]]) -> None:
+        chat = self.chat
+        try:
+            if self.previous is not None:
+                await self.previous.done.wait()
+                self.previous = None
+            conversation = await chat.ensure_agent()
+            if chat.preamble:
+                text, chat.preamble = f"{chat.preamble}\n\n{text}", None
+            self.live = True
+            result = await conversation.prompt(text, attachments)
+        except BackendError as err:
+            self._fail(err.error_type, err.message)
+        except Exception as exc:  # noqa: BLE001 - a turn that fails ends as an error, never a hang
+            log.exception("%s: turn %s failed", chat.uri, self.turn_id)
+            self._fail(type(exc).__name__, str(exc) or type(exc).__name__)
+        else:
+            if result.usage:
+                self.emit({"type": "chat/usage", "turnId": self.turn_id, "usage": result.usage})
+            if result.stop_reason == "cancelled":
+                self.end({"type": "chat/turnCancelled", "turnId": self.turn_id, "duration": self.duration()})
+            else:
+                self.end({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": self.duration()})
+        finally:
+            self.done.set()
+            if chat.turn is self:
+                chat.turn = None
+            chat.session.save()
+
+    def _fail(self, error_type: str, message: str) -> None:
+        self.end({
+            "type": "chat/error", "turnId": self.turn_id, "duration": self.duration(),
+            "part": {"kind": "error", "error": {"errorType": error_type, "message": message}},
+        })
+
+
+def on_event(chat: Chat, event: Event) -> None:
+    """A backend event, in arrival order."""
+    turn = chat.turn
+    if isinstance(event, Update):
+        if event.update.get("sessionUpdate") == "available_commands_update":
+            chat.commands = list(event.update.get("availableCommands") or [])
+        if turn is None or turn.ended or not turn.live:
+            return  # history replayed on resume, or a straggler of a turn that ended
+        for action in turn.translator.feed(event.update):
+            turn.emit(action)
+    elif isinstance(event, PermissionRequest):
+        if turn is None or turn.ended or not turn.live:
+            _answer_later(chat, event)
+            return
+        for action in turn.translator.permission(event):
+            turn.emit(action)
+        call_id = event.tool_call["toolCallId"]
+        turn.permissions[call_id] = event
+        pending = _tool_call_state(chat, turn.turn_id, call_id)
+        if pending is not None:
+            turn._emit_session({"type": "session/inputNeededSet", "request": {
+                "id": event.request_id, "chat": chat.uri, "kind": "toolConfirmation",
+                "turnId": turn.turn_id, "toolCall": pending,
+            }})
+    elif isinstance(event, InputRequest):
+        if turn is None or turn.ended or not turn.live:
+            _answer_later(chat, event)
+            return
+        request: dict[str, Any] = {"id": event.request_id, "message": event.message}
+        if event.questions:
+            request["questions"] = list(event.questions)
+        turn.inputs[event.request_id] = event
+        turn.emit({"type": "chat/inputRequested", "request": request})
+        turn._emit_session({"type": "session/inputNeededSet", "request": {
+            "id": event.request_id, "chat": chat.uri, "kind": "chatInput", "request": request,
+        }})
+
+
+def _answer_later(chat: Chat, event: Event) -> None:
+    """Nobody can be asked outside a turn: the agent is told no."""
+    if chat.conversation is None:
+        return
+    if isinstance(event, PermissionRequest):
+        chat.conversation.answer_permission(event.request_id, None)
+    elif isinstance(event, InputRequest):
+        chat.conversation.answer_input(event.request_id, "cancel", None)
+
+
+def _tool_call_state(chat: Chat, turn_id: str, call_id: str) -> dict[str, Any] | None:
+    active = chat.state().get("activeTurn")
+    if not active or active.get("id") != turn_id:
+        return None
+    for part in active.get("responseParts", []):
+        call = part.get("toolCall") if part.get("kind") == "toolCall" else None
+        if call and call.get("toolCallId") == call_id:
+            return call
+    return None
+
+
+# -- what clients dispatch on a chat --------------------------------------------------
+
+
+def _chat(host: Host, channel: str) -> Chat | None:
+    return host.sessions.chat_owner.get(channel) if host.sessions else None
+
+
+@client_action("chat/turnStarted")
+def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    chat = _chat(host, channel)
+    if chat is None:
+        return Refuse(f"{channel} is not a chat this host runs")
+    if chat.state().get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended):
+        return Refuse("a turn is already running in this chat; queue the message or cancel the turn")
+    if chat.session.provider not in host.sessions.backends:
+        return Refuse(f"no agent for provider {chat.session.provider} on this host")
+
+    def after() -> None:
+        turn = chat.turn = TurnRunner(chat, action["turnId"], previous=chat.turn)
+        message = action["message"]
+        chat.session.nursery.start_soon(turn.run, message.get("text", ""), list(message.get("attachments") or []))
+        _name_after_first_message(chat, message.get("text", ""))
+        host.sessions.sync_summary(chat)
+
+    return Apply(action, after=after)
+
+
+def _name_after_first_message(chat: Chat, text: str) -> None:
+    """An untitled session is one nobody can find again: name it."""
+    session_state = chat.session.state()
+    title = " ".join(text.split())[:60]
+    if session_state.get("title") or not title:
+        return
+    host = chat.host
+    host.bus.emit(chat.session.uri, {"type": "session/titleChanged", "title": title})
+    host.sessions.notify_summary(chat.session, {"title": title})
+
+
+@client_action("chat/turnCancelled")
+def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    if turn is None or turn.turn_id != action["turnId"] or turn.ended:
+        return Apply(action)  # names no running turn: changes nothing, answered as such
+
+    def after() -> None:
+        turn.ended = True  # this action is the ending
+        turn.lift_all()
+        host.sessions.sync_summary(chat)
+        if chat.conversation is not None:
+            chat.session.nursery.start_soon(chat.conversation.cancel)
+
+    return Apply(action, after=after)
+
+
+@client_action("chat/toolCallConfirmed")
+def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    request = turn.permissions.get(action["toolCallId"]) if turn and turn.turn_id == action["turnId"] else None
+    if request is None:
+        return Refuse(f"tool call {action['toolCallId']} is not waiting for a confirmation")
+    approved = bool(action.get("approved"))
+    wanted = "allow" if approved else "reject"
+    option = action.get("selectedOptionId")
+    if option not in {o.option_id for o in request.options}:
+        option = next((o.option_id for o in request.options if o.kind.startswith(wanted)), None)
+
+    def after() -> None:
+        turn.translator.confirmed(action["toolCallId"], approved)
+        turn.lift(action["toolCallId"])
+        if chat.conversation is not None:
+            chat.conversation.answer_permission(request.request_id, option)
+
+    return Apply(action, after=after)
+
+
+@client_action("chat/inputCompleted")
+def input_completed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    request = turn.inputs.get(action["requestId"]) if turn else None
+    if request is None:
+        return Refuse(f"input request {action['requestId']} is not open")
+
+    def after() -> None:
+        turn.inputs.pop(action["requestId"], None)
+        turn._emit_session({"type": "session/inputNeededRemoved", "id": action["requestId"]})
+        if chat.conversation is not None:
+            chat.conversation.answer_input(request.request_id, action["response"], action.get("answers"))
+
+    return Apply(action, after=after)
+
+
+@client_action("chat/toolCallResultConfirmed")
+def tool_call_result_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
+    return Refuse(
+        "chat/toolCallResultConfirmed is not served: no agent behind this host asks for a tool's "
+        "result to be confirmed after it ran, so there is no such question to answer"
+    )
