@@ -213,7 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_host_options(stdio)
     stdio.set_defaults(func=_cmd_stdio)
 
+    from ahpd.chat_client import add_chat_parser
     from ahpd.ops import commands as ops
+
+    add_chat_parser(sub)
 
     ops.add_stop_parser(sub)
     ops.add_status_parser(sub)

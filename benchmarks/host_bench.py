@@ -10,7 +10,9 @@ Four measurements, each printed with its target and whether this run met it:
    connection, in the same run (target: ahpd >= 50% of the bare server);
 2. dispatch-to-delivery latency: 100 subscribers, actions emitted at a paced
    rate, emit time (server) to receive time (client) per serverSeq, both on
-   CLOCK_MONOTONIC (target: p99 < 20 ms at 1,000 actions/s);
+   CLOCK_MONOTONIC (target: p99 < 20 ms at 1,000 actions/s; also run at
+   300, 200 and 100 actions/s, and at 1,000/s to 10 subscribers, to show
+   where it is met);
 3. handshake cost: initialize with the root snapshot on a new connection,
    against a ping on an initialized one (target: <= 3x);
 4. memory per idle initialized connection of an ``ahpd run`` process, from
@@ -19,7 +21,9 @@ Four measurements, each printed with its target and whether this run met it:
 The servers run in this process; the clients run in a second process
 (``_host_bench_client.py``), so on a two-core machine each side has a core.
 Everything goes to 127.0.0.1 and every wait is bounded. The machine is
-shared and noisy: throughput runs alternate ahpd and bare and report medians.
+shared and noisy: throughput runs alternate ahpd and bare and report medians,
+and each timed section says how many cores other processes used meanwhile
+(from /proc/stat); a figure taken beside a busy neighbour is not the host's.
 """
 
 from __future__ import annotations
@@ -77,9 +81,9 @@ def check_frames() -> None:
 
     host = Host()
     host.bus.channels[ROOT].subscribers.add(Sink())
-    for i in (1, 2, 1234):
+    for i in (1, 2, 3):
         host.bus.emit(ROOT, action(i))
-    assert seen == [bare_frame(1), bare_frame(2), bare_frame(3).replace('"activeSessions":3', '"activeSessions":1234')], seen
+    assert seen == [bare_frame(1), bare_frame(2), bare_frame(3)], seen
 
 
 # -- the client process -------------------------------------------------------------

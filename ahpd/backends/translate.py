@@ -77,6 +77,7 @@ class TurnTranslator:
         self._open: tuple[str, str] | None = None  # (kind, part id) that text appends to
         self.tools: dict[str, _Tool] = {}
         self.commands: list[dict[str, Any]] | None = None  # the agent's latest slash commands
+        self.activity: str | None = None  # what the chat is doing, in the tool's own words
 
     # -- helpers -------------------------------------------------------------
 
@@ -134,7 +135,23 @@ class TurnTranslator:
             return self._tool_call_update(update)
         if kind == "available_commands_update":
             self.commands = list(update.get("availableCommands") or [])
-        return []  # plans, modes, user chunks: nothing on the chat channel
+        if kind == "plan":
+            entries = update.get("entries") or []
+            doing = next((e.get("content") for e in entries if e.get("status") == "in_progress"), None)
+            return self._activity(doing)
+        return []  # modes, user chunks: nothing on the chat channel
+
+    def _activity(self, text: str | None) -> list[dict[str, Any]]:
+        """``chat/activityChanged`` when what the chat is doing changed; no
+        activity at all clears it."""
+        if text == self.activity:
+            return []
+        self.activity = text
+        return [{"type": "chat/activityChanged", "activity": text} if text else {"type": "chat/activityChanged"}]
+
+    def _tool_activity(self) -> list[dict[str, Any]]:
+        running = [t.title for t in self.tools.values() if t.status == "running"]
+        return self._activity(running[-1] if running else None)
 
     def _tool_call(self, update: dict[str, Any]) -> list[dict[str, Any]]:
         call_id = update["toolCallId"]
@@ -146,7 +163,7 @@ class TurnTranslator:
             actions.append(self._ready(call_id, confirmed="not-needed"))
         if status in ("completed", "failed"):
             actions += self._complete(call_id, update)
-        return actions
+        return actions + self._tool_activity()
 
     def _tool_call_update(self, update: dict[str, Any]) -> list[dict[str, Any]]:
         call_id = update["toolCallId"]
@@ -171,7 +188,7 @@ class TurnTranslator:
             if tool.status == "pending-confirmation":
                 return actions  # the host answers the confirmation first
             actions += self._complete(call_id, update)
-        return actions
+        return actions + self._tool_activity()
 
     def _complete(self, call_id: str, update: dict[str, Any]) -> list[dict[str, Any]]:
         tool = self.tools[call_id]
@@ -205,11 +222,17 @@ class TurnTranslator:
         actions.append(self._ready(call_id, confirmed=None, options=options))
         return actions
 
-    def confirmed(self, call_id: str, approved: bool) -> None:
-        """The host applied a ``chat/toolCallConfirmed``: follow the call's state."""
+    def confirmed(self, call_id: str, approved: bool) -> list[dict[str, Any]]:
+        """The host applied a ``chat/toolCallConfirmed``: follow the call's
+        state, and say what the chat is now doing."""
         tool = self.tools.get(call_id)
         if tool is not None and tool.status == "pending-confirmation":
             tool.status = "running" if approved else "denied"
+        return self._tool_activity()
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The turn ended: the chat is doing nothing any more."""
+        return self._activity(None)
 
     def in_flight(self) -> list[str]:
         return [cid for cid, t in self.tools.items() if t.status in ("streaming", "pending-confirmation", "running")]

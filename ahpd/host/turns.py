@@ -61,6 +61,8 @@ class TurnRunner:
         self.ended = True
         self.lift_all()
         self.emit(action)
+        for extra in self.translator.finish():
+            self.emit(extra)
         self.chat.host.sessions.sync_summary(self.chat)
 
     def lift_all(self) -> None:
@@ -125,8 +127,11 @@ def on_event(chat: Chat, event: Event) -> None:
             chat.commands = list(event.update.get("availableCommands") or [])
         if turn is None or turn.ended or not turn.live:
             return  # history replayed on resume, or a straggler of a turn that ended
-        for action in turn.translator.feed(event.update):
+        actions = turn.translator.feed(event.update)
+        for action in actions:
             turn.emit(action)
+        if any(a["type"] == "chat/activityChanged" for a in actions):
+            chat.host.sessions.sync_summary(chat)
     elif isinstance(event, PermissionRequest):
         if turn is None or turn.ended or not turn.live:
             _answer_later(chat, event)
@@ -224,6 +229,8 @@ def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any])
     def after() -> None:
         turn.ended = True  # this action is the ending
         turn.lift_all()
+        for extra in turn.translator.finish():
+            turn.emit(extra)
         host.sessions.sync_summary(chat)
         if chat.conversation is not None:
             chat.session.nursery.start_soon(chat.conversation.cancel)
@@ -245,7 +252,8 @@ def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, 
         option = next((o.option_id for o in request.options if o.kind.startswith(wanted)), None)
 
     def after() -> None:
-        turn.translator.confirmed(action["toolCallId"], approved)
+        for extra in turn.translator.confirmed(action["toolCallId"], approved):
+            turn.emit(extra)
         turn.lift(action["toolCallId"])
         if chat.conversation is not None:
             chat.conversation.answer_permission(request.request_id, option)

@@ -83,9 +83,11 @@ def test_a_tool_that_simply_runs() -> None:
     ]
     actions = [a for u in stream for a in t.feed(u)]
     types = [a["type"] for a in actions]
-    assert types == ["chat/responsePart", "chat/toolCallStart", "chat/toolCallReady",
-                     "chat/toolCallComplete", "chat/responsePart"]
+    assert types == ["chat/responsePart", "chat/toolCallStart", "chat/toolCallReady", "chat/activityChanged",
+                     "chat/toolCallComplete", "chat/activityChanged", "chat/responsePart"]
+    assert actions[3]["activity"] == "Read notes.txt" and "activity" not in actions[5]
     assert actions[1]["_meta"] == {"toolKind": "read"}
+    assert "activity" not in t.finish() and t.finish() == []  # already cleared
     assert actions[2]["confirmed"] == "not-needed"
     chat = replay(actions)
     parts = chat["activeTurn"]["responseParts"]
@@ -139,7 +141,7 @@ def test_a_failed_tool_is_completed_unsuccessfully() -> None:
     actions = t.feed({"sessionUpdate": "tool_call", "toolCallId": "c4", "title": "Fetch", "status": "in_progress"})
     actions += t.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c4", "status": "failed",
                        "content": [{"type": "content", "content": {"type": "text", "text": "404"}}]})
-    complete = actions[-1]
+    complete = next(a for a in actions if a["type"] == "chat/toolCallComplete")
     assert complete["result"]["success"] is False and complete["result"]["error"]["message"] == "404"
     replay(actions)
 
@@ -149,3 +151,19 @@ def test_an_update_for_a_call_never_started_starts_it() -> None:
     actions = t.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c5", "title": "x", "status": "completed"})
     assert [a["type"] for a in actions] == ["chat/toolCallStart", "chat/toolCallReady", "chat/toolCallComplete"]
     replay(actions)
+
+
+def test_a_plan_says_what_the_chat_is_doing() -> None:
+    t = TurnTranslator(TURN)
+
+    def plan(*statuses: str) -> dict:
+        return {"sessionUpdate": "plan", "entries": [
+            {"content": f"step {n}", "status": s, "priority": "medium"} for n, s in enumerate(statuses)]}
+
+    actions = t.feed(plan("in_progress", "pending"))
+    actions += t.feed(plan("in_progress", "pending"))  # nothing moved: nothing said
+    actions += t.feed(plan("completed", "in_progress"))
+    actions += t.feed(plan("completed", "completed"))
+    assert [a.get("activity") for a in actions] == ["step 0", "step 1", None]
+    chat = replay(actions)
+    assert "activity" not in chat

@@ -235,3 +235,25 @@ async def test_sessions_come_back_after_a_restart(tmp_path) -> None:
             assert action_of(notes[-1])["type"] == "chat/turnComplete"
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+async def test_ahpd_chat_holds_a_conversation(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    data = tmp_path / "d"
+    async with running_daemon(data, "--sessions", "memory") as daemon:
+        run = await trio.run_process(
+            [sys.executable, "-m", "ahpd", "chat", "--data-dir", str(data), "--cwd", str(tmp_path), "--yes",
+             "--dispose", "use the tool with permission please"],
+            capture_stdout=True, capture_stderr=True, check=False, stdin=subprocess.DEVNULL,
+        )
+        out = run.stdout.decode()
+        assert run.returncode == 0, run.stderr.decode()
+        assert "(thinking)" in out and "Allow" in out and "[tool done]" in out
+        assert "You said" in out
+        async with rpc(daemon.url) as client:
+            await client.initialize("x")
+            assert (await client.call("listSessions", {}))["result"]["items"] == []  # --dispose
+        daemon.terminate()
+        assert await daemon.wait() == 0
