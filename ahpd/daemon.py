@@ -9,6 +9,7 @@ record) is written or removed on the way out.
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import json
 import logging
@@ -169,6 +170,10 @@ async def run(
                 data_dir, pid=os.getpid(), host=host_name, port=listening.port,
                 url=url, startedAt=runtime.utc_now_iso(),
             )
+            # Everything imported and built so far lives as long as the process:
+            # moving it out of the collector's reach keeps full collections (tens
+            # of milliseconds, the latency tail under load) short.
+            gc.freeze()
             print(f"ahpd ready: {url}", file=ready_out, flush=True)
             log.info("listening on %s (data in %s)", url.split("?")[0], data_dir)
             _notify("READY=1")
