@@ -68,3 +68,29 @@ async def test_nothing_is_left_after_a_client_leaves_or_the_host_stops() -> None
     assert len(all_tasks()) == baseline
     assert not host.peers
     assert child_processes() == children_before
+
+
+async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_path) -> None:
+    import uuid
+
+    from ahpd.backends.registry import build_backends
+
+    children_before = set(child_processes())
+    host = Host(backends=build_backends({}, [], tmp_path))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.run)
+        listening = await nursery.start(partial(
+            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
+        ))
+        async with rpc(f"ws://127.0.0.1:{listening.port}/") as client:
+            await client.initialize()
+            first, second = (f"ahp-session:/{uuid.uuid4()}" for _ in range(2))
+            for uri in (first, second):
+                reply = await client.call("createSession", {"channel": uri, "workingDirectories": [tmp_path.as_uri()]},
+                                          timeout=60)
+                assert reply["result"] is None
+            assert len(set(child_processes()) - children_before) == 2  # one agent per chat
+            await client.call("disposeSession", {"channel": first})
+            await settle(lambda: len(set(child_processes()) - children_before) == 1)
+        nursery.cancel_scope.cancel()
+    assert set(child_processes()) - children_before == set()
