@@ -116,13 +116,12 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
     host.bus.emit(session.uri, {"type": "session/chatAdded", "summary": summary})
     session.save()
     if params.initialMessage is not None:
-        from ahpd.host.turns import TurnRunner
+        from ahpd.host.turns import start_turn
 
         message = codec.encode(params.initialMessage)
         turn_id = host.sessions.new_turn_id()
         host.bus.emit(uri, {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": now, "message": message})
-        chat.turn = TurnRunner(chat, turn_id)
-        session.nursery.start_soon(chat.turn.run, message.get("text", ""), list(message.get("attachments") or []))
+        start_turn(chat, turn_id, message)
 
 
 async def dispose_chat(host: Host, peer: Peer, params: model.DisposeChatParams) -> None:

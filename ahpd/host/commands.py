@@ -101,8 +101,7 @@ def unsubscribe(host: Host, peer: Peer, raw: Any) -> None:
     except DecodeError as err:
         log.warning("%s: unsubscribe ignored: %s", peer.name, err)
         return
-    host.bus.unsubscribe(params.channel, peer)
-    peer.subscriptions.discard(params.channel)
+    host.leave(peer, params.channel)
 
 
 COMMANDS = {

@@ -143,9 +143,22 @@ class Host:
                 await self.handle_frame(peer, text)
         finally:
             self.peers.discard(peer)
-            for uri in peer.subscriptions:
-                self.bus.unsubscribe(uri, peer)
+            for uri in list(peer.subscriptions):
+                self.leave(peer, uri)
             log.info("disconnected: %s", peer.name)
+
+    def leave(self, peer: Peer, uri: str) -> None:
+        """``peer`` stops watching ``uri``; a client that no longer watches a
+        session in any window is taken out of its active clients."""
+        self.bus.unsubscribe(uri, peer)
+        peer.subscriptions.discard(uri)
+        channel = self.bus.channels.get(uri)
+        if channel is None or channel.kind != "session" or peer.client_id is None:
+            return
+        if any(p.client_id == peer.client_id and uri in p.subscriptions for p in self.peers if p is not peer):
+            return
+        if any(c.get("clientId") == peer.client_id for c in channel.state.get("activeClients", [])):
+            self.bus.emit(uri, {"type": "session/activeClientRemoved", "clientId": peer.client_id})
 
     async def handle_frame(self, peer: Peer, text: str) -> None:
         message = jsonrpc.parse(text)

@@ -111,12 +111,40 @@ class TurnRunner:
             if chat.turn is self:
                 chat.turn = None
             chat.session.save()
+            take_up_queued(chat)
 
     def _fail(self, error_type: str, message: str) -> None:
         self.end({
             "type": "chat/error", "turnId": self.turn_id, "duration": self.duration(),
             "part": {"kind": "error", "error": {"errorType": error_type, "message": message}},
         })
+
+
+def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
+    """Run a turn whose ``chat/turnStarted`` has been applied."""
+    turn = chat.turn = TurnRunner(chat, turn_id, previous=chat.turn)
+    chat.session.nursery.start_soon(turn.run, message.get("text", ""), list(message.get("attachments") or []))
+    _name_after_first_message(chat, message.get("text", ""))
+    chat.host.sessions.sync_summary(chat)
+
+
+def take_up_queued(chat: Chat) -> None:
+    """The protocol's queue is the queue: when a turn ends, the host starts
+    the next queued message itself, saying which one it took up."""
+    if chat.host.bus.channels.get(chat.uri) is None:
+        return  # the chat is gone
+    state = chat.state()
+    pending = state.get("steeringMessage") or next(iter(state.get("queuedMessages") or []), None)
+    if state.get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended) or not pending:
+        return
+    turn_id = chat.host.sessions.new_turn_id()
+    from ahpd.host.bus import utc_now
+
+    chat.host.bus.emit(chat.uri, {
+        "type": "chat/turnStarted", "turnId": turn_id, "startedAt": utc_now(),
+        "message": pending["message"], "queuedMessageId": pending["id"],
+    })
+    start_turn(chat, turn_id, pending["message"])
 
 
 def on_event(chat: Chat, event: Event) -> None:
@@ -198,14 +226,7 @@ def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -
     if chat.session.provider not in host.sessions.backends:
         return Refuse(f"no agent for provider {chat.session.provider} on this host")
 
-    def after() -> None:
-        turn = chat.turn = TurnRunner(chat, action["turnId"], previous=chat.turn)
-        message = action["message"]
-        chat.session.nursery.start_soon(turn.run, message.get("text", ""), list(message.get("attachments") or []))
-        _name_after_first_message(chat, message.get("text", ""))
-        host.sessions.sync_summary(chat)
-
-    return Apply(action, after=after)
+    return Apply(action, after=lambda: start_turn(chat, action["turnId"], action["message"]))
 
 
 def _name_after_first_message(chat: Chat, text: str) -> None:
@@ -284,3 +305,36 @@ def tool_call_result_confirmed(host: Host, peer: Peer, channel: str, action: dic
         "chat/toolCallResultConfirmed is not served: no agent behind this host asks for a tool's "
         "result to be confirmed after it ran, so there is no such question to answer"
     )
+
+
+@client_action("chat/pendingMessageSet")
+def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    """A queued message is taken up as soon as the chat is free; a steering
+    message is queued too, because an ACP agent takes no message mid-turn."""
+    chat = _chat(host, channel)
+    if chat is None:
+        return Refuse(f"{channel} is not a chat this host runs")
+    return Apply(action, after=lambda: take_up_queued(chat))
+
+
+@client_action("chat/turnResume")
+def turn_resume(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
+    return Refuse("this chat's agent cannot re-run a turn that ended in an error; send the message again")
+
+
+@client_action("chat/truncated")
+def truncated(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
+    return Refuse(
+        "truncating is refused: the agent behind this chat cannot be rewound to an earlier turn, and dropping "
+        "turns from the screen alone would leave it answering the messages that were edited away"
+    )
+
+
+@client_action("session/titleChanged")
+def title_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    if not action["title"].strip():
+        return Refuse("a blank title is refused: an untitled row is one nobody can find again")
+    session = host.sessions.sessions.get(channel) if host.sessions else None
+    if session is None:
+        return Apply(action)
+    return Apply(action, after=lambda: host.sessions.notify_summary(session, {"title": action["title"]}))

@@ -257,3 +257,44 @@ async def test_ahpd_chat_holds_a_conversation(tmp_path) -> None:
             assert (await client.call("listSessions", {}))["result"]["items"] == []  # --dispose
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+async def test_queued_messages_refusals_and_leaving(tmp_path) -> None:
+    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as watcher:
+            await watcher.initialize("watcher")
+            async with rpc(daemon.url) as client:
+                await client.initialize("ivy")
+                uri, chat = await create(client, tmp_path, activeClient={"clientId": "ivy", "tools": []})
+                await watcher.call("subscribe", {"channel": uri})
+                slow = start_turn("slow answer please")
+                await dispatch(client, chat, slow, 1)
+                await until(client, is_action("chat/delta", chat))
+                # Queued while the turn runs; the host takes it up when the turn ends.
+                await dispatch(client, chat, {"type": "chat/pendingMessageSet", "kind": "queued", "id": "q1",
+                                              "message": {"text": "queued hello", "origin": {"kind": "user"}}}, 2)
+                notes = await until(client, lambda n: is_action("chat/turnStarted", chat)(n)
+                                    and action_of(n).get("queuedMessageId") == "q1", timeout=60)
+                queued_turn = action_of(notes[-1])["turnId"]
+                notes = await until(client, lambda n: is_action("chat/turnComplete", chat)(n)
+                                    and action_of(n)["turnId"] == queued_turn, timeout=60)
+                fresh = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                assert [t["message"]["text"] for t in fresh["turns"]] == ["slow answer please", "queued hello"]
+                assert "queuedMessages" not in fresh
+
+                for action, words in [
+                    ({"type": "session/titleChanged", "title": "   "}, "blank"),
+                    ({"type": "chat/truncated", "turnId": queued_turn}, "rewound"),
+                    ({"type": "chat/turnResume", "turnId": queued_turn}, "re-run"),
+                ]:
+                    channel = uri if action["type"].startswith("session/") else chat
+                    await dispatch(client, channel, action, 9)
+                    note = await until(client, lambda n: "rejectionReason" in n.get("params", {}))
+                    assert words in note[-1]["params"]["rejectionReason"]
+                await dispatch(client, uri, {"type": "session/titleChanged", "title": "Renamed"}, 10)
+                await until(client, is_action("session/titleChanged", uri))
+            # ivy's connection is gone: the watcher sees it leave the session.
+            notes = await until(watcher, is_action("session/activeClientRemoved", uri))
+            assert action_of(notes[-1])["clientId"] == "ivy"
+        daemon.terminate()
+        await daemon.wait()

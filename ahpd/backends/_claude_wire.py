@@ -1,0 +1,373 @@
+"""Claude Code's messages -> the port's ACP-shaped updates: pure functions.
+
+The SDK hands us typed messages (``StreamEvent`` for each raw Messages API
+event when partial messages are on, then one ``AssistantMessage`` per
+finished content block, ``UserMessage`` carrying tool results,
+``SystemMessage`` and one ``ResultMessage`` per turn). :class:`StreamMapper`
+turns them into ``session/update`` payloads the translator understands,
+remembering only what it must:
+
+* text and thinking stream as deltas; the finished block that repeats a
+  streamed one says nothing, and a block that did not stream is said whole;
+* a tool call is announced once, under the agent's own ``tool_use`` id, by
+  whichever comes first - the stream naming the tool, the finished block, or
+  the CLI asking permission for it (the SDK hands the permission question to
+  another task, so it may overtake the stream); everything after is an update;
+* a tool result completes (or fails) the call with its text.
+
+Everything here is a function of its input, so it is tested without a CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+#: The harness's tool names -> ACP tool kinds (the translator maps those on).
+TOOL_KINDS = {
+    "Bash": "execute",
+    "BashOutput": "execute",
+    "KillShell": "execute",
+    "Read": "read",
+    "NotebookRead": "read",
+    "Grep": "search",
+    "Glob": "search",
+    "WebSearch": "search",
+    "WebFetch": "fetch",
+    "Edit": "edit",
+    "MultiEdit": "edit",
+    "Write": "edit",
+    "NotebookEdit": "edit",
+    "Task": "think",
+    "Agent": "think",
+    "TodoWrite": "think",
+}
+EDIT_TOOLS = ("Edit", "MultiEdit", "Write")
+
+
+def tool_kind(name: str) -> str:
+    return TOOL_KINDS.get(name, "other")
+
+
+def tool_title(name: str, tool_input: Mapping[str, Any] | None) -> str:
+    """One line saying what the call does, in the tool's own terms."""
+    args = tool_input or {}
+
+    def arg(*keys: str) -> str | None:
+        for key in keys:
+            value = args.get(key)
+            if isinstance(value, str) and value.strip():
+                return " ".join(value.split())
+        return None
+
+    if name == "Bash":
+        command = arg("command")
+        return f"Run {command}" if command else "Run a command"
+    if name in ("Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "NotebookRead"):
+        verb = {"Read": "Read", "NotebookRead": "Read", "Write": "Write"}.get(name, "Edit")
+        path = arg("file_path", "notebook_path", "path")
+        return f"{verb} {path}" if path else name
+    if name in ("Grep", "Glob"):
+        pattern = arg("pattern")
+        return f"Search for {pattern}" if pattern else name
+    if name in ("WebFetch", "WebSearch"):
+        what = arg("url", "query")
+        return f"{'Fetch' if name == 'WebFetch' else 'Search the web for'} {what}" if what else name
+    if name in ("Task", "Agent"):
+        what = arg("description")
+        return what or name
+    if name.startswith("mcp__"):
+        return name.split("__", 2)[-1]
+    return name
+
+
+def tool_call(call_id: str, name: str, tool_input: Mapping[str, Any] | None, status: str = "pending") -> dict[str, Any]:
+    update: dict[str, Any] = {
+        "sessionUpdate": "tool_call",
+        "toolCallId": call_id,
+        "title": tool_title(name, tool_input),
+        "kind": tool_kind(name),
+        "status": status,
+        "_meta": {"claudeCode": {"toolName": name}},
+    }
+    if tool_input:
+        update["rawInput"] = dict(tool_input)
+    return update
+
+
+def _chunk(kind: str, text: str) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+
+
+def result_text(content: Any) -> str:
+    """A tool result's content (a string or a list of blocks) as text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, Mapping):
+                if block.get("type") == "text":
+                    parts.append(str(block.get("text", "")))
+                elif block.get("type") == "image":
+                    parts.append("[image]")
+            elif isinstance(block, str):
+                parts.append(block)
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+class StreamMapper:
+    """The SDK's message stream -> ACP ``session/update`` payloads."""
+
+    def __init__(self) -> None:
+        #: tool_use ids announced with ``tool_call``: the next word is an update.
+        self.announced: set[str] = set()
+        #: tool_use id -> tool name, for the result and for diffs.
+        self.tool_names: dict[str, str] = {}
+        #: (message id, block kind) pairs that streamed as deltas.
+        self._streamed: set[tuple[str, str]] = set()
+        #: content-block index -> (kind, tool id) of the message streaming now.
+        self._blocks: dict[int, tuple[str, str | None]] = {}
+        self._message_id: str | None = None
+        #: The model of the latest assistant message, for usage.
+        self.model: str | None = None
+
+    def announce(self, call_id: str, name: str, tool_input: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``tool_call`` the first time a call is named, ``tool_call_update`` after."""
+        self.tool_names[call_id] = name
+        if call_id in self.announced:
+            update = tool_call(call_id, name, tool_input)
+            update["sessionUpdate"] = "tool_call_update"
+            del update["status"]
+            return update
+        self.announced.add(call_id)
+        return tool_call(call_id, name, tool_input)
+
+    # -- the SDK's messages (as the SDK parses them, duck-typed) -------------------
+
+    def feed(self, message: Any) -> list[dict[str, Any]]:
+        kind = type(message).__name__
+        if kind == "StreamEvent":
+            return self._stream_event(message.event or {}) if message.parent_tool_use_id is None else []
+        if kind == "AssistantMessage":
+            return self._assistant(message)
+        if kind == "UserMessage":
+            return self._user(message)
+        if kind == "SystemMessage" and getattr(message, "subtype", None) == "compact_boundary":
+            return [compact_notification(getattr(message, "data", {}) or {})]
+        return []
+
+    def _stream_event(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
+        etype = event.get("type")
+        if etype == "message_start":
+            message = event.get("message") or {}
+            self._message_id = message.get("id")
+            self._blocks = {}
+            if message.get("model"):
+                self.model = message["model"]
+            return []
+        if etype == "content_block_start":
+            block = event.get("content_block") or {}
+            index = int(event.get("index", 0))
+            btype = block.get("type")
+            if btype == "tool_use" and block.get("id"):
+                self._blocks[index] = ("tool_use", block["id"])
+                return [self.announce(block["id"], block.get("name") or "tool", block.get("input") or None)]
+            self._blocks[index] = (str(btype), None)
+            return []
+        if etype == "content_block_delta":
+            delta = event.get("delta") or {}
+            dtype = delta.get("type")
+            if dtype == "text_delta" and delta.get("text"):
+                self._mark("text")
+                return [_chunk("agent_message_chunk", delta["text"])]
+            if dtype == "thinking_delta" and delta.get("thinking"):
+                self._mark("thinking")
+                return [_chunk("agent_thought_chunk", delta["thinking"])]
+        return []
+
+    def _mark(self, kind: str) -> None:
+        if self._message_id:
+            self._streamed.add((self._message_id, kind))
+
+    def _assistant(self, message: Any) -> list[dict[str, Any]]:
+        if getattr(message, "model", None) and message.model != "<synthetic>":
+            self.model = message.model
+        if getattr(message, "parent_tool_use_id", None) is not None:
+            return []  # a subagent's own words stay in its own transcript
+        message_id = getattr(message, "message_id", None)
+        updates: list[dict[str, Any]] = []
+        for block in message.content or []:
+            btype = type(block).__name__
+            if btype == "TextBlock":
+                if (message_id, "text") not in self._streamed and block.text:
+                    updates.append(_chunk("agent_message_chunk", block.text))
+            elif btype == "ThinkingBlock":
+                if (message_id, "thinking") not in self._streamed and block.thinking:
+                    updates.append(_chunk("agent_thought_chunk", block.thinking))
+            elif btype == "ToolUseBlock":
+                updates.append(self.announce(block.id, block.name, block.input))
+        return updates
+
+    def _user(self, message: Any) -> list[dict[str, Any]]:
+        content = message.content
+        if isinstance(content, str):
+            return []
+        updates = []
+        for block in content or []:
+            if type(block).__name__ != "ToolResultBlock":
+                continue
+            call_id = block.tool_use_id
+            update: dict[str, Any] = {
+                "sessionUpdate": "tool_call_update" if call_id in self.announced else "tool_call",
+                "toolCallId": call_id,
+                "status": "failed" if block.is_error else "completed",
+            }
+            if call_id not in self.announced:
+                self.announced.add(call_id)
+                name = self.tool_names.get(call_id, "tool")
+                update.update(title=tool_title(name, None), kind=tool_kind(name))
+            text = result_text(block.content)
+            if text:
+                update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
+            updates.append(update)
+        return updates
+
+
+def compact_notification(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``compact_boundary`` -> an update the translator may draw as a system
+    notification (``systemNotification`` response part)."""
+    meta = data.get("compact_metadata") or {}
+    before = meta.get("pre_tokens")
+    trigger = meta.get("trigger")
+    text = "The conversation was compacted"
+    if trigger:
+        text += f" ({trigger})"
+    if isinstance(before, int):
+        text += f": {before} tokens of context were summarised"
+    return {"sessionUpdate": "system_notification", "content": {"type": "text", "text": text},
+            "_meta": {"ahpd.compact": dict(meta)}}
+
+
+# -- usage ------------------------------------------------------------------------
+
+
+def usage_info(usage: Mapping[str, Any] | None, *, model: str | None = None, cost_usd: float | None = None,
+               model_usage: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
+    """A ``ResultMessage``'s usage -> AHP ``UsageInfo``: tokens and the model
+    as fields, what the protocol names no field for under ``ahpd.*``."""
+    if not usage and cost_usd is None:
+        return None
+    usage = usage or {}
+    info: dict[str, Any] = {
+        "inputTokens": int(usage.get("input_tokens") or 0),
+        "outputTokens": int(usage.get("output_tokens") or 0),
+    }
+    if usage.get("cache_read_input_tokens") is not None:
+        info["cacheReadTokens"] = int(usage["cache_read_input_tokens"])
+    if model_usage and not model:
+        model = max(model_usage, key=lambda m: int(model_usage[m].get("outputTokens") or 0), default=None)
+    if model and model != "<synthetic>":
+        info["model"] = model
+    meta: dict[str, Any] = {}
+    if usage.get("cache_creation_input_tokens") is not None:
+        meta["ahpd.cacheWriteTokens"] = int(usage["cache_creation_input_tokens"])
+    details = usage.get("output_tokens_details") or {}
+    if isinstance(details, Mapping) and details.get("thinking_tokens"):
+        meta["ahpd.reasoningTokens"] = int(details["thinking_tokens"])
+    if model_usage and model in model_usage and model_usage[model].get("contextWindow"):
+        used = info["inputTokens"] + info.get("cacheReadTokens", 0) + meta.get("ahpd.cacheWriteTokens", 0)
+        meta["ahpd.context"] = {"used": used, "size": int(model_usage[model]["contextWindow"])}
+    if cost_usd is not None:
+        meta["ahpd.cost"] = {"amount": float(cost_usd), "currency": "USD"}
+    if meta:
+        info["_meta"] = meta
+    return info
+
+
+# -- what the CLI says about itself at initialize -----------------------------------
+
+_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+
+
+def models_from_init(provider: str, models: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """``initialize``'s ``models`` -> ``SessionModelInfo``; a model's
+    ``configSchema.thinkingLevel`` from its own supported effort levels."""
+    out = []
+    for model in models or []:
+        value = model.get("value")
+        if not isinstance(value, str) or not value:
+            continue
+        info: dict[str, Any] = {"id": value, "provider": provider, "name": model.get("displayName") or value}
+        levels = [lvl for lvl in (model.get("supportedEffortLevels") or []) if isinstance(lvl, str)]
+        if model.get("supportsEffort") and levels:
+            info["configSchema"] = {"type": "object", "properties": {"thinkingLevel": {
+                "type": "string", "title": "Thinking", "enum": levels,
+                "enumLabels": [lvl.capitalize() if lvl != "xhigh" else "Extra high" for lvl in levels],
+            }}}
+        meta = {k: model[k] for k in ("resolvedModel", "description") if isinstance(model.get(k), str)}
+        if meta:
+            info["_meta"] = {f"ahpd.{k}": v for k, v in meta.items()}
+        out.append(info)
+    return out
+
+
+def available_commands(commands: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    """``initialize``'s ``commands`` -> ACP ``AvailableCommand`` wire JSON."""
+    out = []
+    for command in commands or []:
+        name = command.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        entry: dict[str, Any] = {"name": name, "description": command.get("description") or ""}
+        hint = command.get("argumentHint")
+        if isinstance(hint, str) and hint:
+            entry["input"] = {"hint": hint}
+        out.append(entry)
+    return out
+
+
+# -- edits waiting for approval ---------------------------------------------------------
+
+
+def pending_edit(name: str, tool_input: Mapping[str, Any], cwd: Path) -> dict[str, Any] | None:
+    """The file a Write, Edit or MultiEdit waiting for approval would change,
+    as ACP ``diff`` content: the file as it is and as it would be. None when
+    it cannot be said (not an edit tool, an unreadable file, an old string
+    that is not there)."""
+    if name not in EDIT_TOOLS:
+        return None
+    path_arg = tool_input.get("file_path")
+    if not isinstance(path_arg, str) or not path_arg:
+        return None
+    path = Path(path_arg) if os.path.isabs(path_arg) else cwd / path_arg
+    try:
+        before: str | None = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        before = None
+    except (OSError, UnicodeDecodeError):
+        return None
+    if name == "Write":
+        after = tool_input.get("content")
+        if not isinstance(after, str):
+            return None
+    else:
+        edits = tool_input.get("edits") if name == "MultiEdit" else [tool_input]
+        after = before or ""
+        for edit in edits or []:
+            old, new = edit.get("old_string"), edit.get("new_string")
+            if not isinstance(old, str) or not isinstance(new, str):
+                return None
+            if old == "" and not after:
+                after = new
+            elif old in after:
+                after = after.replace(old, new) if edit.get("replace_all") else after.replace(old, new, 1)
+            else:
+                return None
+    return {"type": "diff", "path": str(path), "oldText": before, "newText": after}
