@@ -32,7 +32,7 @@ ROOT = "ahp-root://"
 class Subscriber(Protocol):
     """Whoever receives a channel's actions: a connection's writer queue."""
 
-    def send(self, text: str) -> bool: ...
+    def send(self, text: str, size: int | None = None) -> bool: ...
 
 
 class Channel:
@@ -144,5 +144,6 @@ class ActionBus:
 
     @staticmethod
     def _fan_out(subscribers: Iterable[Subscriber], text: str) -> None:
+        size = len(text.encode())
         for subscriber in list(subscribers):
-            subscriber.send(text)
+            subscriber.send(text, size)

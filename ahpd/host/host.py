@@ -54,8 +54,8 @@ class Peer:
         who = f" client {self.client_id}" if self.client_id else ""
         return f"{self.conn.name}{who}"
 
-    def send(self, text: str) -> bool:
-        return self.conn.send(text)
+    def send(self, text: str, size: int | None = None) -> bool:
+        return self.conn.send(text, size)
 
     def __repr__(self) -> str:
         return f"<Peer {self.number} {self.name}>"

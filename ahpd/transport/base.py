@@ -106,7 +106,7 @@ class Connection:
             return text
         return None
 
-    def send(self, text: str) -> bool:
+    def send(self, text: str, size: int | None = None) -> bool:
         """Queue ``text`` for the writer task without waiting.
 
         Returns False when the frame was not queued: the connection is closed,
@@ -118,7 +118,8 @@ class Connection:
         """
         if self.closed:
             return False
-        size = len(text.encode())
+        if size is None:  # a fan-out measures its frame once for every subscriber
+            size = len(text.encode())
         limit = self._queue_limit() if self._queue_limit is not None else None
         if limit is not None and self.queued_bytes and self.queued_bytes + size > limit:
             behind = self.queued_bytes + size

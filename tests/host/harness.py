@@ -33,7 +33,7 @@ class MemoryConnection:
             return None
         return await self._to_host.receive()
 
-    def send(self, text: str) -> bool:
+    def send(self, text: str, size: int | None = None) -> bool:
         if self.closed:
             return False
         self._to_client.send_nowait(text)

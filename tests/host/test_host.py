@@ -347,7 +347,7 @@ def test_notifications_carry_no_server_seq_and_are_not_buffered() -> None:
     sent = []
 
     class Sub:
-        def send(self, text):
+        def send(self, text, size=None):
             sent.append(text)
             return True
 

@@ -1,0 +1,509 @@
+"""Claude Code, through the Claude Agent SDK: one CLI conversation per chat.
+
+The SDK (``claude-agent-sdk``) is anyio-based, so it runs under trio as it
+is - no asyncio bridge. It starts the bundled Claude Code CLI and speaks
+newline-delimited JSON with it (``stream-json``), with ``control_request`` /
+``control_response`` pairs for the questions either side asks: the CLI asks
+``can_use_tool`` before a tool it will not run on its own, and we ask
+``interrupt``.
+
+A chat is one :class:`ClaudeConversation`, held open in the chat's nursery
+for the chat's whole life: the CLI's input stays open between turns (which
+is also what lets a steering message reach a running turn), a single reader
+task takes every message the CLI writes and hands it, mapped to ACP-shaped
+updates by :class:`~ahpd.backends._claude_wire.StreamMapper`, to the event
+sink. A turn is one user message in and one ``result`` out:
+
+* ``can_use_tool`` becomes a :class:`PermissionRequest` under the agent's own
+  ``tool_use`` id, answered through :meth:`ClaudeConversation.answer_permission`;
+  a Write, Edit or MultiEdit carries the change it would make as ACP
+  ``diff`` content;
+* an error result ("Not logged in · Please run /login") fails the turn with
+  the CLI's own words, and so does a CLI that dies - never a hang;
+* cancelling interrupts the CLI, which answers the turn with a result.
+
+A conversation's id is the CLI's session id. A new one is chosen here (or by
+the caller) and handed to the CLI with ``--session-id``, so it is known
+before the first prompt and a resume after a restart finds the transcript
+under the same name.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import uuid
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ResultMessage,
+    ToolPermissionContext,
+)
+from claude_agent_sdk import Transport as SdkTransport
+
+from ahpd.backends import _claude_transcripts
+from ahpd.backends._claude_wire import (
+    StreamMapper,
+    available_commands,
+    models_from_init,
+    pending_edit,
+    usage_info,
+)
+from ahpd.backends.port import (
+    BackendError,
+    Conversation,
+    Event,
+    EventSink,
+    PermissionOption,
+    PermissionRequest,
+    PromptResult,
+    StoredConversation,
+    Update,
+)
+
+log = logging.getLogger("ahpd.backends.claude")
+
+PROVIDER = "claude"
+ANTHROPIC_RESOURCE = "https://api.anthropic.com"
+
+_OPTIONS = (
+    PermissionOption("allow", "Allow", "allow_once"),
+    PermissionOption("deny", "Deny", "reject_once"),
+)
+_DENIED = "The user denied this tool call."
+_STOP_REASONS = {"end_turn": "end_turn", "max_tokens": "max_tokens", "refusal": "refusal",
+                 "stop_sequence": "end_turn", "tool_use": "end_turn"}
+
+TransportFactory = Callable[[ClaudeAgentOptions], SdkTransport]
+
+
+class ClaudeBackend:
+    """The ``claude`` provider: Claude Code via the Claude Agent SDK."""
+
+    def __init__(
+        self,
+        provider: str = PROVIDER,
+        *,
+        cli_path: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        model: str | None = None,
+        display_name: str = "Claude Code",
+        description: str = "Anthropic's Claude Code agent, through the Claude Agent SDK",
+        transport_factory: TransportFactory | None = None,
+        start_timeout: float = 60.0,
+        cancel_grace: float = 30.0,
+        shutdown_timeout: float = 20.0,
+    ) -> None:
+        self.provider = provider
+        self.cli_path = cli_path
+        #: Set over the daemon's own environment for every CLI, never instead of it.
+        self.env = dict(env or {})
+        self.model = model
+        self.display_name = display_name
+        self.description = description
+        self.transport_factory = transport_factory
+        self.start_timeout = start_timeout
+        self.cancel_grace = cancel_grace
+        self.shutdown_timeout = shutdown_timeout
+        #: What the CLI said about itself at ``initialize`` (the boot probe's
+        #: answer, or the latest conversation's): models, commands, agents.
+        self.server_info: dict[str, Any] | None = None
+        self._models: list[dict[str, Any]] = []
+
+    # -- AgentInfo ----------------------------------------------------------------
+
+    def agent_info(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "displayName": self.display_name,
+            "description": self.description,
+            "models": [dict(m) for m in self._models],
+            "protectedResources": [{"resource": ANTHROPIC_RESOURCE, "required": False}],
+        }
+
+    @property
+    def commands(self) -> list[dict[str, Any]]:
+        """The CLI's slash commands, as ACP ``AvailableCommand`` wire JSON."""
+        return available_commands((self.server_info or {}).get("commands"))
+
+    def _learn(self, info: Mapping[str, Any] | None) -> bool:
+        """Keep what the CLI said at ``initialize``; True when the models moved."""
+        if not info:
+            return False
+        self.server_info = dict(info)
+        models = models_from_init(self.provider, info.get("models"))
+        if models and models != self._models:
+            self._models = models
+            return True
+        return False
+
+    async def probe(self, cwd: Path | None = None) -> bool:
+        """The boot probe: start a CLI, read what ``initialize`` answers
+        (models, commands, agents), and stop it. No model is called. True
+        when :meth:`agent_info` changed, so the host sends
+        ``root/agentsChanged`` again. Failure is logged, never raised."""
+        root = _root(cwd or _scratch_root())
+        conversation = ClaudeConversation(str(uuid.uuid4()), _ignore, root, self.provider)
+        options = self._options(root, conversation, resume_id=None, session_id=None, api_key=None)
+        client = ClaudeSDKClient(options, transport=self.transport_factory(options) if self.transport_factory else None)
+        try:
+            with trio.fail_after(self.start_timeout):
+                await client.connect()
+                return self._learn(await client.get_server_info())
+        except Exception as exc:  # noqa: BLE001 - a probe that fails leaves the list as it was
+            log.warning("%s: the boot probe failed: %s", self.provider, _words(exc, conversation))
+            return False
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(self.shutdown_timeout):
+                await client.disconnect()
+
+    # -- conversations --------------------------------------------------------------
+
+    def _options(
+        self, root: Path, conversation: ClaudeConversation, *, resume_id: str | None,
+        session_id: str | None, api_key: str | None,
+    ) -> ClaudeAgentOptions:
+        env = dict(self.env)
+        if api_key:
+            env["ANTHROPIC_API_KEY"] = api_key
+        return ClaudeAgentOptions(
+            cwd=str(root),
+            cli_path=self.cli_path,
+            env=env,
+            model=self.model,
+            resume=resume_id,
+            session_id=session_id,
+            include_partial_messages=True,
+            can_use_tool=conversation._can_use_tool,
+            stderr=conversation._stderr,
+        )
+
+    async def run_conversation(
+        self,
+        *,
+        cwd: Path,
+        events: EventSink,
+        resume_id: str | None = None,
+        task_status: trio.TaskStatus[Conversation] = trio.TASK_STATUS_IGNORED,
+        api_key: str | None = None,
+        session_id: str | None = None,
+    ) -> None:
+        """Start the CLI in ``cwd`` on a new conversation (under ``session_id``
+        when given, a UUID the caller chose) or on ``resume_id``'s, hand over
+        the conversation, and keep the CLI until cancelled.
+
+        ``api_key`` is a token a client pushed for ``https://api.anthropic.com``;
+        it reaches the CLI as ``ANTHROPIC_API_KEY`` over the daemon's own
+        environment. Raises :class:`BackendError` when the CLI cannot start
+        (before ``task_status.started``); once started, a CLI that dies makes
+        this *return*, with the reason in ``conversation.end_reason``."""
+        root = _root(cwd)
+        if session_id is not None and not _is_uuid(session_id):
+            raise BackendError(f"a Claude session id must be a UUID, not {session_id!r}")
+        backend_id = resume_id or session_id or str(uuid.uuid4())
+        conversation = ClaudeConversation(backend_id, events, root, self.provider, cancel_grace=self.cancel_grace)
+        options = self._options(
+            root, conversation, resume_id=resume_id, session_id=None if resume_id else backend_id, api_key=api_key,
+        )
+        client = ClaudeSDKClient(options, transport=self.transport_factory(options) if self.transport_factory else None)
+        try:
+            try:
+                with trio.fail_after(self.start_timeout):
+                    await client.connect()
+            except trio.TooSlowError:
+                raise BackendError(f"Claude Code did not start within {self.start_timeout:g} s") from None
+            except Exception as exc:  # noqa: BLE001 - the SDK raises several kinds; all mean "did not start"
+                raise BackendError(f"Claude Code did not start: {_words(exc, conversation)}") from None
+            conversation._client = client
+            if self._learn(await client.get_server_info()):
+                log.info("%s: the CLI reported %d models", self.provider, len(self._models))
+            if self.commands:
+                conversation._emit(Update({"sessionUpdate": "available_commands_update",
+                                           "availableCommands": self.commands}))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conversation._read_loop)
+                task_status.started(conversation)
+                await conversation._ended.wait()
+                nursery.cancel_scope.cancel()
+            log.warning("%s[%s]: the conversation ended: %s", self.provider, backend_id, conversation.end_reason)
+        finally:
+            conversation._cancel_pending()
+            with trio.CancelScope(shield=True), trio.move_on_after(self.shutdown_timeout):
+                try:
+                    await client.disconnect()
+                except Exception:  # noqa: BLE001 - closing is best effort, and logged
+                    log.exception("%s[%s]: closing the CLI failed", self.provider, backend_id)
+
+    async def list_conversations(self) -> list[StoredConversation]:
+        """Past sessions, from the CLI's transcripts (a file read, no CLI)."""
+        return await _claude_transcripts.list_conversations()
+
+    async def delete_conversation(self, backend_id: str) -> bool:
+        """Delete the session's transcript; False when there is none."""
+        return await _claude_transcripts.delete_conversation(backend_id)
+
+
+@attrs.define
+class _Turn:
+    done: trio.Event = attrs.Factory(trio.Event)
+    cancelled: bool = False
+    stop_reason: str = "end_turn"
+    usage: dict[str, Any] | None = None
+    error: str | None = None
+    error_type: str = "AgentError"
+
+
+@attrs.define
+class _Asked:
+    answered: trio.Event = attrs.Factory(trio.Event)
+    option_id: str | None = None
+
+
+class ClaudeConversation:
+    """One live CLI conversation. Methods are called from trio tasks."""
+
+    def __init__(self, backend_id: str, events: EventSink, root: Path, label: str, *, cancel_grace: float = 30.0) -> None:
+        self.backend_id = backend_id
+        #: Why the CLI went away on its own, once it has.
+        self.end_reason: str | None = None
+        self.root = root
+        self._events = events
+        self._label = f"{label}[{backend_id[:8]}]"
+        self._cancel_grace = cancel_grace
+        self._client: ClaudeSDKClient | None = None
+        self._mapper = StreamMapper()
+        self._turn: _Turn | None = None
+        self._asked: dict[str, _Asked] = {}
+        self._ids = itertools.count(1)
+        self._ended = trio.Event()
+        self._stderr_tail: deque[str] = deque(maxlen=20)
+
+    # -- the port ---------------------------------------------------------------------
+
+    async def prompt(self, text: str, attachments: Sequence[dict[str, Any]] = ()) -> PromptResult:
+        if self.end_reason is not None or self._client is None:
+            raise BackendError(self.end_reason or "the conversation with Claude Code has ended")
+        if self._turn is not None:
+            raise BackendError("a turn is already running in this conversation")
+        turn = self._turn = _Turn()
+        try:
+            try:
+                await self._client.query(prompt_text(text, attachments))
+            except Exception as exc:  # noqa: BLE001 - a CLI that cannot be written to is a dead one
+                raise BackendError(self.end_reason or _words(exc, self)) from None
+            await turn.done.wait()
+        finally:
+            if self._turn is turn:
+                self._turn = None
+        if turn.error is not None:
+            raise BackendError(turn.error, turn.error_type)
+        return PromptResult(stop_reason="cancelled" if turn.cancelled else turn.stop_reason, usage=turn.usage)
+
+    async def steer(self, text: str) -> None:
+        """A message for the running turn: the CLI takes it in at its next
+        step rather than after the turn."""
+        if self._client is None or self.end_reason is not None:
+            raise BackendError(self.end_reason or "the conversation with Claude Code has ended")
+        try:
+            await self._client.query(text)
+        except Exception as exc:  # noqa: BLE001
+            raise BackendError(self.end_reason or _words(exc, self)) from None
+
+    async def cancel(self) -> None:
+        turn = self._turn
+        if turn is None or turn.done.is_set():
+            return
+        turn.cancelled = True
+        self._cancel_pending()
+        if self._client is not None and self.end_reason is None:
+            try:
+                with trio.move_on_after(self._cancel_grace):
+                    await self._client.interrupt()
+            except Exception as exc:  # noqa: BLE001 - the turn still ends, below
+                log.warning("%s: interrupt failed: %s", self._label, exc)
+        # The CLI answers an interrupt with a result; one that does not is not
+        # allowed to hold the turn for ever.
+        with trio.move_on_after(self._cancel_grace):
+            await turn.done.wait()
+        if not turn.done.is_set():
+            log.warning("%s: no result %g s after an interrupt; the turn ends anyway", self._label, self._cancel_grace)
+            turn.done.set()
+
+    def answer_permission(self, request_id: str, option_id: str | None) -> None:
+        asked = self._asked.get(request_id)
+        if asked is None:
+            log.debug("%s: permission %s is not pending", self._label, request_id)
+            return
+        if option_id not in (None, *(o.option_id for o in _OPTIONS)):
+            log.warning("%s: permission %s answered with unknown option %r", self._label, request_id, option_id)
+            option_id = None
+        asked.option_id = option_id
+        asked.answered.set()
+
+    def answer_input(self, request_id: str, response: str, answers: dict[str, Any] | None) -> None:
+        log.debug("%s: input %s answered, but this backend asks none", self._label, request_id)
+
+    # -- the CLI's side -------------------------------------------------------------------
+
+    def _emit(self, event: Event) -> None:
+        try:
+            self._events(event)
+        except Exception:
+            log.exception("%s: the event sink failed on %r", self._label, type(event).__name__)
+
+    def _stderr(self, line: str) -> None:
+        self._stderr_tail.append(line)
+        log.debug("%s stderr: %s", self._label, line)
+
+    def _cancel_pending(self) -> None:
+        for asked in list(self._asked.values()):
+            asked.answered.set()  # option_id stays None: cancelled
+
+    async def _can_use_tool(
+        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        """The CLI asks before a tool it will not run on its own."""
+        number = next(self._ids)
+        call_id = context.tool_use_id or f"claude-call-{number}"
+        announced = self._mapper.announce(call_id, tool_name, tool_input)
+        if announced["sessionUpdate"] == "tool_call":
+            self._emit(Update(announced))  # asked before the stream named it
+        call = {**announced, "sessionUpdate": "tool_call_update", "status": "pending"}
+        diff = pending_edit(tool_name, tool_input, self.root)
+        if diff is not None:
+            call["content"] = [diff]
+        request_id = f"permission-{number}"
+        asked = self._asked[request_id] = _Asked()
+        try:
+            self._emit(PermissionRequest(request_id=request_id, tool_call=call, options=list(_OPTIONS)))
+            await asked.answered.wait()
+        finally:
+            self._asked.pop(request_id, None)
+        if asked.option_id == "allow":
+            return PermissionResultAllow(updated_input=tool_input)
+        if asked.option_id is None:
+            return PermissionResultDeny(message="The tool call was cancelled.", interrupt=True)
+        return PermissionResultDeny(message=_DENIED)
+
+    async def _read_loop(self) -> None:
+        """Every message the CLI writes, in order, until it stops writing."""
+        assert self._client is not None
+        reason = "Claude Code exited"
+        try:
+            async with aclosing(self._client.receive_messages()) as messages:
+                async for message in messages:
+                    self._on_message(message)
+        except Exception as exc:  # noqa: BLE001 - a CLI that dies is said, not raised
+            reason = _words(exc, self)
+        else:
+            tail = _tail(self)
+            if tail:
+                reason = f"{reason}: {tail}"
+        self._die(reason)
+
+    def _on_message(self, message: Any) -> None:
+        for update in self._mapper.feed(message):
+            self._emit(Update(update))
+        if isinstance(message, ResultMessage):
+            self._result(message)
+
+    def _result(self, message: ResultMessage) -> None:
+        turn = self._turn
+        if turn is None or turn.done.is_set():
+            log.debug("%s: a result outside a turn: %s", self._label, message.subtype)
+            return
+        turn.usage = usage_info(
+            message.usage, model=self._mapper.model, cost_usd=message.total_cost_usd, model_usage=message.model_usage,
+        )
+        if turn.cancelled:
+            pass
+        elif message.is_error:
+            turn.error = result_error(message)
+        elif message.subtype == "error_max_turns":
+            turn.stop_reason = "max_turn_requests"
+        else:
+            turn.stop_reason = _STOP_REASONS.get(message.stop_reason or "end_turn", "end_turn")
+        turn.done.set()
+
+    def _die(self, reason: str) -> None:
+        if self.end_reason is None:
+            self.end_reason = reason
+        turn = self._turn
+        if turn is not None and not turn.done.is_set():
+            if not turn.cancelled:
+                turn.error = self.end_reason
+            turn.done.set()
+        self._cancel_pending()
+        self._ended.set()
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def prompt_text(text: str, attachments: Sequence[dict[str, Any]]) -> str:
+    """The user message as the CLI takes it: the text, then the files attached
+    as ``@path`` mentions, which the CLI reads in itself."""
+    mentions = []
+    for attachment in attachments:
+        uri = attachment.get("uri") or (attachment.get("resource") or {}).get("uri")
+        if isinstance(uri, str) and uri.startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            mentions.append("@" + unquote(urlparse(uri).path))
+    return "\n".join([text, *mentions]) if mentions else text
+
+
+def result_error(message: ResultMessage) -> str:
+    """An error result in the CLI's own words."""
+    if message.errors:
+        return "; ".join(str(e) for e in message.errors)
+    if isinstance(message.result, str) and message.result.strip():
+        return message.result.strip()
+    if message.api_error_status is not None:
+        return f"API error (HTTP {message.api_error_status})"
+    return message.subtype or "Claude Code failed the turn"
+
+
+def _tail(conversation: ClaudeConversation) -> str:
+    return " | ".join(line for line in list(conversation._stderr_tail)[-3:] if line.strip())
+
+
+def _words(exc: BaseException, conversation: ClaudeConversation) -> str:
+    text = str(exc) or type(exc).__name__
+    tail = _tail(conversation)
+    return f"{text} ({tail})" if tail and tail not in text else text
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _root(cwd: Path | str) -> Path:
+    root = Path(os.path.realpath(cwd))
+    if not root.is_dir():
+        raise BackendError(f"the working directory does not exist: {cwd}")
+    return root
+
+
+def _scratch_root() -> Path:
+    home = Path.home()
+    return home if home.is_dir() else Path("/")
+
+
+def _ignore(event: Event) -> None:
+    pass

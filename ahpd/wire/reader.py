@@ -1,0 +1,88 @@
+"""Reading captures back, one frame per line, in either shape.
+
+The current shape is VS Code's: the message with ``_ahpLog`` beside it.
+The older one put the frame under ``frame`` with ``at`` (timestamp),
+``from`` (``client`` or ``host``) and ``peer`` (the connection) beside it;
+captures taken before the change are still worth checking, so both are read.
+
+Lines are streamed, never the whole file, so a capture of any size is read
+in constant memory; each line is parsed once with the stdlib's C decoder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+_DIRECTIONS = {"c2s": "c2s", "s2c": "s2c", "client": "c2s", "host": "s2c", "server": "s2c"}
+
+
+class ReadError(Exception):
+    """A capture that cannot be read: a missing file, or a line that is not a frame."""
+
+    def __init__(self, path: str, line: int | None, reason: str) -> None:
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {reason}")
+        self.path, self.line, self.reason = path, line, reason
+
+
+class Frame(NamedTuple):
+    """One frame as captured: where it is, who carried it, and the message."""
+
+    path: str
+    line: int
+    direction: str  # "c2s" or "s2c"
+    connection: str  # unique across the files read: "<file index>/<connection id>"
+    client_id: str | None
+    ts: str | None
+    message: Any  # the JSON-RPC message; None for a frame that was not JSON (see ``unparsed``)
+    unparsed: str | None = None
+
+
+def frame_of(record: Any, path: str, line: int, file_index: int = 0) -> Frame:
+    """The frame one parsed capture line holds; ``ReadError`` when it holds none."""
+    if not isinstance(record, dict):
+        raise ReadError(path, line, "not a JSON object")
+    log = record.pop("_ahpLog", None)  # the record is ours: what is left is the message
+    if isinstance(log, dict):
+        message = record
+        direction, conn = log.get("dir"), log.get("connectionId")
+        ts, client, unparsed = log.get("ts"), log.get("clientId"), log.get("unparsed")
+        if unparsed is not None:
+            message = None
+    elif "frame" in record:
+        message, unparsed = record["frame"], None
+        direction, conn = record.get("from", record.get("dir")), record.get("peer")
+        ts, client = record.get("at", record.get("ts")), record.get("clientId")
+        if isinstance(message, str):  # the older shape kept the text itself
+            try:
+                message = json.loads(message)
+            except ValueError:
+                message, unparsed = None, record["frame"]
+    else:
+        raise ReadError(path, line, "neither an _ahpLog line nor a {frame} line")
+    if direction not in _DIRECTIONS:
+        raise ReadError(path, line, f"unknown direction {direction!r}")
+    return Frame(path, line, _DIRECTIONS[direction], f"{file_index}/{conn if conn is not None else '-'}",
+                 client if isinstance(client, str) else None, ts if isinstance(ts, str) else None,
+                 message, unparsed)
+
+
+def read_frames(paths: Iterable[str]) -> Iterator[Frame]:
+    """Every frame of every file, in file order then line order."""
+    loads = json.loads
+    for index, path in enumerate(paths):
+        try:
+            f = open(path, "rb")  # noqa: SIM115 - closed below; bytes: json decodes UTF-8 itself
+        except OSError as exc:
+            raise ReadError(path, None, exc.strerror or str(exc)) from None
+        with f:
+            for number, raw in enumerate(f, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    record = loads(raw)
+                except ValueError as exc:
+                    raise ReadError(path, number, f"not JSON ({exc})") from None
+                yield frame_of(record, path, number, index)
