@@ -75,7 +75,7 @@ def check_frames() -> None:
     seen: list[str] = []
 
     class Sink:
-        def send(self, text: str) -> bool:
+        def send(self, text: str, size: int | None = None) -> bool:
             seen.append(text)
             return True
 
