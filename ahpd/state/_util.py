@@ -91,3 +91,19 @@ def index_of(items: list[Any], key: str, value: Any) -> int:
         if existing.get(key) == value:
             return i
     return -1
+
+
+def add_directory(state: dict[str, Any], directory: str) -> dict[str, Any]:
+    """Append a working directory once; the same state when it is there."""
+    dirs = state.get("workingDirectories") or []
+    if directory in dirs:
+        return state
+    return {**state, "workingDirectories": [*dirs, directory]}
+
+
+def remove_directory(state: dict[str, Any], directory: str) -> dict[str, Any]:
+    """Drop a working directory; the same state when it is not there."""
+    dirs = state.get("workingDirectories")
+    if not dirs or directory not in dirs:
+        return state
+    return {**state, "workingDirectories": [d for d in dirs if d != directory]}

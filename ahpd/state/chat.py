@@ -19,7 +19,7 @@ from typing import Any
 
 from . import _status as st
 from ._registry import Action, Registry, State
-from ._util import ABSENT, assign, coalesce, compact, field, present, upsert, without
+from ._util import ABSENT, add_directory, assign, coalesce, compact, field, present, remove_directory, upsert, without
 
 registry = Registry("chat")
 handles = registry.handles
@@ -728,20 +728,12 @@ def draft_changed(state: State, action: Action, **_: object) -> State:
 
 @handles("chat/workingDirectorySet")
 def working_directory_set(state: State, action: Action, **_: object) -> State:
-    dirs = state.get("workingDirectories") or []
-    if action["directory"] in dirs:
-        return state
-    return {**state, "workingDirectories": [*dirs, action["directory"]]}
+    return add_directory(state, action["directory"])
 
 
 @handles("chat/workingDirectoryRemoved")
 def working_directory_removed(state: State, action: Action, **_: object) -> State:
-    dirs = state.get("workingDirectories")
-    if not dirs or action["directory"] not in dirs:
-        return state
-    dirs = list(dirs)
-    dirs.remove(action["directory"])
-    return {**state, "workingDirectories": dirs}
+    return remove_directory(state, action["directory"])
 
 
 # The handlers below are newer than every reducer version we could read;

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import _status as st
 from ._registry import Action, Registry, State
-from ._util import ABSENT, assign, field, index_of, merge_config, upsert, without
+from ._util import ABSENT, add_directory, assign, field, index_of, merge_config, remove_directory, upsert, without
 
 registry = Registry("session")
 handles = registry.handles
@@ -225,20 +225,12 @@ def active_client_removed(state: State, action: Action, **_: object) -> State:
 
 @handles("session/workingDirectorySet")
 def working_directory_set(state: State, action: Action, **_: object) -> State:
-    dirs = state.get("workingDirectories") or []
-    if action["directory"] in dirs:
-        return state
-    return {**state, "workingDirectories": [*dirs, action["directory"]]}
+    return add_directory(state, action["directory"])
 
 
 @handles("session/workingDirectoryRemoved")
 def working_directory_removed(state: State, action: Action, **_: object) -> State:
-    dirs = state.get("workingDirectories")
-    if not dirs or action["directory"] not in dirs:
-        return state
-    dirs = list(dirs)
-    dirs.remove(action["directory"])
-    return {**state, "workingDirectories": dirs}
+    return remove_directory(state, action["directory"])
 
 
 @handles("session/workingDirectoryReplaced")
