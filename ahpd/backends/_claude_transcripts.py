@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
+import attrs
 import trio
 
+from ahpd.backends._claude_wire import StreamMapper, usage_info
 from ahpd.backends.port import StoredConversation
 
 log = logging.getLogger("ahpd.backends.claude")
@@ -64,3 +67,77 @@ async def delete_conversation(session_id: str) -> bool:
     except (OSError, ValueError) as exc:
         log.warning("claude: deleting transcript %s failed: %s", session_id, exc)
         return False
+
+
+@attrs.frozen
+class HistoryTurn:
+    """One past turn: what the user said and the updates a live turn would
+    have emitted for it, so a browsed session draws the same turn shapes."""
+
+    text: str
+    updates: list[dict[str, Any]]
+    usage: dict[str, Any] | None = None
+
+
+def _user_text(content: Any) -> str | None:
+    """A person's message (not a tool result, not the CLI's own note)."""
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return None
+        text = "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    else:
+        return None
+    if not text.strip() or text.startswith("[Request interrupted"):
+        return None
+    return text
+
+
+def _history(session_id: str) -> list[HistoryTurn]:
+    from claude_agent_sdk import get_session_messages
+    from claude_agent_sdk._internal.message_parser import parse_message
+
+    turns: list[HistoryTurn] = []
+    mapper = StreamMapper()
+    text: str | None = None
+    updates: list[dict[str, Any]] = []
+    totals: dict[str, int] = {}
+    counted: set[str] = set()
+
+    def close() -> None:
+        if text is not None:
+            usage = usage_info(totals, model=mapper.model) if totals else None
+            turns.append(HistoryTurn(text=text, updates=list(updates), usage=usage))
+
+    for entry in get_session_messages(session_id):
+        raw = entry.message if isinstance(entry.message, dict) else {}
+        if entry.type == "user" and entry.parent_tool_use_id is None:
+            said = _user_text(raw.get("content"))
+            if said is not None:
+                close()
+                text, updates, totals, counted = said, [], {}, set()
+                continue
+        message = parse_message({"type": entry.type, "message": raw, "session_id": session_id,
+                                 "parent_tool_use_id": entry.parent_tool_use_id, "uuid": entry.uuid})
+        if message is None:
+            continue
+        updates += mapper.feed(message)
+        usage = raw.get("usage") if entry.type == "assistant" else None
+        if isinstance(usage, dict) and raw.get("id") not in counted:
+            counted.add(raw.get("id"))
+            for key in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"):
+                if isinstance(usage.get(key), int):
+                    totals[key] = totals.get(key, 0) + usage[key]
+    close()
+    return turns
+
+
+async def read_history(session_id: str) -> list[HistoryTurn]:
+    """A past session's turns, read off its transcript (no CLI); empty when
+    there is none or it cannot be read."""
+    try:
+        return await trio.to_thread.run_sync(_history, session_id)
+    except Exception as exc:  # noqa: BLE001 - a transcript the SDK cannot read is an empty history
+        log.warning("claude: reading transcript %s failed: %s", session_id, exc)
+        return []

@@ -174,7 +174,10 @@ class ClaudeBackend:
         self, root: Path, conversation: ClaudeConversation, *, resume_id: str | None,
         session_id: str | None, api_key: str | None,
     ) -> ClaudeAgentOptions:
-        env = dict(self.env)
+        # The daemon's own environment, then ours: whether or not the SDK
+        # merges ``env`` over it, the CLI never starts on a lone credential.
+        env = {k: v for k, v in os.environ.items() if k != "CLAUDECODE"}
+        env.update(self.env)
         if api_key:
             env["ANTHROPIC_API_KEY"] = api_key
         return ClaudeAgentOptions(
@@ -252,6 +255,12 @@ class ClaudeBackend:
     async def delete_conversation(self, backend_id: str) -> bool:
         """Delete the session's transcript; False when there is none."""
         return await _claude_transcripts.delete_conversation(backend_id)
+
+    async def read_history(self, backend_id: str) -> list[_claude_transcripts.HistoryTurn]:
+        """A past session's turns as a live one would have streamed them
+        (a file read, no CLI): feed each turn's updates to a
+        ``TurnTranslator`` to rebuild the same turn shapes."""
+        return await _claude_transcripts.read_history(backend_id)
 
 
 @attrs.define

@@ -10,7 +10,8 @@ Agents come from ``config.toml``::
 
 and from ``ahpd run --agent NAME=COMMAND`` (the command split like a shell
 would). The demo agent is always there, so everything works offline; it is
-the default provider unless another agent is configured first.
+the default provider unless another agent is configured first. Claude Code
+is offered as ``claude`` when the ``claude`` extra is installed.
 """
 
 from __future__ import annotations
@@ -40,6 +41,17 @@ def _demo(data_dir: Path) -> Backend:
         display_name="Demo agent",
         description="A deterministic offline agent shipped with ahpd, for trying things out and for tests",
     )
+
+
+def _claude() -> Backend | None:
+    """Claude Code, when the ``claude`` extra (claude-agent-sdk) is installed."""
+    try:
+        import claude_agent_sdk  # noqa: F401
+    except ImportError:
+        return None
+    from ahpd.backends.claude import ClaudeBackend
+
+    return ClaudeBackend()
 
 
 def _acp(name: str, entry: Mapping[str, Any]) -> Backend:
@@ -80,4 +92,6 @@ def build_backends(config: Mapping[str, Any], cli_agents: Iterable[str], data_di
         argv = shlex.split(command)
         backends[name] = _acp(name, {"command": argv[0], "args": argv[1:]})
     backends.setdefault(DEMO, _demo(data_dir))
+    if "claude" not in backends and (claude := _claude()) is not None:
+        backends["claude"] = claude
     return backends

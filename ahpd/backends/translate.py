@@ -135,6 +135,12 @@ class TurnTranslator:
             return self._tool_call_update(update)
         if kind == "available_commands_update":
             self.commands = list(update.get("availableCommands") or [])
+        if kind == "system_notification":
+            # Something the harness did on its own (a compaction): said once,
+            # as a part of its own, never appended to.
+            self._open = None
+            text = _text_of(update.get("content")) or ""
+            return [self._action("chat/responsePart", part={"kind": "systemNotification", "content": text})] if text else []
         if kind == "plan":
             entries = update.get("entries") or []
             doing = next((e.get("content") for e in entries if e.get("status") == "in_progress"), None)

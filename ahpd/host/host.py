@@ -44,6 +44,8 @@ class Peer:
         self.subscriptions: set[str] = set()
         #: Config keys that are this connection's own (defaultShell...).
         self.config: dict[str, Any] = {}
+        #: Tokens lent with ``authenticate``: resource -> (token, expiry or None).
+        self.tokens: dict[str, tuple[str, float | None]] = {}
 
     @property
     def initialized(self) -> bool:
@@ -74,7 +76,7 @@ class Host:
         backends: dict[str, Any] | None = None,
         session_store: Any = None,
     ) -> None:
-        from ahpd.host import chat_commands, session_commands, turns  # noqa: F401 - they register handlers
+        from ahpd.host import auth, chat_commands, session_commands, turns  # noqa: F401 - they register handlers
         from ahpd.host.sessions import SessionManager
 
         self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))

@@ -71,6 +71,7 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
         client = {"clientId": peer.client_id, "tools": [], **_client_fields(params.activeClient)}
         host.bus.emit(uri, {"type": "session/activeClientSet", "activeClient": client})
     chat = next(iter(session.chats.values()))
+    chat.lender = peer
     try:
         await chat.ensure_agent()
     except Exception as exc:  # noqa: BLE001 - creation failures fail the request

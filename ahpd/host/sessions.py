@@ -14,6 +14,7 @@ starts a turn, and then the agent resumes the conversation by its own id.
 from __future__ import annotations
 
 import base64
+import inspect
 import logging
 import uuid
 from pathlib import Path
@@ -71,6 +72,8 @@ class Chat:
         #: What the agent is handed on the first prompt only (a side chat's
         #: or a fork's source conversation).
         self.preamble: str | None = None
+        #: The connection whose lent tokens this chat's agent starts with.
+        self.lender: Any = None
         self._starting: trio.Event | None = None
 
     @property
@@ -110,12 +113,34 @@ class Chat:
                     events=lambda event: on_event(self, event),
                     resume_id=self.backend_id,
                     task_status=task_status,
+                    **self._extras(),
                 )
             finally:
                 self.conversation = None
                 self.scope = None
                 if self.turn is not None:
                     self.turn.agent_gone()
+
+    def _extras(self) -> dict[str, Any]:
+        """What a backend that takes it is given beyond the port: the token
+        a client lent for the resource it protects, and, for the first chat
+        of a session a client named by a UUID, that id, so the agent keeps
+        the conversation under the name the client will ask for."""
+        from ahpd.host.auth import token_for
+
+        accepts = inspect.signature(self.session.backend.run_conversation).parameters
+        extras: dict[str, Any] = {}
+        if "api_key" in accepts:
+            resources = self.session.backend.agent_info().get("protectedResources") or []
+            token = next((t for r in resources if (t := token_for(self.lender, r["resource"]))), None)
+            if token:
+                extras["api_key"] = token
+        if "session_id" in accepts and self.backend_id is None and self.uri == default_chat_uri(self.session.uri):
+            try:
+                extras["session_id"] = str(uuid.UUID(session_id(self.session.uri)))
+            except ValueError:
+                pass
+        return extras
 
     def close(self) -> None:
         if self.scope is not None:
@@ -248,8 +273,22 @@ class SessionManager:
         """The host's nursery for sessions; cancelled, it ends every agent."""
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
+            for backend in self.backends.values():
+                if hasattr(backend, "probe"):
+                    nursery.start_soon(self._probe, backend)
             task_status.started()
             await trio.sleep_forever()
+
+    async def _probe(self, backend: Any) -> None:
+        """Ask an agent what it offers before any session needs it, and tell
+        clients when the answer changed what they were shown."""
+        try:
+            changed = await backend.probe()
+        except Exception:  # noqa: BLE001 - an agent that cannot be probed is still offered
+            log.exception("probing %s failed", backend.provider)
+            return
+        if changed:
+            self.host.bus.emit(ROOT, {"type": "root/agentsChanged", "agents": self.agents()})
 
     # -- opening -------------------------------------------------------------
 

@@ -226,6 +226,7 @@ def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -
     if chat.session.provider not in host.sessions.backends:
         return Refuse(f"no agent for provider {chat.session.provider} on this host")
 
+    chat.lender = peer
     return Apply(action, after=lambda: start_turn(chat, action["turnId"], action["message"]))
 
 

@@ -167,3 +167,15 @@ def test_a_plan_says_what_the_chat_is_doing() -> None:
     assert [a.get("activity") for a in actions] == ["step 0", "step 1", None]
     chat = replay(actions)
     assert "activity" not in chat
+
+
+def test_a_compaction_is_a_system_notification_part() -> None:
+    t = TurnTranslator(TURN)
+    actions = t.feed(chunk("agent_message_chunk", "before"))
+    actions += t.feed({"sessionUpdate": "system_notification",
+                       "content": {"type": "text", "text": "Compacted 12,000 tokens into 800"}})
+    actions += t.feed(chunk("agent_message_chunk", "after"))
+    chat = replay(actions)
+    parts = chat["activeTurn"]["responseParts"]
+    assert [p["kind"] for p in parts] == ["markdown", "systemNotification", "markdown"]
+    assert parts[1]["content"] == "Compacted 12,000 tokens into 800"
