@@ -10,12 +10,13 @@ token, which is about who may reach the host at all.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
+import trio
+
+from ahpd.host.bus import ROOT
 from ahpd.host.commands import COMMANDS
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
-from ahpd.host.bus import ROOT
 from ahpd.protocol import model
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def authenticate(host: Host, peer: Peer, params: model.AuthenticateParams) -> di
     if not params.token:
         peer.tokens.pop(params.resource, None)  # signing out
         return {}
-    expires = time.monotonic() + params.expiresIn if params.expiresIn else None
+    expires = trio.current_time() + params.expiresIn if params.expiresIn else None
     peer.tokens[params.resource] = (params.token, expires)
     return {}
 
@@ -46,7 +47,7 @@ def token_for(peer: Peer | None, resource: str) -> str | None:
     if held is None:
         return None
     token, expires = held
-    if expires is not None and time.monotonic() >= expires:
+    if expires is not None and trio.current_time() >= expires:
         del peer.tokens[resource]
         return None
     return token
