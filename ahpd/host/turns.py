@@ -310,11 +310,23 @@ def tool_call_result_confirmed(host: Host, peer: Peer, channel: str, action: dic
 
 @client_action("chat/pendingMessageSet")
 def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    """A queued message is taken up as soon as the chat is free; a steering
-    message is queued too, because an ACP agent takes no message mid-turn."""
+    """A queued message is taken up as soon as the chat is free. A steering
+    message goes into the running turn when the agent takes one (Claude
+    Code does); otherwise it waits like a queued one, because an ACP agent
+    takes no message mid-turn."""
     chat = _chat(host, channel)
     if chat is None:
         return Refuse(f"{channel} is not a chat this host runs")
+    turn, conversation = chat.turn, chat.conversation
+    steer = getattr(conversation, "steer", None)
+    if action["kind"] == "steering" and steer is not None and turn is not None and turn.live and not turn.ended:
+
+        def into_the_turn() -> None:
+            # The agent takes it mid-turn: it leaves the queue as it goes in.
+            chat.session.nursery.start_soon(steer, action["message"].get("text", ""))
+            host.bus.emit(channel, {"type": "chat/pendingMessageRemoved", "kind": "steering", "id": action["id"]})
+
+        return Apply(action, after=into_the_turn)
     return Apply(action, after=lambda: take_up_queued(chat))
 
 
