@@ -93,7 +93,7 @@ def partial_run(args: argparse.Namespace, data_dir: Path, token: str | None, bac
     async def main() -> int:
         return await daemon.run(
             data_dir=data_dir, host_name=args.host, port=args.port, token=token,
-            sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes,
+            sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes, wire=args.wire,
         )
 
     return main
@@ -117,9 +117,20 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     async def main() -> int:
         return await daemon.run_stdio(
             data_dir=data_dir, sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes,
+            wire=args.wire,
         )
 
-    return trio.run(main)
+    try:
+        return trio.run(main)
+    except daemon.UsageError as exc:  # a --wire FILE that cannot be written
+        print(f"ahpd: {exc}", file=sys.stderr)
+        return 2
+
+
+def _cmd_wire_check(args: argparse.Namespace) -> int:
+    from ahpd.wire.cli import wire_check
+
+    return wire_check(args.files, as_json=args.json)
 
 
 def _add_host_options(parser: argparse.ArgumentParser) -> None:
@@ -151,6 +162,11 @@ def _add_host_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", choices=LOG_LEVELS, default="info",
         help="how much to log on stderr (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--wire", type=Path, default=None, metavar="FILE",
+        help="append every frame, both ways, to FILE as JSON lines (VS Code's agent host log shape, "
+        "credentials redacted, mode 0600); check it with `ahpd wire-check`",
     )
 
 
@@ -214,6 +230,21 @@ def build_parser() -> argparse.ArgumentParser:
     stdio.set_defaults(func=_cmd_stdio)
 
     from ahpd.chat_client import add_chat_parser
+    wire = sub.add_parser(
+        "wire-check",
+        help="check wire captures against the strict schema, the reducers and the protocol's invariants",
+        description=(
+            "Read captures (ahpd --wire, tools/tee.py, or VS Code's agent host log; the older "
+            "{frame} lines too) and report every frame that breaks the strict schema, every snapshot "
+            "that differs from the state its channel's actions reduce to, and every broken protocol "
+            "invariant, with its line, JSON path, an excerpt and the rule. Exit 0 when clean, 1 when "
+            "a problem was found, 2 when the input cannot be read."
+        ),
+    )
+    wire.add_argument("files", nargs="+", metavar="FILE", help="capture files, read in order")
+    wire.add_argument("--json", action="store_true", help="print the problems as one JSON object")
+    wire.set_defaults(func=_cmd_wire_check)
+
     from ahpd.ops import commands as ops
 
     add_chat_parser(sub)

@@ -147,6 +147,7 @@ async def run(
     backends: dict[str, Any],
     max_frame: int = MAX_FRAME,
     ready_out: Any = None,
+    wire: Path | None = None,
 ) -> int:
     """Serve AHP over WebSocket until SIGTERM/SIGINT."""
     from ahpd.ops import control, runtime
@@ -154,6 +155,7 @@ async def run(
 
     ready_out = ready_out or sys.stdout
     host = make_host(data_dir, sessions, backends)
+    handler, capture = _handler(host, wire, "websocket")
     started = time.monotonic()
     try:
         async with trio.open_nursery() as nursery:
@@ -161,7 +163,7 @@ async def run(
             await nursery.start(host.run)
             await nursery.start(partial(control.serve_control, data_dir, lambda: status_of(host, started)))
             listening = await nursery.start(partial(
-                serve_websocket, host.serve_connection, host=host_name, port=port, token=token,
+                serve_websocket, handler, host=host_name, port=port, token=token,
                 max_message_size=max_frame, queue_limit=host.queue_limit,
             ))
             shown = f"[{host_name}]" if ":" in host_name else host_name
@@ -180,25 +182,45 @@ async def run(
     finally:
         _notify("STOPPING=1")
         host.close()
+        if capture is not None:
+            capture.close()
         runtime.remove_runtime(data_dir)
         log.info("stopped")
     return 0
 
 
-async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], max_frame: int = MAX_FRAME) -> int:
+async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], max_frame: int = MAX_FRAME,
+                    wire: Path | None = None) -> int:
     """One AHP connection over stdin/stdout, until stdin closes."""
     from ahpd.transport.stdio import serve_stdio
 
     host = make_host(data_dir, sessions, backends)
+    handler, capture = _handler(host, wire, "stdio")
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_until_signalled, nursery.cancel_scope)
             await nursery.start(host.run)
-            await serve_stdio(host.serve_connection, max_message_size=max_frame, queue_limit=host.queue_limit)
+            await serve_stdio(handler, max_message_size=max_frame, queue_limit=host.queue_limit)
             nursery.cancel_scope.cancel()
     finally:
         host.close()
+        if capture is not None:
+            capture.close()
     return 0
+
+
+def _handler(host: Host, wire: Path | None, transport: str) -> tuple[Any, Any]:
+    """The connection handler, recording every frame to ``wire`` when one is given."""
+    if wire is None:
+        return host.serve_connection, None
+    from ahpd.wire.capture import CaptureFile, recording
+
+    try:
+        capture = CaptureFile(wire, transport=transport, trusted=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write the wire capture {wire}: {exc.strerror or exc}") from None
+    log.info("recording every frame to %s", wire)
+    return recording(host.serve_connection, capture), capture
 
 
 def load_backends(config: dict[str, Any], cli_agents: list[str], data_dir: Path) -> dict[str, Any]:

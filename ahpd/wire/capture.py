@@ -125,9 +125,10 @@ class CaptureFile:
         self._connections = 0
 
     def next_connection_id(self) -> str:
+        """``<pid>.<n>``: unique in a file that several runs appended to."""
         with self._lock:
             self._connections += 1
-            return str(self._connections)
+            return f"{os.getpid()}.{self._connections}"
 
     def write(self, text: str, direction: str, connection_id: str, client_id: str | None = None) -> None:
         line = capture_line(text, direction, connection_id, transport=self.transport, client_id=client_id,
@@ -190,8 +191,8 @@ class RecordingConnection:
             self._capture.write(text, "c2s", self.connection_id, self.client_id)
         return text
 
-    def send(self, text: str) -> bool:
-        sent = self._conn.send(text)
+    def send(self, text: str, size: int | None = None) -> bool:
+        sent = self._conn.send(text, size)
         if sent:
             self._capture.write(text, "s2c", self.connection_id, self.client_id)
         return sent

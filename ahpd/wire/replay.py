@@ -68,7 +68,7 @@ class Channel:
     """One subscribed channel: its kind, the state reduced so far, and while a
     subscribe is in flight, the log of ``(serverSeq, action, state after)``."""
 
-    __slots__ = ("uri", "kind", "state", "log", "pending")
+    __slots__ = ("uri", "kind", "state", "log", "pending", "subscribed", "compared")
 
     def __init__(self, uri: str) -> None:
         self.uri = uri
@@ -76,20 +76,31 @@ class Channel:
         self.state: dict[str, Any] | None = None
         self.log: list[tuple[int, dict[str, Any], dict[str, Any] | None]] = []
         self.pending = 0  # subscribes in flight
+        self.subscribed = False
+        self.compared = 0  # snapshots held against the reduced state
 
-    def apply(self, seq: int, action: dict[str, Any]) -> None:
+    def apply(self, seq: int, action: dict[str, Any]) -> Exception | None:
+        """Reduce ``action`` onto the state; the reducer's exception, if it raised one."""
         if self.kind is None:
-            self.kind = reducers.channel_of_action(action.get("type", ""))
+            self.kind = reducers.channel_of_action(str(action.get("type", "")))
+        failure = None
         if self.state is not None and self.kind is not None:
-            self.state = reducers.reduce(self.kind, self.state, action)
+            try:
+                self.state = reducers.reduce(self.kind, self.state, action)
+            except Exception as exc:  # noqa: BLE001 - a malformed action is reported, not fatal
+                failure = exc
         if self.pending:
             self.log.append((seq, action, self.state))
+        return failure
 
     def would_change(self, action: dict[str, Any]) -> bool | None:
         """Whether ``action`` would move the state; None when there is none to ask."""
         if self.state is None or self.kind is None:
             return None
-        return reducers.reduce(self.kind, self.state, action) is not self.state
+        try:
+            return reducers.reduce(self.kind, self.state, action) is not self.state
+        except Exception:  # noqa: BLE001
+            return None
 
     def expect(self) -> None:
         """A subscribe for this channel is in flight: start logging."""
@@ -111,17 +122,18 @@ class Channel:
         self.kind = kind_of_state(state) or self.kind
         difference = None
         if expected is not None and self.kind is not None:
+            self.compared += 1
             ignored = CLOCK_FIELDS.get(self.kind, ())
             difference = first_difference({k: v for k, v in expected.items() if k not in ignored},
                                           {k: v for k, v in state.items() if k not in ignored})
         after = [entry for entry in self.log if entry[0] > from_seq]
-        self.state = state
+        self.state, self.subscribed = state, True
         self.pending = max(0, self.pending - 1)
         self.log = [(-1, {}, state)] if self.pending else []
         for seq, action, _ in after:
-            self.apply(seq, action)
+            self.apply(seq, action)  # a failure was reported when the action arrived
         return difference
 
     def drop(self) -> None:
         """Unsubscribed: what arrives from here on is not this client's business."""
-        self.state, self.log, self.pending = None, [], 0
+        self.state, self.log, self.pending, self.subscribed = None, [], 0, False

@@ -1,0 +1,439 @@
+"""The wire checker: frames in, problems out. No I/O.
+
+Per connection it pairs requests with their answers by id and method and
+validates every frame against the strict schema, rebuilds every subscribed
+channel from its actions and compares each snapshot with it
+(``ahpd.wire.replay``), and checks what the protocol promises about the
+order of things. The rules, by the name a problem reports:
+
+``schema``          a frame does not fit the strict schema (an undeclared key, a missing one...)
+``jsonrpc``         not JSON-RPC 2.0: no ``jsonrpc``, an answer to nothing, a request never answered
+``server-seq``      serverSeq does not strictly increase on a connection (an unchanged
+                    action's answer to its own sender, at the current serverSeq, excepted)
+``notification-seq`` a notification other than ``action`` carries a serverSeq
+``snapshot``        a snapshot differs from the state reduced from the actions before it
+``subscription``    an action on a channel this connection never subscribed to
+``turn-ending``     a turn ended twice, ended while not running, or never ended; an ending
+                    without a duration
+``part-order``      a ``chat/delta``/``chat/reasoning``/tool call action before its part was opened,
+                    or aimed at a part of another kind
+``tool-ready``      ``chat/toolCallReady`` without ``confirmed`` where nobody was asked
+``refusal``         a refusal sent to a connection that did not dispatch the action, or replayed
+``reducer``         a schema-valid action the reducer cannot apply
+
+A frame that breaks the schema is still followed (its serverSeq, its turn),
+so one defect is reported once rather than again by everything after it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from ahpd.wire import schema
+from ahpd.wire.reader import Frame
+from ahpd.wire.replay import Channel
+
+ENDINGS = frozenset({"chat/turnComplete", "chat/turnCancelled", "chat/error"})
+# Actions that append to a part, and the kind of part each needs.
+APPENDS = {"chat/delta": "markdown", "chat/reasoning": "reasoning"}
+TOOL_ACTIONS = frozenset({"chat/toolCallDelta", "chat/toolCallReady", "chat/toolCallComplete",
+                          "chat/toolCallConfirmed", "chat/toolCallContentChanged"})
+
+
+class Problem(NamedTuple):
+    path: str  # the capture file
+    line: int
+    json_path: str
+    excerpt: str
+    rule: str
+    message: str
+    connection: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.rule}: {self.message} at {self.json_path}: {self.excerpt}"
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self._asdict())
+
+
+def excerpt(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) and value.startswith(("{", "[")) else json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _join(prefix: str, sub: str) -> str:
+    return prefix + sub[1:] if sub.startswith("$") else f"{prefix}.{sub}"
+
+
+class Turn:
+    __slots__ = ("started", "ended", "parts")
+
+    def __init__(self, started: int) -> None:
+        self.started = started
+        self.ended: int | None = None
+        self.parts: dict[str, str] = {}  # part id (or tool call id) -> kind
+
+
+class Connection:
+    """What the checker knows about one connection so far."""
+
+    def __init__(self, name: str, path: str) -> None:
+        self.name = name
+        self.path = path
+        self.client_id: str | None = None
+        self.requests: dict[Any, tuple[str, int, Any]] = {}  # c2s id -> (method, line, params)
+        self.server_requests: dict[Any, tuple[str, int]] = {}  # s2c id -> (method, line)
+        self.last_seq: int | None = None
+        self.dispatched: dict[Any, dict[str, Any]] = {}  # clientSeq -> action
+        self.channels: dict[str, Channel] = {}
+        self.dropped: set[str] = set()
+        # Actions on a channel whose first snapshot is still in flight: (serverSeq, action, path, line).
+        self.deferred: dict[str, list[tuple[int, dict[str, Any], str, int]]] = {}
+        self.turns: dict[tuple[str, str], Turn] = {}
+        self.running: dict[str, str] = {}  # chat channel -> turn id running
+        self.asked: dict[str, tuple[int, str]] = {}  # toolCallId -> (line, excerpt) of a ready that asks
+        self.answerable: set[str] = set()  # toolCallIds somebody was asked about or answered
+
+    def channel(self, uri: str) -> Channel:
+        chan = self.channels.get(uri)
+        if chan is None:
+            chan = self.channels[uri] = Channel(uri)
+        return chan
+
+
+class Checker:
+    """Feed it frames in capture order; ``finish()`` returns every problem found."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+        self.connections: dict[str, Connection] = {}
+        self._frame: Frame | None = None
+
+    @property
+    def compared(self) -> int:
+        """How many snapshots were held against a state reduced from actions."""
+        return sum(chan.compared for conn in self.connections.values() for chan in conn.channels.values())
+
+    # -- reporting -------------------------------------------------------------
+
+    def report(self, rule: str, message: str, json_path: str = "$", value: Any = None,
+               line: int | None = None) -> None:
+        f = self._frame
+        assert f is not None
+        self.problems.append(Problem(f.path, line if line is not None else f.line, json_path,
+                                     excerpt(value) if value is not None else "", rule, message, f.connection))
+
+    def fits(self, where: schema.Target | None, value: Any, prefix: str, what: str) -> bool:
+        if where is None:
+            return True
+        for sub, reason in schema.problems(where, value):
+            node = value
+            keys = [k for k in sub.lstrip("$").replace("[", ".[").split(".") if k]
+            if "undeclared" in reason:
+                keys = keys[:-1]  # the object that holds it says more than its value
+            for key in keys:
+                if isinstance(node, dict):
+                    node = node.get(key, node)
+                elif isinstance(node, list) and key.startswith("["):
+                    node = node[int(key[1:-1])] if key[1:-1].isdigit() and int(key[1:-1]) < len(node) else node
+            self.report("schema", f"{what}: {reason}", _join(prefix, sub), node)
+            return False
+        return True
+
+    # -- frames ----------------------------------------------------------------
+
+    def feed(self, frame: Frame) -> None:
+        self._frame = frame
+        conn = self.connections.get(frame.connection)
+        if conn is None:
+            conn = self.connections[frame.connection] = Connection(frame.connection, frame.path)
+        if frame.client_id and not conn.client_id:
+            conn.client_id = frame.client_id
+        msg = frame.message
+        if not isinstance(msg, dict):
+            if frame.direction == "s2c":
+                self.report("jsonrpc", "the host sent a frame that is not a JSON object", "$",
+                            frame.unparsed if frame.unparsed is not None else msg)
+            return
+        if msg.get("jsonrpc") != "2.0":
+            self.report("jsonrpc", 'no "jsonrpc": "2.0"', "$.jsonrpc", msg.get("jsonrpc", "<absent>"))
+        method = msg.get("method")
+        if frame.direction == "c2s":
+            if isinstance(method, str):
+                self.client_frame(conn, msg, method)
+            elif "id" in msg:
+                self.client_answer(conn, msg)
+        elif isinstance(method, str):
+            if "id" in msg:
+                conn.server_requests[msg["id"]] = (method, frame.line)
+                self.fits(schema.target("serverCommands", method, "params"), msg.get("params", {}),
+                          "$.params", f"{method} params")
+            else:
+                self.notification(conn, method, msg.get("params"))
+        elif "id" in msg:
+            self.host_answer(conn, msg)
+        else:
+            self.report("jsonrpc", "neither a request, a notification nor a response", "$", msg)
+
+    def client_frame(self, conn: Connection, msg: dict[str, Any], method: str) -> None:
+        params = msg.get("params")
+        if "id" in msg:
+            assert self._frame is not None
+            conn.requests[msg["id"]] = (method, self._frame.line, params)
+            self.fits(schema.target("commands", method, "params"), params if params is not None else {},
+                      "$.params", f"{method} params")
+            if not isinstance(params, dict):
+                return
+            if method in ("initialize", "reconnect") and isinstance(params.get("clientId"), str):
+                conn.client_id = params["clientId"]
+            for uri in _requested(method, params):
+                conn.dropped.discard(uri)
+                conn.channel(uri).expect()
+            return
+        self.fits(schema.target("clientNotifications", method), params, "$.params", method)
+        if not isinstance(params, dict):
+            return
+        if method == "unsubscribe" and isinstance(params.get("channel"), str):
+            conn.channel(params["channel"]).drop()
+            conn.dropped.add(params["channel"])
+        elif method == "dispatchAction" and isinstance(params.get("action"), dict):
+            action = params["action"]
+            conn.dispatched[params.get("clientSeq")] = action
+            if action.get("type") == "chat/toolCallConfirmed":
+                conn.answerable.add(action.get("toolCallId"))
+
+    def client_answer(self, conn: Connection, msg: dict[str, Any]) -> None:
+        asked = conn.server_requests.pop(msg["id"], None)
+        if asked is None:
+            self.report("jsonrpc", "the client answered a request the host never made", "$.id", msg["id"])
+        elif "result" in msg:
+            self.fits(schema.target("serverCommands", asked[0], "result"), msg["result"], "$.result",
+                      f"{asked[0]} result")
+
+    def host_answer(self, conn: Connection, msg: dict[str, Any]) -> None:
+        asked = conn.requests.pop(msg["id"], None)
+        if asked is None:
+            self.report("jsonrpc", "a response to no request this connection made", "$.id", msg["id"])
+            return
+        method, _, params = asked
+        if ("result" in msg) == ("error" in msg):
+            self.report("jsonrpc", "a response carries exactly one of result and error", "$", msg)
+            return
+        if "error" in msg:
+            error = msg["error"]
+            if not (isinstance(error, dict) and isinstance(error.get("code"), int)
+                    and isinstance(error.get("message"), str)):
+                self.report("jsonrpc", "an error is {code: integer, message: string}", "$.error", error)
+            for uri in _requested(method, params):
+                conn.channel(uri).settle()
+            return
+        result = msg["result"]
+        if not self.fits(schema.target("commands", method, "result"), result, "$.result", f"{method} result"):
+            return
+        if method in ("initialize", "reconnect") and isinstance(result, dict):
+            for i, snap in enumerate(result.get("snapshots") or []):
+                self.snapshot(conn, snap, f"$.result.snapshots[{i}]")
+            replay = result.get("type") == "replay"
+            if replay:
+                for uri in _requested(method, params):
+                    conn.channel(uri).subscribed = True  # resumed, though this capture never saw its state
+                for i, env in enumerate(result.get("actions") or []):
+                    self.envelope(conn, env, f"$.result.actions[{i}]", replayed=True)
+            taken = {s.get("resource") for s in result.get("snapshots") or [] if isinstance(s, dict)}
+            for uri in _requested(method, params):
+                if uri not in taken:
+                    conn.channel(uri).settle()
+        elif method == "subscribe" and isinstance(result, dict) and isinstance(result.get("snapshot"), dict):
+            self.snapshot(conn, result["snapshot"], "$.result.snapshot")
+
+    # -- what the host says ----------------------------------------------------
+
+    def notification(self, conn: Connection, method: str, params: Any) -> None:
+        where = schema.target("notifications", method)
+        if where is None and not method.startswith("vscode/"):
+            self.report("schema", f"{method} is not a notification the protocol declares", "$.method", method)
+        valid = self.fits(where, params, "$.params", method)
+        if method != "action":
+            if isinstance(params, dict) and "serverSeq" in params:
+                self.report("notification-seq", f"{method} carries a serverSeq: only actions move with state",
+                            "$.params.serverSeq", params["serverSeq"])
+            return
+        if isinstance(params, dict):
+            self.envelope(conn, params, "$.params", valid=valid)
+
+    def snapshot(self, conn: Connection, snap: Any, at: str) -> None:
+        if not isinstance(snap, dict) or not isinstance(snap.get("state"), dict):
+            return
+        uri, state = snap.get("resource"), snap["state"]
+        chan = conn.channel(uri)
+        difference = chan.snapshot(state, snap.get("fromSeq", 0))
+        if difference is not None:
+            path, expected, actual = difference
+            self.report("snapshot", f"the snapshot of {uri} differs from the state its actions reduce to: "
+                        f"reduced {excerpt(expected, 60)}, snapshot", _join(f"{at}.state", path), actual)
+        active = state.get("activeTurn") if chan.kind == "chat" else None
+        if isinstance(active, dict) and isinstance(active.get("id"), str):
+            # What the snapshot knows is added to what the actions said, never put before it.
+            turn = conn.turns.setdefault((uri, active["id"]), Turn(self._line()))
+            for key, kind in map(_part_key, active.get("responseParts") or []):
+                turn.parts.setdefault(key, kind)
+            if uri not in conn.running and turn.ended is None:
+                conn.running[uri] = active["id"]
+        for seq, action, at, line in conn.deferred.pop(uri, []):
+            if seq > snap.get("fromSeq", 0):
+                self.invariants(conn, uri, action, at, line)
+
+    def envelope(self, conn: Connection, env: dict[str, Any], at: str, replayed: bool = False,
+                 valid: bool = True) -> None:
+        action, uri, seq = env.get("action"), env.get("channel"), env.get("serverSeq")
+        if not isinstance(action, dict) or not isinstance(uri, str) or not isinstance(seq, (int, float)):
+            return
+        origin = env.get("origin") if isinstance(env.get("origin"), dict) else {}
+        own = (conn.client_id is not None and origin.get("clientId") == conn.client_id
+               and origin.get("clientSeq") in conn.dispatched)
+        if "rejectionReason" in env:
+            if not own:
+                self.report("refusal", f"a refusal of client {origin.get('clientId')}'s action reached "
+                            f"client {conn.client_id}: a refusal goes only to its sender",
+                            f"{at}.origin", origin or None)
+            if replayed:
+                self.report("refusal", "a refusal was replayed: it moves no state and is never buffered",
+                            at, env)
+            return
+        chan = conn.channels.get(uri)
+        if own and ((conn.last_seq is not None and seq <= conn.last_seq)
+                    or (chan is not None and chan.would_change(action) is False)):
+            # The sender answered at the serverSeq the host is already at: nothing moved
+            # (an unchanged action, or a key kept on the connection rather than the host).
+            return
+        if conn.last_seq is not None and seq <= conn.last_seq:
+            self.report("server-seq", f"serverSeq {seq} after {conn.last_seq}: it must strictly increase "
+                        "on a connection", f"{at}.serverSeq", seq)
+        conn.last_seq = seq if conn.last_seq is None else max(conn.last_seq, seq)
+        if chan is None or not (chan.subscribed or chan.pending):
+            if uri not in conn.dropped:
+                self.report("subscription", f"an action on {uri}, which this connection did not subscribe to",
+                            f"{at}.channel", uri)
+            return
+        if chan.state is None and chan.pending:  # judged once the snapshot says what was running
+            conn.deferred.setdefault(uri, []).append((seq, action, f"{at}.action", self._line()))
+        else:
+            self.invariants(conn, uri, action, f"{at}.action", self._line())
+        failure = chan.apply(int(seq), action)
+        if failure is not None and valid:
+            self.report("reducer", f"the reducer failed on {action.get('type')}: {failure!r}", f"{at}.action",
+                        action)
+
+    def invariants(self, conn: Connection, uri: str, action: dict[str, Any], at: str, line: int) -> None:
+        kind = action.get("type")
+        if kind == "session/inputNeededSet":
+            request = action.get("request") or {}
+            if request.get("kind") == "toolConfirmation":
+                conn.answerable.add((request.get("toolCall") or {}).get("toolCallId"))
+            return
+        if not isinstance(kind, str) or not kind.startswith("chat/"):
+            return
+        turn_id = action.get("turnId")
+        if kind == "chat/turnStarted":
+            running = conn.running.get(uri)
+            if running is not None and running != turn_id:
+                first = conn.turns.get((uri, running))
+                self.report("turn-ending", f"turn {running} has no ending: turn {turn_id} started after it",
+                            f"{at}.turnId", turn_id, line=line)
+                if first is not None:
+                    first.ended = line
+            conn.turns[(uri, turn_id)] = Turn(line)
+            conn.running[uri] = turn_id
+            return
+        turn = conn.turns.get((uri, turn_id))
+        if kind in ENDINGS:
+            if turn is not None and turn.ended is not None:
+                self.report("turn-ending", f"turn {turn_id} ended twice (first at line {turn.ended})",
+                            f"{at}.type", kind, line=line)
+            elif turn is None or conn.running.get(uri) != turn_id:
+                self.report("turn-ending", f"{kind} ends turn {turn_id}, which is not running", f"{at}.turnId",
+                            turn_id, line=line)
+            if not isinstance(action.get("duration"), (int, float)):
+                self.report("turn-ending", f"{kind} carries no duration", f"{at}.duration",
+                            action.get("duration", "<absent>"), line=line)
+            if turn is not None:
+                turn.ended = turn.ended or line
+            if conn.running.get(uri) == turn_id:
+                del conn.running[uri]
+            return
+        if kind == "chat/responsePart":
+            if turn is not None:
+                key, part_kind = _part_key(action.get("part") or {})
+                turn.parts[key] = part_kind
+            return
+        if kind == "chat/toolCallStart":
+            if turn is not None:
+                turn.parts[action.get("toolCallId")] = "toolCall"
+            return
+        if kind in APPENDS or kind in TOOL_ACTIONS:
+            key = action.get("partId") if kind in APPENDS else action.get("toolCallId")
+            need = APPENDS.get(kind, "toolCall")
+            if turn is None or turn.ended is not None:
+                self.report("part-order", f"{kind} names turn {turn_id}, which is not running", f"{at}.turnId",
+                            turn_id, line=line)
+            elif key not in turn.parts:
+                opener = "chat/toolCallStart" if need == "toolCall" else "chat/responsePart"
+                self.report("part-order", f"{kind} before its part: no {opener} opened {key}",
+                            f"{at}.{'partId' if kind in APPENDS else 'toolCallId'}", key, line=line)
+            elif turn.parts[key] != need:
+                self.report("part-order", f"{kind} appends to a {turn.parts[key]} part; it needs a {need} one",
+                            f"{at}.partId", key, line=line)
+        if kind == "chat/toolCallReady" and "confirmed" not in action:
+            conn.asked[action.get("toolCallId")] = (line, f"{at}.confirmed")
+        elif kind == "chat/toolCallConfirmed":
+            conn.answerable.add(action.get("toolCallId"))
+
+    def _line(self) -> int:
+        assert self._frame is not None
+        return self._frame.line
+
+    # -- the end ---------------------------------------------------------------
+
+    def finish(self) -> list[Problem]:
+        """What could only be judged once every frame was seen; then every problem, in order."""
+        for conn in self.connections.values():
+            self._frame = Frame(conn.path, 0, "s2c", conn.name, conn.client_id, None, None)
+            for call_id, (line, at) in conn.asked.items():
+                if call_id not in conn.answerable:
+                    self.report("tool-ready", f"chat/toolCallReady for {call_id} has no confirmed, but nobody "
+                                "was asked (no session/inputNeededSet, no chat/toolCallConfirmed): "
+                                "a tool that is not asking says confirmed", at, "<absent>", line=line)
+            for uri, turn_id in conn.running.items():
+                turn = conn.turns.get((uri, turn_id))
+                self.report("turn-ending", f"turn {turn_id} of {uri} never ended", "$.params.action.turnId",
+                            turn_id, line=turn.started if turn else None)
+            for ident, (method, line, _) in conn.requests.items():
+                self.report("jsonrpc", f"{method} (id {ident}) was never answered", "$.id", ident, line=line)
+        self.problems.sort(key=lambda p: (p.path, p.line))
+        return self.problems
+
+
+def _requested(method: str, params: Any) -> list[str]:
+    """The channels a request asks to be subscribed to."""
+    if not isinstance(params, dict):
+        return []
+    found = {"subscribe": [params.get("channel")], "initialize": params.get("initialSubscriptions"),
+             "reconnect": params.get("subscriptions")}.get(method) or []
+    return [uri for uri in found if isinstance(uri, str)]
+
+
+def _part_key(part: dict[str, Any]) -> tuple[Any, str]:
+    if part.get("kind") == "toolCall":
+        return (part.get("toolCall") or {}).get("toolCallId"), "toolCall"
+    return part.get("id"), part.get("kind", "?")
+
+
+def check_frames(frames: Iterable[Frame]) -> list[Problem]:
+    """Every problem in ``frames`` (see the module docstring for the rules)."""
+    checker = Checker()
+    for frame in frames:
+        checker.feed(frame)
+    return checker.finish()

@@ -1,0 +1,47 @@
+"""``ahpd wire-check FILE...``: the checker over capture files.
+
+Exit 0 when every frame is clean, 1 when a problem was found, 2 when the
+input cannot be read (a missing file, a line that is not a frame). Problems
+are printed one per line - ``file:line: rule: message at $.path: excerpt`` -
+or, with ``--json``, as one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from ahpd.wire.check import Checker
+from ahpd.wire.reader import ReadError, read_frames
+
+CLEAN, PROBLEMS, UNREADABLE = 0, 1, 2
+
+
+def wire_check(paths: list[str], *, as_json: bool = False, out: TextIO | None = None,
+               err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    checker = Checker()
+    frames = 0
+    try:
+        for frame in read_frames(paths):
+            checker.feed(frame)
+            frames += 1
+    except ReadError as exc:
+        if as_json:
+            json.dump({"error": {"path": exc.path, "line": exc.line, "reason": exc.reason}}, out)
+            out.write("\n")
+        else:
+            print(f"ahpd wire-check: {exc}", file=err)
+        return UNREADABLE
+    problems = checker.finish()
+    if as_json:
+        json.dump({"frames": frames, "connections": len(checker.connections),
+                   "problems": [p.to_json() for p in problems]}, out, ensure_ascii=False, indent=1)
+        out.write("\n")
+    else:
+        for problem in problems:
+            print(problem, file=out)
+        verdict = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems else "clean"
+        print(f"{verdict}: {frames} frames, {len(checker.connections)} connections", file=out)
+    return PROBLEMS if problems else CLEAN
