@@ -12,11 +12,10 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-import attrs
 import trio
 
 from ahpd.backends._claude_wire import StreamMapper, usage_info
-from ahpd.backends.port import StoredConversation
+from ahpd.backends.port import HistoryTurn, StoredConversation
 
 log = logging.getLogger("ahpd.backends.claude")
 
@@ -67,16 +66,6 @@ async def delete_conversation(session_id: str) -> bool:
     except (OSError, ValueError) as exc:
         log.warning("claude: deleting transcript %s failed: %s", session_id, exc)
         return False
-
-
-@attrs.frozen
-class HistoryTurn:
-    """One past turn: what the user said and the updates a live turn would
-    have emitted for it, so a browsed session draws the same turn shapes."""
-
-    text: str
-    updates: list[dict[str, Any]]
-    usage: dict[str, Any] | None = None
 
 
 def _user_text(content: Any) -> str | None:

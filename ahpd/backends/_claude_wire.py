@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ahpd.backends.port import SKILL_META
+
 #: The harness's tool names -> ACP tool kinds (the translator maps those on).
 TOOL_KINDS = {
     "Bash": "execute",
@@ -318,8 +320,16 @@ def models_from_init(provider: str, models: Iterable[Mapping[str, Any]] | None) 
     return out
 
 
-def available_commands(commands: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
-    """``initialize``'s ``commands`` -> ACP ``AvailableCommand`` wire JSON."""
+
+def available_commands(
+    commands: Iterable[Mapping[str, Any]] | None, skills: Iterable[str] | None = None,
+) -> list[dict[str, Any]]:
+    """``initialize``'s ``commands`` -> ACP ``AvailableCommand`` wire JSON.
+
+    ``initialize`` does not say which commands are skills; the ``init``
+    system message of a turn does (its ``skills``). A command named there is
+    marked ``_meta["ahpd.skill"]``."""
+    skill_names = set(skills or ())
     out = []
     for command in commands or []:
         name = command.get("name")
@@ -329,6 +339,8 @@ def available_commands(commands: Iterable[Mapping[str, Any]] | None) -> list[dic
         hint = command.get("argumentHint")
         if isinstance(hint, str) and hint:
             entry["input"] = {"hint": hint}
+        if name in skill_names:
+            entry["_meta"] = {SKILL_META: True}
         out.append(entry)
     return out
 

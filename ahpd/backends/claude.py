@@ -48,6 +48,7 @@ from claude_agent_sdk import (
     PermissionResultAllow,
     PermissionResultDeny,
     ResultMessage,
+    SystemMessage,
     ToolPermissionContext,
 )
 from claude_agent_sdk import Transport as SdkTransport
@@ -91,6 +92,10 @@ TransportFactory = Callable[[ClaudeAgentOptions], SdkTransport]
 class ClaudeBackend:
     """The ``claude`` provider: Claude Code via the Claude Agent SDK."""
 
+    #: Where a person adds a command or a skill, relative to the session's
+    #: folder: the containers its customizations are published under.
+    customization_dirs = {"prompt": ".claude/commands", "skill": ".claude/skills"}
+
     def __init__(
         self,
         provider: str = PROVIDER,
@@ -119,6 +124,9 @@ class ClaudeBackend:
         #: What the CLI said about itself at ``initialize`` (the boot probe's
         #: answer, or the latest conversation's): models, commands, agents.
         self.server_info: dict[str, Any] | None = None
+        #: The skills the CLI named in a turn's ``init`` message (initialize
+        #: does not tell a skill from a prompt), or None before any turn.
+        self.skills: list[str] | None = None
         self._models: list[dict[str, Any]] = []
 
     # -- AgentInfo ----------------------------------------------------------------
@@ -135,7 +143,7 @@ class ClaudeBackend:
     @property
     def commands(self) -> list[dict[str, Any]]:
         """The CLI's slash commands, as ACP ``AvailableCommand`` wire JSON."""
-        return available_commands((self.server_info or {}).get("commands"))
+        return available_commands((self.server_info or {}).get("commands"), self.skills)
 
     def _learn(self, info: Mapping[str, Any] | None) -> bool:
         """Keep what the CLI said at ``initialize``; True when the models moved."""
@@ -216,6 +224,7 @@ class ClaudeBackend:
             raise BackendError(f"a Claude session id must be a UUID, not {session_id!r}")
         backend_id = resume_id or session_id or str(uuid.uuid4())
         conversation = ClaudeConversation(backend_id, events, root, self.provider, cancel_grace=self.cancel_grace)
+        conversation._on_init = self._learn_init
         options = self._options(
             root, conversation, resume_id=resume_id, session_id=None if resume_id else backend_id, api_key=api_key,
         )
@@ -247,6 +256,18 @@ class ClaudeBackend:
                     await client.disconnect()
                 except Exception:  # noqa: BLE001 - closing is best effort, and logged
                     log.exception("%s[%s]: closing the CLI failed", self.provider, backend_id)
+
+    def _learn_init(self, data: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """A turn's ``init`` system message: which commands are skills. The
+        commands, re-marked, when that changed what the session was told."""
+        skills = data.get("skills")
+        if not isinstance(skills, list):
+            return None
+        skills = [s for s in skills if isinstance(s, str)]
+        if skills == self.skills:
+            return None
+        self.skills = skills
+        return self.commands
 
     async def list_conversations(self) -> list[StoredConversation]:
         """Past sessions, from the CLI's transcripts (a file read, no CLI)."""
@@ -297,6 +318,8 @@ class ClaudeConversation:
         self._ids = itertools.count(1)
         self._ended = trio.Event()
         self._stderr_tail: deque[str] = deque(maxlen=20)
+        #: Told each ``init`` system message; answers the commands to announce again, if any.
+        self._on_init: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None] | None = None
 
     # -- the port ---------------------------------------------------------------------
 
@@ -422,6 +445,10 @@ class ClaudeConversation:
         self._die(reason)
 
     def _on_message(self, message: Any) -> None:
+        if isinstance(message, SystemMessage) and message.subtype == "init" and self._on_init is not None:
+            commands = self._on_init(message.data or {})
+            if commands:
+                self._emit(Update({"sessionUpdate": "available_commands_update", "availableCommands": commands}))
         for update in self._mapper.feed(message):
             self._emit(Update(update))
         if isinstance(message, ResultMessage):

@@ -68,6 +68,11 @@ class Update:
 
 
 Event = Update | PermissionRequest | InputRequest
+
+#: The ``_meta`` key on an ACP ``AvailableCommand`` (in an
+#: ``available_commands_update``) that says the command is a skill rather
+#: than a prompt; ACP itself does not tell them apart.
+SKILL_META = "ahpd.skill"
 EventSink = Callable[[Event], None]
 
 
@@ -86,6 +91,17 @@ class StoredConversation:
     cwd: str | None
     created_at: str | None = None
     modified_at: str | None = None
+
+
+@attrs.frozen
+class HistoryTurn:
+    """One past turn of a stored conversation: what the user said and the
+    updates a live turn would have emitted for it, so a browsed session is
+    rebuilt through the same translator and draws the same turn shapes."""
+
+    text: str
+    updates: list[dict[str, Any]]
+    usage: dict[str, Any] | None = None  # AHP UsageInfo wire JSON
 
 
 class Conversation(Protocol):
@@ -132,3 +148,16 @@ class Backend(Protocol):
 
     async def delete_conversation(self, backend_id: str) -> bool:
         """Delete the agent's own copy; False when it cannot."""
+
+
+class HistoryReader(Protocol):
+    """A backend whose stored conversations can be read without running its
+    agent (Claude Code's transcripts are files). Optional: only such a
+    backend's past conversations are offered in the session catalogue, since
+    listing and opening them must never wait on an agent process."""
+
+    async def list_conversations(self) -> list[StoredConversation]:
+        """What the agent keeps, newest first (a file read)."""
+
+    async def read_history(self, backend_id: str) -> list[HistoryTurn]:
+        """A stored conversation's turns, oldest first; empty when unreadable."""

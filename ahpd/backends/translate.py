@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import attrs
 
@@ -67,6 +69,28 @@ def _result_content(blocks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"type": "text", "text": f"edited {block.get('path', '')}"})
         elif kind == "terminal":
             out.append({"type": "text", "text": f"terminal {block.get('terminalId', '')}"})
+    return out
+
+
+PENDING_EDIT = "ahp-edit://pending/"
+
+
+def pending_edits(call_id: str, content: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The ACP ``diff`` blocks of a call waiting for approval, each with the
+    AHP ``FileEdit`` that draws it: the before side is the file as it is,
+    the after side's content is served by the host under
+    ``ahp-edit://pending/<toolCallId>`` (``/<n>`` after the first) until the
+    call is settled. A new file has no before side."""
+    out = []
+    for block in content:
+        if block.get("type") != "diff" or not isinstance(block.get("path"), str):
+            continue
+        file_uri = Path(block["path"]).as_uri()
+        after_uri = PENDING_EDIT + quote(call_id, safe="") + (f"/{len(out)}" if out else "")
+        edit: dict[str, Any] = {"after": {"uri": file_uri, "content": {"uri": after_uri, "contentType": "text/plain"}}}
+        if block.get("oldText") is not None:
+            edit["before"] = {"uri": file_uri, "content": {"uri": file_uri}}
+        out.append((block, edit))
     return out
 
 
@@ -225,7 +249,11 @@ class TurnTranslator:
             {"id": o.option_id, "label": o.name, "kind": "approve" if o.kind.startswith("allow") else "deny"}
             for o in request.options
         ]
-        actions.append(self._ready(call_id, confirmed=None, options=options))
+        ready = self._ready(call_id, confirmed=None, options=options)
+        edits = [edit for _, edit in pending_edits(call_id, call.get("content") or [])]
+        if edits:
+            ready["edits"] = {"items": edits}
+        actions.append(ready)
         return actions
 
     def confirmed(self, call_id: str, approved: bool) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from ahpd.backends.port import SKILL_META
 from ahpd.host.bus import utc_now
 from ahpd.host.commands import COMMANDS
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
@@ -133,7 +134,8 @@ async def dispose_chat(host: Host, peer: Peer, params: model.DisposeChatParams) 
     chat.close()
     if backend is not None and chat.backend_id:
         try:
-            await backend.delete_conversation(chat.backend_id)
+            if await backend.delete_conversation(chat.backend_id):
+                host.sessions.catalogue.get(session.provider, {}).pop(chat.backend_id, None)
         except Exception:  # noqa: BLE001
             log.exception("%s: deleting the agent's copy failed", chat.uri)
     was_default = session.state().get("defaultChat") == chat.uri
@@ -189,13 +191,13 @@ async def completions(host: Host, peer: Peer, params: model.CompletionsParams) -
     start, word = _word(params.text, offset)
     items: list[dict[str, Any]] = []
     if word.startswith("/"):
-        for command in chat.commands:
-            name = command.get("name", "")
+        for name, description, hint, skill in _slash_commands(chat):
             if name.lower().startswith(word[1:].lower()):
-                meta = {"command": name, "description": command.get("description", "")}
-                hint = (command.get("input") or {}).get("hint")
+                meta: dict[str, Any] = {"command": name, "description": description}
                 if hint:
                     meta["argumentHint"] = hint
+                if skill:
+                    meta["isSkill"] = True
                 items.append(_item(f"/{name} ", {"type": "simple", "label": f"/{name}", "_meta": meta}, start, offset))
     elif word.startswith("#chat:") or (word.startswith("#") and "chat:".startswith(word[1:])):
         query = word[6:].lower() if word.startswith("#chat:") else ""
@@ -215,6 +217,24 @@ async def completions(host: Host, peer: Peer, params: model.CompletionsParams) -
     elif word.startswith("@") or word.startswith("#"):
         items += _files(chat, word[1:], start, offset, word[0])
     return {"items": items[:COMPLETION_LIMIT] if not word.startswith("/") else items}
+
+
+def _slash_commands(chat: Chat) -> list[tuple[str, str, str | None, bool]]:
+    """What ``/`` offers: (name, description, argument hint, is a skill).
+    The session's own commands, read from the children of its containers;
+    before the session was told any, the chat's agent's list, then the
+    harness-wide one."""
+    out = []
+    for container in chat.session.state().get("customizations") or []:
+        for child in container.get("children") or []:
+            if child.get("type") in ("prompt", "skill") and child.get("enabled", True):
+                hint = (child.get("_meta") or {}).get("ahpd.argumentHint")
+                out.append((child["name"], child.get("description", ""), hint, child["type"] == "skill"))
+    if out:
+        return out
+    commands = chat.commands or chat.host.sessions.harness_commands(chat.session.provider)
+    return [(c.get("name", ""), c.get("description", ""), (c.get("input") or {}).get("hint"),
+             bool((c.get("_meta") or {}).get(SKILL_META))) for c in commands if c.get("name")]
 
 
 def _files(chat: Chat, query: str, start: int, end: int, sigil: str) -> list[dict[str, Any]]:
@@ -262,6 +282,8 @@ def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSessionC
 def session_config_completions(host: Host, peer: Peer, params: model.SessionConfigCompletionsParams) -> dict[str, Any]:
     return {"items": []}  # no key of this host's has more values than its enum holds
 
+
+from ahpd.host import resources  # noqa: E402,F401 - registers resourceRead
 
 COMMANDS.update({
     "createChat": create_chat,

@@ -94,7 +94,9 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     current = host.bus.channels[channel].state
     new_state = host.bus.reduce(channel, decision.action)
     if new_state is current or new_state == current:
-        host.bus.answer(peer, channel, action, origin)  # its own action back: nothing moved
+        # Nothing moved: the sender is told what the host made of its action
+        # (for a key the connection keeps, that is nothing the host holds).
+        host.bus.answer(peer, channel, decision.action, origin)
     else:
         host.bus.emit(channel, decision.action, origin, new_state=new_state)
         if decision.after is not None:

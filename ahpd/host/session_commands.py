@@ -85,6 +85,7 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
     host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionAdded", {
         "channel": ROOT, "summary": session.summary(),
     })
+    session.announce()  # what the agent said while it was being announced follows now
     _progress(host, peer, params.progressToken, 2, "ready")
     return None
 
@@ -104,6 +105,14 @@ async def dispose_session(host: Host, peer: Peer, params: model.DisposeSessionPa
     if session is None and uri in sessions.dormant:
         await sessions.wake(uri)
         session = sessions.sessions.get(uri)
+    if session is None and (entry := await sessions.catalogue_entry(uri)) is not None:
+        # A conversation only its backend keeps: nothing to open, only its copy to delete.
+        provider, conversation = entry
+        if not await sessions.backends[provider].delete_conversation(conversation.backend_id):
+            log.info("session %s: the %s agent kept its copy of the conversation", uri, provider)
+        sessions.catalogue.get(provider, {}).pop(conversation.backend_id, None)
+        host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionRemoved", {"channel": ROOT, "session": uri})
+        return
     if session is None:
         raise RpcError(SESSION_NOT_FOUND, f"no session {uri}")
     backend = sessions.backends.get(session.provider)
@@ -116,6 +125,8 @@ async def dispose_session(host: Host, peer: Peer, params: model.DisposeSessionPa
                 deleted = False
             if not deleted:
                 log.info("session %s: the %s agent keeps its own copy of the conversation", uri, session.provider)
+            else:
+                sessions.catalogue.get(session.provider, {}).pop(chat.backend_id, None)
     sessions.dispose(session)
     sessions.announce_count()
     host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionRemoved", {"channel": ROOT, "session": uri})
@@ -154,6 +165,7 @@ def list_sessions(host: Host, peer: Peer, params: model.ListSessionsParams) -> d
     sessions = host.sessions
     rows = [] if sessions is None else (
         [s.summary() for s in sessions.sessions.values()] + [_row(r) for r in sessions.dormant.values()]
+        + sessions.catalogue_rows()
     )
     rows.sort(key=lambda r: r["modifiedAt"], reverse=True)
     start = _offset(params.cursor) if params.cursor else 0

@@ -9,6 +9,13 @@ chat, a session or the whole host ends exactly the agents it owns.
 A session read back from the store after a restart is *dormant*: its
 channels are open and its turns are there, but no agent runs until somebody
 starts a turn, and then the agent resumes the conversation by its own id.
+
+The catalogue also offers what a backend keeps and the store does not know:
+a past Claude Code conversation is a row ``claude:/<id>``, listed from the
+backend's transcripts (a file read, cached per backend and refreshed at
+start-up and after each turn, so listing never waits on anything). Opening
+one rebuilds its turns from the transcript, again without an agent, and the
+first new turn resumes it under its own id.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from urllib.parse import unquote, urlparse
 
 import trio
 
-from ahpd.backends.port import Backend, Conversation
+from ahpd.backends.port import SKILL_META, Backend, Conversation, StoredConversation
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.store import MemorySessionStore, SessionStore
 
@@ -51,6 +58,76 @@ def session_id(uri: str) -> str:
 def default_chat_uri(session_uri: str) -> str:
     encoded = base64.urlsafe_b64encode(session_uri.encode()).decode().rstrip("=")
     return f"ahp-chat://default/{encoded}"
+
+
+def catalogue_uri(provider: str, backend_id: str) -> str:
+    """A stored conversation's session URI: ``claude:/<id>``."""
+    return f"{provider}:/{backend_id}"
+
+
+def catalogue_row(provider: str, conversation: StoredConversation) -> dict[str, Any]:
+    """The ``SessionSummary`` of a conversation a backend keeps."""
+    uri = catalogue_uri(provider, conversation.backend_id)
+    modified = conversation.modified_at or conversation.created_at or ""
+    row: dict[str, Any] = {
+        "resource": uri, "provider": provider, "title": conversation.title, "status": IDLE | IS_READ,
+        "createdAt": conversation.created_at or modified, "modifiedAt": modified,
+        "defaultChat": default_chat_uri(uri),
+    }
+    if conversation.cwd:
+        folder = Path(conversation.cwd)
+        row["workingDirectories"] = [folder.as_uri()]
+        row["project"] = {"uri": folder.as_uri(), "displayName": folder.name or str(folder)}
+    return row
+
+
+_KIND_NAMES = {"prompt": "Commands", "skill": "Skills"}
+
+
+def command_customizations(provider: str, commands: list[dict[str, Any]], cwd: Path,
+                           dirs: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """An agent's slash commands as the session's customizations: one
+    directory container per kind (prompts, skills), each command a child,
+    because a prompt or a skill is never a top-level customization. The
+    container is where a person would add one - the backend's convention
+    (``.claude/commands`` for Claude Code) or the session's own folder - not
+    a path read off disk: the agent says what it loaded, never where from.
+    A command's argument hint is ``_meta["ahpd.argumentHint"]``, since
+    neither child type declares one."""
+    children: dict[str, list[dict[str, Any]]] = {"prompt": [], "skill": []}
+    for command in commands:
+        name = command.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        kind = "skill" if (command.get("_meta") or {}).get(SKILL_META) else "prompt"
+        children[kind].append(command)
+    out = []
+    for kind, entries in children.items():
+        if not entries:
+            continue
+        relative = (dirs or {}).get(kind)
+        folder = cwd / relative if relative else cwd
+        container = folder.as_uri()
+        items = []
+        for command in entries:
+            name = command["name"]
+            if relative:
+                uri = (folder / name / "SKILL.md" if kind == "skill" else folder / f"{name}.md").as_uri()
+            else:
+                uri = f"{container}#{kind}:{name}"
+            child: dict[str, Any] = {"id": f"{provider}.{kind}:{name}", "uri": uri, "name": name, "type": kind,
+                                     "enabled": True}
+            if command.get("description"):
+                child["description"] = command["description"]
+            hint = (command.get("input") or {}).get("hint")
+            if isinstance(hint, str) and hint:
+                child["_meta"] = {"ahpd.argumentHint": hint}
+            items.append(child)
+        out.append({
+            "id": f"{provider}.{kind}s", "uri": container, "name": _KIND_NAMES[kind], "type": "directory",
+            "enabled": True, "contents": kind, "writable": False, "load": {"kind": "loaded"}, "children": items,
+        })
+    return out
 
 
 def path_of(file_uri: str) -> Path:
@@ -160,6 +237,17 @@ class Session:
         self.older_turns: dict[str, list[dict[str, Any]]] = {}
         self.nursery: trio.Nursery = None  # type: ignore[assignment] - set by run()
         self.scope: trio.CancelScope | None = None
+        #: False while createSession is still announcing the session: what
+        #: the agent says meanwhile is held, so that it always follows the
+        #: announcement instead of racing it.
+        self.announced = True
+        self._held_commands: list[dict[str, Any]] | None = None
+
+    def announce(self) -> None:
+        self.announced = True
+        if self._held_commands is not None:
+            commands, self._held_commands = self._held_commands, None
+            self.publish_commands(commands)
 
     @property
     def backend(self) -> Backend:
@@ -180,6 +268,20 @@ class Session:
                 self.nursery = nursery
                 task_status.started()
                 await trio.sleep_forever()
+
+    def customizations_of(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        dirs = getattr(self.manager.backends.get(self.provider), "customization_dirs", None)
+        return command_customizations(self.provider, commands, self.cwd, dirs)
+
+    def publish_commands(self, commands: list[dict[str, Any]]) -> None:
+        """The agent's commands as the session's customizations; said only
+        when that changes what the session holds."""
+        if not self.announced:
+            self._held_commands = commands
+            return
+        customizations = self.customizations_of(commands)
+        if customizations != (self.state().get("customizations") or []):
+            self.host.bus.emit(self.uri, {"type": "session/customizationsChanged", "customizations": customizations})
 
     def summary(self) -> dict[str, Any]:
         """The catalogue row, built from the state a client would open."""
@@ -261,6 +363,15 @@ class SessionManager:
         self.nursery: trio.Nursery | None = None
         #: Rows of sessions that are stored but not open, by URI.
         self.dormant: dict[str, dict[str, Any]] = {r["uri"]: r for r in self.store.load_all()}
+        #: What each browsable backend keeps, by provider then backend id:
+        #: the last answer of its ``list_conversations``.
+        self.catalogue: dict[str, dict[str, StoredConversation]] = {}
+        self._refreshing: dict[str, bool] = {}  # provider -> asked again meanwhile
+        self._waking: dict[str, trio.Event] = {}
+        #: What an edit waiting for approval would write, by the
+        #: ``ahp-edit://pending/...`` URI its after side is served under:
+        #: (tool call id, file path, new content). Gone once the call is settled.
+        self.pending_edits: dict[str, tuple[str, str, str]] = {}
 
     @property
     def default_provider(self) -> str | None:
@@ -276,6 +387,8 @@ class SessionManager:
             for backend in self.backends.values():
                 if hasattr(backend, "probe"):
                     nursery.start_soon(self._probe, backend)
+            for provider in self.backends:
+                self.refresh_catalogue_soon(provider)
             task_status.started()
             await trio.sleep_forever()
 
@@ -289,6 +402,125 @@ class SessionManager:
             return
         if changed:
             self.host.bus.emit(ROOT, {"type": "root/agentsChanged", "agents": self.agents()})
+        commands = self.harness_commands(backend.provider)
+        for session in list(self.sessions.values()):
+            if session.provider == backend.provider and commands and not session.state().get("customizations"):
+                session.publish_commands(commands)
+
+    def harness_commands(self, provider: str) -> list[dict[str, Any]]:
+        """The harness-wide slash commands a backend reported before any
+        session (Claude Code's boot probe), as ACP ``AvailableCommand``s."""
+        commands = getattr(self.backends.get(provider), "commands", None)
+        return list(commands) if isinstance(commands, list) else []
+
+    # -- the catalogue of what backends keep ----------------------------------
+
+    def _browsable(self, provider: str) -> bool:
+        """Only a backend that reads its conversations without an agent
+        process is catalogued: listing and opening must never wait on one."""
+        backend = self.backends.get(provider)
+        return backend is not None and hasattr(backend, "read_history") and hasattr(backend, "list_conversations")
+
+    def refresh_catalogue_soon(self, provider: str) -> None:
+        if self.nursery is None or not self._browsable(provider):
+            return
+        if provider in self._refreshing:
+            self._refreshing[provider] = True  # once more when this one is done
+            return
+        self._refreshing[provider] = False
+        self.nursery.start_soon(self._refresh_loop, provider)
+
+    async def _refresh_loop(self, provider: str) -> None:
+        try:
+            while True:
+                await self.refresh_catalogue(provider)
+                if not self._refreshing.get(provider):
+                    return
+                self._refreshing[provider] = False
+        finally:
+            self._refreshing.pop(provider, None)
+
+    async def refresh_catalogue(self, provider: str) -> None:
+        """Read what ``provider`` keeps again, and tell root subscribers about
+        rows that came or went."""
+        if not self._browsable(provider):
+            return
+        before = set(self._unknown(provider))
+        try:
+            listed = await self.backends[provider].list_conversations()  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a catalogue that cannot be read is the one we had
+            log.exception("%s: listing its conversations failed", provider)
+            return
+        self.catalogue[provider] = {c.backend_id: c for c in listed}
+        after = self._unknown(provider)
+        if ROOT not in self.host.bus.channels:
+            return
+        subscribers = self.host.bus.channels[ROOT].subscribers
+        for backend_id, conversation in after.items():
+            if backend_id not in before:
+                self.host.bus.notify(subscribers, "root/sessionAdded", {
+                    "channel": ROOT, "summary": catalogue_row(provider, conversation),
+                })
+        for backend_id in before - set(after):
+            self.host.bus.notify(subscribers, "root/sessionRemoved", {
+                "channel": ROOT, "session": catalogue_uri(provider, backend_id),
+            })
+
+    def _known_ids(self) -> set[str]:
+        known = {chat.backend_id for chat in self.chat_owner.values() if chat.backend_id}
+        for record in self.dormant.values():
+            known.update(c["backendId"] for c in record.get("chats") or [] if c.get("backendId"))
+        return known
+
+    def _unknown(self, provider: str) -> dict[str, StoredConversation]:
+        """The conversations ``provider`` keeps that no session here names."""
+        known = self._known_ids()
+        return {i: c for i, c in self.catalogue.get(provider, {}).items()
+                if i not in known and catalogue_uri(provider, i) not in self.sessions}
+
+    def catalogue_rows(self) -> list[dict[str, Any]]:
+        return [catalogue_row(provider, conversation)
+                for provider in self.catalogue for conversation in self._unknown(provider).values()]
+
+    async def catalogue_entry(self, uri: str) -> tuple[str, StoredConversation] | None:
+        """The stored conversation ``uri`` names - its row's URI or its default
+        chat's - when no session here names it yet. A URI of a browsable
+        provider that the cache does not hold reads the catalogue once more."""
+        if uri.startswith("ahp-chat://default/"):
+            encoded = uri.removeprefix("ahp-chat://default/")
+            try:
+                uri = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+            except (ValueError, UnicodeDecodeError):
+                return None
+        provider, sep, rest = uri.partition(":/")
+        backend_id = rest.strip("/")
+        if not sep or not backend_id or "/" in backend_id or not self._browsable(provider):
+            return None
+        if backend_id not in self.catalogue.get(provider, {}):
+            await self.refresh_catalogue(provider)
+        conversation = self._unknown(provider).get(backend_id)
+        return (provider, conversation) if conversation is not None else None
+
+    async def _open_from_catalogue(self, provider: str, conversation: StoredConversation) -> None:
+        """Open a stored conversation dormant: its turns rebuilt from what the
+        backend recorded, no agent started, the backend id its own."""
+        from ahpd.host.turns import rebuild_turns
+
+        uri = catalogue_uri(provider, conversation.backend_id)
+        history = await self.backends[provider].read_history(conversation.backend_id)  # type: ignore[attr-defined]
+        at = conversation.modified_at or conversation.created_at or utc_now()
+        cwd = Path(conversation.cwd) if conversation.cwd and Path(conversation.cwd).is_dir() else Path.home()
+        chat_uri = default_chat_uri(uri)
+        chat_state = {
+            "resource": chat_uri, "title": conversation.title, "status": IDLE | IS_READ, "modifiedAt": at,
+            "turns": rebuild_turns(history, prefix=f"turn-{conversation.backend_id[:8]}", at=at),
+        }
+        await self.open({
+            "uri": uri, "provider": provider, "cwd": str(cwd),
+            "createdAt": conversation.created_at or at, "title": conversation.title, "status": IS_READ,
+            "chats": [{"uri": chat_uri, "backendId": conversation.backend_id, "state": chat_state}],
+            "defaultChat": chat_uri,
+        }, lifecycle="ready")
 
     # -- opening -------------------------------------------------------------
 
@@ -332,13 +564,49 @@ class SessionManager:
         }
         if record.get("config"):
             state["config"] = record["config"]
+        known = self.harness_commands(session.provider)
+        if known:
+            # What the harness said at start-up, before any agent of this session runs.
+            state["customizations"] = session.customizations_of(known)
         self.host.bus.open(session.uri, "session", state)
         self.sessions[session.uri] = session
+        session.announced = lifecycle != "creating"
         await self.nursery.start(session.run)
         return session
 
     async def wake(self, uri: str) -> bool:
-        """Open a stored session when a client names it; True if it now exists."""
+        """Open a stored session, or a conversation its backend keeps, when a
+        client names it; True if it now exists. Two clients naming it at once
+        open it once."""
+        waking = self._waking.get(uri)
+        if waking is not None:
+            await waking.wait()
+            return uri in self.host.bus.channels
+        self._waking[uri] = waking = trio.Event()
+        try:
+            if await self._wake_stored(uri):
+                return True
+            entry = await self.catalogue_entry(uri)
+            if entry is None:
+                return False
+            # Its row's URI and its chat's are two names for one conversation.
+            row_uri = catalogue_uri(entry[0], entry[1].backend_id)
+            if row_uri != uri and row_uri in self._waking:
+                await self._waking[row_uri].wait()
+            elif row_uri not in self.sessions:
+                self._waking[row_uri] = row_waking = waking if row_uri == uri else trio.Event()
+                try:
+                    await self._open_from_catalogue(*entry)
+                finally:
+                    if row_waking is not waking:
+                        del self._waking[row_uri]
+                        row_waking.set()
+            return uri in self.host.bus.channels
+        finally:
+            del self._waking[uri]
+            waking.set()
+
+    async def _wake_stored(self, uri: str) -> bool:
         record = self.dormant.get(uri)
         if record is None:
             owner = next((r for r in self.dormant.values()
@@ -392,6 +660,11 @@ class SessionManager:
         from ahpd.host.session_commands import notify_summary
 
         notify_summary(self.host, session, changes)
+
+    def settle_edits(self, call_id: str) -> None:
+        """A call was answered or its turn ended: its pending edits are no longer served."""
+        for uri in [u for u, (c, _, _) in self.pending_edits.items() if c == call_id]:
+            del self.pending_edits[uri]
 
     def count(self) -> int:
         return len(self.sessions) + len(self.dormant)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ahpd.backends.port import BackendError, Event, InputRequest, PermissionRequest, Update
-from ahpd.backends.translate import TurnTranslator
+from ahpd import state as reducers
+from ahpd.backends.port import BackendError, Event, HistoryTurn, InputRequest, PermissionRequest, Update
+from ahpd.backends.translate import TurnTranslator, pending_edits
 from ahpd.host.dispatch import Apply, Refuse, client_action
 
 if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class TurnRunner:
         request = self.permissions.pop(call_id, None)
         if request is not None:
             self._emit_session({"type": "session/inputNeededRemoved", "id": request.request_id})
+        self.chat.host.sessions.settle_edits(call_id)
 
     def _emit_session(self, action: dict[str, Any]) -> None:
         self.chat.host.bus.emit(self.chat.session.uri, action)
@@ -112,12 +114,42 @@ class TurnRunner:
                 chat.turn = None
             chat.session.save()
             take_up_queued(chat)
+            chat.host.sessions.refresh_catalogue_soon(chat.session.provider)
 
     def _fail(self, error_type: str, message: str) -> None:
         self.end({
             "type": "chat/error", "turnId": self.turn_id, "duration": self.duration(),
             "part": {"kind": "error", "error": {"errorType": error_type, "message": message}},
         })
+
+
+def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str) -> list[dict[str, Any]]:
+    """A stored conversation's turns, built the way a live turn is: each past
+    turn's updates go through a :class:`TurnTranslator` and its actions
+    through the chat reducer, from an empty chat. So a rebuilt turn has
+    exactly the live shapes - tool calls with ``confirmed`` and an
+    ``invocationMessage``, statuses among the seven, the recorded usage -
+    and one builder cannot drift from the other.
+
+    Turn ids are ``<prefix>-<n>``; ``at`` is when they are said to have
+    started (a transcript dates its conversation, not each turn)."""
+    chat: dict[str, Any] = {"resource": "", "title": "", "status": 1, "modifiedAt": at, "turns": []}
+    for number, past in enumerate(history, 1):
+        turn_id = f"{prefix}-{number}"
+        translator = TurnTranslator(turn_id)
+        actions: list[dict[str, Any]] = [{
+            "type": "chat/turnStarted", "turnId": turn_id, "startedAt": at,
+            "message": {"text": past.text, "origin": {"kind": "user"}},
+        }]
+        for update in past.updates:
+            actions += translator.feed(update)
+        if past.usage:
+            actions.append({"type": "chat/usage", "turnId": turn_id, "usage": past.usage})
+        actions.append({"type": "chat/turnComplete", "turnId": turn_id, "duration": 0})
+        actions += translator.finish()
+        for action in actions:
+            chat = reducers.reduce("chat", chat, action, now=at)
+    return chat["turns"]
 
 
 def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
@@ -153,6 +185,8 @@ def on_event(chat: Chat, event: Event) -> None:
     if isinstance(event, Update):
         if event.update.get("sessionUpdate") == "available_commands_update":
             chat.commands = list(event.update.get("availableCommands") or [])
+            if chat.host.bus.channels.get(chat.session.uri) is not None:
+                chat.session.publish_commands(chat.commands)
         if turn is None or turn.ended or not turn.live:
             return  # history replayed on resume, or a straggler of a turn that ended
         actions = turn.translator.feed(event.update)
@@ -164,9 +198,12 @@ def on_event(chat: Chat, event: Event) -> None:
         if turn is None or turn.ended or not turn.live:
             _answer_later(chat, event)
             return
+        call_id = event.tool_call["toolCallId"]
+        for block, edit in pending_edits(call_id, event.tool_call.get("content") or []):
+            # Served until the call is settled, so the diff is drawn before anybody decides.
+            chat.host.sessions.pending_edits[edit["after"]["content"]["uri"]] = (call_id, block["path"], block["newText"])
         for action in turn.translator.permission(event):
             turn.emit(action)
-        call_id = event.tool_call["toolCallId"]
         turn.permissions[call_id] = event
         pending = _tool_call_state(chat, turn.turn_id, call_id)
         if pending is not None:

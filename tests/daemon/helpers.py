@@ -46,8 +46,14 @@ async def _read_line(stream: trio.abc.ReceiveStream, timeout: float) -> str:
 @asynccontextmanager
 async def running_daemon(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[Daemon]:
     command = [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(data_dir), *args]
+    env = dict(env or {})
+    if "HOME" not in env and "CLAUDE_CONFIG_DIR" not in env:
+        # Claude Code's transcripts are the catalogue's past sessions: a test
+        # that did not give the daemon a home of its own must not list (or
+        # write into) the ones of whoever runs the suite.
+        env["CLAUDE_CONFIG_DIR"] = str(data_dir.parent / f"{data_dir.name}-claude")
     process = await trio.lowlevel.open_process(
-        command, stdout=subprocess.PIPE, stderr=None, env={**os.environ, **(env or {})},
+        command, stdout=subprocess.PIPE, stderr=None, env={**os.environ, **env},
     )
     try:
         line = await _read_line(process.stdout, timeout=30)

@@ -1,0 +1,126 @@
+"""Past Claude Code sessions in the catalogue, offline.
+
+Transcripts are made by the real bundled CLI against the fake Messages API
+(in this process, as ``test_claude_e2e`` does), then a fresh daemon with the
+same ``HOME`` lists them, a client opens one and sees its turns rebuilt in
+the live shapes, the first new turn resumes it, and disposing deletes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+pytest.importorskip("claude_agent_sdk")
+
+from ahpd.backends.claude import ClaudeBackend  # noqa: E402
+from tests.backends.claude_fixtures import fake_api  # noqa: E402
+from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
+
+from .helpers import Rpc, rpc, running_daemon  # noqa: E402
+from .test_claude_sessions import _env  # noqa: E402
+from .test_sessions import dispatch, fits, is_action, start_turn, until  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    for name in fake_api.CREDENTIAL_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(path))
+    return path
+
+
+async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
+    """listSessions, asked until ``uri`` is (or is no longer) among the rows:
+    the catalogue is read in the background, never while a client waits."""
+    with trio.fail_after(30):
+        while True:
+            result = (await client.call("listSessions", {}))["result"]
+            fits("/commands/listSessions/result", result)
+            if any(r["resource"] == uri for r in result["items"]) == present:
+                return result["items"]
+            await trio.sleep(0.1)
+
+
+async def test_a_past_session_is_listed_opened_resumed_and_disposed(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    with fake_api.FakeAnthropic().running() as api:
+        for name, value in fake_api.cli_env(api.url, str(home)).items():
+            monkeypatch.setenv(name, value)
+        api.add(
+            fake_api.tool_use("toolu_past", "Bash", {"command": "touch past.txt"}, thought="A file."),
+            fake_api.text("Done."),
+            fake_api.text("Second answer."),
+            fake_api.text("Another conversation."),
+        )
+        async with conversation(ClaudeBackend(), cwd) as (conv, rec):
+            rec.on_permission = lambda req: "allow"
+            await conv.prompt("first question")
+            await conv.prompt("second question")
+            kept = conv.backend_id
+        async with conversation(ClaudeBackend(), cwd) as (conv, _):
+            await conv.prompt("a conversation nobody opens")
+            other = conv.backend_id
+        assert (cwd / "past.txt").exists()
+
+        uri, other_uri = f"claude:/{kept}", f"claude:/{other}"
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await client.initialize("reader")
+                rows = await _listed(client, uri)
+                row = next(r for r in rows if r["resource"] == uri)
+                assert row["provider"] == "claude" and "question" in row["title"]
+                assert row["workingDirectories"] == [cwd.resolve().as_uri()]
+                assert row["createdAt"] <= row["modifiedAt"]
+                assert other_uri in [r["resource"] for r in rows]
+
+                session = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                fits("/$defs/SessionState", session)
+                assert session["lifecycle"] == "ready" and session["workingDirectories"] == row["workingDirectories"]
+                chat = session["defaultChat"]
+                assert chat == row["defaultChat"]
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                fits("/$defs/ChatState", state)
+                first, second = state["turns"]
+                assert first["message"]["text"] == "first question" and first["state"] == "complete"
+                kinds = [p["kind"] for p in first["responseParts"]]
+                assert kinds == ["reasoning", "toolCall", "markdown"]
+                call = first["responseParts"][1]["toolCall"]
+                assert call["toolCallId"] == "toolu_past" and call["status"] == "completed"
+                assert call["confirmed"] == "not-needed" and call["invocationMessage"] == "Run touch past.txt"
+                assert call["success"] is True
+                assert first["responseParts"][2]["content"] == "Done."
+                assert first["usage"]["model"] == fake_api.MODEL and first["usage"]["inputTokens"] > 0
+                assert second["responseParts"][-1]["content"] == "Second answer."
+                # Opened, it is one row: the session's, not the catalogue's as well.
+                rows = await _listed(client, uri)
+                assert [r["resource"] for r in rows].count(uri) == 1
+
+                # The first new turn resumes the conversation the transcript holds.
+                api.add(fake_api.text("Resumed."))
+                await dispatch(client, chat, start_turn("do you remember?"), 1)
+                await until(client, is_action("chat/turnComplete", chat), timeout=90)
+                said = repr(api.requests[-1]["messages"])
+                assert "first question" in said and "do you remember?" in said
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                fits("/$defs/ChatState", state)
+                assert len(state["turns"]) == 3
+
+                # Disposing deletes the transcript, opened or not.
+                assert (await client.call("disposeSession", {"channel": uri}, timeout=30))["result"] is None
+                assert (await client.call("disposeSession", {"channel": other_uri}, timeout=30))["result"] is None
+                rows = await _listed(client, uri, present=False)
+                assert other_uri not in [r["resource"] for r in rows]
+                assert (await client.call("subscribe", {"channel": other_uri}))["error"]["code"] == -32001
+            daemon.terminate()
+            assert await daemon.wait() == 0
+    assert await ClaudeBackend().list_conversations() == []
