@@ -116,20 +116,27 @@ async def dispose_session(host: Host, peer: Peer, params: model.DisposeSessionPa
     if session is None:
         raise RpcError(SESSION_NOT_FOUND, f"no session {uri}")
     backend = sessions.backends.get(session.provider)
-    for chat in list(session.chats.values()):
-        if backend is not None and chat.backend_id:
-            try:
-                deleted = await backend.delete_conversation(chat.backend_id)
-            except Exception:  # noqa: BLE001 - the session goes either way
-                log.exception("session %s: deleting the agent's copy failed", uri)
-                deleted = False
-            if not deleted:
-                log.info("session %s: the %s agent keeps its own copy of the conversation", uri, session.provider)
-            else:
-                sessions.catalogue.get(session.provider, {}).pop(chat.backend_id, None)
+    backend_ids = [chat.backend_id for chat in session.chats.values() if chat.backend_id]
     sessions.dispose(session)
     sessions.announce_count()
     host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionRemoved", {"channel": ROOT, "session": uri})
+    if backend is not None and backend_ids and sessions.nursery is not None:
+        # The agent's own copy goes after the session does: an agent may need a
+        # process of its own to delete it, and nobody should wait on that.
+        sessions.nursery.start_soon(_delete_copies, sessions, backend, session.provider, uri, backend_ids)
+
+
+async def _delete_copies(sessions: Any, backend: Any, provider: str, uri: str, backend_ids: list[str]) -> None:
+    for backend_id in backend_ids:
+        try:
+            deleted = await backend.delete_conversation(backend_id)
+        except Exception:  # noqa: BLE001 - the session is gone either way
+            log.exception("session %s: deleting the agent's copy failed", uri)
+            deleted = False
+        if deleted:
+            sessions.catalogue.get(provider, {}).pop(backend_id, None)
+        else:
+            log.info("session %s: the %s agent keeps its own copy of the conversation", uri, provider)
 
 
 def _row(record: dict[str, Any]) -> dict[str, Any]:
