@@ -76,7 +76,8 @@ async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_pat
     from ahpd.backends.registry import build_backends
 
     children_before = set(child_processes())
-    host = Host(backends=build_backends({}, [], tmp_path))
+    # The demo agent alone: another backend's boot probe would be a child too.
+    host = Host(backends={"demo": build_backends({}, [], tmp_path)["demo"]})
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
         listening = await nursery.start(partial(
