@@ -95,3 +95,15 @@ async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_pat
             await settle(lambda: len(set(child_processes()) - children_before) == 1)
         nursery.cancel_scope.cancel()
     assert set(child_processes()) - children_before == set()
+
+
+async def test_a_boot_probe_ends_with_the_host(tmp_path) -> None:
+    from ahpd.backends.registry import build_backends
+
+    children_before = set(child_processes())
+    host = Host(backends=build_backends({}, [], tmp_path))  # with Claude Code's probe when installed
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.run)
+        await trio.sleep(0.5)  # let a probe start its CLI
+        nursery.cancel_scope.cancel()
+    assert set(child_processes()) - children_before == set()
