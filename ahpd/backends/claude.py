@@ -20,7 +20,11 @@ sink. A turn is one user message in and one ``result`` out:
   ``diff`` content;
 * an error result ("Not logged in · Please run /login") fails the turn with
   the CLI's own words, and so does a CLI that dies - never a hang;
-* cancelling interrupts the CLI, which answers the turn with a result.
+* cancelling interrupts the CLI, which answers the turn with a result;
+* the active clients' tools ride the in-process MCP server ``ahp``
+  (:mod:`~ahpd.backends._claude_tools`): a call of one is announced with
+  the client as its contributor, runs without asking, and becomes a
+  :class:`ClientToolCall` the host answers with the client's result.
 
 A conversation's id is the CLI's session id. A new one is chosen here (or by
 the caller) and handed to the CLI with ``--session-id``, so it is known
@@ -43,6 +47,7 @@ from typing import Any
 import attrs
 import trio
 from claude_agent_sdk import (
+    AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
     PermissionResultAllow,
@@ -50,10 +55,14 @@ from claude_agent_sdk import (
     ResultMessage,
     SystemMessage,
     ToolPermissionContext,
+    ToolUseBlock,
 )
 from claude_agent_sdk import Transport as SdkTransport
 
 from ahpd.backends import _claude_transcripts
+from ahpd.backends._claude_tools import CONTRIBUTOR_META, ENDED, LEFT, ClientCall, ClientTools
+from ahpd.backends._claude_tools import PREFIX as CLIENT_TOOL_PREFIX
+from ahpd.backends._claude_tools import SERVER_NAME as CLIENT_TOOL_SERVER
 from ahpd.backends._claude_wire import (
     StreamMapper,
     available_commands,
@@ -63,6 +72,7 @@ from ahpd.backends._claude_wire import (
 )
 from ahpd.backends.port import (
     BackendError,
+    ClientToolCall,
     Conversation,
     Event,
     EventSink,
@@ -198,6 +208,7 @@ class ClaudeBackend:
             include_partial_messages=True,
             can_use_tool=conversation._can_use_tool,
             stderr=conversation._stderr,
+            mcp_servers={CLIENT_TOOL_SERVER: conversation._tools.server_config()},
         )
 
     async def run_conversation(
@@ -209,6 +220,7 @@ class ClaudeBackend:
         task_status: trio.TaskStatus[Conversation] = trio.TASK_STATUS_IGNORED,
         api_key: str | None = None,
         session_id: str | None = None,
+        client_tools: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> None:
         """Start the CLI in ``cwd`` on a new conversation (under ``session_id``
         when given, a UUID the caller chose) or on ``resume_id``'s, hand over
@@ -218,13 +230,18 @@ class ClaudeBackend:
         it reaches the CLI as ``ANTHROPIC_API_KEY`` over the daemon's own
         environment. Raises :class:`BackendError` when the CLI cannot start
         (before ``task_status.started``); once started, a CLI that dies makes
-        this *return*, with the reason in ``conversation.end_reason``."""
+        this *return*, with the reason in ``conversation.end_reason``.
+
+        ``client_tools`` is what the session's active clients announce
+        (client id -> ``ToolDefinition`` list), offered from the start."""
         root = _root(cwd)
         if session_id is not None and not _is_uuid(session_id):
             raise BackendError(f"a Claude session id must be a UUID, not {session_id!r}")
         backend_id = resume_id or session_id or str(uuid.uuid4())
         conversation = ClaudeConversation(backend_id, events, root, self.provider, cancel_grace=self.cancel_grace)
         conversation._on_init = self._learn_init
+        if client_tools:
+            conversation._tools.set(client_tools)
         options = self._options(
             root, conversation, resume_id=resume_id, session_id=None if resume_id else backend_id, api_key=api_key,
         )
@@ -320,6 +337,10 @@ class ClaudeConversation:
         self._stderr_tail: deque[str] = deque(maxlen=20)
         #: Told each ``init`` system message; answers the commands to announce again, if any.
         self._on_init: Callable[[Mapping[str, Any]], list[dict[str, Any]] | None] | None = None
+        #: The active clients' tools, and the calls of them waiting on a client.
+        self._tools = ClientTools(self._client_call_joined)
+        #: The announced set changed since the CLI last listed the server's tools.
+        self._tools_changed = False
 
     # -- the port ---------------------------------------------------------------------
 
@@ -330,6 +351,9 @@ class ClaudeConversation:
             raise BackendError("a turn is already running in this conversation")
         turn = self._turn = _Turn()
         try:
+            if self._tools_changed:
+                self._tools_changed = False
+                await self._relist_client_tools()
             try:
                 await self._client.query(prompt_text(text, attachments))
             except Exception as exc:  # noqa: BLE001 - a CLI that cannot be written to is a dead one
@@ -386,6 +410,68 @@ class ClaudeConversation:
     def answer_input(self, request_id: str, response: str, answers: dict[str, Any] | None) -> None:
         log.debug("%s: input %s answered, but this backend asks none", self._label, request_id)
 
+    # -- the active clients' tools ------------------------------------------------------
+
+    def set_client_tools(self, announced: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        """What the active clients announce; the CLI is offered it from the next turn."""
+        if self._tools.set(announced):
+            self._tools_changed = True
+
+    def complete_client_tool(self, tool_call_id: str, result: Mapping[str, Any]) -> bool:
+        """The owning client's result for a running call; False when none waits."""
+        return self._tools.complete(tool_call_id, result)
+
+    def fail_client_tools(self, client_id: str, message: str = LEFT) -> list[str]:
+        """Every call waiting on ``client_id`` is answered as failed."""
+        return self._tools.fail_client(client_id, message)
+
+    async def _relist_client_tools(self) -> None:
+        """Make the CLI list the ``ahp`` server's tools again. The CLI refuses
+        ``mcp_reconnect`` for an in-process server, so the server is taken
+        out and put back with ``mcp_set_servers`` (the control request the
+        TypeScript SDK's ``setMcpServers`` sends; this SDK has no method for
+        it): putting it back is a new handshake on the same server, which
+        lists the new set."""
+        query = getattr(self._client, "_query", None)
+        send = getattr(query, "_send_control_request", None)
+        if send is None:
+            log.warning("%s: this SDK cannot offer the client tools again; the next conversation will", self._label)
+            return
+        config = {CLIENT_TOOL_SERVER: {"type": "sdk", "name": CLIENT_TOOL_SERVER}}
+        try:
+            with trio.move_on_after(self._cancel_grace):
+                await send({"subtype": "mcp_set_servers", "servers": {}})
+                await send({"subtype": "mcp_set_servers", "servers": config})
+        except Exception as exc:  # noqa: BLE001 - the turn runs with the set the CLI has
+            log.warning("%s: the client tools could not be offered again: %s", self._label, exc)
+
+    def _client_call_joined(self, call: ClientCall) -> None:
+        """A handler is joined to the call the frame opened: the call runs,
+        and the host is told it waits on a client."""
+        assert call.call_id is not None
+        name = call.name[len(call.client_id) + 2:]
+        self._emit(Update({
+            "sessionUpdate": "tool_call_update", "toolCallId": call.call_id, "status": "in_progress",
+            "title": self._tools.title(CLIENT_TOOL_PREFIX + call.name) or name, "kind": "other",
+            "rawInput": dict(call.arguments),
+            "_meta": {CONTRIBUTOR_META: {"kind": "client", "clientId": call.client_id},
+                      "claudeCode": {"toolName": CLIENT_TOOL_PREFIX + call.name}},
+        }))
+        self._emit(ClientToolCall(tool_call_id=call.call_id, client_id=call.client_id, tool_name=name,
+                                  arguments=dict(call.arguments)))
+
+    def _client_contributor(self, update: dict[str, Any]) -> None:
+        """A call of a client's tool is that client's, not the ``ahp`` server's."""
+        if update.get("sessionUpdate") not in ("tool_call", "tool_call_update"):
+            return
+        meta = update.get("_meta") or {}
+        name = (meta.get("claudeCode") or {}).get("toolName")
+        owner = self._tools.owner(name) if isinstance(name, str) else None
+        if owner is not None:
+            update["_meta"] = {**meta, CONTRIBUTOR_META: {"kind": "client", "clientId": owner}}
+            if update.get("title"):
+                update["title"] = self._tools.title(name) or update["title"]
+
     # -- the CLI's side -------------------------------------------------------------------
 
     def _emit(self, event: Event) -> None:
@@ -401,11 +487,15 @@ class ClaudeConversation:
     def _cancel_pending(self) -> None:
         for asked in list(self._asked.values()):
             asked.answered.set()  # option_id stays None: cancelled
+        self._tools.fail_all(ENDED)
 
     async def _can_use_tool(
         self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
         """The CLI asks before a tool it will not run on its own."""
+        if tool_name.startswith(CLIENT_TOOL_PREFIX):
+            # A client's tool: the client announced it to be run, and runs it.
+            return PermissionResultAllow(updated_input=tool_input)
         number = next(self._ids)
         call_id = context.tool_use_id or f"claude-call-{number}"
         announced = self._mapper.announce(call_id, tool_name, tool_input)
@@ -450,7 +540,12 @@ class ClaudeConversation:
             if commands:
                 self._emit(Update({"sessionUpdate": "available_commands_update", "availableCommands": commands}))
         for update in self._mapper.feed(message):
+            self._client_contributor(update)
             self._emit(Update(update))
+        if isinstance(message, AssistantMessage):
+            for block in message.content or []:
+                if isinstance(block, ToolUseBlock) and block.name.startswith(CLIENT_TOOL_PREFIX):
+                    self._tools.opened(block.id, block.name, block.input)
         if isinstance(message, ResultMessage):
             self._result(message)
 

@@ -67,7 +67,20 @@ class Update:
     update: dict[str, Any]
 
 
-Event = Update | PermissionRequest | InputRequest
+@attrs.frozen
+class ClientToolCall:
+    """The agent is running a tool an active client provides, and waits for
+    that client's result (an AHP ``ToolCallResult``), which the host hands
+    back through the conversation's ``complete_client_tool``. The call was
+    opened under ``tool_call_id`` and is now running."""
+
+    tool_call_id: str
+    client_id: str
+    tool_name: str  # as the client announced it
+    arguments: dict[str, Any] = attrs.Factory(dict)
+
+
+Event = Update | PermissionRequest | InputRequest | ClientToolCall
 
 #: The ``_meta`` key on an ACP ``AvailableCommand`` (in an
 #: ``available_commands_update``) that says the command is a skill rather
@@ -121,6 +134,22 @@ class Conversation(Protocol):
 
     def answer_input(self, request_id: str, response: str, answers: dict[str, Any] | None) -> None:
         """Answer an :class:`InputRequest` (accept | decline | cancel)."""
+
+
+class ClientToolHost(Protocol):
+    """Optional, for a conversation that can offer the active clients' tools
+    to its agent (Claude Code does). The host tells it what the session's
+    active clients announce before each turn, and answers each
+    :class:`ClientToolCall` with the owning client's result."""
+
+    def set_client_tools(self, announced: dict[str, list[dict[str, Any]]]) -> None:
+        """client id -> its ``ToolDefinition`` list; offered from the next turn."""
+
+    def complete_client_tool(self, tool_call_id: str, result: dict[str, Any]) -> bool:
+        """Hand a client's result to the waiting call; False when none waits."""
+
+    def fail_client_tools(self, client_id: str, message: str) -> list[str]:
+        """Answer every call of ``client_id`` as failed; the call ids."""
 
 
 class Backend(Protocol):

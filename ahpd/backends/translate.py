@@ -13,7 +13,10 @@ what it must to say it right:
   simply runs and without ``confirmed`` only when the agent actually asked,
   and ends with ``chat/toolCallComplete`` carrying one ``result`` object; a
   failed tool is completed with ``success: false``, since AHP has no failed;
-* the id of a tool call is the agent's own.
+* the id of a tool call is the agent's own;
+* a call whose update carries ``_meta["ahpd.contributor"]`` (an AHP
+  ``ToolCallContributor``: a tool an active client runs) says so on its
+  ``chat/toolCallStart`` and ``chat/toolCallReady``.
 
 Part ids are derived from the turn id and a counter, so the same stream
 always gives the same actions.
@@ -31,6 +34,10 @@ import attrs
 
 from ahpd.backends.port import PermissionRequest
 
+#: The ``_meta`` key of an ACP tool call update that names the call's AHP
+#: ``ToolCallContributor``.
+CONTRIBUTOR_META = "ahpd.contributor"
+
 # ACP tool kinds -> the reference client's ``_meta.toolKind`` renderer hint.
 _TOOL_KIND = {"execute": "terminal", "read": "read", "search": "search", "fetch": "search"}
 
@@ -42,6 +49,7 @@ class _Tool:
     raw_input: Any = None
     status: str = "streaming"  # streaming | pending-confirmation | running | done | denied
     content: list[dict[str, Any]] = attrs.Factory(list)
+    contributor: dict[str, Any] | None = None
 
 
 def _text_of(content: Any) -> str | None:
@@ -73,6 +81,12 @@ def _result_content(blocks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 PENDING_EDIT = "ahp-edit://pending/"
+
+
+def _contributor(update: dict[str, Any]) -> dict[str, Any] | None:
+    meta = update.get("_meta")
+    found = meta.get(CONTRIBUTOR_META) if isinstance(meta, dict) else None
+    return dict(found) if isinstance(found, dict) and found.get("kind") in ("client", "mcp") else None
 
 
 def pending_edits(call_id: str, content: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -121,9 +135,12 @@ class TurnTranslator:
     def _start(self, call_id: str, update: dict[str, Any]) -> list[dict[str, Any]]:
         title = update.get("title") or call_id
         name = update.get("kind") or "tool"
-        self.tools[call_id] = _Tool(name=name, title=title, raw_input=update.get("rawInput"))
+        contributor = _contributor(update)
+        self.tools[call_id] = _Tool(name=name, title=title, raw_input=update.get("rawInput"), contributor=contributor)
         self._open = None
         start = self._action("chat/toolCallStart", toolCallId=call_id, toolName=name, displayName=title)
+        if contributor is not None:
+            start["contributor"] = contributor
         hint = _TOOL_KIND.get(name)
         if hint:
             start["_meta"] = {"toolKind": hint}
@@ -132,6 +149,8 @@ class TurnTranslator:
     def _ready(self, call_id: str, *, confirmed: str | None, options: list[dict] | None = None) -> dict[str, Any]:
         tool = self.tools[call_id]
         ready = self._action("chat/toolCallReady", toolCallId=call_id, invocationMessage=tool.title)
+        if tool.contributor is not None:
+            ready["contributor"] = tool.contributor
         tool_input = _tool_input(tool.raw_input)
         if tool_input is not None:
             ready["toolInput"] = tool_input

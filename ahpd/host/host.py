@@ -147,6 +147,10 @@ class Host:
             self.peers.discard(peer)
             for uri in list(peer.subscriptions):
                 self.leave(peer, uri)
+            if self.sessions is not None and peer.client_id is not None and not any(
+                    p.client_id == peer.client_id for p in self.peers):
+                # The last connection of this client: its tools' calls fail.
+                self.sessions.client_gone(peer.client_id)
             log.info("disconnected: %s", peer.name)
 
     def leave(self, peer: Peer, uri: str) -> None:

@@ -212,6 +212,10 @@ class Chat:
             token = next((t for r in resources if (t := token_for(self.lender, r["resource"]))), None)
             if token:
                 extras["api_key"] = token
+        if "client_tools" in accepts:
+            from ahpd.host.turns import announced_tools
+
+            extras["client_tools"] = announced_tools(self)
         if "session_id" in accepts and self.backend_id is None and self.uri == default_chat_uri(self.session.uri):
             try:
                 extras["session_id"] = str(uuid.UUID(session_id(self.session.uri)))
@@ -665,6 +669,15 @@ class SessionManager:
         """A call was answered or its turn ended: its pending edits are no longer served."""
         for uri in [u for u, (c, _, _) in self.pending_edits.items() if c == call_id]:
             del self.pending_edits[uri]
+
+    def client_gone(self, client_id: str) -> None:
+        """``client_id`` has no connection left: the calls of its tools that
+        agents wait on are answered as failed, so no turn waits for ever."""
+        from ahpd.host.turns import client_gone
+
+        for session in list(self.sessions.values()):
+            for chat in list(session.chats.values()):
+                client_gone(chat, client_id)
 
     def count(self) -> int:
         return len(self.sessions) + len(self.dormant)

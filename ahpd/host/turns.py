@@ -10,6 +10,17 @@ stopped it; each carries the duration measured here.
 A tool call the agent stops to ask about is mirrored onto the session's
 ``inputNeeded`` list, so a client watching only the session sees the session
 is blocked, and lifted again once somebody answered.
+
+A call of a tool an active client provides is mirrored there too, as a
+``toolClientExecution`` entry naming the client: that client runs it and
+answers with ``chat/toolCallComplete``, which only it may send. Its result
+goes back to the agent and is *not* applied as sent: the completion every
+client sees comes off the agent's own tool result, the path every call
+takes, so the row is finished once, from what happened. The sender is told
+so as a refusal - the honest answer, since applying its action would have
+completed the row from the client's word (an "unchanged" answer would
+claim the opposite, and leave the sender's mirror ahead of the host's). A
+client that leaves fails its calls, so a turn never waits on nobody.
 """
 
 from __future__ import annotations
@@ -21,7 +32,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd import state as reducers
-from ahpd.backends.port import BackendError, Event, HistoryTurn, InputRequest, PermissionRequest, Update
+from ahpd.backends.port import (
+    BackendError,
+    ClientToolCall,
+    Event,
+    HistoryTurn,
+    InputRequest,
+    PermissionRequest,
+    Update,
+)
 from ahpd.backends.translate import TurnTranslator, pending_edits
 from ahpd.host.dispatch import Apply, Refuse, client_action
 
@@ -47,6 +66,8 @@ class TurnRunner:
         #: toolCallId -> (permission request id, options) awaiting an answer
         self.permissions: dict[str, PermissionRequest] = {}
         self.inputs: dict[str, InputRequest] = {}
+        #: toolCallId -> the call of a client's tool waiting on that client
+        self.client_calls: dict[str, ClientToolCall] = {}
         self._gone = trio.Event()
 
     def duration(self) -> int:
@@ -72,6 +93,14 @@ class TurnRunner:
         for request_id in list(self.inputs):
             self.inputs.pop(request_id)
             self._emit_session({"type": "session/inputNeededRemoved", "id": request_id})
+        for call_id in list(self.client_calls):
+            self.lift_client_call(call_id)
+
+    def lift_client_call(self, call_id: str) -> ClientToolCall | None:
+        call = self.client_calls.pop(call_id, None)
+        if call is not None:
+            self._emit_session({"type": "session/inputNeededRemoved", "id": client_request_id(call_id)})
+        return call
 
     def lift(self, call_id: str) -> None:
         request = self.permissions.pop(call_id, None)
@@ -94,6 +123,7 @@ class TurnRunner:
             conversation = await chat.ensure_agent()
             if chat.preamble:
                 text, chat.preamble = f"{chat.preamble}\n\n{text}", None
+            offer_client_tools(chat)
             self.live = True
             result = await conversation.prompt(text, attachments)
         except BackendError as err:
@@ -121,6 +151,58 @@ class TurnRunner:
             "type": "chat/error", "turnId": self.turn_id, "duration": self.duration(),
             "part": {"kind": "error", "error": {"errorType": error_type, "message": message}},
         })
+
+
+LEFT = "the client that provides this tool has left"
+
+
+def client_request_id(call_id: str) -> str:
+    """The ``inputNeeded`` id of a call waiting on a client."""
+    return f"client-tool-{call_id}"
+
+
+def announced_tools(chat: Chat) -> dict[str, list[dict[str, Any]]]:
+    """client id -> the ``ToolDefinition``s it announces on the chat's session."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for client in chat.session.state().get("activeClients") or []:
+        tools = [dict(t) for t in client.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        if tools and isinstance(client.get("clientId"), str):
+            out[client["clientId"]] = tools
+    return out
+
+
+def offer_client_tools(chat: Chat) -> None:
+    """Before a turn: the agent is offered what the active clients announce now."""
+    offer = getattr(chat.conversation, "set_client_tools", None)
+    if offer is not None:
+        try:
+            offer(announced_tools(chat))
+        except Exception:  # noqa: BLE001 - the turn runs with the tools the agent has
+            log.exception("%s: offering the clients' tools failed", chat.uri)
+
+
+def _client_connected(chat: Chat, client_id: str) -> bool:
+    return any(p.client_id == client_id for p in chat.host.peers)
+
+
+def _fail_client_call(chat: Chat, call_id: str, message: str) -> None:
+    complete = getattr(chat.conversation, "complete_client_tool", None)
+    if complete is not None:
+        complete(call_id, {"success": False, "pastTenseMessage": message, "error": {"message": message}})
+
+
+def client_gone(chat: Chat, client_id: str) -> None:
+    """``client_id`` has no connection left: every call waiting on it is
+    answered as failed (the agent then writes the failed tool result, which
+    completes the row), and its entries are lifted."""
+    turn = chat.turn
+    if turn is not None:
+        for call_id, call in list(turn.client_calls.items()):
+            if call.client_id == client_id:
+                turn.lift_client_call(call_id)
+    fail = getattr(chat.conversation, "fail_client_tools", None)
+    if fail is not None:
+        fail(client_id, LEFT)
 
 
 def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str) -> list[dict[str, Any]]:
@@ -192,6 +274,8 @@ def on_event(chat: Chat, event: Event) -> None:
         actions = turn.translator.feed(event.update)
         for action in actions:
             turn.emit(action)
+            if action["type"] == "chat/toolCallComplete" and action["toolCallId"] in turn.client_calls:
+                turn.lift_client_call(action["toolCallId"])
         if any(a["type"] == "chat/activityChanged" for a in actions):
             chat.host.sessions.sync_summary(chat)
     elif isinstance(event, PermissionRequest):
@@ -223,6 +307,23 @@ def on_event(chat: Chat, event: Event) -> None:
         turn._emit_session({"type": "session/inputNeededSet", "request": {
             "id": event.request_id, "chat": chat.uri, "kind": "chatInput", "request": request,
         }})
+
+
+    elif isinstance(event, ClientToolCall):
+        call_id = event.tool_call_id
+        if turn is None or turn.ended or not turn.live:
+            _fail_client_call(chat, call_id, "no turn is running to report the call against")
+            return
+        if not _client_connected(chat, event.client_id):
+            _fail_client_call(chat, call_id, LEFT)
+            return
+        turn.client_calls[call_id] = event
+        running = _tool_call_state(chat, turn.turn_id, call_id)
+        if running is not None and running.get("status") == "running":
+            turn._emit_session({"type": "session/inputNeededSet", "request": {
+                "id": client_request_id(call_id), "chat": chat.uri, "kind": "toolClientExecution",
+                "turnId": turn.turn_id, "clientId": event.client_id, "toolCall": running,
+            }})
 
 
 def _answer_later(chat: Chat, event: Event) -> None:
@@ -318,6 +419,45 @@ def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, 
             chat.conversation.answer_permission(request.request_id, option)
 
     return Apply(action, after=after)
+
+
+@client_action("chat/toolCallComplete")
+def tool_call_complete(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
+    """A client's result for a call of its own tool. Only the client the call
+    was reported against may send one. It is handed to the agent and not
+    applied: the completion comes off the agent's tool result (see above)."""
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    call_id = action["toolCallId"]
+    call = turn.client_calls.get(call_id) if turn and turn.turn_id == action["turnId"] and not turn.ended else None
+    if call is None:
+        return Refuse(f"tool call {call_id} is not waiting for a client's result: only a call of a tool an "
+                      "active client provides is completed by a client")
+    if peer.client_id != call.client_id:
+        return Refuse(f"tool call {call_id} runs on client {call.client_id}: only that client may complete it")
+    complete = getattr(chat.conversation, "complete_client_tool", None)
+    handed = complete is not None and complete(call_id, action["result"])
+    turn.lift_client_call(call_id)
+    if not handed:
+        return Refuse(f"tool call {call_id} is no longer waiting: the agent has gone")
+    return Refuse("taken, not applied as sent: the result went to the agent, and the call completes from the "
+                  "agent's own tool result, as every call does")
+
+
+@client_action("chat/toolCallContentChanged")
+def tool_call_content_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    """Streaming into a running call is its contributor's to do: relayed from
+    the client named in the call's ``ToolCallClientContributor``, refused
+    from anyone else and for a call no client runs."""
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    call_id = action["toolCallId"]
+    call = turn.client_calls.get(call_id) if turn and turn.turn_id == action["turnId"] and not turn.ended else None
+    if call is None:
+        return Refuse(f"tool call {call_id} is not run by a client: its content is the agent's to say")
+    if peer.client_id != call.client_id:
+        return Refuse(f"tool call {call_id} runs on client {call.client_id}: only that client streams into it")
+    return Apply(action)
 
 
 @client_action("chat/inputCompleted")
