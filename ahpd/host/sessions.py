@@ -382,7 +382,18 @@ class SessionManager:
         return next(iter(self.backends), None)
 
     def agents(self) -> list[dict[str, Any]]:
-        return [backend.agent_info() for backend in self.backends.values()]
+        """``RootState.agents``: each backend's own description, with the
+        harness-wide commands and skills it reported at start-up as its
+        customizations, so a composer can offer them before any session."""
+        agents = []
+        for provider, backend in self.backends.items():
+            info = backend.agent_info()
+            commands = self.harness_commands(provider)
+            if commands and "customizations" not in info:
+                dirs = getattr(backend, "customization_dirs", None)
+                info = {**info, "customizations": command_customizations(provider, commands, Path.home(), dirs)}
+            agents.append(info)
+        return agents
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The host's nursery for sessions; cancelled, it ends every agent."""

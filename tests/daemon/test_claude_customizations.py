@@ -96,3 +96,32 @@ async def test_claude_commands_and_skills(tmp_path: Path) -> None:
                 assert "isSkill" not in metas["my-cmd"] and metas["my-cmd"]["argumentHint"] == "<arg>"
             daemon.terminate()
             assert await daemon.wait() == 0
+
+
+async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monkeypatch) -> None:
+    """After the boot probe, ``root/agentsChanged`` carries Claude Code's
+    commands as its AgentInfo customizations, before any session exists."""
+    pytest.importorskip("claude_agent_sdk")
+    import trio
+
+    from ahpd.backends.claude import ClaudeBackend
+    from ahpd.host import Host
+    from ahpd.protocol.strict_schema import validator
+    from tests.backends.claude_fixtures import fake_api
+
+    home = tmp_path / "home"
+    home.mkdir()
+    host = Host(backends={"claude": ClaudeBackend()})
+    with fake_api.FakeAnthropic().running() as api:
+        for name, value in fake_api.cli_env(api.url, str(home)).items():
+            monkeypatch.setenv(name, value)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(host.run)
+            with trio.fail_after(90):
+                while not host.bus.channels["ahp-root://"].state["agents"][0].get("customizations"):
+                    await trio.sleep(0.1)
+            nursery.cancel_scope.cancel()
+    [agent] = host.bus.channels["ahp-root://"].state["agents"]
+    assert [e.message for e in validator("/$defs/AgentInfo").iter_errors(agent)] == []
+    names = [c["name"] for container in agent["customizations"] for c in container.get("children", [])]
+    assert "compact" in names
