@@ -69,6 +69,7 @@ from ahpd.backends._acp_wire import (
     usage_info,
     wire,
 )
+from ahpd.backends._paths import ignore, scratch_root, working_root
 from ahpd.backends.port import (
     BackendError,
     Conversation,
@@ -150,7 +151,7 @@ class AcpBackend:
         (or breaks the protocol) makes this *return*: a turn in progress has
         already raised :class:`BackendError` with the reason, which is also
         kept in ``conversation.end_reason`` and logged."""
-        root = _root(cwd)
+        root = working_root(cwd)
         async with self._open_agent(root, events) as link:
             try:
                 with trio.fail_after(self.start_timeout):
@@ -192,7 +193,7 @@ class AcpBackend:
         """``session/list``, when the agent offers it (a short-lived process)."""
         try:
             with trio.fail_after(self.call_timeout):
-                async with self._open_agent(_scratch_root(), _ignore) as link:
+                async with self._open_agent(scratch_root(), ignore) as link:
                     init = await link.initialize()
                     caps = init.agent_capabilities
                     if not (caps and caps.session_capabilities and caps.session_capabilities.list):
@@ -215,7 +216,7 @@ class AcpBackend:
         """``session/delete``, when the agent offers it (a short-lived process)."""
         try:
             with trio.fail_after(self.call_timeout):
-                async with self._open_agent(_scratch_root(), _ignore) as link:
+                async with self._open_agent(scratch_root(), ignore) as link:
                     init = await link.initialize()
                     caps = init.agent_capabilities
                     if not (caps and caps.session_capabilities and caps.session_capabilities.delete):
@@ -271,23 +272,6 @@ class AcpBackend:
                         await agent.terminate(self.shutdown_grace)
         except BaseExceptionGroup as group:
             raise _unwrap(group) from None
-
-
-def _root(cwd: Path | str) -> Path:
-    root = Path(os.path.realpath(cwd))
-    if not root.is_dir():
-        raise BackendError(f"the working directory does not exist: {cwd}")
-    return root
-
-
-def _scratch_root() -> Path:
-    """Where a short-lived agent (list, delete) runs: the home folder."""
-    home = Path.home()
-    return _root(home if home.is_dir() else "/")
-
-
-def _ignore(event: Event) -> None:
-    pass
 
 
 def _reason(exc: BaseException) -> str:

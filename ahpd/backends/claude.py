@@ -70,6 +70,7 @@ from ahpd.backends._claude_wire import (
     pending_edit,
     usage_info,
 )
+from ahpd.backends._paths import ignore, scratch_root, working_root
 from ahpd.backends.port import (
     BackendError,
     ClientToolCall,
@@ -171,8 +172,8 @@ class ClaudeBackend:
         (models, commands, agents), and stop it. No model is called. True
         when :meth:`agent_info` changed, so the host sends
         ``root/agentsChanged`` again. Failure is logged, never raised."""
-        root = _root(cwd or _scratch_root())
-        conversation = ClaudeConversation(str(uuid.uuid4()), _ignore, root, self.provider)
+        root = working_root(cwd or scratch_root())
+        conversation = ClaudeConversation(str(uuid.uuid4()), ignore, root, self.provider)
         options = self._options(root, conversation, resume_id=None, session_id=None, api_key=None)
         client = ClaudeSDKClient(options, transport=self.transport_factory(options) if self.transport_factory else None)
         try:
@@ -234,7 +235,7 @@ class ClaudeBackend:
 
         ``client_tools`` is what the session's active clients announce
         (client id -> ``ToolDefinition`` list), offered from the start."""
-        root = _root(cwd)
+        root = working_root(cwd)
         if session_id is not None and not _is_uuid(session_id):
             raise BackendError(f"a Claude session id must be a UUID, not {session_id!r}")
         backend_id = resume_id or session_id or str(uuid.uuid4())
@@ -624,17 +625,3 @@ def _is_uuid(value: str) -> bool:
     return True
 
 
-def _root(cwd: Path | str) -> Path:
-    root = Path(os.path.realpath(cwd))
-    if not root.is_dir():
-        raise BackendError(f"the working directory does not exist: {cwd}")
-    return root
-
-
-def _scratch_root() -> Path:
-    home = Path.home()
-    return home if home.is_dir() else Path("/")
-
-
-def _ignore(event: Event) -> None:
-    pass
