@@ -105,7 +105,7 @@ class ClaudeBackend:
 
     #: Where a person adds a command or a skill, relative to the session's
     #: folder: the containers its customizations are published under.
-    customization_dirs = {"prompt": ".claude/commands", "skill": ".claude/skills"}
+    customization_dirs = {"prompt": ".claude/commands", "skill": ".claude/skills", "agent": ".claude/agents"}
 
     def __init__(
         self,
@@ -150,6 +150,12 @@ class ClaudeBackend:
             "models": [dict(m) for m in self._models],
             "protectedResources": [{"resource": ANTHROPIC_RESOURCE, "required": False}],
         }
+
+    @property
+    def subagents(self) -> list[dict[str, Any]]:
+        """The subagents the CLI offers (``name``, ``description``), from the probe."""
+        agents = (self.server_info or {}).get("agents")
+        return [a for a in agents if isinstance(a, dict)] if isinstance(agents, list) else []
 
     @property
     def commands(self) -> list[dict[str, Any]]:

@@ -130,6 +130,26 @@ def command_customizations(provider: str, commands: list[dict[str, Any]], cwd: P
     return out
 
 
+def subagent_customizations(provider: str, subagents: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
+    """The subagents a harness offers, as one container of ``agent`` children."""
+    items = []
+    for agent in subagents:
+        name = agent.get("name") if isinstance(agent, dict) else None
+        if not isinstance(name, str) or not name:
+            continue
+        child: dict[str, Any] = {"id": f"{provider}.agent:{name}", "uri": (folder / f"{name}.md").as_uri(),
+                                 "name": name, "type": "agent", "enabled": True}
+        if isinstance(agent.get("description"), str):
+            child["description"] = agent["description"]
+        items.append(child)
+    if not items:
+        return []
+    return [{
+        "id": f"{provider}.agents", "uri": folder.as_uri(), "name": "Agents", "type": "directory",
+        "enabled": True, "contents": "agent", "writable": False, "load": {"kind": "loaded"}, "children": items,
+    }]
+
+
 def path_of(file_uri: str) -> Path:
     parsed = urlparse(file_uri)
     if parsed.scheme != "file":
@@ -389,9 +409,13 @@ class SessionManager:
         for provider, backend in self.backends.items():
             info = backend.agent_info()
             commands = self.harness_commands(provider)
-            if commands and "customizations" not in info:
-                dirs = getattr(backend, "customization_dirs", None)
-                info = {**info, "customizations": command_customizations(provider, commands, Path.home(), dirs)}
+            subagents = getattr(backend, "subagents", None) or []
+            if (commands or subagents) and "customizations" not in info:
+                dirs = getattr(backend, "customization_dirs", None) or {}
+                customizations = command_customizations(provider, commands, Path.home(), dirs)
+                folder = Path.home() / dirs.get("agent", ".")
+                customizations += subagent_customizations(provider, list(subagents), folder)
+                info = {**info, "customizations": customizations}
             agents.append(info)
         return agents
 

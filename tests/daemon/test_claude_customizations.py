@@ -125,3 +125,6 @@ async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monk
     assert [e.message for e in validator("/$defs/AgentInfo").iter_errors(agent)] == []
     names = [c["name"] for container in agent["customizations"] for c in container.get("children", [])]
     assert "compact" in names
+    agents = [c for container in agent["customizations"] if container.get("contents") == "agent"
+              for c in container["children"]]
+    assert "Explore" in [a["name"] for a in agents]  # the CLI's subagents
