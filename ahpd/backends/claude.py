@@ -151,6 +151,10 @@ class ClaudeBackend:
             "protectedResources": [{"resource": ANTHROPIC_RESOURCE, "required": False}],
         }
 
+    #: The MCP servers the CLI has configured (its ``mcp_status``), from the
+    #: probe; our own in-process ``ahp`` server is not among them.
+    mcp_servers: list[dict[str, Any]] = []
+
     @property
     def subagents(self) -> list[dict[str, Any]]:
         """The subagents the CLI offers (``name``, ``description``), from the probe."""
@@ -185,7 +189,15 @@ class ClaudeBackend:
         try:
             with trio.fail_after(self.start_timeout):
                 await client.connect()
-                return self._learn(await client.get_server_info())
+                changed = self._learn(await client.get_server_info())
+            with trio.move_on_after(self.start_timeout):
+                status = await client.get_mcp_status()
+                servers = [s for s in status.get("mcpServers") or []
+                           if isinstance(s, dict) and s.get("name") != CLIENT_TOOL_SERVER]
+                if servers != self.mcp_servers:
+                    self.mcp_servers = servers
+                    changed = True
+            return changed
         except Exception as exc:  # noqa: BLE001 - a probe that fails leaves the list as it was
             log.warning("%s: the boot probe failed: %s", self.provider, _words(exc, conversation))
             return False

@@ -150,6 +150,29 @@ def subagent_customizations(provider: str, subagents: list[dict[str, Any]], fold
     }]
 
 
+_MCP_STATES = {"connected": {"kind": "ready"}, "pending": {"kind": "starting"}, "disabled": {"kind": "stopped"}}
+
+
+def mcp_customizations(provider: str, servers: list[dict[str, Any]], config_file: Path) -> list[dict[str, Any]]:
+    """A harness's MCP servers, each a top-level customization with its state
+    in the protocol's words (a server waiting for a sign-in is reported as an
+    error saying so: its status names no resource to sign in to)."""
+    out = []
+    for server in servers:
+        name = server.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        status = server.get("status")
+        state = _MCP_STATES.get(status) or {"kind": "error", "error": {
+            "errorType": "McpServerNeedsAuth" if status == "needs-auth" else "McpServerFailed",
+            "message": server.get("error") or ("the server needs a sign-in" if status == "needs-auth"
+                                               else f"the server is {status}"),
+        }}
+        out.append({"id": f"{provider}.mcp:{name}", "uri": f"{config_file.as_uri()}#mcp:{name}", "name": name,
+                    "type": "mcpServer", "state": state})
+    return out
+
+
 def path_of(file_uri: str) -> Path:
     parsed = urlparse(file_uri)
     if parsed.scheme != "file":
@@ -410,11 +433,13 @@ class SessionManager:
             info = backend.agent_info()
             commands = self.harness_commands(provider)
             subagents = getattr(backend, "subagents", None) or []
-            if (commands or subagents) and "customizations" not in info:
+            servers = getattr(backend, "mcp_servers", None) or []
+            if (commands or subagents or servers) and "customizations" not in info:
                 dirs = getattr(backend, "customization_dirs", None) or {}
                 customizations = command_customizations(provider, commands, Path.home(), dirs)
                 folder = Path.home() / dirs.get("agent", ".")
                 customizations += subagent_customizations(provider, list(subagents), folder)
+                customizations += mcp_customizations(provider, list(servers), Path.home() / ".claude.json")
                 info = {**info, "customizations": customizations}
             agents.append(info)
         return agents

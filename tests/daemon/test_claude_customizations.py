@@ -109,8 +109,12 @@ async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monk
     from ahpd.protocol.strict_schema import validator
     from tests.backends.claude_fixtures import fake_api
 
+    import json
+
     home = tmp_path / "home"
     home.mkdir()
+    # A user-scope MCP server that can never start: it is listed with its state.
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": {"broken": {"type": "stdio", "command": "false"}}}))
     host = Host(backends={"claude": ClaudeBackend()})
     with fake_api.FakeAnthropic().running() as api:
         for name, value in fake_api.cli_env(api.url, str(home)).items():
@@ -128,3 +132,6 @@ async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monk
     agents = [c for container in agent["customizations"] if container.get("contents") == "agent"
               for c in container["children"]]
     assert "Explore" in [a["name"] for a in agents]  # the CLI's subagents
+    servers = [c for c in agent["customizations"] if c["type"] == "mcpServer"]
+    assert [s["name"] for s in servers] == ["broken"]  # and not our own in-process "ahp"
+    assert servers[0]["state"]["kind"] in ("starting", "error")
