@@ -8,6 +8,7 @@ ask for.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 from pathlib import Path
@@ -51,11 +52,21 @@ def _token_choice(args: argparse.Namespace, data_dir: Path) -> str | None:
     return load_or_create_token(data_dir)
 
 
+def _prepare(args: argparse.Namespace) -> tuple[Path, dict]:
+    """What ``run`` and ``stdio`` both need first: the private data directory
+    and the agents the config file and ``--agent`` name."""
+    from ahpd import daemon
+    from ahpd.ops.paths import ensure_private_dir
+
+    data_dir = ensure_private_dir(args.data_dir)
+    config = daemon.load_config_file(args.config, explicit=args.config_given)
+    return data_dir, daemon.load_backends(config, args.agent, data_dir)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import trio
 
     from ahpd import daemon
-    from ahpd.ops.paths import ensure_private_dir
     from ahpd.ops.token import TokenError
 
     _setup_logging(args.log_level)
@@ -72,11 +83,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        data_dir = ensure_private_dir(args.data_dir)
-        config = daemon.load_config_file(args.config, explicit=args.config_given)
-        backends = daemon.load_backends(config, args.agent, data_dir)
+        data_dir, backends = _prepare(args)
         token = _token_choice(args, data_dir)
-        return trio.run(partial_run(args, data_dir, token, backends))
+        return trio.run(functools.partial(
+            daemon.run, data_dir=data_dir, host_name=args.host, port=args.port, token=token,
+            sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes, wire=args.wire,
+        ))
     except (daemon.UsageError, TokenError) as exc:
         print(f"ahpd: {exc}", file=sys.stderr)
         return 2
@@ -87,42 +99,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise
 
 
-def partial_run(args: argparse.Namespace, data_dir: Path, token: str | None, backends: dict):
-    from ahpd import daemon
-
-    async def main() -> int:
-        return await daemon.run(
-            data_dir=data_dir, host_name=args.host, port=args.port, token=token,
-            sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes, wire=args.wire,
-        )
-
-    return main
-
-
 def _cmd_stdio(args: argparse.Namespace) -> int:
     import trio
 
     from ahpd import daemon
-    from ahpd.ops.paths import ensure_private_dir
 
     _setup_logging(args.log_level)
     try:
-        data_dir = ensure_private_dir(args.data_dir)
-        config = daemon.load_config_file(args.config, explicit=args.config_given)
-        backends = daemon.load_backends(config, args.agent, data_dir)
-    except daemon.UsageError as exc:
-        print(f"ahpd: {exc}", file=sys.stderr)
-        return 2
-
-    async def main() -> int:
-        return await daemon.run_stdio(
-            data_dir=data_dir, sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes,
-            wire=args.wire,
-        )
-
-    try:
-        return trio.run(main)
-    except daemon.UsageError as exc:  # a --wire FILE that cannot be written
+        data_dir, backends = _prepare(args)
+        return trio.run(functools.partial(
+            daemon.run_stdio, data_dir=data_dir, sessions=args.sessions, backends=backends,
+            max_frame=args.max_frame_bytes, wire=args.wire,
+        ))
+    except daemon.UsageError as exc:  # a bad config, or a --wire FILE that cannot be written
         print(f"ahpd: {exc}", file=sys.stderr)
         return 2
 
