@@ -237,7 +237,7 @@ class Fence:
             name = todo.popleft()
             if name == "..":
                 if not stack:
-                    raise Outside(path, f"{path} climbs above {self.root}")
+                    raise Outside(path, f"{path} leads outside {self.root}: '..' climbs above it")
                 os.close(stack.pop())
                 names.pop()
                 continue
