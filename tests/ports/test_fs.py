@@ -239,6 +239,8 @@ def test_folders_delete_move_copy(fence: Fence, tree: tuple[Path, Path]) -> None
     fence.copy("m", "m/inner")  # a folder copied into itself stops at the copy
     assert (root / "m" / "inner" / "n" / "o" / "f").read_bytes() == b"deep\n"
     assert not (root / "m" / "inner" / "inner").exists()
+    fence.delete("m/inner", recursive=True)  # below the root, from a folder opened on the way
+    assert sorted(p.name for p in (root / "m").iterdir()) == ["n"]
 
     with pytest.raises(fs.Exists):
         fence.move("m2", "m")
