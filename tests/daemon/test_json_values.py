@@ -126,3 +126,37 @@ async def test_a_result_with_no_json_form_fails_that_request_only(served, monkey
         monkeypatch.undo()
         assert (await a.call("ping"))["result"] is None
         assert (await b.call("ping"))["result"] is None
+
+
+async def test_an_agents_broken_text_is_repaired_and_modified_at_follows_the_turn(tmp_path) -> None:
+    """The agent writes half a surrogate pair (``\\ud83d``): the client reads
+    U+FFFD where it was, the turn goes on, and the chat's ``modifiedAt`` is
+    the turn's ``startedAt + duration``, as the client computes it."""
+    from tests.backends.acp_agents.harness import raw_backend
+
+    from .test_sessions import action_of, create, dispatch, is_action, start_turn, until
+
+    host = Host(backends={"raw": raw_backend()})
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.run)
+        listening = await nursery.start(partial(
+            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
+        ))
+        async with rpc(f"ws://127.0.0.1:{listening.port}/") as client:
+            await client.initialize("alice")
+            _, chat = await create(client, tmp_path)
+            turn = start_turn("cut")
+            turn["startedAt"] = "2026-12-02T10:00:00.000Z"
+            await dispatch(client, chat, turn, 1)
+            notes = await until(client, is_action("chat/turnComplete", chat))
+            said = "".join(
+                a.get("content") or a.get("part", {}).get("content", "")
+                for a in map(action_of, notes) if a and a["type"] in ("chat/responsePart", "chat/delta")
+            )
+            assert said == "half an emoji: \ufffd and on"
+            duration = action_of(notes[-1])["duration"]
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            assert state["turns"][-1]["responseParts"][0]["content"] == said
+            seconds, ms = divmod(duration, 1000)
+            assert state["modifiedAt"] == f"2026-12-02T10:00:{seconds:02d}.{ms:03d}Z"
+        nursery.cancel_scope.cancel()
