@@ -40,6 +40,8 @@ from ahpd.wire import schema
 from ahpd.wire.reader import Frame
 from ahpd.wire.replay import Channel, History
 
+#: Stands in for a refused action when its envelope is checked (see ``notification``).
+_ANY_ACTION = {"type": "root/activeSessionsChanged", "activeSessions": 0}
 ENDINGS = frozenset({"chat/turnComplete", "chat/turnCancelled", "chat/error"})
 # Actions that append to a part, and the kind of part each needs.
 APPENDS = {"chat/delta": "markdown", "chat/reasoning": "reasoning"}
@@ -277,7 +279,12 @@ class Checker:
         where = schema.target("notifications", method)
         if where is None and not method.startswith("vscode/"):
             self.report("schema", f"{method} is not a notification the protocol declares", "$.method", method)
-        valid = self.fits(where, params, "$.params", method)
+        checked = params
+        if method == "action" and isinstance(params, dict) and self._echoes_its_dispatch(conn, params):
+            # A refusal hands the sender its own action back as sent, however
+            # wrong: that was judged on the dispatch; the envelope is judged here.
+            checked = {**params, "action": _ANY_ACTION}
+        valid = self.fits(where, checked, "$.params", method)
         if method != "action":
             if isinstance(params, dict) and "serverSeq" in params:
                 self.report("notification-seq", f"{method} carries a serverSeq: only actions move with state",
@@ -285,6 +292,15 @@ class Checker:
             return
         if isinstance(params, dict):
             self.envelope(conn, params, "$.params", valid=valid)
+
+    @staticmethod
+    def _echoes_its_dispatch(conn: Connection, params: dict[str, Any]) -> bool:
+        origin = params.get("origin")
+        if "rejectionReason" not in params or not isinstance(origin, dict) or conn.client_id is None:
+            return False
+        seq = origin.get("clientSeq")
+        return (origin.get("clientId") == conn.client_id and isinstance(seq, int) and seq in conn.dispatched
+                and conn.dispatched[seq] == params.get("action"))
 
     def snapshot(self, conn: Connection, snap: Any, at: str) -> None:
         if not isinstance(snap, dict) or not isinstance(snap.get("state"), dict):

@@ -160,3 +160,23 @@ async def test_an_agents_broken_text_is_repaired_and_modified_at_follows_the_tur
             seconds, ms = divmod(duration, 1000)
             assert state["modifiedAt"] == f"2026-12-02T10:00:{seconds:02d}.{ms:03d}Z"
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(("action", "path"), [
+    ({"type": "root/nope"}, "$.action"),
+    ({"type": "root/activeSessionsChanged", "activeSessions": "many"}, "$.action.activeSessions"),
+])
+async def test_an_undecodable_action_is_refused_to_its_clientseq(served, action, path) -> None:
+    host, url = served
+    async with rpc(url) as watcher, rpc(url) as sender:
+        await watcher.initialize("watcher")
+        await sender.initialize("sender")
+        seq = host.bus.server_seq
+        await sender.notify("dispatchAction", {"channel": ROOT, "clientSeq": 41, "action": action})
+        refusal = (await sender.next_note())["params"]
+        assert refusal["origin"] == {"clientId": "sender", "clientSeq": 41}
+        assert refusal["action"] == action and refusal["serverSeq"] == seq
+        assert path in refusal["rejectionReason"]
+        assert host.bus.server_seq == seq
+        assert (await watcher.call("ping"))["result"] is None
+        assert watcher.notes == []

@@ -238,3 +238,22 @@ def test_a_snapshot_is_not_held_against_a_connection_that_had_gone(tmp_path: Pat
     for gone in ([closed("1")], []):  # closed on record, or simply never heard from again
         capture = [*lines, *gone, *join("2", "bob", stale, 4)]
         assert check(tmp_path, render(capture)) == (0, []), gone
+
+
+def test_a_refusal_handing_back_an_undecodable_action_is_judged_on_the_dispatch(tmp_path: Path) -> None:
+    bad = {"type": "chat/turnCancelled", "turnId": "t1", "duration": "soon"}
+    channel = action(0, {})["params"]["channel"]
+    refusal = action(4, bad, {"clientId": "alice", "clientSeq": 2},
+                     rejectionReason="expected a number at $.action.duration")
+    lines = [*conversation(),
+             ("c2s", "1", rpc(method="dispatchAction", params={"channel": channel, "clientSeq": 2, "action": bad})),
+             ("s2c", "1", refusal)]
+    code, problems = check(tmp_path, render(lines))
+    # The client's frame is the defect; the host's answer, its own action back, is not.
+    assert found(problems, "schema") == [(len(lines) - 1, "$.params.action.duration")]
+    # Another action in the refusal than the one sent is the host's to answer for.
+    lines[-1] = ("s2c", "1", action(4, {**bad, "duration": "later"}, {"clientId": "alice", "clientSeq": 2},
+                                    rejectionReason="no"))
+    code, problems = check(tmp_path, render(lines))
+    assert found(problems, "schema") == [(len(lines) - 1, "$.params.action.duration"),
+                                         (len(lines), "$.params.action.duration")]
