@@ -125,10 +125,14 @@ def not_json(value: Any, path: str = "$") -> tuple[str, str] | None:
     return None
 
 
+#: Built once: ``json.dumps`` with options would build an encoder per frame.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any) -> str:
     """One frame's text; :class:`NotJson` when ``value`` has no JSON form."""
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _ENCODER.encode(value)
         if not text.isascii():  # an ASCII string cannot hold a surrogate: O(1) for most frames
             text.encode("utf-8")
     except (ValueError, TypeError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
@@ -218,6 +222,16 @@ _LOCATING = json.JSONDecoder(parse_constant=_stand_in(_constant), parse_float=_s
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+def _is_text(frame: Any) -> bool:
+    """Whether every string in ``frame`` is text (no lone surrogate), at C
+    speed: the path of one that is not is looked for only then."""
+    try:
+        _ENCODER.encode(frame).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse(text: str) -> Message:
     """Classify one frame."""
     try:
@@ -233,7 +247,7 @@ def parse(text: str) -> Message:
                                                               {"path": where})))
     except (ValueError, RecursionError) as exc:
         return Invalid(error_frame(None, RpcError(PARSE_ERROR, f"parse error: {exc}")))
-    if _SURROGATE_ESCAPE.search(text):
+    if _SURROGATE_ESCAPE.search(text) and not _is_text(frame):
         found = not_json(frame)
         if found is not None:
             where, reason = found
