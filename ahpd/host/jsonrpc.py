@@ -95,34 +95,49 @@ class NotJson(ValueError):
 
 def not_json(value: Any, path: str = "$") -> tuple[str, str] | None:
     """``(path, reason)`` of the first thing in ``value`` that is not JSON,
-    or None. Walked only once something already failed (or may have)."""
-    stack = [(value, path)]
-    while stack:
-        node, where = stack.pop()
-        if isinstance(node, str):
-            if not node.isascii():
-                try:
-                    node.encode("utf-8")
-                except UnicodeEncodeError as exc:
-                    return where, f"a lone UTF-16 surrogate (U+{ord(node[exc.start]):04X}) is not text"
-        elif isinstance(node, float):
-            if not math.isfinite(node):
-                return where, f"{node!r} is not a JSON number"
-        elif isinstance(node, _Unreadable):
-            return where, node.reason
-        elif isinstance(node, dict):
-            for key, item in reversed(node.items()):
+    or None. Walked only once something already failed (or may have); a
+    value nested too deeply to walk is named as a whole."""
+    try:
+        return _walk(value, path, set())
+    except RecursionError:
+        return path, "nested too deeply to look into"
+
+
+def _walk(node: Any, where: str, within: set[int]) -> tuple[str, str] | None:
+    if isinstance(node, str):
+        if not node.isascii():
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return where, f"a lone UTF-16 surrogate (U+{ord(node[exc.start]):04X}) is not text"
+        return None
+    if isinstance(node, float):
+        return None if math.isfinite(node) else (where, f"{node!r} is not a JSON number")
+    if node is None or isinstance(node, (bool, int)):
+        return None
+    if isinstance(node, _Unreadable):
+        return where, node.reason
+    if not isinstance(node, (dict, list, tuple)):
+        return where, f"a {type(node).__name__} has no JSON form"
+    if id(node) in within:
+        return where, "a value that contains itself has no JSON form"
+    within.add(id(node))
+    try:
+        if isinstance(node, dict):
+            for key, item in node.items():
                 if not isinstance(key, str):
                     return where, f"the key {key!r} is not a string"
-                found = not_json(key, f"{where} (key {key[:40]!r})")
+                found = _walk(key, f"{where} (key {key[:40]!r})", within) or _walk(item, f"{where}.{key}", within)
                 if found:
                     return found
-                stack.append((item, f"{where}.{key}"))
-        elif isinstance(node, (list, tuple)):
-            stack.extend((item, f"{where}[{i}]") for i, item in reversed(list(enumerate(node))))
-        elif node is not None and not isinstance(node, (bool, int)):
-            return where, f"a {type(node).__name__} has no JSON form"
-    return None
+        else:
+            for i, item in enumerate(node):
+                found = _walk(item, f"{where}[{i}]", within)
+                if found:
+                    return found
+        return None
+    finally:
+        within.discard(id(node))
 
 
 #: Built once: ``json.dumps`` with options would build an encoder per frame.
@@ -238,7 +253,10 @@ def parse(text: str) -> Message:
         frame = _STRICT.decode(text)
     except _Unreadable as first:
         # Read again with the refused values in place, to name where they are.
-        frame = _LOCATING.decode(text)
+        try:
+            frame = _LOCATING.decode(text)
+        except (ValueError, RecursionError) as exc:  # broken after it, too: that is what to say
+            return Invalid(error_frame(None, RpcError(PARSE_ERROR, f"parse error: {exc}")))
         where, reason = not_json(frame) or ("$", first.reason)
         if first.code == PARSE_ERROR:
             return Invalid(error_frame(None, RpcError(
