@@ -24,7 +24,7 @@ from typing import Any
 
 import trio
 
-from ahpd.host import Host
+from ahpd.host import Host, rootconfig
 from ahpd.host.bus import ROOT
 from ahpd.host.seqstore import FileSeqStore
 
@@ -77,7 +77,16 @@ class RootConfigStore:
         except ValueError as exc:
             log.error("%s is unreadable (%s); starting from the defaults", self.path, exc)
             return {}
-        return values if isinstance(values, dict) else {}
+        if not isinstance(values, dict):
+            return {}
+        kept = {}
+        for key, value in values.items():
+            problem = rootconfig.check_value(key, value)
+            if problem is None:
+                kept[key] = value
+            else:  # a value written by an older host, or by hand: the default stands
+                log.error("%s: %s; the default applies", self.path, problem)
+        return kept
 
     def save(self, values: dict[str, Any]) -> None:
         if self.path is None:
@@ -85,7 +94,7 @@ class RootConfigStore:
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            json.dump(values, f, indent=1, sort_keys=True)
+            json.dump(values, f, indent=1, sort_keys=True, allow_nan=False)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)

@@ -3,7 +3,9 @@
     python benchmarks/codec_bench.py [--count N]
 
 Prints envelopes per second for a strict decode, a lenient decode and an
-encode, each beside json.loads/json.dumps of the same frames, and the ratio.
+encode, each beside json.loads/json.dumps of the same frames, and the ratio;
+and the host's own framing (``jsonrpc.parse``, which refuses what is not
+JSON, and ``jsonrpc.dumps``, which writes nothing that is not) beside them.
 There is no pass/fail here: the numbers are for the closing note and for
 spotting a regression between two runs on the same machine.
 """
@@ -14,6 +16,7 @@ import argparse
 import json
 import time
 
+from ahpd.host import jsonrpc
 from ahpd.protocol import codec, model
 
 FRAMES = [
@@ -48,11 +51,19 @@ def main() -> None:
     lenient = rate(lambda t: codec.decode(model.ActionEnvelope, json.loads(t), strict=False), texts, args.count)
     baseline_out = rate(lambda o: json.dumps(o), FRAMES, args.count)
     encode = rate(lambda o: json.dumps(codec.encode(o)), objs, args.count)
+    notes = [jsonrpc.notification_frame("action", f) for f in FRAMES]
+    notes.append(notes[0].replace("hello", "h\u00e9llo \U0001f600"))  # non-ASCII text
+    loads_notes = rate(json.loads, notes, args.count)
+    parse = rate(jsonrpc.parse, notes, args.count)
+    dumps_plain = rate(lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":")), FRAMES, args.count)
+    dumps_strict = rate(jsonrpc.dumps, FRAMES, args.count)
     print(f"json.loads            {baseline_in:12,.0f} frames/s")
     print(f"strict decode         {strict:12,.0f} frames/s  ({strict / baseline_in:.2f}x json.loads)")
     print(f"lenient decode        {lenient:12,.0f} frames/s  ({lenient / baseline_in:.2f}x json.loads)")
     print(f"json.dumps            {baseline_out:12,.0f} frames/s")
     print(f"encode + json.dumps   {encode:12,.0f} frames/s  ({encode / baseline_out:.2f}x json.dumps)")
+    print(f"jsonrpc.parse         {parse:12,.0f} frames/s  ({parse / loads_notes:.2f}x json.loads)")
+    print(f"jsonrpc.dumps         {dumps_strict:12,.0f} frames/s  ({dumps_strict / dumps_plain:.2f}x json.dumps)")
 
 
 if __name__ == "__main__":

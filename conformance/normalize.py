@@ -84,6 +84,8 @@ def normalize(capture: str, tmp: Path) -> str:
                           "connectionId": str(number), "transport": log["transport"]}
             if "clientId" in log:
                 stable_log["clientId"] = log["clientId"]
+            if "event" in log:  # a connection's close
+                stable_log["event"] = log["event"]
             lines.append(json.dumps({**norm.value(record), "_ahpLog": stable_log}, ensure_ascii=False,
                                     separators=(",", ":")))
     return "\n".join(lines) + "\n"

@@ -24,6 +24,7 @@ from acp.schema import (
 from pydantic import BaseModel
 
 from ahpd.backends.port import StoredConversation
+from ahpd.backends.translate import repair
 
 
 def wire(model: BaseModel) -> dict[str, Any]:
@@ -220,7 +221,7 @@ def stored_conversations(sessions: Iterable[SessionInfo]) -> list[StoredConversa
     items = [
         StoredConversation(
             backend_id=s.session_id,
-            title=s.title or "",
+            title=repair(s.title or ""),
             cwd=s.cwd,
             modified_at=s.updated_at,
         )

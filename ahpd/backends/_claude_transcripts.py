@@ -16,6 +16,7 @@ import trio
 
 from ahpd.backends._claude_wire import StreamMapper, usage_info
 from ahpd.backends.port import HistoryTurn, StoredConversation
+from ahpd.backends.translate import repair
 
 log = logging.getLogger("ahpd.backends.claude")
 
@@ -34,7 +35,7 @@ def _list() -> list[StoredConversation]:
         title = info.custom_title or info.summary or info.first_prompt or ""
         rows.append(StoredConversation(
             backend_id=info.session_id,
-            title=" ".join(title.split())[:200],
+            title=repair(" ".join(title.split())[:200]),
             cwd=info.cwd,
             created_at=_iso(info.created_at),
             modified_at=_iso(info.last_modified),
@@ -97,7 +98,7 @@ def _history(session_id: str) -> list[HistoryTurn]:
     def close() -> None:
         if text is not None:
             usage = usage_info(totals, model=mapper.model) if totals else None
-            turns.append(HistoryTurn(text=text, updates=list(updates), usage=usage))
+            turns.append(HistoryTurn(text=repair(text), updates=list(updates), usage=usage))
 
     for entry in get_session_messages(session_id):
         raw = entry.message if isinstance(entry.message, dict) else {}

@@ -16,7 +16,11 @@ what it must to say it right:
 * the id of a tool call is the agent's own;
 * a call whose update carries ``_meta["ahpd.contributor"]`` (an AHP
   ``ToolCallContributor``: a tool an active client runs) says so on its
-  ``chat/toolCallStart`` and ``chat/toolCallReady``.
+  ``chat/toolCallStart`` and ``chat/toolCallReady``;
+* an agent's text is UTF-16 cut where the agent cut it: a string with a
+  lone surrogate (half an emoji, from an agent that truncates by code unit)
+  has no JSON form, so each is repaired to U+FFFD on the way in rather than
+  losing the action that carries it.
 
 Part ids are derived from the turn id and a counter, so the same stream
 always gives the same actions.
@@ -50,6 +54,31 @@ class _Tool:
     status: str = "streaming"  # streaming | pending-confirmation | running | done | denied
     content: list[dict[str, Any]] = attrs.Factory(list)
     contributor: dict[str, Any] | None = None
+
+
+def repair(value: Any) -> Any:
+    """``value`` with every lone UTF-16 surrogate in its strings (keys too)
+    replaced by U+FFFD; the very same object when there is none, which an
+    ASCII string answers without a scan."""
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            # Through UTF-16: a pair split over two code points is joined
+            # again, and each lone half becomes one U+FFFD.
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return value
+    if isinstance(value, dict):
+        pairs = [(repair(k), repair(v)) for k, v in value.items()]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
+    if isinstance(value, list):
+        items = [repair(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return value
 
 
 def _text_of(content: Any) -> str | None:
@@ -167,6 +196,7 @@ class TurnTranslator:
 
     def feed(self, update: dict[str, Any]) -> list[dict[str, Any]]:
         """One ACP ``session/update`` payload -> the chat actions it means."""
+        update = repair(update)
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
             return self._text("markdown", "chat/delta", _text_of(update.get("content")) or "")
@@ -254,7 +284,7 @@ class TurnTranslator:
 
     def permission(self, request: PermissionRequest) -> list[dict[str, Any]]:
         """The agent asks before running a tool: a confirmation somebody must give."""
-        call = request.tool_call
+        call = repair(request.tool_call)
         call_id = call["toolCallId"]
         actions: list[dict[str, Any]] = []
         if call_id not in self.tools:

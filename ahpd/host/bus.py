@@ -4,7 +4,10 @@ Every channel's state is held here and changed only by reducing an action
 through the pure reducers, the same way every client changes its copy. An
 action that changes the state is numbered (serverSeq), serialized once,
 buffered for replay and handed to each subscriber's writer queue; an action
-that changes nothing is not a change and goes nowhere. Nothing here awaits:
+that changes nothing is not a change and goes nowhere. An action that has no
+JSON form (a NaN, a lone surrogate: a bug somewhere upstream) is logged and
+dropped before anything moves, so the state and serverSeq every client
+reduces never hold what no client was told. Nothing here awaits:
 a subscriber's queue is a memory channel, so a slow client never holds up
 the bus, and a snapshot and the actions after it can never interleave.
 """
@@ -17,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ahpd import state as reducers
-from ahpd.host.jsonrpc import notification_frame
+from ahpd.host.jsonrpc import NotJson, notification_frame
 from ahpd.host.replay import Entry, ReplayBuffer
 from ahpd.host.seqstore import Sequencer
 
@@ -95,7 +98,7 @@ class ActionBus:
     def reduce(self, uri: str, action: dict[str, Any]) -> dict[str, Any]:
         """What ``action`` would make of the channel's state (nothing applied)."""
         channel = self.channels[uri]
-        return reducers.reduce(channel.kind, channel.state, action, now=utc_now())
+        return reducers.reduce(channel.kind, channel.state, action)
 
     def emit(
         self,
@@ -108,20 +111,28 @@ class ActionBus:
         """Apply ``action`` to channel ``uri`` and tell its subscribers.
 
         Returns the serverSeq it was given, or None when it changed nothing
-        (then nobody is told and no number is spent). ``new_state`` is the
-        already reduced state, when the caller had to look at it first.
+        or cannot be encoded (then nobody is told, nothing moves and no
+        number is spent). ``new_state`` is the already reduced state, when
+        the caller had to look at it first.
         """
         channel = self.channels[uri]
         if new_state is None:
-            new_state = reducers.reduce(channel.kind, channel.state, action, now=utc_now())
+            new_state = reducers.reduce(channel.kind, channel.state, action)
         if new_state is channel.state:
             return None
-        channel.state = new_state
-        seq = self.sequencer.next()
+        seq = self.sequencer.current + 1  # framed before anything moves
         envelope: dict[str, Any] = {"channel": uri, "action": action, "serverSeq": seq}
         if origin is not None:
             envelope["origin"] = origin
-        text = notification_frame("action", envelope)
+        try:
+            text = notification_frame("action", envelope)
+        except NotJson as err:
+            log.error("%s on %s has no JSON form (%s); dropped, nothing moved",
+                      action.get("type"), uri, err)
+            return None
+        channel.state = new_state
+        taken = self.sequencer.next()
+        assert taken == seq
         self.replay.append(Entry(seq, uri, envelope, len(text)))
         self._fan_out(channel.subscribers, text)
         return seq
@@ -136,11 +147,19 @@ class ActionBus:
         }
         if rejection is not None:
             envelope["rejectionReason"] = rejection
-        subscriber.send(notification_frame("action", envelope))
+        try:
+            subscriber.send(notification_frame("action", envelope))
+        except NotJson as err:
+            log.error("the answer to %s on %s has no JSON form (%s); not sent", action.get("type"), uri, err)
 
     def notify(self, subscribers: Iterable[Subscriber], method: str, params: dict[str, Any]) -> None:
         """A protocol notification: carries no serverSeq, is never replayed."""
-        self._fan_out(subscribers, notification_frame(method, params))
+        try:
+            text = notification_frame(method, params)
+        except NotJson as err:
+            log.error("%s has no JSON form (%s); not sent", method, err)
+            return
+        self._fan_out(subscribers, text)
 
     @staticmethod
     def _fan_out(subscribers: Iterable[Subscriber], text: str) -> None:

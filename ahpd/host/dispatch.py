@@ -68,15 +68,18 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         decoded = codec.decode(model.DispatchActionParams, params)
     except DecodeError as err:
         lenient = _lenient(params)
-        if lenient is None:
-            # Nothing recognisable to refuse: say what was wrong as a JSON-RPC
-            # error (id null, the only id a notification has).
+        if lenient is not None:
+            channel, client_seq, action = lenient
+        elif not _readable_envelope(params):
+            # No channel and clientSeq to answer on: say what was wrong as a
+            # JSON-RPC error (id null, the only id a notification has).
             peer.send(jsonrpc.error_frame(None, RpcError(
                 INVALID_PARAMS, f"dispatchAction refused: {err.reason} at {err.path}", {"path": err.path}
             )))
             log.warning("%s: undecodable dispatchAction: %s", peer.name, err)
             return
-        channel, client_seq, action = lenient
+        # Otherwise the sender can match a refusal by its clientSeq: it gets
+        # its own action back, as sent, with what was wrong in it.
         _refuse(host, peer, channel, action, client_seq, f"{err.reason} at {err.path}")
         return
     channel = decoded.channel
@@ -98,7 +101,9 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         # (for a key the connection keeps, that is nothing the host holds).
         host.bus.answer(peer, channel, decision.action, origin)
     else:
-        host.bus.emit(channel, decision.action, origin, new_state=new_state)
+        if host.bus.emit(channel, decision.action, origin, new_state=new_state) is None:
+            _refuse(host, peer, channel, action, client_seq, "the action has no JSON form this host can send")
+            return
         if decision.after is not None:
             decision.after()
         host.state_changed(channel)
@@ -123,6 +128,14 @@ def _why_not(host: Host, action_type: str, channel: str) -> str | None:
 def _refuse(host: Host, peer: Peer, channel: str, action: dict[str, Any], client_seq: Any, reason: str) -> None:
     log.info("%s: refused %s on %s: %s", peer.name, action.get("type"), channel, reason)
     host.bus.answer(peer, channel, action, {"clientId": peer.client_id, "clientSeq": client_seq}, reason)
+
+
+def _readable_envelope(params: dict[str, Any]) -> bool:
+    """Whether a refusal can be addressed: a channel, a clientSeq and an
+    action object to hand back, however wrong what is inside it."""
+    seq = params.get("clientSeq")
+    return (isinstance(params.get("channel"), str) and isinstance(params.get("action"), dict)
+            and isinstance(seq, int) and not isinstance(seq, bool))
 
 
 def _lenient(params: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:

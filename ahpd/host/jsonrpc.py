@@ -4,14 +4,29 @@ One text frame is one message. A frame is classified here and every way it
 can be wrong is answered with the error JSON-RPC defines for it, so the
 connection loop only ever sees well-formed requests, notifications and
 responses. Batches are refused: AHP sends one message per frame.
+
+Values that are not JSON stay out, both ways. Python's ``json`` reads
+``NaN``, ``Infinity``, a number that overflows to infinity and a lone UTF-16
+surrogate, and writes the first three back out; a lone surrogate then fails
+only when the frame is encoded to UTF-8, far from where it came in. So a
+frame carrying one is refused here, naming where (``NaN`` is not JSON at all:
+-32700; an infinite number or a broken string is JSON that no peer can use:
+-32602), and every frame this side writes is checked the same way
+(:class:`NotJson`), so a bug fails one frame rather than a connection.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import math
+import re
+from collections.abc import Callable
 from typing import Any
 
 import attrs
+
+log = logging.getLogger("ahpd.host")
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -68,16 +83,97 @@ class Invalid:
 Message = Request | Notification | Response | Invalid
 
 
+class NotJson(ValueError):
+    """A value with no JSON form: NaN, an infinity, a lone surrogate, a
+    Python object JSON has no type for. ``path`` names where it is."""
+
+    def __init__(self, reason: str, path: str) -> None:
+        super().__init__(f"{reason} at {path}")
+        self.reason = reason
+        self.path = path
+
+
+def not_json(value: Any, path: str = "$") -> tuple[str, str] | None:
+    """``(path, reason)`` of the first thing in ``value`` that is not JSON,
+    or None. Walked only once something already failed (or may have); a
+    value nested too deeply to walk is named as a whole."""
+    try:
+        return _walk(value, path, set())
+    except RecursionError:
+        return path, "nested too deeply to look into"
+
+
+def _walk(node: Any, where: str, within: set[int]) -> tuple[str, str] | None:
+    if isinstance(node, str):
+        if not node.isascii():
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return where, f"a lone UTF-16 surrogate (U+{ord(node[exc.start]):04X}) is not text"
+        return None
+    if isinstance(node, float):
+        return None if math.isfinite(node) else (where, f"{node!r} is not a JSON number")
+    if node is None or isinstance(node, (bool, int)):
+        return None
+    if isinstance(node, _Unreadable):
+        return where, node.reason
+    if not isinstance(node, (dict, list, tuple)):
+        return where, f"a {type(node).__name__} has no JSON form"
+    if id(node) in within:
+        return where, "a value that contains itself has no JSON form"
+    within.add(id(node))
+    try:
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    return where, f"the key {key!r} is not a string"
+                found = _walk(key, f"{where} (key {key[:40]!r})", within) or _walk(item, f"{where}.{key}", within)
+                if found:
+                    return found
+        else:
+            for i, item in enumerate(node):
+                found = _walk(item, f"{where}[{i}]", within)
+                if found:
+                    return found
+        return None
+    finally:
+        within.discard(id(node))
+
+
+#: Built once: ``json.dumps`` with options would build an encoder per frame.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """One frame's text; :class:`NotJson` when ``value`` has no JSON form."""
+    try:
+        text = _ENCODER.encode(value)
+        if not text.isascii():  # an ASCII string cannot hold a surrogate: O(1) for most frames
+            text.encode("utf-8")
+    except (ValueError, TypeError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        where, reason = not_json(value) or ("$", str(exc))
+        raise NotJson(reason, where) from None
+    return text
 
 
 def result_frame(id: int | str, result: Any) -> str:
-    return dumps({"jsonrpc": "2.0", "id": id, "result": result})
+    """The answer to one request; a result that cannot be encoded answers
+    -32603 for that request alone."""
+    try:
+        return dumps({"jsonrpc": "2.0", "id": id, "result": result})
+    except NotJson as err:
+        log.error("the answer to request %r cannot be encoded: %s", id, err)
+        return error_frame(id, RpcError(INTERNAL_ERROR, f"the result cannot be encoded: {err.reason}",
+                                        {"path": err.path.replace("$.result", "$", 1)}))
 
 
 def error_frame(id: int | str | None, error: RpcError) -> str:
-    return dumps({"jsonrpc": "2.0", "id": id, "error": error.to_wire()})
+    try:
+        return dumps({"jsonrpc": "2.0", "id": id, "error": error.to_wire()})
+    except NotJson:
+        # An error that echoes what it refuses cannot carry a broken value back.
+        message = error.message.encode("utf-8", "replace").decode("utf-8")
+        return dumps({"jsonrpc": "2.0", "id": id, "error": {"code": error.code, "message": message}})
 
 
 def notification_frame(method: str, params: Any) -> str:
@@ -92,12 +188,89 @@ def _valid_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
+def _reply_id(frame: Any) -> int | str | None:
+    """The id to answer a frame with: its own, when it is one JSON-RPC allows."""
+    ident = frame.get("id") if isinstance(frame, dict) else None
+    return ident if _valid_id(ident) and not_json(ident) is None else None
+
+
+class _Unreadable(ValueError):
+    """A value that is not JSON, raised while reading and then put in its
+    place to find where it was. ``code`` is how it is answered: ``NaN`` and
+    ``Infinity`` are not JSON at all (-32700); a number too large for any
+    peer is JSON no peer can use (-32602)."""
+
+    def __init__(self, reason: str, code: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+
+
+def _constant(name: str) -> Any:
+    raise _Unreadable(f"{name} is not JSON", PARSE_ERROR)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise _Unreadable(f"{text} is out of range for a JSON number (it overflows to infinity)",
+                          INVALID_PARAMS)
+    return number
+
+
+def _stand_in(hook: Callable[[str], Any]) -> Callable[[str], Any]:
+    def read(text: str) -> Any:
+        try:
+            return hook(text)
+        except _Unreadable as exc:
+            return exc
+    return read
+
+
+#: Built once: ``json.loads`` with hooks would build a decoder per frame.
+_STRICT = json.JSONDecoder(parse_constant=_constant, parse_float=_finite)
+_LOCATING = json.JSONDecoder(parse_constant=_stand_in(_constant), parse_float=_stand_in(_finite))
+
+#: ``\uD800``-``\uDFFF`` as written in JSON text: the only way a surrogate
+#: gets into a frame (the transports decode UTF-8 strictly). A frame without
+#: one is not walked.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _is_text(frame: Any) -> bool:
+    """Whether every string in ``frame`` is text (no lone surrogate), at C
+    speed: the path of one that is not is looked for only then."""
+    try:
+        _ENCODER.encode(frame).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse(text: str) -> Message:
     """Classify one frame."""
     try:
-        frame = json.loads(text)
+        frame = _STRICT.decode(text)
+    except _Unreadable as first:
+        # Read again with the refused values in place, to name where they are.
+        try:
+            frame = _LOCATING.decode(text)
+        except (ValueError, RecursionError) as exc:  # broken after it, too: that is what to say
+            return Invalid(error_frame(None, RpcError(PARSE_ERROR, f"parse error: {exc}")))
+        where, reason = not_json(frame) or ("$", first.reason)
+        if first.code == PARSE_ERROR:
+            return Invalid(error_frame(None, RpcError(
+                PARSE_ERROR, f"parse error: {reason} at {where}", {"path": where})))
+        return Invalid(error_frame(_reply_id(frame), RpcError(INVALID_PARAMS, f"{reason} at {where}",
+                                                              {"path": where})))
     except (ValueError, RecursionError) as exc:
         return Invalid(error_frame(None, RpcError(PARSE_ERROR, f"parse error: {exc}")))
+    if _SURROGATE_ESCAPE.search(text) and not _is_text(frame):
+        found = not_json(frame)
+        if found is not None:
+            where, reason = found
+            return Invalid(error_frame(_reply_id(frame), RpcError(INVALID_PARAMS, f"{reason} at {where}",
+                                                                  {"path": where})))
     if isinstance(frame, list):
         return Invalid(error_frame(None, RpcError(
             INVALID_REQUEST, "batches are not supported: send one JSON-RPC message per frame"

@@ -13,13 +13,17 @@ A key nobody declared is refused by name, and the rest of the push applies.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 MIB = 2**20
+GIB = 2**30
 #: Keys that are the pushing connection's own, not the host's.
 CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
-#: Host keys with a floor the schema language cannot express.
-MINIMUMS = {"clientQueueBytes": MIB, "replayBytes": MIB}
+#: Host keys' bounds in bytes, which ``ConfigPropertySchema`` cannot express: below the floor a client could starve itself
+#: of its own frames, above the ceiling one push could let the host hold
+#: memory without limit.
+BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB)}
 
 
 def _bool(title: str, default: bool) -> dict[str, Any]:
@@ -39,14 +43,14 @@ SCHEMA: dict[str, Any] = {
             "type": "number",
             "title": "Client queue limit (bytes)",
             "description": "A client with more than this many bytes queued and unread is "
-            "disconnected (it can reconnect and catch up). At least 1 MiB.",
+            "disconnected (it can reconnect and catch up). From 1 MiB to 1 GiB.",
             "default": 16 * MIB,
         },
         "replayBytes": {
             "type": "number",
             "title": "Replay buffer size (bytes)",
             "description": "How many bytes of recent actions are kept for clients that "
-            "reconnect (at most 1000 actions). At least 1 MiB.",
+            "reconnect (at most 1000 actions). From 1 MiB to 1 GiB.",
             "default": 32 * MIB,
         },
         # -- the connection's own --------------------------------------------
@@ -117,11 +121,13 @@ def check_value(key: str, value: Any) -> str | None:
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return f"{key} must be a number"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{key} must be a finite number"
     elif not isinstance(value, _JSON_TYPES[kind]):
         return f"{key} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
     if "enum" in prop and value not in prop["enum"]:
         return f"{key} must be one of {prop['enum']}"
-    floor = MINIMUMS.get(key)
-    if floor is not None and value < floor:
-        return f"{key} must be at least {floor} bytes (1 MiB)"
+    bounds = BOUNDS.get(key)
+    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+        return f"{key} must be from {bounds[0]} bytes (1 MiB) to {bounds[1]} bytes (1 GiB), not {value}"
     return None

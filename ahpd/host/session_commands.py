@@ -6,7 +6,6 @@ Registered into the command table by name, like every other command.
 from __future__ import annotations
 
 import base64
-import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,9 +36,9 @@ def _manager(host: Host):
 def _progress(host: Host, peer: Peer, token: str | None, progress: int, message: str) -> None:
     if token is None:
         return
-    peer.send(json.dumps({"jsonrpc": "2.0", "method": "root/progress", "params": {
+    host.bus.notify([peer], "root/progress", {
         "channel": ROOT, "progressToken": token, "progress": progress, "total": 2, "message": message,
-    }}))
+    })
 
 
 def _working_directory(params: model.CreateSessionParams) -> Path:

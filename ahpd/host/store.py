@@ -30,10 +30,10 @@ class MemorySessionStore:
         self.records: dict[str, dict[str, Any]] = {}
 
     def load_all(self) -> list[dict[str, Any]]:
-        return [json.loads(json.dumps(r)) for r in self.records.values()]
+        return [json.loads(json.dumps(r, allow_nan=False)) for r in self.records.values()]
 
     def save(self, record: dict[str, Any]) -> None:
-        self.records[record["uri"]] = json.loads(json.dumps(record))
+        self.records[record["uri"]] = json.loads(json.dumps(record, allow_nan=False))
 
     def delete(self, uri: str) -> None:
         self.records.pop(uri, None)
@@ -64,7 +64,7 @@ class FileSessionStore:
         tmp = path.with_name(path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            json.dump(record, f, ensure_ascii=False)
+            json.dump(record, f, ensure_ascii=False, allow_nan=False)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -230,7 +230,7 @@ def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str) -> list[d
         actions.append({"type": "chat/turnComplete", "turnId": turn_id, "duration": 0})
         actions += translator.finish()
         for action in actions:
-            chat = reducers.reduce("chat", chat, action, now=at)
+            chat = reducers.reduce("chat", chat, action)
     return chat["turns"]
 
 

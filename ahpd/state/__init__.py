@@ -55,17 +55,17 @@ def channel_of_action(action_type: str) -> str | None:
     return prefix if sep and prefix in _REGISTRIES else None
 
 
-def reduce(channel: str, state: dict[str, Any], action: dict[str, Any], *, now: str | None = None) -> dict[str, Any]:
+def reduce(channel: str, state: dict[str, Any], action: dict[str, Any]) -> dict[str, Any]:
     """Apply one action to the state of `channel`.
 
     An action of another channel or of an unknown type returns `state`
-    unchanged. `now` is the ISO 8601 timestamp recorded where the canonical
-    reducer reads the clock (chat `modifiedAt`).
+    unchanged. No reducer reads a clock: what a state holds follows from
+    its actions alone, so every client reduces the host's state exactly.
     """
     registry = _REGISTRIES.get(channel)
     if registry is None:
         raise ValueError(f"unknown channel {channel!r}")
-    return registry.reduce(state, action, now=now)
+    return registry.reduce(state, action)
 
 
 # Which actions a client may originate (the protocol's client-dispatchable

@@ -35,9 +35,9 @@ class Registry:
 
         return register
 
-    def reduce(self, state: State, action: Action, *, now: str | None = None) -> State:
+    def reduce(self, state: State, action: Action) -> State:
         """Apply `action`; an unknown type returns `state` itself."""
         handler = self.handlers.get(action.get("type", ""))
         if handler is None:
             return state
-        return handler(state, action, now=now)
+        return handler(state, action)

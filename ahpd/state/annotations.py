@@ -73,6 +73,6 @@ def entry_removed(state: State, action: Action, **_: object) -> State:
     return {**state, "annotations": annotations}
 
 
-def reduce_annotations(state: State, action: Action, *, now: str | None = None) -> State:
+def reduce_annotations(state: State, action: Action) -> State:
     """Apply one annotations action to a wire-shaped `AnnotationsState`."""
-    return registry.reduce(state, action, now=now)
+    return registry.reduce(state, action)

@@ -43,6 +43,6 @@ def removed(state: State, action: Action, **_: object) -> State:
     return {**state, "entries": entries}
 
 
-def reduce_automation(state: State, action: Action, *, now: str | None = None) -> State:
+def reduce_automation(state: State, action: Action) -> State:
     """Apply one automation action to a wire-shaped `AutomationState`."""
-    return registry.reduce(state, action, now=now)
+    return registry.reduce(state, action)

@@ -50,6 +50,6 @@ def cancel_requested(state: State, action: Action, **_: object) -> State:
     return state
 
 
-def reduce_automation_run(state: State, action: Action, *, now: str | None = None) -> State:
+def reduce_automation_run(state: State, action: Action) -> State:
     """Apply one automation-run action to a wire-shaped `AutomationRunState`."""
-    return registry.reduce(state, action, now=now)
+    return registry.reduce(state, action)

@@ -100,6 +100,6 @@ def cleared(state: State, action: Action, **_: object) -> State:
     return {**state, "files": []}
 
 
-def reduce_changeset(state: State, action: Action, *, now: str | None = None) -> State:
+def reduce_changeset(state: State, action: Action) -> State:
     """Apply one changeset action to a wire-shaped `ChangesetState`."""
-    return registry.reduce(state, action, now=now)
+    return registry.reduce(state, action)

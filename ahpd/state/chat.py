@@ -7,13 +7,16 @@ bits are derived from that content after every change that can affect them
 (a blocking tool call or an open input request means InputNeeded), so
 clients and the host agree on status without a separate status action.
 
-`modifiedAt` is an ISO 8601 timestamp the canonical reducer takes from the
-clock. Here the caller passes it as `now`; without `now` the field is left
-as it was, so the reducer stays deterministic.
+`modifiedAt` follows from the actions alone, as in the canonical reducer
+(0.9.0): a turn's start moves it to the turn's `startedAt`, its end to
+`startedAt + duration`. Nothing else moves it (input requests, answers,
+truncation, a resumed turn), and no clock is read, so the snapshot the host
+serves equals the state every client reduced.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Callable
 from typing import Any
 
@@ -81,14 +84,35 @@ def _refresh_status(state: State) -> State:
     return state if status == state["status"] else {**state, "status": status}
 
 
-def _touch(state: State, now: str | None) -> State:
-    return state if now is None else {**state, "modifiedAt": now}
-
-
-def _unread_with_status(state: State, now: str | None) -> State:
+def _unread_with_status(state: State) -> State:
     """Recompute status and mark unread: new activity the user has not seen."""
-    status = st.with_flag(_summary_status(state), st.IS_READ, False)
-    return _touch({**state, "status": status}, now)
+    return {**state, "status": st.with_flag(_summary_status(state), st.IS_READ, False)}
+
+
+# ── modifiedAt ───────────────────────────────────────────────────────────────
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_MS = _dt.timedelta(milliseconds=1)
+
+
+def _after(started_at: Any, duration: Any) -> str | None:
+    """`startedAt + duration` (milliseconds) as an ISO 8601 UTC timestamp
+    with milliseconds, the way JavaScript's `toISOString` writes it; None
+    when either cannot be read (then `modifiedAt` stays where it was)."""
+    if not isinstance(started_at, str) or isinstance(duration, bool) or not isinstance(duration, (int, float)):
+        return None
+    try:
+        start = _dt.datetime.fromisoformat(started_at)
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=_dt.UTC)
+        ms = (start - _EPOCH) // _MS + int(duration)
+        return (_EPOCH + ms * _MS).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError):
+        return None
+
+
+def _modified(state: State, at: str | None) -> State:
+    return state if at is None else {**state, "modifiedAt": at}
 
 
 # ── Locating parts ───────────────────────────────────────────────────────────
@@ -192,7 +216,6 @@ def _end_turn(
     state: State,
     action: Action,
     turn_state: str,
-    now: str | None,
     error_part: Part | None = None,
 ) -> State:
     """Move the active turn into `turns`.
@@ -234,13 +257,14 @@ def _end_turn(
             "state": turn_state,
         }
     )
-    next_state = _touch({**without(state, "activeTurn"), "turns": [*state["turns"], turn]}, now)
+    next_state = _modified({**without(state, "activeTurn"), "turns": [*state["turns"], turn]},
+                           _after(active.get("startedAt"), turn["duration"]))
     terminal = st.ERROR if turn_state == "error" else None
     return {**next_state, "status": _summary_status(next_state, terminal)}
 
 
 @handles("chat/turnStarted")
-def turn_started(state: State, action: Action, *, now: str | None = None) -> State:
+def turn_started(state: State, action: Action, **_: object) -> State:
     active = compact(
         {
             "id": action["turnId"],
@@ -249,7 +273,9 @@ def turn_started(state: State, action: Action, *, now: str | None = None) -> Sta
             "responseParts": [],
         }
     )
-    next_state = _unread_with_status({**state, "activeTurn": active}, now)
+    next_state = _unread_with_status({**state, "activeTurn": active})
+    if isinstance(action.get("startedAt"), str):
+        next_state["modifiedAt"] = action["startedAt"]
     queued_id = action.get("queuedMessageId")
     if queued_id:
         steering = next_state.get("steeringMessage")
@@ -285,25 +311,25 @@ def response_part(state: State, action: Action, **_: object) -> State:
 
 
 @handles("chat/turnComplete")
-def turn_complete(state: State, action: Action, *, now: str | None = None) -> State:
-    return _end_turn(state, action, "complete", now)
+def turn_complete(state: State, action: Action, **_: object) -> State:
+    return _end_turn(state, action, "complete")
 
 
 @handles("chat/turnCancelled")
-def turn_cancelled(state: State, action: Action, *, now: str | None = None) -> State:
-    return _end_turn(state, action, "cancelled", now)
+def turn_cancelled(state: State, action: Action, **_: object) -> State:
+    return _end_turn(state, action, "cancelled")
 
 
 @handles("chat/error")
-def error(state: State, action: Action, *, now: str | None = None) -> State:
+def error(state: State, action: Action, **_: object) -> State:
     # The newest reducer we could read stored `error` on the turn; the schema
     # now carries an ErrorResponsePart that is appended to the stream as the
     # turn ends (spec: chat-channel "Error recovery").
-    return _end_turn(state, action, "error", now, error_part=action["part"])
+    return _end_turn(state, action, "error", error_part=action["part"])
 
 
 @handles("chat/turnResume")
-def turn_resume(state: State, action: Action, *, now: str | None = None) -> State:
+def turn_resume(state: State, action: Action, **_: object) -> State:
     # Not in any reducer version we could read; from the schema and the
     # chat-channel spec: only the latest turn, ended in `error` with a
     # resumable error part last, is reopened with its message, parts and
@@ -326,7 +352,7 @@ def turn_resume(state: State, action: Action, *, now: str | None = None) -> Stat
             "usage": last.get("usage", ABSENT),
         }
     )
-    return _unread_with_status({**state, "turns": turns[:-1], "activeTurn": active}, now)
+    return _unread_with_status({**state, "turns": turns[:-1], "activeTurn": active})
 
 
 @handles("chat/usage")
@@ -338,7 +364,7 @@ def usage(state: State, action: Action, **_: object) -> State:
 
 
 @handles("chat/truncated")
-def truncated(state: State, action: Action, *, now: str | None = None) -> State:
+def truncated(state: State, action: Action, **_: object) -> State:
     if "turnId" in action:
         ids = [t.get("id") for t in state["turns"]]
         if action["turnId"] not in ids:
@@ -348,7 +374,6 @@ def truncated(state: State, action: Action, *, now: str | None = None) -> State:
     else:
         # Clearing everything also forgets the cursor to older history.
         next_state = {**without(state, "activeTurn", "turnsNextCursor"), "turns": []}
-    next_state = _touch(next_state, now)
     return {**next_state, "status": _summary_status(next_state)}
 
 
@@ -619,7 +644,7 @@ def _open_input_request(turn: dict[str, Any], request_id: str) -> int:
 
 
 @handles("chat/inputRequested")
-def input_requested(state: State, action: Action, *, now: str | None = None) -> State:
+def input_requested(state: State, action: Action, **_: object) -> State:
     turn = state.get("activeTurn")
     if not turn:
         return state
@@ -632,11 +657,11 @@ def input_requested(state: State, action: Action, *, now: str | None = None) -> 
         parts[idx] = {"kind": INPUT_REQUEST, "request": assign(request, answers=answers)}
     else:
         parts.append({"kind": INPUT_REQUEST, "request": request})
-    return _unread_with_status(_with_parts(state, turn, parts), now)
+    return _unread_with_status(_with_parts(state, turn, parts))
 
 
 @handles("chat/inputAnswerChanged")
-def input_answer_changed(state: State, action: Action, *, now: str | None = None) -> State:
+def input_answer_changed(state: State, action: Action, **_: object) -> State:
     turn = state.get("activeTurn")
     idx = _open_input_request(turn, action["requestId"]) if turn else -1
     if idx < 0:
@@ -649,11 +674,11 @@ def input_answer_changed(state: State, action: Action, *, now: str | None = None
         answers.pop(action["questionId"], None)
     parts = list(turn["responseParts"])
     parts[idx] = {**part, "request": assign(part["request"], answers=answers or ABSENT)}
-    return _touch(_with_parts(state, turn, parts), now)
+    return _with_parts(state, turn, parts)
 
 
 @handles("chat/inputCompleted")
-def input_completed(state: State, action: Action, *, now: str | None = None) -> State:
+def input_completed(state: State, action: Action, **_: object) -> State:
     turn = state.get("activeTurn")
     idx = _open_input_request(turn, action["requestId"]) if turn else -1
     if idx < 0:
@@ -667,7 +692,7 @@ def input_completed(state: State, action: Action, *, now: str | None = None) -> 
         "response": action["response"],
     }
     next_state = _with_parts(state, turn, parts)
-    return _touch({**next_state, "status": _summary_status(next_state)}, now)
+    return {**next_state, "status": _summary_status(next_state)}
 
 
 # ── Pending messages ─────────────────────────────────────────────────────────
@@ -790,10 +815,6 @@ def background_work_removed(state: State, action: Action, **_: object) -> State:
     return assign(state, backgroundWork=remaining or ABSENT)
 
 
-def reduce_chat(state: State, action: Action, *, now: str | None = None) -> State:
-    """Apply one chat action to a wire-shaped `ChatState`.
-
-    `now` (ISO 8601) becomes `modifiedAt` where the canonical reducer stamps
-    the clock; when omitted, `modifiedAt` is left unchanged.
-    """
-    return registry.reduce(state, action, now=now)
+def reduce_chat(state: State, action: Action) -> State:
+    """Apply one chat action to a wire-shaped `ChatState`."""
+    return registry.reduce(state, action)

@@ -18,6 +18,6 @@ def changed(state: State, action: Action, **_: object) -> State:
     return state
 
 
-def reduce_resource_watch(state: State, action: Action, *, now: str | None = None) -> State:
+def reduce_resource_watch(state: State, action: Action) -> State:
     """Apply one resource-watch action to a wire-shaped `ResourceWatchState`."""
-    return registry.reduce(state, action, now=now)
+    return registry.reduce(state, action)

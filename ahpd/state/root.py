@@ -34,6 +34,6 @@ def config_changed(state: State, action: Action, **_: object) -> State:
     return merge_config(state, action)
 
 
-def reduce_root(state: State, action: Action, *, now: str | None = None) -> State:
+def reduce_root(state: State, action: Action) -> State:
     """Apply one root action to a wire-shaped `RootState`."""
-    return registry.reduce(state, action, now=now)
+    return registry.reduce(state, action)

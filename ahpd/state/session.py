@@ -368,6 +368,6 @@ def mcp_server_background_requested(state: State, action: Action, **_: object) -
     return _update_mcp_server(state, action["id"], unblock)
 
 
-def reduce_session(state: State, action: Action, *, now: str | None = None) -> State:
+def reduce_session(state: State, action: Action) -> State:
     """Apply one session action to a wire-shaped `SessionState`."""
-    return registry.reduce(state, action, now=now)
+    return registry.reduce(state, action)

@@ -57,7 +57,8 @@ def cwd_changed(state: State, action: Action, **_: object) -> State:
 
 @handles("terminal/exited")
 def exited(state: State, action: Action, **_: object) -> State:
-    return assign(state, exitCode=field(action, "exitCode"))
+    # The exit code lives in the lifecycle; TerminalState has no top-level one.
+    return {**state, "lifecycle": assign({"status": "exited"}, exitCode=field(action, "exitCode"))}
 
 
 @handles("terminal/cleared")
@@ -99,6 +100,6 @@ def command_finished(state: State, action: Action, **_: object) -> State:
     return {**state, "content": content}
 
 
-def reduce_terminal(state: State, action: Action, *, now: str | None = None) -> State:
+def reduce_terminal(state: State, action: Action) -> State:
     """Apply one terminal action to a wire-shaped `TerminalState`."""
-    return registry.reduce(state, action, now=now)
+    return registry.reduce(state, action)

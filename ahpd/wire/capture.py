@@ -131,8 +131,19 @@ class CaptureFile:
             return f"{os.getpid()}.{self._connections}"
 
     def write(self, text: str, direction: str, connection_id: str, client_id: str | None = None) -> None:
-        line = capture_line(text, direction, connection_id, transport=self.transport, client_id=client_id,
-                            trusted=self.trusted)
+        self._write_line(capture_line(text, direction, connection_id, transport=self.transport,
+                                      client_id=client_id, trusted=self.trusted))
+
+    def write_closed(self, connection_id: str, client_id: str | None = None) -> None:
+        """The line that says a connection closed: ``_ahpLog`` alone, with
+        ``"event": "close"``, so the checker knows its client left."""
+        log: dict[str, Any] = {"ts": utc_now(), "dir": "c2s", "connectionId": connection_id,
+                               "transport": self.transport, "event": "close"}
+        if client_id is not None:
+            log["clientId"] = client_id
+        self._write_line(_dumps({"_ahpLog": log}) + "\n")
+
+    def _write_line(self, line: str) -> None:
         data = line.encode()
         with self._lock:
             if self._fd < 0:
@@ -180,6 +191,7 @@ class RecordingConnection:
         self._capture = capture
         self.connection_id = capture.next_connection_id()
         self.client_id: str | None = None
+        self._closed = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
@@ -189,6 +201,9 @@ class RecordingConnection:
         if text is not None:
             self.client_id = client_id_of(text) or self.client_id
             self._capture.write(text, "c2s", self.connection_id, self.client_id)
+        elif not self._closed:
+            self._closed = True
+            self._capture.write_closed(self.connection_id, self.client_id)
         return text
 
     def send(self, text: str, size: int | None = None) -> bool:

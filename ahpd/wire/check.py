@@ -11,10 +11,12 @@ order of things. The rules, by the name a problem reports:
 ``server-seq``      serverSeq does not strictly increase on a connection (an unchanged
                     action's answer to its own sender, at the current serverSeq, excepted)
 ``notification-seq`` a notification other than ``action`` carries a serverSeq
-``snapshot``        a snapshot differs from the state reduced from the actions before it
+``snapshot``        a snapshot differs from the state reduced from the actions before it, on
+                    its own connection or, for a connection's first, on any other connection
+                    watching the channel at the snapshot's serverSeq
 ``subscription``    an action on a channel this connection never subscribed to
-``turn-ending``     a turn ended twice, ended while not running, or never ended; an ending
-                    without a duration
+``turn-ending``     a turn ended twice, ended while not running, or never ended (seen by no
+                    connection, on one that did not close); an ending without a duration
 ``part-order``      a ``chat/delta``/``chat/reasoning``/tool call action before its part was opened,
                     or aimed at a part of another kind
 ``tool-ready``      ``chat/toolCallReady`` without ``confirmed`` where nobody was asked
@@ -23,6 +25,9 @@ order of things. The rules, by the name a problem reports:
 
 A frame that breaks the schema is still followed (its serverSeq, its turn),
 so one defect is reported once rather than again by everything after it.
+A connection's close (a capture line of its own, see ``ahpd.wire.capture``)
+ends what it watched: a turn still running or a request still unanswered
+then is the client's leaving, not a defect.
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ from typing import Any, NamedTuple
 
 from ahpd.wire import schema
 from ahpd.wire.reader import Frame
-from ahpd.wire.replay import Channel
+from ahpd.wire.replay import Channel, History
 
+#: Stands in for a refused action when its envelope is checked (see ``notification``).
+_ANY_ACTION = {"type": "root/activeSessionsChanged", "activeSessions": 0}
 ENDINGS = frozenset({"chat/turnComplete", "chat/turnCancelled", "chat/error"})
 # Actions that append to a part, and the kind of part each needs.
 APPENDS = {"chat/delta": "markdown", "chat/reasoning": "reasoning"}
@@ -80,9 +87,12 @@ class Turn:
 class Connection:
     """What the checker knows about one connection so far."""
 
-    def __init__(self, name: str, path: str) -> None:
+    def __init__(self, name: str, path: str, histories: dict[str, History] | None = None) -> None:
         self.name = name
         self.path = path
+        self.histories = histories if histories is not None else {}
+        self.closed = False
+        self.last_frame = 0  # the checker's count of frames at this connection's latest
         self.client_id: str | None = None
         self.requests: dict[Any, tuple[str, int, Any]] = {}  # c2s id -> (method, line, params)
         self.server_requests: dict[Any, tuple[str, int]] = {}  # s2c id -> (method, line)
@@ -100,7 +110,8 @@ class Connection:
     def channel(self, uri: str) -> Channel:
         chan = self.channels.get(uri)
         if chan is None:
-            chan = self.channels[uri] = Channel(uri)
+            history = self.histories.setdefault(uri, History())
+            chan = self.channels[uri] = Channel(uri, self.name, history)
         return chan
 
 
@@ -111,6 +122,12 @@ class Checker:
         self.problems: list[Problem] = []
         self.connections: dict[str, Connection] = {}
         self._frame: Frame | None = None
+        self.frames = 0
+        self.histories: dict[str, History] = {}  # channel -> what its watchers reduced
+        self.ended: set[tuple[str, str]] = set()  # (chat, turn id) seen ending on any connection
+        # A difference from what other connections reduced, reported once one of
+        # them is seen still there after it: (problem, frame count, who).
+        self.against_others: list[tuple[Problem, int, frozenset[str]]] = []
 
     @property
     def compared(self) -> int:
@@ -147,11 +164,18 @@ class Checker:
 
     def feed(self, frame: Frame) -> None:
         self._frame = frame
+        self.frames += 1
         conn = self.connections.get(frame.connection)
         if conn is None:
-            conn = self.connections[frame.connection] = Connection(frame.connection, frame.path)
+            conn = self.connections[frame.connection] = Connection(frame.connection, frame.path, self.histories)
+        conn.last_frame = self.frames
         if frame.client_id and not conn.client_id:
             conn.client_id = frame.client_id
+        if frame.closed:
+            conn.closed = True
+            for chan in conn.channels.values():
+                chan.drop()
+            return
         msg = frame.message
         if not isinstance(msg, dict):
             if frame.direction == "s2c":
@@ -255,7 +279,12 @@ class Checker:
         where = schema.target("notifications", method)
         if where is None and not method.startswith("vscode/"):
             self.report("schema", f"{method} is not a notification the protocol declares", "$.method", method)
-        valid = self.fits(where, params, "$.params", method)
+        checked = params
+        if method == "action" and isinstance(params, dict) and self._echoes_its_dispatch(conn, params):
+            # A refusal hands the sender its own action back as sent, however
+            # wrong: that was judged on the dispatch; the envelope is judged here.
+            checked = {**params, "action": _ANY_ACTION}
+        valid = self.fits(where, checked, "$.params", method)
         if method != "action":
             if isinstance(params, dict) and "serverSeq" in params:
                 self.report("notification-seq", f"{method} carries a serverSeq: only actions move with state",
@@ -264,16 +293,36 @@ class Checker:
         if isinstance(params, dict):
             self.envelope(conn, params, "$.params", valid=valid)
 
+    @staticmethod
+    def _echoes_its_dispatch(conn: Connection, params: dict[str, Any]) -> bool:
+        origin = params.get("origin")
+        if "rejectionReason" not in params or not isinstance(origin, dict) or conn.client_id is None:
+            return False
+        seq = origin.get("clientSeq")
+        return (origin.get("clientId") == conn.client_id and isinstance(seq, int) and seq in conn.dispatched
+                and conn.dispatched[seq] == params.get("action"))
+
     def snapshot(self, conn: Connection, snap: Any, at: str) -> None:
         if not isinstance(snap, dict) or not isinstance(snap.get("state"), dict):
             return
         uri, state = snap.get("resource"), snap["state"]
         chan = conn.channel(uri)
-        difference = chan.snapshot(state, snap.get("fromSeq", 0))
+        from_seq = snap.get("fromSeq", 0)
+        _, others = chan.others(from_seq)
+        difference, own = chan.snapshot(state, from_seq)
         if difference is not None:
             path, expected, actual = difference
-            self.report("snapshot", f"the snapshot of {uri} differs from the state its actions reduce to: "
-                        f"reduced {excerpt(expected, 60)}, snapshot", _join(f"{at}.state", path), actual)
+            if own:
+                self.report("snapshot", f"the snapshot of {uri} differs from the state its actions reduce to: "
+                            f"reduced {excerpt(expected, 60)}, snapshot", _join(f"{at}.state", path), actual)
+            else:
+                f = self._frame
+                assert f is not None
+                self.against_others.append((Problem(
+                    f.path, f.line, _join(f"{at}.state", path), excerpt(actual), "snapshot",
+                    f"the snapshot of {uri} at serverSeq {from_seq} differs from the state the actions "
+                    f"another connection watching it received reduce to: reduced {excerpt(expected, 60)}, "
+                    "snapshot", f.connection), self.frames, others))
         active = state.get("activeTurn") if chan.kind == "chat" else None
         if isinstance(active, dict) and isinstance(active.get("id"), str):
             # What the snapshot knows is added to what the actions said, never put before it.
@@ -361,6 +410,7 @@ class Checker:
                             action.get("duration", "<absent>"), line=line)
             if turn is not None:
                 turn.ended = turn.ended or line
+            self.ended.add((uri, turn_id))
             if conn.running.get(uri) == turn_id:
                 del conn.running[uri]
             return
@@ -406,12 +456,20 @@ class Checker:
                     self.report("tool-ready", f"chat/toolCallReady for {call_id} has no confirmed, but nobody "
                                 "was asked (no session/inputNeededSet, no chat/toolCallConfirmed): "
                                 "a tool that is not asking says confirmed", at, "<absent>", line=line)
+            if conn.closed:
+                continue  # the client left: what it was waiting for is nobody's defect
             for uri, turn_id in conn.running.items():
+                if (uri, turn_id) in self.ended:
+                    continue  # it ended; this connection just did not hear it
                 turn = conn.turns.get((uri, turn_id))
                 self.report("turn-ending", f"turn {turn_id} of {uri} never ended", "$.params.action.turnId",
                             turn_id, line=turn.started if turn else None)
             for ident, (method, line, _) in conn.requests.items():
                 self.report("jsonrpc", f"{method} (id {ident}) was never answered", "$.id", ident, line=line)
+        for problem, at, others in self.against_others:
+            # Only a connection seen after the snapshot surely watched up to it.
+            if any(self.connections[name].last_frame > at for name in others if name in self.connections):
+                self.problems.append(problem)
         self.problems.sort(key=lambda p: (p.path, p.line))
         return self.problems
 

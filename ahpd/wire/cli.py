@@ -1,7 +1,8 @@
 """``ahpd wire-check FILE...``: the checker over capture files.
 
 Exit 0 when every frame is clean, 1 when a problem was found, 2 when the
-input cannot be read (a missing file, a line that is not a frame). Problems
+input cannot be read (a missing file, a line that is not a frame) or holds
+no frames at all: an empty capture is not a clean one. Problems
 are printed one per line - ``file:line: rule: message at $.path: excerpt`` -
 or, with ``--json``, as one JSON object.
 """
@@ -26,7 +27,9 @@ def wire_check(paths: list[str], *, as_json: bool = False, out: TextIO | None = 
     try:
         for frame in read_frames(paths):
             checker.feed(frame)
-            frames += 1
+            frames += not frame.closed
+        if not frames:
+            raise ReadError(", ".join(paths), None, "no frames")
     except ReadError as exc:
         if as_json:
             json.dump({"error": {"path": exc.path, "line": exc.line, "reason": exc.reason}}, out)

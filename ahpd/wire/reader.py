@@ -38,6 +38,7 @@ class Frame(NamedTuple):
     ts: str | None
     message: Any  # the JSON-RPC message; None for a frame that was not JSON (see ``unparsed``)
     unparsed: str | None = None
+    closed: bool = False  # not a frame: the connection closed here
 
 
 def frame_of(record: Any, path: str, line: int, file_index: int = 0) -> Frame:
@@ -49,10 +50,11 @@ def frame_of(record: Any, path: str, line: int, file_index: int = 0) -> Frame:
         message = record
         direction, conn = log.get("dir"), log.get("connectionId")
         ts, client, unparsed = log.get("ts"), log.get("clientId"), log.get("unparsed")
-        if unparsed is not None:
+        closed = log.get("event") == "close"
+        if unparsed is not None or closed:
             message = None
     elif "frame" in record:
-        message, unparsed = record["frame"], None
+        message, unparsed, closed = record["frame"], None, False
         direction, conn = record.get("from", record.get("dir")), record.get("peer")
         ts, client = record.get("at", record.get("ts")), record.get("clientId")
         if isinstance(message, str):  # the older shape kept the text itself
@@ -66,7 +68,7 @@ def frame_of(record: Any, path: str, line: int, file_index: int = 0) -> Frame:
         raise ReadError(path, line, f"unknown direction {direction!r}")
     return Frame(path, line, _DIRECTIONS[direction], f"{file_index}/{conn if conn is not None else '-'}",
                  client if isinstance(client, str) else None, ts if isinstance(ts, str) else None,
-                 message, unparsed)
+                 message, unparsed, closed)
 
 
 def read_frames(paths: Iterable[str]) -> Iterator[Frame]:

@@ -12,10 +12,17 @@ flight the actions on its channel are logged with the state after each, the
 snapshot is compared with the state as of ``fromSeq``, and the actions after
 ``fromSeq`` are replayed on top of the snapshot. Outside that window only
 the current state is kept, so memory stays flat however long the capture.
+
+A snapshot served to a connection that has no state of its own yet is held
+against what *other* connections watching the same channel reduced up to
+its ``fromSeq``: each channel's :class:`History` keeps the states their
+actions reduced to, by serverSeq (references to states already held, for
+the last ``HISTORY`` actions), for as long as somebody watches it.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from ahpd import state as reducers
@@ -27,8 +34,9 @@ _KIND_BY_KEY = (
     ("files", "changeset"), ("recursive", "resourceWatch"),
 )
 
-#: Fields the canonical reducer sets from the clock, which no capture holds.
-CLOCK_FIELDS = {"chat": ("modifiedAt",)}
+#: How many of a channel's latest states its history keeps: a snapshot's
+#: answer reaches the wire shortly after the actions before it.
+HISTORY = 512
 
 
 def kind_of_state(state: Any) -> str | None:
@@ -64,13 +72,51 @@ def first_difference(expected: Any, actual: Any, path: str = "$") -> tuple[str, 
     return path, expected, actual
 
 
+class History:
+    """One channel's states by serverSeq, as reduced by whichever connections
+    watch it (``holders``); forgotten once nobody does, since what happens
+    next is seen by no one."""
+
+    __slots__ = ("entries", "holders")
+
+    def __init__(self) -> None:
+        self.entries: deque[tuple[int, dict[str, Any]]] = deque(maxlen=HISTORY)
+        self.holders: set[str] = set()
+
+    def record(self, seq: int, state: dict[str, Any] | None) -> None:
+        """The state after ``seq``; the first connection to say it is heard."""
+        if state is not None and (not self.entries or seq > self.entries[-1][0]):
+            self.entries.append((seq, state))
+
+    def at(self, seq: int) -> dict[str, Any] | None:
+        """The state as of ``seq``; None when the history begins after it."""
+        found = None
+        for at, state in self.entries:
+            if at > seq:
+                break
+            found = state
+        return found
+
+    def hold(self, holder: str, seq: int, state: dict[str, Any]) -> None:
+        if not self.holders:
+            self.entries.clear()
+            self.record(seq, state)
+        self.holders.add(holder)
+
+    def release(self, holder: str) -> None:
+        self.holders.discard(holder)
+        if not self.holders:
+            self.entries.clear()
+
+
 class Channel:
     """One subscribed channel: its kind, the state reduced so far, and while a
-    subscribe is in flight, the log of ``(serverSeq, action, state after)``."""
+    subscribe is in flight, the log of ``(serverSeq, action, state after)``.
+    ``history`` is the channel's, shared with every connection watching it."""
 
-    __slots__ = ("uri", "kind", "state", "log", "pending", "subscribed", "compared")
+    __slots__ = ("uri", "kind", "state", "log", "pending", "subscribed", "compared", "owner", "history")
 
-    def __init__(self, uri: str) -> None:
+    def __init__(self, uri: str, owner: str = "", history: History | None = None) -> None:
         self.uri = uri
         self.kind: str | None = None
         self.state: dict[str, Any] | None = None
@@ -78,6 +124,8 @@ class Channel:
         self.pending = 0  # subscribes in flight
         self.subscribed = False
         self.compared = 0  # snapshots held against the reduced state
+        self.owner = owner
+        self.history = history if history is not None else History()
 
     def apply(self, seq: int, action: dict[str, Any]) -> Exception | None:
         """Reduce ``action`` onto the state; the reducer's exception, if it raised one."""
@@ -89,6 +137,8 @@ class Channel:
                 self.state = reducers.reduce(self.kind, self.state, action)
             except Exception as exc:  # noqa: BLE001 - a malformed action is reported, not fatal
                 failure = exc
+            if self.owner in self.history.holders:
+                self.history.record(seq, self.state)
         if self.pending:
             self.log.append((seq, action, self.state))
         return failure
@@ -114,26 +164,36 @@ class Channel:
         if not self.pending:
             self.log = []
 
-    def snapshot(self, state: dict[str, Any], from_seq: int) -> tuple[str, Any, Any] | None:
+    def others(self, from_seq: int) -> tuple[dict[str, Any] | None, frozenset[str]]:
+        """What the other connections watching this channel reduced as of
+        ``from_seq``, and who they are."""
+        others = frozenset(self.history.holders - {self.owner})
+        return (self.history.at(from_seq) if others else None), others
+
+    def snapshot(self, state: dict[str, Any], from_seq: int) -> tuple[tuple[str, Any, Any] | None, bool]:
         """Take a snapshot: compare it with the state as of ``from_seq``, then
-        rebase on it. Returns the first difference, if any."""
+        rebase on it. Returns the first difference, if any, and whether it was
+        held against this connection's own state (else: against the others')."""
         before = [entry for entry in self.log if entry[0] <= from_seq]
         expected = before[-1][2] if before else self.state
+        own = expected is not None
+        if not own:
+            expected, _ = self.others(from_seq)
         self.kind = kind_of_state(state) or self.kind
         difference = None
         if expected is not None and self.kind is not None:
             self.compared += 1
-            ignored = CLOCK_FIELDS.get(self.kind, ())
-            difference = first_difference({k: v for k, v in expected.items() if k not in ignored},
-                                          {k: v for k, v in state.items() if k not in ignored})
+            difference = first_difference(expected, state)
         after = [entry for entry in self.log if entry[0] > from_seq]
+        self.history.hold(self.owner, from_seq, state)
         self.state, self.subscribed = state, True
         self.pending = max(0, self.pending - 1)
         self.log = [(-1, {}, state)] if self.pending else []
         for seq, action, _ in after:
             self.apply(seq, action)  # a failure was reported when the action arrived
-        return difference
+        return difference, own
 
     def drop(self) -> None:
-        """Unsubscribed: what arrives from here on is not this client's business."""
+        """Unsubscribed (or gone): what arrives from here on is not this client's business."""
         self.state, self.log, self.pending, self.subscribed = None, [], 0, False
+        self.history.release(self.owner)

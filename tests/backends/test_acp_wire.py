@@ -137,6 +137,13 @@ def test_models_and_catalogue() -> None:
     assert [c.backend_id for c in stored_conversations(page.sessions)] == ["new", "old", "undated"]
 
 
+def test_a_stored_title_cut_in_half_a_character_is_repaired() -> None:
+    page = ListSessionsResponse.model_validate({"sessions": [
+        {"sessionId": "s", "cwd": "/w", "title": "Fix the \ud83d"}]})
+    [conversation] = stored_conversations(page.sessions)
+    assert conversation.title == "Fix the \ufffd"
+
+
 # -- files -------------------------------------------------------------------------
 
 

@@ -7,6 +7,8 @@ must build the turn a client would draw.
 
 from __future__ import annotations
 
+import json
+
 from ahpd import state
 from ahpd.backends.port import PermissionOption, PermissionRequest
 from ahpd.backends.translate import TurnTranslator
@@ -179,3 +181,21 @@ def test_a_compaction_is_a_system_notification_part() -> None:
     parts = chat["activeTurn"]["responseParts"]
     assert [p["kind"] for p in parts] == ["markdown", "systemNotification", "markdown"]
     assert parts[1]["content"] == "Compacted 12,000 tokens into 800"
+
+
+def test_an_agents_lone_surrogates_are_repaired_and_the_rest_kept() -> None:
+    from ahpd.backends.translate import repair
+
+    translator = TurnTranslator(TURN)
+    actions = translator.feed(chunk("agent_message_chunk", "cut \ud83d here, joined \ud83d\ude00, kept é😀"))
+    actions += translator.feed({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Read \udc00",
+                                "kind": "read", "status": "completed", "rawInput": {"p\ud800": ["\udfff"]}})
+    chat = replay(actions)
+    assert chat["activeTurn"]["responseParts"][0]["content"] == "cut \ufffd here, joined \U0001f600, kept é😀"
+    ready = next(a for a in actions if a["type"] == "chat/toolCallReady")
+    assert ready["invocationMessage"] == "Read \ufffd"
+    assert ready["toolInput"] == '{"p\ufffd": ["\ufffd"]}'
+    for action in actions:
+        json.dumps(action, ensure_ascii=False).encode("utf-8")  # every one has a JSON form
+    clean = {"a": ["é", "x"], "b": "plain"}
+    assert repair(clean) is clean  # nothing to repair: the very same object

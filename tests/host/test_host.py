@@ -237,7 +237,7 @@ async def test_host_keys_have_a_floor_and_apply_to_the_next_send(host_and_nurser
     await a.initialize("a")
     a.dispatch(ROOT, {"type": "root/configChanged", "config": {"clientQueueBytes": 1024}})
     refusal = (await a.frame())["params"]
-    assert "at least" in refusal["rejectionReason"]
+    assert "from 1048576 bytes (1 MiB)" in refusal["rejectionReason"]
     a.dispatch(ROOT, {"type": "root/configChanged", "config": {"clientQueueBytes": 2 * 2**20}})
     await a.frame()
     assert host.queue_limit() == 2 * 2**20
@@ -269,6 +269,11 @@ async def test_malformed_dispatch_is_refused_naming_the_path(host_and_nursery) -
     assert "$.action.sneaky" in env["rejectionReason"]
     assert_fits("/notifications/action", env)
     a.notify("dispatchAction", {"channel": ROOT, "clientSeq": 9, "action": {"type": "root/nope"}})
+    refusal = (await a.frame())["params"]  # the sender can match it by its clientSeq
+    assert refusal["origin"] == {"clientId": "a", "clientSeq": 9}
+    assert refusal["action"] == {"type": "root/nope"} and "$.action" in refusal["rejectionReason"]
+    assert refusal["serverSeq"] == host.bus.server_seq
+    a.notify("dispatchAction", {"channel": ROOT, "action": {"type": "root/nope"}})  # no clientSeq to answer on
     err = await a.frame()
     assert err["id"] is None and err["error"]["code"] == -32602
     a.dispatch("ahp-session:/none", {"type": "session/titleChanged", "title": "x"})

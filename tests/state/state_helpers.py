@@ -11,15 +11,12 @@ from ahpd.state import reduce
 
 SCHEMA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "ahp-spec" / "schema"
 
-NOW = "2026-10-10T12:00:00.000Z"
-
-
-def run(channel: str, state: dict[str, Any], *actions: dict[str, Any], now: str | None = NOW) -> dict[str, Any]:
+def run(channel: str, state: dict[str, Any], *actions: dict[str, Any]) -> dict[str, Any]:
     """Reduce `actions` in order, asserting no input is ever mutated."""
     for action in actions:
         before_state = copy.deepcopy(state)
         before_action = copy.deepcopy(action)
-        nxt = reduce(channel, state, action, now=now)
+        nxt = reduce(channel, state, action)
         assert state == before_state, f"{action['type']} mutated its state"
         assert action == before_action, f"{action['type']} mutated its action"
         json.dumps(nxt)  # the result stays plain JSON

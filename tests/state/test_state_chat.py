@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from state_helpers import NOW, run, same
+from state_helpers import run, same
 
 IDLE, ERROR, IN_PROGRESS, INPUT_NEEDED, IS_READ, IS_ARCHIVED = 1, 2, 8, 24, 32, 64
 MSG = {"text": "hello", "kind": "user"}
@@ -52,7 +52,7 @@ def call(state: dict[str, Any], index: int = 0) -> dict[str, Any]:
 # ── Turn lifecycle ───────────────────────────────────────────────────────────
 
 
-def test_turn_started_opens_a_turn_marks_unread_and_stamps_now() -> None:
+def test_turn_started_opens_a_turn_marks_unread_and_moves_modified_at_to_its_start() -> None:
     state = run("chat", chat(status=IDLE | IS_READ | IS_ARCHIVED), started())
     assert state["activeTurn"] == {
         "id": "t1",
@@ -61,13 +61,50 @@ def test_turn_started_opens_a_turn_marks_unread_and_stamps_now() -> None:
         "responseParts": [],
     }
     assert state["status"] == IN_PROGRESS | IS_ARCHIVED
-    assert state["modifiedAt"] == NOW
+    assert state["modifiedAt"] == "2026-10-10T11:00:00.000Z"
 
 
-def test_without_now_modified_at_is_left_alone() -> None:
-    before = chat()
-    state = run("chat", before, started(), now=None)
-    assert state["modifiedAt"] == before["modifiedAt"]
+@pytest.mark.parametrize(("started_at", "duration", "ended_at"), [
+    ("2026-10-10T11:00:00.000Z", 1234, "2026-10-10T11:00:01.234Z"),
+    ("2026-10-10T23:59:59.999Z", 2, "2026-10-11T00:00:00.001Z"),
+    ("2026-10-10T13:00:00.5+02:00", 0, "2026-10-10T11:00:00.500Z"),  # read as JS reads it: UTC out
+    ("2026-10-10T11:00:00.000Z", -50, "2026-10-10T11:00:00.000Z"),  # the clamped duration
+    ("2026-10-10T11:00:00.000Z", 10.9, "2026-10-10T11:00:00.010Z"),
+])
+@pytest.mark.parametrize("ending", ["chat/turnComplete", "chat/turnCancelled", "chat/error"])
+def test_a_turn_ends_at_its_start_plus_its_duration(started_at, duration, ended_at, ending) -> None:
+    end = {"type": ending, "turnId": "t1", "duration": duration}
+    if ending == "chat/error":
+        end["part"] = {"kind": "error", "error": {"errorType": "x", "message": "m"}}
+    state = run("chat", chat(), started(startedAt=started_at), end)
+    assert state["modifiedAt"] == ended_at
+
+
+def test_an_unreadable_start_leaves_modified_at_where_the_start_put_it() -> None:
+    state = run("chat", chat(), started(startedAt="yesterday"),
+                {"type": "chat/turnComplete", "turnId": "t1", "duration": 5})
+    assert state["modifiedAt"] == "yesterday" and state["turns"][0]["duration"] == 5
+
+
+def test_input_answers_truncation_and_resume_leave_modified_at_alone() -> None:
+    request = {"id": "r1", "questions": [{"id": "q1", "kind": "text", "title": "Why?"}]}
+    state = run("chat", chat(), started())
+    moments = [state["modifiedAt"]]
+    for action in (
+        {"type": "chat/inputRequested", "request": request},
+        {"type": "chat/inputAnswerChanged", "requestId": "r1", "questionId": "q1",
+         "answer": {"kind": "text", "value": "because"}},
+        {"type": "chat/inputCompleted", "requestId": "r1", "response": "accept"},
+        {"type": "chat/error", "turnId": "t1", "duration": 60_000,
+         "part": {"kind": "error", "error": {"errorType": "x", "message": "m"}, "resumable": True}},
+        {"type": "chat/turnResume", "turnId": "t1"},
+        {"type": "chat/truncated"},
+    ):
+        before = state
+        state = run("chat", state, action)
+        assert state is not before, action["type"]
+        moments.append(state["modifiedAt"])
+    assert moments == ["2026-10-10T11:00:00.000Z"] * 4 + ["2026-10-10T11:01:00.000Z"] * 3
 
 
 def test_turn_started_from_a_queued_message_consumes_it() -> None:
@@ -173,7 +210,7 @@ def test_turn_complete_finalizes_the_turn() -> None:
         }
     ]
     assert state["status"] == IDLE | IS_ARCHIVED
-    assert state["modifiedAt"] == NOW
+    assert state["modifiedAt"] == "2026-10-10T11:00:01.234Z"
 
 
 def test_turn_cancelled_finalizes_as_cancelled() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ahpd.protocol.strict_schema import validator
 from state_helpers import run, same
 
 # ── Root ─────────────────────────────────────────────────────────────────────
@@ -33,6 +34,10 @@ def test_root_config_merge_replace_and_absent() -> None:
     same("root", root(), {"type": "root/configChanged", "config": {"b": 2}})
 
 
+def assert_fits(pointer: str, value: Any) -> None:
+    assert [e.message for e in validator(pointer).iter_errors(value)] == []
+
+
 # ── Terminal ─────────────────────────────────────────────────────────────────
 
 
@@ -56,8 +61,17 @@ def test_terminal_metadata_actions() -> None:
         {"type": "terminal/cwdChanged", "cwd": "file:///tmp"},
         {"type": "terminal/exited", "exitCode": 0},
     )
-    assert (state["cols"], state["rows"], state["claim"], state["title"], state["cwd"], state["exitCode"]) == (120, 40, session_claim, "vim", "file:///tmp", 0)
-    assert "exitCode" not in run("terminal", state, {"type": "terminal/exited"})
+    assert (state["cols"], state["rows"], state["claim"], state["title"], state["cwd"]) == (120, 40, session_claim, "vim", "file:///tmp")
+
+
+def test_terminal_exited_sets_the_exited_lifecycle_with_its_code() -> None:
+    running = terminal(lifecycle={"status": "running"})
+    state = run("terminal", running, {"type": "terminal/exited", "exitCode": 3})
+    assert state["lifecycle"] == {"status": "exited", "exitCode": 3}
+    assert "exitCode" not in state  # TerminalState has no top-level exitCode
+    killed = run("terminal", running, {"type": "terminal/exited"})
+    assert killed["lifecycle"] == {"status": "exited"}
+    assert_fits("/$defs/TerminalState", state)
 
 
 def test_terminal_command_lifecycle() -> None:

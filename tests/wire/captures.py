@@ -39,6 +39,31 @@ def hello(conn: str, client: str) -> list[Line]:
     ]
 
 
+def join(conn: str, client: str, state: dict[str, Any], seq: int) -> list[Line]:
+    """``client`` connects on ``conn`` and is served ``state`` as of ``seq``."""
+    return [
+        ("c2s", conn, rpc(id=1, method="initialize", params={
+            "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": client, "initialSubscriptions": [CHAT]})),
+        ("s2c", conn, rpc(id=1, result={"protocolVersion": "1.0.0", "serverSeq": seq, "snapshots": [
+            {"resource": CHAT, "state": state, "fromSeq": seq}]})),
+    ]
+
+
+def closed(conn: str) -> Line:
+    """The line that says connection ``conn`` closed."""
+    return ("close", conn, {})
+
+
+def reduced(lines: list[Line], upto: int) -> dict[str, Any]:
+    """The chat as connection 1's actions up to serverSeq ``upto`` reduce it."""
+    state = copy.deepcopy(EMPTY_CHAT)
+    for direction, conn, msg in lines:
+        params = msg.get("params") or {}
+        if direction == "s2c" and conn == "1" and msg.get("method") == "action" and params["serverSeq"] <= upto:
+            state = reducers.reduce("chat", state, params["action"])
+    return state
+
+
 def conversation() -> list[Line]:
     """alice starts a turn, the host streams a reply, alice subscribes again."""
     started = {"type": "chat/turnStarted", "turnId": "t1", "startedAt": "2026-01-01T00:00:00.000Z",
@@ -87,6 +112,11 @@ def render(lines: list[Line], shape: str = "ahpLog") -> str:
         params = msg.get("params") or {}
         if msg.get("method") == "initialize":
             clients[conn] = params["clientId"]
+        if direction == "close":
+            out.append(json.dumps({"_ahpLog": {"ts": f"2026-01-01T00:00:{n % 60:02d}.000Z", "dir": "c2s",
+                                               "connectionId": conn, "transport": "websocket",
+                                               "event": "close"}}) + "\n")
+            continue
         text = json.dumps(msg)
         if shape == "ahpLog":
             out.append(capture_line(text, direction, conn, transport="websocket", client_id=clients.get(conn),

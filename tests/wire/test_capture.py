@@ -87,9 +87,13 @@ async def test_the_recorder_learns_the_client_id_and_passes_everything_through(t
         assert await conn.receive() is not None
         assert conn.send('{"jsonrpc":"2.0","id":1,"result":{}}')
         assert await conn.receive() is None
+        assert await conn.receive() is None
         assert conn.name == "fake"
     frames = list(read_frames([str(tmp_path / "w.jsonl")]))
-    assert [(f.direction, f.client_id) for f in frames] == [("c2s", "alice"), ("s2c", "alice")]
+    # The close is on record, once, as a line of its own.
+    assert [(f.direction, f.client_id, f.closed) for f in frames] == [
+        ("c2s", "alice", False), ("s2c", "alice", False), ("c2s", "alice", True)]
+    assert frames[-1].message is None
     assert inner.sent == ['{"jsonrpc":"2.0","id":1,"result":{}}']
 
 
@@ -105,6 +109,7 @@ def test_ahpd_stdio_wire_records_both_directions(tmp_path: Path) -> None:
     )
     assert run.returncode == 0, run.stderr
     frames = list(read_frames([str(capture)]))
-    assert [(f.direction, f.client_id) for f in frames] == [("c2s", "cli"), ("s2c", "cli")]
+    assert [(f.direction, f.client_id, f.closed) for f in frames] == [
+        ("c2s", "cli", False), ("s2c", "cli", False), ("c2s", "cli", True)]
     assert frames[1].message["result"]["protocolVersion"] == "1.0.0"
     assert stat.S_IMODE(capture.stat().st_mode) == 0o600

@@ -12,7 +12,22 @@ import pytest
 from ahpd.wire.check import Problem
 from ahpd.wire.cli import wire_check
 
-from .captures import COMPLETE, DELTA, PART, STARTED, action, conversation, hello, mutate, render, with_snapshot
+from .captures import (
+    COMPLETE,
+    DELTA,
+    PART,
+    STARTED,
+    action,
+    closed,
+    conversation,
+    hello,
+    join,
+    mutate,
+    reduced,
+    render,
+    rpc,
+    with_snapshot,
+)
 
 
 def check(tmp_path: Path, text: str) -> tuple[int, list[Problem]]:
@@ -163,3 +178,82 @@ def test_unreadable_input_exits_2(tmp_path: Path) -> None:
     other = tmp_path / "other.jsonl"
     other.write_text('{"hello": "world"}\n')
     assert wire_check([str(other)], out=io.StringIO(), err=err) == 2
+
+
+def test_a_turn_left_running_when_its_connection_closes_is_not_a_defect(tmp_path: Path) -> None:
+    lines = [*conversation()[: COMPLETE - 1], closed("1")]
+    assert check(tmp_path, render(lines)) == (0, [])
+    # Closed with a request in flight: the client left before its answer.
+    lines = [*lines[:-1], ("c2s", "1", rpc(id=7, method="ping", params={"channel": "ahp-root://"})), closed("1")]
+    assert check(tmp_path, render(lines)) == (0, [])
+
+
+def test_a_turn_another_connection_saw_end_is_not_left_running(tmp_path: Path) -> None:
+    lines = conversation()
+    # bob joins mid-turn and hears the ending; alice's capture stops before it.
+    bob = join("2", "bob", reduced(lines, 3), 3)
+    ending = lines[COMPLETE - 1]
+    lines = [*lines[: COMPLETE - 1], *bob, ("s2c", "2", ending[2])]
+    assert check(tmp_path, render(lines)) == (0, [])
+
+
+@pytest.mark.parametrize("text", ["", "\n\n"])
+def test_an_empty_capture_exits_2_with_no_frames(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text(text)
+    err = io.StringIO()
+    assert wire_check([str(path)], out=io.StringIO(), err=err) == 2
+    assert "no frames" in err.getvalue()
+    out = io.StringIO()
+    assert wire_check([str(path)], as_json=True, out=out) == 2
+    assert json.loads(out.getvalue())["error"]["reason"] == "no frames"
+    # Only a close on record is no frames either.
+    path.write_text(render([closed("1")]))
+    assert wire_check([str(path)], out=io.StringIO(), err=io.StringIO()) == 2
+
+
+def ping(conn: str, ident: int) -> list:
+    return [("c2s", conn, rpc(id=ident, method="ping", params={"channel": "ahp-root://"})),
+            ("s2c", conn, rpc(id=ident, result=None))]
+
+
+@pytest.mark.parametrize("upto", [2, 3, 4])
+def test_a_snapshot_is_held_against_what_another_connection_reduced(tmp_path: Path, upto: int) -> None:
+    lines = conversation()
+    # bob's first snapshot, served after alice heard every action, as of serverSeq ``upto``.
+    good = [*lines, *join("2", "bob", reduced(lines, upto), upto), *ping("1", 5)]
+    assert check(tmp_path, render(good)) == (0, [])
+    wrong = reduced(lines, upto)
+    wrong["title"] = "not what the actions say"
+    bad = [*lines, *join("2", "bob", wrong, upto), *ping("1", 5)]
+    code, problems = check(tmp_path, render(bad))
+    assert code == 1
+    assert found(problems, "snapshot") == [(len(lines) + 2, "$.result.snapshots[0].state.title")]
+    assert problems[0].connection.endswith("/2") and f"serverSeq {upto}" in problems[0].message
+
+
+def test_a_snapshot_is_not_held_against_a_connection_that_had_gone(tmp_path: Path) -> None:
+    lines = conversation()
+    stale = reduced(lines, 2)  # a state nobody watching could vouch for at serverSeq 4
+    for gone in ([closed("1")], []):  # closed on record, or simply never heard from again
+        capture = [*lines, *gone, *join("2", "bob", stale, 4)]
+        assert check(tmp_path, render(capture)) == (0, []), gone
+
+
+def test_a_refusal_handing_back_an_undecodable_action_is_judged_on_the_dispatch(tmp_path: Path) -> None:
+    bad = {"type": "chat/turnCancelled", "turnId": "t1", "duration": "soon"}
+    channel = action(0, {})["params"]["channel"]
+    refusal = action(4, bad, {"clientId": "alice", "clientSeq": 2},
+                     rejectionReason="expected a number at $.action.duration")
+    lines = [*conversation(),
+             ("c2s", "1", rpc(method="dispatchAction", params={"channel": channel, "clientSeq": 2, "action": bad})),
+             ("s2c", "1", refusal)]
+    code, problems = check(tmp_path, render(lines))
+    # The client's frame is the defect; the host's answer, its own action back, is not.
+    assert found(problems, "schema") == [(len(lines) - 1, "$.params.action.duration")]
+    # Another action in the refusal than the one sent is the host's to answer for.
+    lines[-1] = ("s2c", "1", action(4, {**bad, "duration": "later"}, {"clientId": "alice", "clientSeq": 2},
+                                    rejectionReason="no"))
+    code, problems = check(tmp_path, render(lines))
+    assert found(problems, "schema") == [(len(lines) - 1, "$.params.action.duration"),
+                                         (len(lines), "$.params.action.duration")]

@@ -17,6 +17,8 @@ FIXTURE = Path(__file__).resolve().parents[2] / "conformance" / "fixtures" / "wi
 def payloads() -> list[tuple[schema.Target, Any]]:
     found, asked = [], {}
     for frame in read_frames([str(FIXTURE)]):
+        if frame.closed:
+            continue
         msg, method = frame.message, frame.message.get("method")
         if frame.direction == "c2s" and method and "id" in msg:
             asked[(frame.connection, msg["id"])] = method

@@ -13,6 +13,8 @@ chosen by the first word of the prompt:
 * ``chatty N``: N bytes of stderr lines before answering;
 * ``huge N``: one session/update line of more than N bytes;
 * ``garbage``: lines that are not JSON objects, then an answer;
+* ``cut``: a message chunk whose text ends in half a surrogate pair, as an
+  agent that cuts its text by UTF-16 code unit writes it (``\\ud83d``);
 * ``die``: a last word on stderr, then exit status 3 in the middle of the turn;
 * ``hang``: never answers, not even a cancel;
 * ``slow``: message chunks every 50 ms until cancelled;
@@ -105,6 +107,11 @@ async def prompt(params: dict[str, Any]) -> dict[str, Any]:
     elif word == "garbage":
         os.write(1, b"this is not json\n[1, 2, 3]\n\n{\"jsonrpc\": \"2.0\", \"id\": 999, \"result\": {}}\n")
         await say(sid, "after the garbage")
+    elif word == "cut":
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "half an emoji: @"}}
+        line = json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
+        os.write(1, line.replace("@", "\\ud83d").encode() + b"\n")
+        await say(sid, " and on")
     elif word == "die":
         await say(sid, "about to die")
         await asyncio.sleep(0.2)
