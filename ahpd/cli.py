@@ -318,7 +318,7 @@ def _add_chat_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from ahpd.ops.doctor import doctor
+    from ahpd.doctor import doctor
 
     return doctor(args)
 
