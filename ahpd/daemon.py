@@ -95,6 +95,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
     from ahpd.host.store import FileSessionStore, MemorySessionStore
 
+    log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
     session_store = FileSessionStore(data_dir / "sessions") if sessions == "file" else MemorySessionStore()
     host: Host
