@@ -11,9 +11,14 @@ import argparse
 import functools
 import logging
 import sys
+import traceback
 from pathlib import Path
 
 from ahpd import __version__
+from ahpd.cli_errors import (
+    EXIT_ADDRESS_IN_USE, EXIT_ALREADY_RUNNING, EXIT_DATA_DIR, EXIT_FAILED, EXIT_USAGE, CliError,
+    explain,
+)
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -31,11 +36,26 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _setup_logging(level: str) -> None:
+    """``level`` for ahpd's own loggers; the libraries' debug chatter (a line
+    per WebSocket frame) stays at info even under ``--log-level debug``."""
+    wanted = getattr(logging, level.upper())
     logging.basicConfig(
-        level=getattr(logging, level.upper()),
+        level=max(wanted, logging.INFO),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("ahpd").setLevel(wanted)
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 0-65535 (the kernel would take 99999 modulo 65536)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is outside 0-65535")
+    return port
 
 
 def _token_choice(args: argparse.Namespace, data_dir: Path) -> str | None:
@@ -52,13 +72,24 @@ def _token_choice(args: argparse.Namespace, data_dir: Path) -> str | None:
     return load_or_create_token(data_dir)
 
 
-def _prepare(args: argparse.Namespace) -> tuple[Path, dict]:
+def _prepare(args: argparse.Namespace, *, hold: bool = False) -> tuple[Path, dict]:
     """What ``run`` and ``stdio`` both need first: the private data directory
-    and the agents the config file and ``--agent`` name."""
+    (held for this process's life when ``hold``, so a second daemon on it is
+    refused) and the agents the config file and ``--agent`` name."""
     from ahpd import daemon
     from ahpd.ops.paths import ensure_private_dir
+    from ahpd.ops.runtime import AlreadyRunning, hold_data_dir
 
-    data_dir = ensure_private_dir(args.data_dir)
+    try:
+        data_dir = ensure_private_dir(args.data_dir)
+        if hold:
+            hold_data_dir(data_dir)
+    except AlreadyRunning as exc:
+        raise CliError(f"{exc}; stop it with `ahpd stop --data-dir {args.data_dir}` "
+                       "or give this one another --data-dir", EXIT_ALREADY_RUNNING) from None
+    except OSError as exc:
+        raise CliError(f"cannot use data directory {args.data_dir}: {exc.strerror or exc}; "
+                       "choose another with --data-dir", EXIT_DATA_DIR) from None
     config = daemon.load_config_file(args.config, explicit=args.config_given)
     return data_dir, daemon.load_backends(config, args.agent, data_dir)
 
@@ -83,7 +114,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        data_dir, backends = _prepare(args)
+        data_dir, backends = _prepare(args, hold=True)
         token = _token_choice(args, data_dir)
         return trio.run(functools.partial(
             daemon.run, data_dir=data_dir, host_name=args.host, port=args.port, token=token,
@@ -92,10 +123,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except (daemon.UsageError, TokenError) as exc:
         print(f"ahpd: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:
-        if getattr(exc, "errno", None) == 98:  # EADDRINUSE
-            print(f"ahpd: {daemon.free_port_hint(args.host, args.port)}", file=sys.stderr)
-            return 1
+    except BaseException as exc:  # trio hands a failed bind over inside exception groups
+        failure = explain(exc)
+        if failure is not None and failure.status == EXIT_ADDRESS_IN_USE:
+            raise CliError(daemon.free_port_hint(args.host, args.port), EXIT_ADDRESS_IN_USE) from exc
         raise
 
 
@@ -159,15 +190,21 @@ def _add_host_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """A command line mistake in one line, not the whole usage (``--help`` has it)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ahpd",
         description=(
             "Host AI coding agents behind the Agent Host Protocol (AHP), so that "
             "VS Code's agent sessions view and any other AHP client can drive them."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"ahpd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     schema = sub.add_parser(
@@ -196,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    run.add_argument("--port", type=int, default=8765, help="port to listen on; 0 picks a free one (default: %(default)s)")
+    run.add_argument("--port", type=_port, default=8765, help="port to listen on; 0 picks a free one (default: %(default)s)")
     tokens = run.add_mutually_exclusive_group()
     tokens.add_argument("--connection-token", metavar="TOKEN", help="require this token")
     tokens.add_argument("--connection-token-file", metavar="FILE", type=Path, help="require the token in FILE")
@@ -218,7 +255,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_host_options(stdio)
     stdio.set_defaults(func=_cmd_stdio)
 
-    from ahpd.chat_client import add_chat_parser
     wire = sub.add_parser(
         "wire-check",
         help="check wire captures against the strict schema, the reducers and the protocol's invariants",
@@ -236,12 +272,76 @@ def build_parser() -> argparse.ArgumentParser:
 
     from ahpd.ops import commands as ops
 
-    add_chat_parser(sub)
+    _add_chat_parser(sub)
+    _add_doctor_parser(sub)
 
     ops.add_stop_parser(sub)
     ops.add_status_parser(sub)
     ops.add_service_parser(sub)
+    _add_common_options(parser, top=True)
     return parser
+
+
+def _add_common_options(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """``-V``/``--version`` and ``--debug`` on every command, before or after its name."""
+    parser.add_argument("-V", "--version", action="version", version=f"ahpd {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", default=False if top else argparse.SUPPRESS,
+        help="on an unexpected failure, print the traceback (otherwise one line says what happened)",
+    )
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _add_common_options(sub)
+
+
+def _add_chat_parser(sub: argparse._SubParsersAction) -> None:
+    """``ahpd chat``, with its connection failures said in one line (see ``cli_errors``)."""
+    from ahpd.chat_client import add_chat_parser
+
+    chat = add_chat_parser(sub)
+    talk = chat.get_default("func")
+
+    def chat_or_explain(args: argparse.Namespace) -> int:
+        from ahpd.cli_errors import chat_preflight, explain_chat
+
+        chat_preflight(args)
+        try:
+            return talk(args)
+        except BaseException as exc:
+            failure = explain_chat(exc, args)
+            if failure is None:
+                raise
+            raise failure from exc
+
+    chat.set_defaults(func=chat_or_explain)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from ahpd.doctor import doctor
+
+    return doctor(args)
+
+
+def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
+    from ahpd.ops.paths import default_config_path, default_data_dir
+
+    p = sub.add_parser(
+        "doctor", help="check this machine's ahpd set-up, one line per check",
+        description="Check Python and the packages ahpd needs, the data directory, the token file, "
+        "whether a daemon runs and answers, every configured agent (found, starts, speaks ACP; "
+        "Claude Code present and logged in), the open-file limit, and a round trip through the "
+        "daemon. Each check prints one line with a fix when it fails. Exit 0 only when all pass.",
+    )
+    p.add_argument("--data-dir", type=Path, default=default_data_dir(), metavar="DIR",
+                   help="the data directory to check (default: %(default)s)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help=f"the TOML config file naming the agents (default: {default_config_path()}, if it exists)")
+    p.add_argument("--agent", action="append", default=[], metavar="NAME=COMMAND",
+                   help="also check this ACP agent, as `ahpd run --agent` would offer it (repeatable)")
+    p.add_argument("--timeout", type=float, default=20.0, metavar="SECONDS",
+                   help="how long an agent or the daemon may take to answer (default: %(default)gs)")
+    p.set_defaults(func=_cmd_doctor)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,7 +355,17 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BaseException as exc:  # noqa: BLE001 - judged by explain(), re-raised when a bug
+        if isinstance(exc, SystemExit):
+            raise
+        failure = explain(exc) or CliError(
+            f"unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)", EXIT_FAILED)
+        if getattr(args, "debug", False):
+            traceback.print_exception(exc)
+        print(f"ahpd: {failure}", file=sys.stderr)
+        return failure.status
 
 
 if __name__ == "__main__":

@@ -104,6 +104,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
     from ahpd.host.store import FileSessionStore, MemorySessionStore
 
+    log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
     session_store = FileSessionStore(data_dir / "sessions") if sessions == "file" else MemorySessionStore()
     host: Host
@@ -132,10 +133,12 @@ def status_of(host: Host, started: float) -> dict[str, Any]:
     }
 
 
-async def _until_signalled(cancel_scope: trio.CancelScope) -> None:
+async def _until_signalled(cancel_scope: trio.CancelScope, caught: list[int] | None = None) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             log.info("%s: shutting down", signal.Signals(signum).name)
+            if caught is not None:
+                caught.append(signum)
             cancel_scope.cancel()
             return
 
@@ -166,9 +169,11 @@ async def run(
     host = make_host(data_dir, sessions, backends)
     handler, capture = _handler(host, wire, "websocket")
     started = time.monotonic()
+    caught: list[int] = []
+    ready = False
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_until_signalled, nursery.cancel_scope)
+            nursery.start_soon(_until_signalled, nursery.cancel_scope, caught)
             await nursery.start(host.run)
             await nursery.start(partial(control.serve_control, data_dir, lambda: status_of(host, started)))
             listening = await nursery.start(partial(
@@ -186,6 +191,7 @@ async def run(
             # of milliseconds, the latency tail under load) short.
             gc.freeze()
             print(f"ahpd ready: {url}", file=ready_out, flush=True)
+            ready = True
             log.info("listening on %s (data in %s)", url.split("?")[0], data_dir)
             _notify("READY=1")
     finally:
@@ -195,6 +201,10 @@ async def run(
             capture.close()
         runtime.remove_runtime(data_dir)
         log.info("stopped")
+    if signal.SIGINT in caught and not ready:  # Ctrl-C before it served anyone: said as such
+        from ahpd.cli_errors import EXIT_INTERRUPTED, CliError
+
+        raise CliError("interrupted during start-up", EXIT_INTERRUPTED)
     return 0
 
 

@@ -12,11 +12,20 @@ and from ``ahpd run --agent NAME=COMMAND`` (the command split like a shell
 would). The demo agent is always there, so everything works offline; it is
 the default provider unless another agent is configured first. Claude Code
 is offered as ``claude`` when the ``claude`` extra is installed.
+
+A key ahpd does not know is warned about by name and skipped, so a typo is
+seen and a config written for a newer ahpd still starts. An agent whose
+command cannot be found is said at start and still offered (it may be
+installed later), but it is never the default provider: a client that names
+no provider gets one that starts.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import shlex
+import shutil
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,7 +33,11 @@ from typing import Any
 
 from ahpd.backends.port import Backend
 
+log = logging.getLogger("ahpd.config")
+
 DEMO = "demo"
+AGENT_KEYS = frozenset({"command", "args", "env", "displayName", "description"})
+TOP_LEVEL_KEYS = frozenset({"agents"})
 
 
 class ConfigError(ValueError):
@@ -66,9 +79,9 @@ def _acp(name: str, entry: Mapping[str, Any]) -> Backend:
     env = entry.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise ConfigError(f"[agents.{name}] env must be a table of strings")
-    unknown = set(entry) - {"command", "args", "env", "displayName", "description"}
-    if unknown:
-        raise ConfigError(f"[agents.{name}] has keys ahpd does not know: {', '.join(sorted(unknown))}")
+    for key in sorted(set(entry) - AGENT_KEYS):
+        log.warning("config: [agents.%s] %s is not a key ahpd knows; ignored (known: %s)",
+                    name, key, ", ".join(sorted(AGENT_KEYS)))
     return AcpBackend(
         provider=name, command=command, args=args, env=env,
         display_name=entry.get("displayName") or name, description=entry.get("description"),
@@ -78,6 +91,8 @@ def _acp(name: str, entry: Mapping[str, Any]) -> Backend:
 def build_backends(config: Mapping[str, Any], cli_agents: Iterable[str], data_dir: Path) -> dict[str, Backend]:
     """Configured agents first (the first is the default provider), demo last."""
     backends: dict[str, Backend] = {}
+    for key in sorted(set(config) - TOP_LEVEL_KEYS):
+        log.warning("config: %s is not a key ahpd knows; ignored (known: %s)", key, ", ".join(sorted(TOP_LEVEL_KEYS)))
     agents = config.get("agents", {})
     if not isinstance(agents, dict):
         raise ConfigError("[agents] must be a table of agents")
@@ -91,7 +106,20 @@ def build_backends(config: Mapping[str, Any], cli_agents: Iterable[str], data_di
             raise ConfigError(f"--agent {spec!r}: expected NAME=COMMAND")
         argv = shlex.split(command)
         backends[name] = _acp(name, {"command": argv[0], "args": argv[1:]})
+    missing = [name for name, backend in backends.items() if not command_found(backend.command)]
+    for name in missing:
+        log.warning("agent %s: command %r is not found or not executable; offered, but not as the "
+                    "default provider", name, backends[name].command)
     backends.setdefault(DEMO, _demo(data_dir))
     if "claude" not in backends and (claude := _claude()) is not None:
         backends["claude"] = claude
+    for name in missing:  # after every agent that starts, so none of them is the default
+        backends[name] = backends.pop(name)
     return backends
+
+
+def command_found(command: str) -> bool:
+    """Whether ``command`` names an executable, as a path or on ``PATH``."""
+    if os.sep in command:
+        return os.path.isfile(command) and os.access(command, os.X_OK)
+    return shutil.which(command) is not None

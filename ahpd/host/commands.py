@@ -50,6 +50,8 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
         peer.subscriptions.add(uri)
         snapshots.append(snapshot)
     log.info("%s: initialized, protocol %s", peer.name, version)
+    if host.sessions is not None:
+        host.sessions.probe_soon()  # deferred until somebody asks (see SessionManager.probe_soon)
     return {
         "protocolVersion": version,
         "serverSeq": host.bus.server_seq,
@@ -77,6 +79,8 @@ async def reconnect(host: Host, peer: Peer, params: model.ReconnectParams) -> di
         raise RpcError(INVALID_REQUEST, "reconnect names another client than this connection's")
     peer.client_id = params.clientId
     peer.protocol_version = peer.protocol_version or versions.SUPPORTED_VERSIONS[0]
+    if host.sessions is not None:
+        host.sessions.probe_soon()
     wanted = _unique(params.subscriptions)
     for uri in wanted:
         await host.ensure_channel(uri)

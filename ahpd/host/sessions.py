@@ -448,13 +448,22 @@ class SessionManager:
         """The host's nursery for sessions; cancelled, it ends every agent."""
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
-            for backend in self.backends.values():
-                if hasattr(backend, "probe"):
-                    nursery.start_soon(self._probe, backend)
             for provider in self.backends:
                 self.refresh_catalogue_soon(provider)
             task_status.started()
             await trio.sleep_forever()
+
+    def probe_soon(self) -> None:
+        """Start the agents' boot probes, once, when the first client says
+        hello: a daemon nobody talks to starts no agent CLI (and sends
+        nothing anywhere), and the answer still reaches that client as
+        ``root/agentsChanged``."""
+        if self.nursery is None or getattr(self, "_probes_started", False):
+            return
+        self._probes_started = True
+        for backend in self.backends.values():
+            if hasattr(backend, "probe"):
+                self.nursery.start_soon(self._probe, backend)
 
     async def _probe(self, backend: Any) -> None:
         """Ask an agent what it offers before any session needs it, and tell

@@ -121,3 +121,41 @@ def remove_runtime(data_dir: str | os.PathLike[str]) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+LOCK_FILE = "ahpd.lock"
+
+
+class AlreadyRunning(Exception):
+    """Another live process holds the data directory; the message names its pid."""
+
+
+_held: list[int] = []  # the lock's descriptors: closing one would let a second daemon in
+
+
+def hold_data_dir(data_dir: str | os.PathLike[str]) -> None:
+    """Take ``<data_dir>/ahpd.lock`` for the rest of this process's life, or
+    raise :class:`AlreadyRunning`.
+
+    ``flock`` is released by the kernel when the process ends, however it
+    ends, so unlike ``ahpd.json`` the lock is never stale. The holder's pid is
+    written into the file (after the lock is ours) so the refusal can name it
+    even before the holder has written its ``ahpd.json``.
+    """
+    import fcntl
+
+    path = Path(data_dir) / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode("ascii", "replace").strip()
+        os.close(fd)
+        who = f"pid {holder}" if holder.isdigit() else "another process"
+        raise AlreadyRunning(f"another ahpd ({who}) already runs with data directory {data_dir}") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+    _held.append(fd)

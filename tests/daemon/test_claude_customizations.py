@@ -121,6 +121,7 @@ async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monk
             monkeypatch.setenv(name, value)
         async with trio.open_nursery() as nursery:
             await nursery.start(host.run)
+            host.sessions.probe_soon()  # as the first client's initialize does
             with trio.fail_after(90):
                 while not host.bus.channels["ahp-root://"].state["agents"][0].get("customizations"):
                     await trio.sleep(0.1)

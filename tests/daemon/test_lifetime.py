@@ -104,6 +104,7 @@ async def test_a_boot_probe_ends_with_the_host(tmp_path) -> None:
     host = Host(backends=build_backends({}, [], tmp_path))  # with Claude Code's probe when installed
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
+        host.sessions.probe_soon()  # as the first client's initialize does
         await trio.sleep(0.5)  # let a probe start its CLI
         nursery.cancel_scope.cancel()
     assert set(child_processes()) - children_before == set()

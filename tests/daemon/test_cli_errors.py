@@ -1,0 +1,223 @@
+"""Everyday mistakes, through the real ``ahpd`` in a subprocess: one line on
+stderr, a distinct exit status (man/ahpd.1, EXIT STATUS), never a traceback
+unless ``--debug`` asks for one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ahpd import __version__
+from ahpd.cli_errors import (
+    EXIT_ADDRESS_IN_USE, EXIT_AGENT, EXIT_ALREADY_RUNNING, EXIT_DATA_DIR, EXIT_INTERRUPTED, EXIT_NOT_RUNNING,
+    EXIT_REFUSED, EXIT_USAGE,
+)
+
+from .helpers import rpc, running_daemon
+
+
+def env_for(tmp_path: Path) -> dict[str, str]:
+    """A home of the test's own: no user config, no Claude login, no XDG dirs."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(home / ".claude"))
+    return env
+
+
+def ahpd(tmp_path: Path, *argv: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ahpd", *argv], capture_output=True, text=True,
+                          timeout=timeout, env=env_for(tmp_path), **kwargs)
+
+
+def one_line(run: subprocess.CompletedProcess[str]) -> str:
+    """The error, which must be the only thing on stderr."""
+    assert "Traceback" not in run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr
+    return lines[0]
+
+
+def test_a_port_outside_the_range_is_refused_not_wrapped(tmp_path) -> None:
+    run = ahpd(tmp_path, "run", "--port", "99999", "--data-dir", str(tmp_path / "d"))
+    assert run.returncode == EXIT_USAGE
+    assert "99999 is outside 0-65535" in one_line(run)
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_port_in_use_says_so_with_the_hint(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = ahpd(tmp_path, "run", "--port", str(port), "--data-dir", str(tmp_path / "d"), "--log-level", "error")
+    assert run.returncode == EXIT_ADDRESS_IN_USE
+    line = one_line(run)
+    assert f"127.0.0.1:{port}" in line and "in use" in line and "--port 0" in line
+
+
+def test_an_unusable_data_dir(tmp_path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    bad = tmp_path / "file" / "sub"
+    run = ahpd(tmp_path, "run", "--port", "0", "--data-dir", str(bad))
+    assert run.returncode == EXIT_DATA_DIR
+    assert one_line(run) == f"ahpd: cannot use data directory {bad}: Not a directory; choose another with --data-dir"
+    debug = ahpd(tmp_path, "--debug", "run", "--port", "0", "--data-dir", str(bad))
+    assert debug.returncode == EXIT_DATA_DIR
+    assert "Traceback" in debug.stderr and debug.stderr.strip().endswith("choose another with --data-dir")
+
+
+async def test_a_second_daemon_on_the_same_data_dir_names_the_first(tmp_path) -> None:
+    import trio
+
+    data = tmp_path / "d"
+    async with running_daemon(data, "--sessions", "memory", env={"HOME": str(tmp_path)}) as daemon:
+        run = await trio.to_thread.run_sync(lambda: ahpd(
+            tmp_path, "run", "--port", "0", "--data-dir", str(data)))
+        assert run.returncode == EXIT_ALREADY_RUNNING
+        line = one_line(run)
+        assert f"pid {daemon.process.pid}" in line and str(data) in line
+        # The first one is untouched: its record and its answers.
+        assert json.loads((data / "ahpd.json").read_text())["pid"] == daemon.process.pid
+        async with rpc(daemon.url) as client:
+            assert "result" in await client.call("ping")
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+def test_ctrl_c_during_start_up(tmp_path) -> None:
+    """The daemon is held at reading its config (a FIFO nobody writes) and
+    interrupted there, before it could be ready."""
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(tmp_path / "d"),
+         "--config", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_for(tmp_path),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # opening the writing end succeeds once the daemon has opened it for reading
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        os.close(writer)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == EXIT_INTERRUPTED
+    assert out == "" and "Traceback" not in err
+    assert err.strip().splitlines() == ["ahpd: interrupted"]
+
+
+def test_unknown_config_keys_and_a_missing_agent_command_are_named(tmp_path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('colour = "blue"\n[agents.ok]\ncommand = "true"\ncomand = "typo"\n')
+    run = ahpd(tmp_path, "stdio", "--data-dir", str(tmp_path / "d"), "--config", str(config),
+               "--agent", "ghost=/no/such/agent --flag", "--log-level", "warning", input="")
+    assert run.returncode == 0 and "Traceback" not in run.stderr
+    assert "config: colour is not a key ahpd knows; ignored" in run.stderr
+    assert "config: [agents.ok] comand is not a key ahpd knows; ignored" in run.stderr
+    assert "agent ghost: command '/no/such/agent' is not found or not executable" in run.stderr
+    assert "agent ok:" not in run.stderr
+
+
+def test_log_level_debug_shows_ahpds_own_lines(tmp_path) -> None:
+    argv = ["stdio", "--data-dir", str(tmp_path / "d"), "--sessions", "memory"]
+    debug = ahpd(tmp_path, *argv, "--log-level", "debug", input="")
+    assert debug.returncode == 0
+    ours = [line for line in debug.stderr.splitlines() if " DEBUG ahpd" in line]
+    assert any("agents: demo" in line for line in ours), debug.stderr
+    assert [line for line in debug.stderr.splitlines() if " DEBUG " in line] == ours  # no library chatter
+    info = ahpd(tmp_path, *argv, input="")
+    assert " DEBUG " not in info.stderr
+
+
+@pytest.mark.parametrize("command", [
+    [], ["run"], ["stdio"], ["chat"], ["status"], ["stop"], ["service"], ["service", "install"],
+    ["schema"], ["wire-check"], ["doctor"],
+])
+def test_version_on_every_command(tmp_path, command) -> None:
+    for flag in ("-V", "--version"):
+        run = ahpd(tmp_path, *command, flag, timeout=60)
+        assert (run.returncode, run.stdout.strip()) == (0, f"ahpd {__version__}")
+
+
+def test_a_usage_mistake_is_one_line(tmp_path) -> None:
+    run = ahpd(tmp_path, "run", "--sessions", "disk")
+    assert run.returncode == EXIT_USAGE
+    assert "invalid choice: 'disk'" in one_line(run) and "ahpd run --help" in run.stderr
+
+
+# -- ahpd chat --------------------------------------------------------------------------
+
+
+def test_chat_without_a_daemon_or_with_a_bad_cwd(tmp_path) -> None:
+    run = ahpd(tmp_path, "chat", "--data-dir", str(tmp_path / "nothing"), "hello")
+    assert run.returncode == EXIT_NOT_RUNNING
+    assert "no daemon runs with data directory" in one_line(run) and "ahpd run" in run.stderr
+    with socket.socket() as s:  # a port with nobody behind it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run = ahpd(tmp_path, "chat", "--url", f"ws://127.0.0.1:{port}/?tkn=secret", "hello")
+    assert run.returncode == EXIT_NOT_RUNNING
+    line = one_line(run)
+    assert f"cannot connect to ws://127.0.0.1:{port}/" in line and "secret" not in line
+    run = ahpd(tmp_path, "chat", "--cwd", str(tmp_path / "missing"), "hello")
+    assert run.returncode == EXIT_USAGE
+    assert "is not a folder" in one_line(run)
+
+
+async def test_chat_token_provider_and_agent_failures(tmp_path) -> None:
+    import trio
+
+    data = tmp_path / "d"
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def chat(*argv: str) -> subprocess.CompletedProcess[str]:
+        return ahpd(tmp_path, "chat", "--data-dir", str(data), "--cwd", str(work), "--yes", *argv, "hello")
+
+    async with running_daemon(data, "--sessions", "memory", "--agent", "ghost=/no/such/agent",
+                              env={"HOME": str(tmp_path)}) as daemon:
+        bare = daemon.url.split("?")[0]
+        run = await trio.to_thread.run_sync(chat, "--url", bare + "?tkn=wrong")
+        assert run.returncode == EXIT_REFUSED
+        line = one_line(run)
+        assert "refused the token" in line and "wrong" not in line
+
+        run = await trio.to_thread.run_sync(chat, "--provider", "nope")
+        assert run.returncode == EXIT_USAGE
+        assert "no agent provider 'nope' here" in one_line(run) and "demo" in run.stderr
+
+        run = await trio.to_thread.run_sync(chat, "--provider", "ghost")
+        assert run.returncode == EXIT_AGENT
+        assert "the ghost agent did not start" in one_line(run)
+
+        # The agent whose command is missing is offered, but not as the default.
+        async with rpc(daemon.url) as client:
+            result = await client.initialize()
+            agents = [a["provider"] for a in result["snapshots"][0]["state"]["agents"]]
+            assert "ghost" in agents and agents[0] != "ghost"
+            uri = f"ahp-session:/{uuid.uuid4()}"
+            reply = await client.call("createSession", {"channel": uri, "workingDirectories": [work.as_uri()]},
+                                      timeout=60)
+            assert "result" in reply, reply
+            state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+            assert state["provider"] == "demo"
+        daemon.terminate()
+        assert await daemon.wait() == 0

@@ -1,0 +1,79 @@
+"""``ahpd doctor`` through the real CLI: a healthy set-up passes every check
+(exit 0), a broken one says what is wrong and how to fix it (exit 1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+from .helpers import running_daemon
+
+CHECK, CROSS = "✓", "✗"
+
+
+def doctor(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("XDG_") and k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+                                                      "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR")}
+    base.update(HOME=str(home), PYTHONIOENCODING="utf-8", **env)
+    return subprocess.run([sys.executable, "-m", "ahpd", "doctor", *argv], capture_output=True, text=True,
+                          timeout=180, env=base)
+
+
+def by_name(stdout: str) -> dict[str, str]:
+    lines = {}
+    for line in stdout.splitlines()[:-1]:
+        mark, rest = line.split(" ", 1)
+        assert mark in (CHECK, CROSS), line
+        lines[rest.split(":", 1)[0]] = line
+    return lines
+
+
+async def test_a_healthy_set_up_passes_every_check(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    async with running_daemon(data, "--sessions", "memory", env={"HOME": str(tmp_path / "home")}) as daemon:
+        run = await trio.to_thread.run_sync(lambda: doctor(
+            tmp_path, "--data-dir", str(data), ANTHROPIC_API_KEY="sk-ant-not-a-real-key"))
+        assert run.returncode == 0, run.stdout + run.stderr
+        checks = by_name(run.stdout)
+        assert all(line.startswith(CHECK) for line in checks.values()), run.stdout
+        assert run.stdout.strip().endswith("all checks passed")
+        assert {"python", "packages", "data directory", "token", "daemon", "config", "agent demo",
+                "open files", "round trip"} <= set(checks)
+        assert f"pid {daemon.process.pid}" in checks["daemon"]
+        assert "initialize and ping answered" in checks["round trip"]
+        assert "speaks ACP" in checks["agent demo"]
+        if "agent claude" in checks:  # the claude extra is installed
+            assert "$ANTHROPIC_API_KEY is set" in checks["agent claude login"]
+        token = daemon.url.split("tkn=")[1]
+        assert token not in run.stdout and "sk-ant-not-a-real-key" not in run.stdout
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+def test_a_broken_set_up_names_each_problem_and_its_fix(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    data.mkdir(mode=0o700)
+    (data / "token").write_text("leaked\n")
+    (data / "token").chmod(0o644)
+    run = doctor(tmp_path, "--data-dir", str(data), "--agent", "ghost=/no/such/agent",
+                 "--agent", "mute=sleep 120", "--timeout", "20")
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    checks = by_name(run.stdout)
+    failed = {name for name, line in checks.items() if line.startswith(CROSS)}
+    assert {"token", "daemon", "agent ghost", "agent mute", "round trip"} <= failed
+    assert {"python", "packages", "data directory", "agent demo", "open files"}.isdisjoint(failed)
+    for name in failed:
+        assert " — fix: " in checks[name], checks[name]
+    assert "readable by others" in checks["token"] and f"delete {data / 'token'}" in checks["token"]
+    assert "`ahpd run --data-dir" in checks["daemon"]
+    assert "'/no/such/agent' is not found" in checks["agent ghost"]
+    assert "did not answer ACP initialize" in checks["agent mute"]
+    assert run.stdout.strip().endswith("of the checks failed")
