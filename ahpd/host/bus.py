@@ -108,20 +108,27 @@ class ActionBus:
         """Apply ``action`` to channel ``uri`` and tell its subscribers.
 
         Returns the serverSeq it was given, or None when it changed nothing
-        (then nobody is told and no number is spent). ``new_state`` is the
+        or its channel is gone (then nobody is told and no number is spent). ``new_state`` is the
         already reduced state, when the caller had to look at it first.
         """
-        channel = self.channels[uri]
+        channel = self.channels.get(uri)
+        if channel is None:
+            # Said by a task that outlived its channel (a turn ending after
+            # its chat was disposed): there is nobody left to tell.
+            log.debug("%s is closed; %s dropped", uri, action.get("type"))
+            return None
         if new_state is None:
             new_state = reducers.reduce(channel.kind, channel.state, action, now=utc_now())
         if new_state is channel.state:
             return None
-        channel.state = new_state
-        seq = self.sequencer.next()
+        # Encoded before anything moves: an action that cannot be said did not happen.
+        seq = self.sequencer.current + 1
         envelope: dict[str, Any] = {"channel": uri, "action": action, "serverSeq": seq}
         if origin is not None:
             envelope["origin"] = origin
         text = notification_frame("action", envelope)
+        channel.state = new_state
+        self.sequencer.next()
         self.replay.append(Entry(seq, uri, envelope, len(text)))
         self._fan_out(channel.subscribers, text)
         return seq
