@@ -21,6 +21,7 @@ first new turn resumes it under its own id.
 from __future__ import annotations
 
 import base64
+import functools
 import inspect
 import logging
 import uuid
@@ -200,6 +201,7 @@ class Chat:
         #: Set once the agent's task has ended (or none ever ran).
         self._agent_ended = trio.Event()
         self._agent_ended.set()
+        self._gone: Conversation | None = None  # the conversation whose task ended last
 
     @property
     def host(self) -> Host:
@@ -221,8 +223,8 @@ class Chat:
             raise BackendError("the chat was closed", "ChatClosed")
         self._starting = trio.Event()
         try:
-            self.conversation = await self.session.nursery.start(
-                run_supervised, f"the agent of {self.uri}", self._run_agent)
+            self.conversation = await self.session.nursery.start(functools.partial(
+                run_supervised, f"the agent of {self.uri}", self._run_agent, report=self._agent_failed))
             self.backend_id = self.conversation.backend_id
             self.session.save()
             return self.conversation
@@ -232,10 +234,11 @@ class Chat:
 
     async def _run_agent(self, task_status: trio.TaskStatus[Conversation]) -> None:
         """The agent's task, supervised once it started: an agent that fails
-        ends its running turn with ``chat/error`` (the turn hears it is gone)
+        or goes away on its own ends its running turn with ``chat/error``,
         and the next turn starts it again."""
         ended = self._agent_ended = trio.Event()
         mine: Conversation | None = None
+        on_its_own = False
 
         class Started:
             @staticmethod
@@ -254,6 +257,7 @@ class Chat:
                     task_status=Started,  # type: ignore[arg-type]
                     **self._extras(),
                 )
+                on_its_own = True
             if mine is None and scope.cancelled_caught:
                 raise BackendError("the chat was closed while its agent started", "ChatClosed")
         finally:
@@ -261,11 +265,20 @@ class Chat:
                 self.scope = None
             if mine is not None and self.conversation is mine:
                 self.conversation = None
+            self._gone = mine
             turn = self.turn
             while mine is not None and turn is not None:
-                turn.agent_gone(mine, stopped=scope.cancel_called)
+                turn.agent_gone(mine, stopped=not on_its_own)
                 turn = turn.previous
             ended.set()
+
+    def _agent_failed(self, exc: Exception) -> None:
+        """The agent's task failed: so did the turn that was talking to it."""
+        turn = self.turn
+        while turn is not None:
+            if turn.conversation is not None and turn.conversation is self._gone:
+                turn.failed(exc)
+            turn = turn.previous
 
     def _on_event(self, event: Any) -> None:
         """An agent's event, handled under the turn's boundary: a fault in

@@ -172,7 +172,9 @@ class TurnRunner:
                     await self._run(text, attachments)
             finally:
                 self.done.set()
-                if chat.turn is self:
+                if chat.turn is self and self.ended:
+                    # One cancelled with its session's failed nursery stays
+                    # until that failure's report ends it.
                     chat.turn = None
         with supervised(f"after turn {self.turn_id} of {chat.uri}"):
             chat.session.save()
