@@ -212,6 +212,8 @@ class Chat:
 
     async def ensure_agent(self) -> Conversation:
         """The chat's live conversation, starting (or resuming) the agent once."""
+        if self.scope is not None and self.scope.cancel_called and not self.closed:
+            await self._agent_ended.wait()  # one being stopped is gone before its successor starts
         if self.conversation is not None:
             return self.conversation
         if self._starting is not None:

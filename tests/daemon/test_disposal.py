@@ -54,7 +54,8 @@ async def _busy(client: Rpc, uri: str, chat: str, phase: str) -> None:
         turn = start_turn("slow please")
         await dispatch(client, chat, turn, 1)
         await until(client, is_action("chat/responsePart", chat))
-        await dispatch(client, chat, {"type": "chat/turnCancelled", "turnId": turn["turnId"]}, 2)
+        await dispatch(client, chat, {"type": "chat/turnCancelled", "turnId": turn["turnId"], "duration": 1}, 2)
+        await until(client, is_action("chat/turnCancelled", chat))
     elif phase == "queued":
         await dispatch(client, chat, start_turn("slow please"), 1)
         await dispatch(client, chat, {"type": "chat/pendingMessageSet", "kind": "queued", "id": "q1",
