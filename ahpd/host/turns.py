@@ -231,7 +231,8 @@ class TurnRunner:
             log.warning("%s: turn %s: the agent said nothing for %g s", self.chat.uri, self.turn_id, timeout)
             self._fail("AgentSilent", f"the agent produced nothing for {timeout:g} seconds")
         with trio.move_on_after(CANCEL_GRACE):
-            await conversation.cancel()
+            with supervised(f"{self.chat.uri}: cancelling turn {self.turn_id}"):
+                await conversation.cancel()
             await trio.sleep_forever()  # until the prompt returns, which cancels this task
         log.warning("%s: turn %s: the agent kept its prompt %g s after being told to stop; stopping it",
                     self.chat.uri, self.turn_id, CANCEL_GRACE)
