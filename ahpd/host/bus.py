@@ -111,11 +111,16 @@ class ActionBus:
         """Apply ``action`` to channel ``uri`` and tell its subscribers.
 
         Returns the serverSeq it was given, or None when it changed nothing
-        or cannot be encoded (then nobody is told, nothing moves and no
-        number is spent). ``new_state`` is the already reduced state, when
+        or cannot be encoded, or its channel is gone (then nobody is told,
+        nothing moves and no number is spent). ``new_state`` is the already reduced state, when
         the caller had to look at it first.
         """
-        channel = self.channels[uri]
+        channel = self.channels.get(uri)
+        if channel is None:
+            # Said by a task that outlived its channel (a turn ending after
+            # its chat was disposed): there is nobody left to tell.
+            log.debug("%s is closed; %s dropped", uri, action.get("type"))
+            return None
         if new_state is None:
             new_state = reducers.reduce(channel.kind, channel.state, action)
         if new_state is channel.state:

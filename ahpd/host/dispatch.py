@@ -90,12 +90,17 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         _refuse(host, peer, channel, action, client_seq, reason)
         return
     rule = CLIENT_ACTIONS.get(action["type"])
-    decision = rule(host, peer, channel, action) if rule else Apply(action)
-    if isinstance(decision, Refuse):
-        _refuse(host, peer, channel, action, client_seq, decision.reason)
+    try:
+        decision = rule(host, peer, channel, action) if rule else Apply(action)
+        if isinstance(decision, Refuse):
+            _refuse(host, peer, channel, action, client_seq, decision.reason)
+            return
+        current = host.bus.channels[channel].state
+        new_state = host.bus.reduce(channel, decision.action)
+    except Exception as exc:  # noqa: BLE001 - nothing moved: the sender is told, nobody else
+        log.exception("%s: %s on %s failed", peer.name, action["type"], channel)
+        _refuse(host, peer, channel, action, client_seq, f"internal error: {type(exc).__name__}: {exc}")
         return
-    current = host.bus.channels[channel].state
-    new_state = host.bus.reduce(channel, decision.action)
     if new_state is current or new_state == current:
         # Nothing moved: the sender is told what the host made of its action
         # (for a key the connection keeps, that is nothing the host holds).

@@ -1,7 +1,8 @@
 """The root channel's config: what a client may set, and what each key means.
 
 Three kinds of key are declared. The host's own (``clientQueueBytes``,
-``replayBytes``) bound what it holds for a client that stops reading. The
+``replayBytes``) bound what it holds for a client that stops reading, and
+``agentSilenceTimeout`` bounds how long a turn waits on a silent agent. The
 keys VS Code's agent-host client pushes are declared so that a client can
 draw them and a value pushed for one reads back as a setting rather than an
 unknown key; this host does not act on most of them. Two keys belong to the
@@ -52,6 +53,13 @@ SCHEMA: dict[str, Any] = {
             "description": "How many bytes of recent actions are kept for clients that "
             "reconnect (at most 1000 actions). From 1 MiB to 1 GiB.",
             "default": 32 * MIB,
+        },
+        "agentSilenceTimeout": {
+            "type": "number",
+            "title": "Agent silence timeout (seconds)",
+            "description": "A turn whose agent says nothing for this long (while nobody is being "
+            "asked anything) ends with an error saying so, and the agent is stopped. 0 waits for ever.",
+            "default": 300,
         },
         # -- the connection's own --------------------------------------------
         "defaultShell": {
@@ -105,7 +113,7 @@ SCHEMA: dict[str, Any] = {
     },
 }
 
-DEFAULT_VALUES: dict[str, Any] = {"clientQueueBytes": 16 * MIB, "replayBytes": 32 * MIB}
+DEFAULT_VALUES: dict[str, Any] = {"clientQueueBytes": 16 * MIB, "replayBytes": 32 * MIB, "agentSilenceTimeout": 300}
 
 _JSON_TYPES = {
     "string": str, "boolean": bool, "array": list, "object": dict,
@@ -127,6 +135,8 @@ def check_value(key: str, value: Any) -> str | None:
         return f"{key} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
     if "enum" in prop and value not in prop["enum"]:
         return f"{key} must be one of {prop['enum']}"
+    if key == "agentSilenceTimeout" and value < 0:
+        return f"{key} must be 0 (wait for ever) or a number of seconds"
     bounds = BOUNDS.get(key)
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
         return f"{key} must be from {bounds[0]} bytes (1 MiB) to {bounds[1]} bytes (1 GiB), not {value}"

@@ -21,6 +21,7 @@ first new turn resumes it under its own id.
 from __future__ import annotations
 
 import base64
+import functools
 import inspect
 import logging
 import uuid
@@ -30,9 +31,10 @@ from urllib.parse import unquote, urlparse
 
 import trio
 
-from ahpd.backends.port import SKILL_META, Backend, Conversation, StoredConversation
+from ahpd.backends.port import SKILL_META, Backend, BackendError, Conversation, StoredConversation
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.store import MemorySessionStore, SessionStore
+from ahpd.host.supervise import run_supervised, spawn, supervised
 
 if TYPE_CHECKING:
     from ahpd.host.host import Host
@@ -194,7 +196,12 @@ class Chat:
         self.preamble: str | None = None
         #: The connection whose lent tokens this chat's agent starts with.
         self.lender: Any = None
+        self.closed = False
         self._starting: trio.Event | None = None
+        #: Set once the agent's task has ended (or none ever ran).
+        self._agent_ended = trio.Event()
+        self._agent_ended.set()
+        self._gone: Conversation | None = None  # the conversation whose task ended last
 
     @property
     def host(self) -> Host:
@@ -205,6 +212,8 @@ class Chat:
 
     async def ensure_agent(self) -> Conversation:
         """The chat's live conversation, starting (or resuming) the agent once."""
+        if self.scope is not None and self.scope.cancel_called and not self.closed:
+            await self._agent_ended.wait()  # one being stopped is gone before its successor starts
         if self.conversation is not None:
             return self.conversation
         if self._starting is not None:
@@ -212,9 +221,12 @@ class Chat:
             if self.conversation is None:
                 raise RuntimeError("the agent did not start")
             return self.conversation
+        if self.closed:
+            raise BackendError("the chat was closed", "ChatClosed")
         self._starting = trio.Event()
         try:
-            self.conversation = await self.session.nursery.start(self._run_agent)
+            self.conversation = await self.session.nursery.start(functools.partial(
+                run_supervised, f"the agent of {self.uri}", self._run_agent, report=self._agent_failed))
             self.backend_id = self.conversation.backend_id
             self.session.save()
             return self.conversation
@@ -223,23 +235,71 @@ class Chat:
             self._starting = None
 
     async def _run_agent(self, task_status: trio.TaskStatus[Conversation]) -> None:
-        from ahpd.host.turns import on_event
+        """The agent's task, supervised once it started: an agent that fails
+        or goes away on its own ends its running turn with ``chat/error``,
+        and the next turn starts it again."""
+        ended = self._agent_ended = trio.Event()
+        mine: Conversation | None = None
+        on_its_own = False
 
-        with trio.CancelScope() as scope:
-            self.scope = scope
-            try:
+        class Started:
+            @staticmethod
+            def started(conversation: Conversation) -> None:
+                nonlocal mine
+                mine = conversation
+                task_status.started(conversation)
+
+        try:
+            with trio.CancelScope() as scope:
+                self.scope = scope
                 await self.session.backend.run_conversation(
                     cwd=self.session.cwd,
-                    events=lambda event: on_event(self, event),
+                    events=self._on_event,
                     resume_id=self.backend_id,
-                    task_status=task_status,
+                    task_status=Started,  # type: ignore[arg-type]
                     **self._extras(),
                 )
-            finally:
-                self.conversation = None
+                on_its_own = True
+            if mine is None and scope.cancelled_caught:
+                raise BackendError("the chat was closed while its agent started", "ChatClosed")
+        finally:
+            if self.scope is scope:
                 self.scope = None
-                if self.turn is not None:
-                    self.turn.agent_gone()
+            if mine is not None and self.conversation is mine:
+                self.conversation = None
+            self._gone = mine
+            turn = self.turn
+            while mine is not None and turn is not None:
+                turn.agent_gone(mine, stopped=not on_its_own)
+                turn = turn.previous
+            ended.set()
+
+    def _agent_failed(self, exc: Exception) -> None:
+        """The agent's task failed: so did the turn that was talking to it."""
+        turn = self.turn
+        while turn is not None:
+            if turn.conversation is not None and turn.conversation is self._gone:
+                turn.failed(exc)
+            turn = turn.previous
+
+    def _on_event(self, event: Any) -> None:
+        """An agent's event, handled under the turn's boundary: a fault in
+        handling it ends the turn with ``chat/error``, not the agent's task."""
+        from ahpd.host.turns import on_event
+
+        turn = self.turn
+        with supervised(f"{self.uri}: handling the agent's {type(event).__name__}",
+                        lambda exc: turn.failed(exc) if turn is not None else None):
+            on_event(self, event)
+            if turn is not None and turn.live and not turn.ended:
+                turn.heard()
+
+    async def stop_agent(self) -> None:
+        """End the agent's process and wait until it is gone (and reaped);
+        the next turn starts or resumes it again."""
+        if self.scope is not None:
+            self.scope.cancel()
+        await self._agent_ended.wait()
 
     def _extras(self) -> dict[str, Any]:
         """What a backend that takes it is given beyond the port: the token
@@ -267,8 +327,14 @@ class Chat:
         return extras
 
     def close(self) -> None:
+        """The chat is gone: its agent and its turn end with it."""
+        self.closed = True
         if self.scope is not None:
             self.scope.cancel()
+        turn = self.turn
+        while turn is not None:
+            turn.scope.cancel()
+            turn = turn.previous
 
 
 class Session:
@@ -289,6 +355,10 @@ class Session:
         #: announcement instead of racing it.
         self.announced = True
         self._held_commands: list[dict[str, Any]] | None = None
+        self.disposed = False
+        #: Why the session is in error (its nursery failed, or it cannot be
+        #: saved); its summary carries the Error bit while this is set.
+        self.failure: str | None = None
 
     def announce(self) -> None:
         self.announced = True
@@ -308,13 +378,41 @@ class Session:
         return self.host.bus.channels[self.uri].state
 
     async def run(self, task_status: trio.TaskStatus[None]) -> None:
-        """The session's own nursery: its chats' agents live here."""
+        """The session's own nursery: its chats' agents and turns live here.
+
+        It is also their last failure boundary: a fault that escapes one of
+        them ends the nursery (and every agent in it), is reported as the
+        session's error, and a fresh nursery takes over, so the next turn
+        starts its agent again; the host never sees the fault."""
+        started = False
         with trio.CancelScope() as scope:
             self.scope = scope
-            async with trio.open_nursery() as nursery:
-                self.nursery = nursery
-                task_status.started()
-                await trio.sleep_forever()
+            while True:
+                with supervised(f"session {self.uri}", self._failed):
+                    async with trio.open_nursery() as nursery:
+                        self.nursery = nursery
+                        if not started:
+                            started = True
+                            task_status.started()
+                        await trio.sleep_forever()
+
+    def _failed(self, exc: Exception) -> None:
+        for chat in self.chats.values():
+            turn = chat.turn
+            while turn is not None:
+                turn.failed(exc)
+                turn = turn.previous
+        self.set_failure(f"the session failed: {type(exc).__name__}: {exc}")
+
+    def set_failure(self, why: str | None) -> None:
+        """Say (or, with None, lift) the session's error state on its summary."""
+        if why == self.failure or self.disposed or self.uri not in self.host.bus.channels:
+            self.failure = why
+            return
+        before = self.status()
+        self.failure = why
+        if self.status() != before:
+            self.manager.notify_summary(self, {"status": self.status()})
 
     def customizations_of(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
         dirs = getattr(self.manager.backends.get(self.provider), "customization_dirs", None)
@@ -363,7 +461,7 @@ class Session:
         bits = lead.get("status", IDLE) & ACTIVITY_BITS
         if any(c.get("status", 0) & INPUT_NEEDED == INPUT_NEEDED for c in chats):
             bits = (bits & ~IDLE) | INPUT_NEEDED
-        if any(c.get("status", 0) & ERROR for c in chats):
+        if self.failure is not None or any(c.get("status", 0) & ERROR for c in chats):
             bits |= ERROR
         return bits | (state["status"] & (IS_READ | IS_ARCHIVED))
 
@@ -389,7 +487,19 @@ class Session:
         }
 
     def save(self) -> None:
-        self.manager.store.save(self.record())
+        """Write the session down. A disposed session has nothing to write;
+        a write that fails is the session's error (its summary says so until
+        a write works again), never its caller's."""
+        if self.disposed or self.uri not in self.host.bus.channels:
+            return
+        try:
+            self.manager.store.save(self.record())
+        except Exception as exc:  # noqa: BLE001 - see above
+            log.exception("session %s could not be saved", self.uri)
+            self.set_failure(f"the session could not be saved: {type(exc).__name__}: {exc}")
+        else:
+            if self.failure is not None and self.failure.startswith("the session could not be saved"):
+                self.set_failure(None)
 
 
 def _resting(chat_state: dict[str, Any], older: list[dict[str, Any]]) -> dict[str, Any]:
@@ -463,7 +573,7 @@ class SessionManager:
         self._probes_started = True
         for backend in self.backends.values():
             if hasattr(backend, "probe"):
-                self.nursery.start_soon(self._probe, backend)
+                spawn(self.nursery, f"probing {backend.provider}", self._probe, backend)
 
     async def _probe(self, backend: Any) -> None:
         """Ask an agent what it offers before any session needs it, and tell
@@ -501,7 +611,7 @@ class SessionManager:
             self._refreshing[provider] = True  # once more when this one is done
             return
         self._refreshing[provider] = False
-        self.nursery.start_soon(self._refresh_loop, provider)
+        spawn(self.nursery, f"refreshing the {provider} catalogue", self._refresh_loop, provider)
 
     async def _refresh_loop(self, provider: str) -> None:
         try:
@@ -696,6 +806,7 @@ class SessionManager:
     # -- closing -------------------------------------------------------------
 
     def dispose(self, session: Session) -> None:
+        session.disposed = True
         for chat in session.chats.values():
             chat.close()
             self.host.bus.close(chat.uri)

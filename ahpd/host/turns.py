@@ -21,11 +21,21 @@ so as a refusal - the honest answer, since applying its action would have
 completed the row from the client's word (an "unchanged" answer would
 claim the opposite, and leave the sender's mirror ahead of the host's). A
 client that leaves fails its calls, so a turn never waits on nobody.
+
+No turn wedges its chat. A cancelled turn's agent is told ``session/cancel``
+and gets ``CANCEL_GRACE`` seconds to return its prompt; one that does not is
+stopped (its process killed) and the next turn starts it again. An agent
+that says nothing for ``agentSilenceTimeout`` seconds (a root config value;
+the clock stops while the turn waits on a person) ends its turn with
+``chat/error`` saying so, and is stopped the same way. Each turn is a task
+of its own under a failure boundary (``ahpd.host.supervise``): whatever
+fails inside it ends that turn with ``chat/error`` and nothing else.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -43,12 +53,16 @@ from ahpd.backends.port import (
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
 from ahpd.host.dispatch import Apply, Refuse, client_action
+from ahpd.host.supervise import spawn, supervised
 
 if TYPE_CHECKING:
     from ahpd.host.host import Host, Peer
     from ahpd.host.sessions import Chat
 
 log = logging.getLogger("ahpd.host")
+
+#: Seconds a cancelled turn's agent gets to return its prompt before it is stopped.
+CANCEL_GRACE = 10.0
 
 
 class TurnRunner:
@@ -68,7 +82,14 @@ class TurnRunner:
         self.inputs: dict[str, InputRequest] = {}
         #: toolCallId -> the call of a client's tool waiting on that client
         self.client_calls: dict[str, ClientToolCall] = {}
-        self._gone = trio.Event()
+        #: The turn's own scope: its chat's disposal cancels it.
+        self.scope = trio.CancelScope()
+        self.conversation: Any = None
+        self._prompt_scope: trio.CancelScope | None = None
+        #: Its deadline is when the agent's silence ends the turn.
+        self._silence: trio.CancelScope | None = None
+        #: Set when the agent is to be told to stop (a cancel, a failure).
+        self._stop = trio.Event()
 
     def duration(self) -> int:
         return max(0, round((time.monotonic() - self.started) * 1000))
@@ -100,6 +121,7 @@ class TurnRunner:
         call = self.client_calls.pop(call_id, None)
         if call is not None:
             self._emit_session({"type": "session/inputNeededRemoved", "id": client_request_id(call_id)})
+        self.heard()
         return call
 
     def lift(self, call_id: str) -> None:
@@ -107,44 +129,116 @@ class TurnRunner:
         if request is not None:
             self._emit_session({"type": "session/inputNeededRemoved", "id": request.request_id})
         self.chat.host.sessions.settle_edits(call_id)
+        self.heard()
+
+    def heard(self) -> None:
+        """The agent said something, or a person answered it: the silence
+        clock starts again (and stands still while a person is asked)."""
+        if self._silence is None:
+            return
+        timeout = float(self.chat.host.config("agentSilenceTimeout") or 0)
+        waiting = self.permissions or self.inputs or self.client_calls
+        self._silence.deadline = math.inf if waiting or timeout <= 0 else trio.current_time() + timeout
 
     def _emit_session(self, action: dict[str, Any]) -> None:
         self.chat.host.bus.emit(self.chat.session.uri, action)
 
-    def agent_gone(self) -> None:
-        self._gone.set()
+    def agent_gone(self, conversation: Any, *, stopped: bool) -> None:
+        """The agent's task ended (``stopped``: because the host ended it): a
+        prompt still waiting on it never returns."""
+        if conversation is not self.conversation or self._prompt_scope is None:
+            return
+        if not stopped:
+            self._fail("AgentGone", "the agent went away" + (
+                f": {conversation.end_reason}" if getattr(conversation, "end_reason", None) else ""))
+        self._prompt_scope.cancel()
+
+    def failed(self, exc: BaseException) -> None:
+        """A fault in this turn (or in handling its agent's events): the turn
+        ends with ``chat/error``, and its agent is told to stop."""
+        self._fail(type(exc).__name__, str(exc) or type(exc).__name__)
+        self.stop()
+
+    def stop(self) -> None:
+        """The turn has ended: its agent is told to stop (and stopped, if it
+        does not within ``CANCEL_GRACE``)."""
+        self._stop.set()
 
     async def run(self, text: str, attachments: list[dict[str, Any]]) -> None:
         chat = self.chat
-        try:
-            if self.previous is not None:
-                await self.previous.done.wait()
-                self.previous = None
-            conversation = await chat.ensure_agent()
-            if chat.preamble:
-                text, chat.preamble = f"{chat.preamble}\n\n{text}", None
-            offer_client_tools(chat)
-            self.live = True
-            result = await conversation.prompt(text, attachments)
-        except BackendError as err:
-            self._fail(err.error_type, err.message)
-        except Exception as exc:  # noqa: BLE001 - a turn that fails ends as an error, never a hang
-            log.exception("%s: turn %s failed", chat.uri, self.turn_id)
-            self._fail(type(exc).__name__, str(exc) or type(exc).__name__)
-        else:
-            if result.usage:
-                self.emit({"type": "chat/usage", "turnId": self.turn_id, "usage": result.usage})
-            if result.stop_reason == "cancelled":
-                self.end({"type": "chat/turnCancelled", "turnId": self.turn_id, "duration": self.duration()})
-            else:
-                self.end({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": self.duration()})
-        finally:
-            self.done.set()
-            if chat.turn is self:
-                chat.turn = None
+        with supervised(f"turn {self.turn_id} of {chat.uri}", self.failed):
+            try:
+                with self.scope:
+                    await self._run(text, attachments)
+            finally:
+                self.done.set()
+                if chat.turn is self and self.ended:
+                    # One cancelled with its session's failed nursery stays
+                    # until that failure's report ends it.
+                    chat.turn = None
+        with supervised(f"after turn {self.turn_id} of {chat.uri}"):
             chat.session.save()
             take_up_queued(chat)
             chat.host.sessions.refresh_catalogue_soon(chat.session.provider)
+
+    async def _run(self, text: str, attachments: list[dict[str, Any]]) -> None:
+        chat = self.chat
+        if self.previous is not None:
+            await self.previous.done.wait()
+            self.previous = None
+        if self.ended:
+            return  # cancelled before it began: the agent never hears of it
+        try:
+            conversation = await chat.ensure_agent()
+        except BackendError as err:
+            self._fail(err.error_type, err.message)
+            return
+        if self.ended:
+            return  # cancelled while its agent started
+        if chat.preamble:
+            text, chat.preamble = f"{chat.preamble}\n\n{text}", None
+        offer_client_tools(chat)
+        self.conversation = conversation
+        self.live = True
+        async with trio.open_nursery() as nursery:
+            self._prompt_scope = trio.CancelScope()
+            nursery.start_soon(self._watch, conversation)
+            try:
+                with self._prompt_scope:
+                    result = await conversation.prompt(text, attachments)
+            except BackendError as err:
+                self._fail(err.error_type, err.message)
+                return
+            finally:
+                nursery.cancel_scope.cancel()
+        if self._prompt_scope.cancelled_caught:
+            return  # the agent was stopped; the ending is said
+        if result.usage:
+            self.emit({"type": "chat/usage", "turnId": self.turn_id, "usage": result.usage})
+        if result.stop_reason == "cancelled":
+            self.end({"type": "chat/turnCancelled", "turnId": self.turn_id, "duration": self.duration()})
+        else:
+            self.end({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": self.duration()})
+
+    async def _watch(self, conversation: Any) -> None:
+        """Beside the prompt: ends the turn when the agent falls silent, and
+        stops an agent told to stop that keeps its prompt past the grace."""
+        with trio.CancelScope() as self._silence:
+            self.heard()
+            await self._stop.wait()
+        if self._silence.cancelled_caught:
+            timeout = float(self.chat.host.config("agentSilenceTimeout") or 0)
+            log.warning("%s: turn %s: the agent said nothing for %g s", self.chat.uri, self.turn_id, timeout)
+            self._fail("AgentSilent", f"the agent produced nothing for {timeout:g} seconds")
+        with trio.move_on_after(CANCEL_GRACE):
+            with supervised(f"{self.chat.uri}: cancelling turn {self.turn_id}"):
+                await conversation.cancel()
+            await trio.sleep_forever()  # until the prompt returns, which cancels this task
+        log.warning("%s: turn %s: the agent kept its prompt %g s after being told to stop; stopping it",
+                    self.chat.uri, self.turn_id, CANCEL_GRACE)
+        await self.chat.stop_agent()
+        if self._prompt_scope is not None:
+            self._prompt_scope.cancel()
 
     def _fail(self, error_type: str, message: str) -> None:
         self.end({
@@ -237,7 +331,8 @@ def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str) -> list[d
 def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
     """Run a turn whose ``chat/turnStarted`` has been applied."""
     turn = chat.turn = TurnRunner(chat, turn_id, previous=chat.turn)
-    chat.session.nursery.start_soon(turn.run, message.get("text", ""), list(message.get("attachments") or []))
+    chat.session.nursery.start_soon(turn.run, message.get("text", ""), list(message.get("attachments") or []),
+                                    name=f"turn {turn_id} of {chat.uri}")
     _name_after_first_message(chat, message.get("text", ""))
     chat.host.sessions.sync_summary(chat)
 
@@ -392,8 +487,7 @@ def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any])
         for extra in turn.translator.finish():
             turn.emit(extra)
         host.sessions.sync_summary(chat)
-        if chat.conversation is not None:
-            chat.session.nursery.start_soon(chat.conversation.cancel)
+        turn.stop()  # the agent is told, and stopped if it does not listen
 
     return Apply(action, after=after)
 
@@ -471,6 +565,7 @@ def input_completed(host: Host, peer: Peer, channel: str, action: dict[str, Any]
     def after() -> None:
         turn.inputs.pop(action["requestId"], None)
         turn._emit_session({"type": "session/inputNeededRemoved", "id": action["requestId"]})
+        turn.heard()
         if chat.conversation is not None:
             chat.conversation.answer_input(request.request_id, action["response"], action.get("answers"))
 
@@ -500,7 +595,7 @@ def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, 
 
         def into_the_turn() -> None:
             # The agent takes it mid-turn: it leaves the queue as it goes in.
-            chat.session.nursery.start_soon(steer, action["message"].get("text", ""))
+            spawn(chat.session.nursery, f"steering {channel}", steer, action["message"].get("text", ""))
             host.bus.emit(channel, {"type": "chat/pendingMessageRemoved", "kind": "steering", "id": action["id"]})
 
         return Apply(action, after=into_the_turn)

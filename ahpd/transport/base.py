@@ -35,6 +35,8 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from ahpd.host.supervise import supervised
+
 logger = logging.getLogger("ahpd.transport")
 
 Handler = Callable[["Connection"], Awaitable[None]]
@@ -195,6 +197,12 @@ class Connection:
             except PeerGone:
                 logger.info("%s: peer gone while writing", self.name)
                 self._peer_gone()
+            except Exception:
+                # The writer's own fault: what is queued is dropped (the
+                # client would see a gap) and the connection closes with 1011.
+                logger.exception("%s: writing a frame failed; closing it with %d", self.name, INTERNAL_ERROR)
+                self._close(INTERNAL_ERROR, "internal error", discard=True)
+                self._discard = True
             finally:
                 self.queued_bytes -= size
 
@@ -231,19 +239,17 @@ async def run_connection(handler: Handler, conn: Connection) -> None:
         if not await nursery.start(conn._run_io):
             return
         code, reason = GOING_AWAY, "server shutting down"
-        try:
-            await handler(conn)
-            code, reason = NORMAL, ""
-        except Exception:
-            logger.exception("handler for %s failed", conn.name)
+
+        def failed(exc: Exception) -> None:
+            nonlocal code, reason
             code, reason = INTERNAL_ERROR, "internal error"
-        except BaseExceptionGroup as group:
-            # Cancellation mixed with a handler error: log the error, let
-            # only the cancellation (or a KeyboardInterrupt) go on.
-            errors, others = group.split(Exception)
-            if errors is not None:
-                logger.error("handler for %s failed", conn.name, exc_info=errors)
-            if others is not None:
-                raise others from None
+
+        try:
+            # The connection's failure boundary: an error (even one mixed
+            # with a cancellation) is logged and closes this connection with
+            # 1011; only the cancellation (or a KeyboardInterrupt) goes on.
+            with supervised(f"the handler of {conn.name}", failed):
+                await handler(conn)
+                code, reason = NORMAL, ""
         finally:
             conn.close(code, reason)

@@ -1,0 +1,135 @@
+"""A hung agent does not wedge its chat.
+
+``raw_agent.py hang`` never answers its prompt and ignores ``session/cancel``
+(and, with ``--ignore-sigterm``, SIGTERM too). Against it: a cancel frees
+the chat after ``CANCEL_GRACE`` (the agent is killed, the next turn resumes
+it), and an agent that says nothing for ``agentSilenceTimeout`` seconds ends
+its turn with ``chat/error`` saying so. The demo agent shows the other
+side: a slow agent that keeps talking, and one waiting on a person, are not
+silent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+import ahpd.host.turns
+from tests.backends.acp_agents.harness import demo_backend, raw_backend, reaped
+from tests.daemon.helpers import rpc
+from tests.daemon.test_sessions import action_of, dispatch, is_action, start_turn, until
+
+from .live import assert_alive, create, ending_of, live_host, run_turn
+
+LIMIT = 60
+
+
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ahpd.host.turns, "CANCEL_GRACE", 0.5)
+
+
+def backends(tmp_path: Path) -> dict:
+    return {
+        "demo": demo_backend(tmp_path / "demo-home"),
+        "raw": raw_backend("--ignore-sigterm", shutdown_grace=0.3),
+    }
+
+
+async def _live_pid(live, chat: str) -> int:
+    """The agent's pid, once the turn's prompt is with it."""
+    owner = live.host.sessions.chat_owner[chat]
+    with trio.fail_after(LIMIT):
+        while owner.turn is None or not owner.turn.live or owner.conversation is None:
+            await trio.sleep(0.01)
+    return owner.conversation.pid
+
+
+async def _gone(pid: int) -> None:
+    with trio.fail_after(LIMIT):
+        while not reaped(pid):
+            await trio.sleep(0.02)
+
+
+async def test_a_cancel_frees_the_chat_of_an_agent_that_ignores_it(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    with trio.fail_after(3 * LIMIT):
+        async with live_host(tmp_path, backends(tmp_path)) as live, rpc(live.url) as client:
+            await client.initialize("hal")
+            _, other = await create(client, tmp_path / "w")
+            _, chat = await create(client, tmp_path / "w", provider="raw")
+            hung = start_turn("hang")
+            await dispatch(client, chat, hung, 1)
+            pid = await _live_pid(live, chat)
+            await dispatch(client, chat, {"type": "chat/turnCancelled", "turnId": hung["turnId"], "duration": 1}, 2)
+            await until(client, is_action("chat/turnCancelled", chat))
+            # The next message is taken at once and runs once the hung agent is gone.
+            after = start_turn("hello again")
+            await dispatch(client, chat, after, 3)
+            notes = await until(client, ending_of(chat))
+            ending = action_of(notes[-1])
+            assert ending["type"] == "chat/turnComplete" and ending["turnId"] == after["turnId"], ending
+            await _gone(pid)  # killed (it ignores SIGTERM too) and reaped
+            owner = live.host.sessions.chat_owner[chat]
+            assert owner.conversation is not None and owner.conversation.pid != pid
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            assert [t["state"] for t in state["turns"]] == ["cancelled", "complete"]
+            assert "echo: hello again" in state["turns"][-1]["responseParts"][-1]["content"]
+            await assert_alive(live, client, other, 10)
+
+
+async def test_a_silent_agent_ends_its_turn_with_an_error(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    with trio.fail_after(3 * LIMIT):
+        async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, \
+                rpc(live.url) as client:
+            await client.initialize("sid")
+            _, other = await create(client, tmp_path / "w")
+            _, chat = await create(client, tmp_path / "w", provider="raw")
+            await dispatch(client, chat, start_turn("hang"), 1)
+            pid = await _live_pid(live, chat)
+            notes = await until(client, ending_of(chat))
+            ending = action_of(notes[-1])
+            assert ending["type"] == "chat/error", ending
+            assert ending["part"]["error"] == {
+                "errorType": "AgentSilent", "message": "the agent produced nothing for 1 seconds"}
+            await _gone(pid)
+            assert (await run_turn(client, chat, "hello", 2))["type"] == "chat/turnComplete"
+            await assert_alive(live, client, other, 10)
+
+
+async def test_talking_or_waiting_on_a_person_is_not_silence(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    with trio.fail_after(3 * LIMIT):
+        async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, \
+                rpc(live.url) as client:
+            await client.initialize("tia")
+            uri, chat = await create(client, tmp_path / "w")
+            # About four seconds of reply, a chunk every 0.1 s.
+            assert (await run_turn(client, chat, "slow please", 1))["type"] == "chat/turnComplete"
+            turn = start_turn("use a tool with permission")
+            await dispatch(client, chat, turn, 2)
+            notes = await until(client, is_action("session/inputNeededSet", uri))
+            request = action_of(notes[-1])["request"]
+            await trio.sleep(2)  # the person takes their time; the clock stands still
+            await dispatch(client, chat, {"type": "chat/toolCallConfirmed", "turnId": turn["turnId"],
+                                          "toolCallId": request["toolCall"]["toolCallId"], "approved": True, "confirmed": "user-action"}, 3)
+            notes = await until(client, ending_of(chat))
+            assert action_of(notes[-1])["type"] == "chat/turnComplete", action_of(notes[-1])
+            assert not live.host_ended
+
+
+async def test_the_silence_timeout_is_a_root_config_key(tmp_path: Path) -> None:
+    async with live_host(tmp_path, {}) as live, rpc(live.url) as client:
+        init = await client.initialize("cfg")
+        config = init["snapshots"][0]["state"]["config"]
+        assert config["values"]["agentSilenceTimeout"] == 300
+        assert config["schema"]["properties"]["agentSilenceTimeout"]["type"] == "number"
+        await dispatch(client, "ahp-root://", {"type": "root/configChanged", "config": {"agentSilenceTimeout": -1}}, 1)
+        notes = await until(client, lambda n: n.get("method") == "action")
+        assert "agentSilenceTimeout must be 0" in notes[-1]["params"]["rejectionReason"]
+        await dispatch(client, "ahp-root://", {"type": "root/configChanged", "config": {"agentSilenceTimeout": 5}}, 2)
+        await until(client, lambda n: n.get("method") == "action" and "rejectionReason" not in n["params"])
+        assert live.host.config("agentSilenceTimeout") == 5
