@@ -8,38 +8,18 @@ the tests that compare against the published files skip and say why.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import ROOT
+from .conftest import copy_repository
 
 #: The tests that read the published schemas (and some that do not).
 SHARED_DEPENDENT = "test_generated or test_state_registry"
 
 
-def _repository_files() -> list[str]:
-    """What a clone of this checkout holds: tracked files plus new, unignored ones."""
-    if (ROOT / ".git").exists():
-        run = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=ROOT, capture_output=True, check=True,
-        )
-        return [name for name in run.stdout.decode().split("\0") if name and (ROOT / name).is_file()]
-    skip = {".venv", ".git", "__pycache__", ".pytest_cache", ".hypothesis"}
-    return [
-        str(path.relative_to(ROOT)) for path in ROOT.rglob("*")
-        if path.is_file() and not skip.intersection(path.relative_to(ROOT).parts)
-        and not any(part.endswith(".egg-info") for part in path.relative_to(ROOT).parts)
-    ]
-
-
 def test_a_plain_clone_collects_everything_and_says_what_it_skips(tmp_path: Path) -> None:
-    clone = tmp_path / "clone"
-    for name in _repository_files():
-        (clone / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, clone / name)
+    clone = copy_repository(tmp_path / "clone")
     assert not (clone.parent / "shared").exists()
     assert (clone / "pyproject.toml").is_file()
 
