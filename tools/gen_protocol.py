@@ -398,6 +398,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed model is stale")
     args = parser.parse_args(argv)
+    missing = [f for f in FAMILIES if not (args.schema_dir / f"{f}.schema.json").is_file()]
+    if missing:
+        # The published schemas are upstream's text and live beside the
+        # repository, never in it: say where they were looked for.
+        parser.error(f"no AHP schemas in {args.schema_dir} (missing {', '.join(missing)}); "
+                     "pass --schema-dir DIR")
     gen = Generator(args.schema_dir)
     text = gen.render()
     if args.check:

@@ -8,12 +8,11 @@ import sys
 from pathlib import Path
 
 import jsonschema
-import pytest
 
 from ahpd.protocol import model
 from ahpd.protocol.strict_schema import render, strict_schema
 
-from ..conftest import ROOT, SCHEMA_DIR
+from ..conftest import ROOT
 
 SEED_ACTION_COUNT = 103
 SEED_COMMAND_COUNT = 33  # requests and the two client notifications
@@ -21,8 +20,7 @@ SEED_SERVER_COMMAND_COUNT = 10
 SEED_NOTIFICATION_COUNT = 9
 
 
-@pytest.mark.skipif(not SCHEMA_DIR.is_dir(), reason="the published schemas are not beside the repo")
-def test_generated_model_matches_the_published_schemas() -> None:
+def test_generated_model_matches_the_published_schemas(published_schemas: Path) -> None:
     run = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gen_protocol.py"), "--check"],
         capture_output=True, text=True,
@@ -30,7 +28,7 @@ def test_generated_model_matches_the_published_schemas() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-def test_check_fails_on_a_stale_model(tmp_path: Path) -> None:
+def test_check_fails_on_a_stale_model(tmp_path: Path, published_schemas: Path) -> None:
     stale = tmp_path / "model.py"
     stale.write_text((ROOT / "ahpd" / "protocol" / "model.py").read_text().replace("turnId", "turnID", 1))
     run = subprocess.run(
@@ -39,6 +37,16 @@ def test_check_fails_on_a_stale_model(tmp_path: Path) -> None:
     )
     assert run.returncode == 1
     assert "stale" in run.stderr
+
+
+def test_generator_names_a_missing_schema_directory(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_protocol.py"), "--check", "--schema-dir", str(tmp_path / "absent")],
+        capture_output=True, text=True,
+    )
+    assert run.returncode == 2
+    assert f"no AHP schemas in {tmp_path / 'absent'}" in run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def test_committed_strict_schema_is_current() -> None:
@@ -67,9 +75,8 @@ def test_counts_match_the_seed() -> None:
     assert len(notes) == SEED_NOTIFICATION_COUNT
 
 
-@pytest.mark.skipif(not SCHEMA_DIR.is_dir(), reason="the published schemas are not beside the repo")
-def test_every_published_action_type_is_named() -> None:
-    published = json.loads((SCHEMA_DIR / "actions.schema.json").read_text())["$defs"]
+def test_every_published_action_type_is_named(published_schemas: Path) -> None:
+    published = json.loads((published_schemas / "actions.schema.json").read_text())["$defs"]
     types = {
         d["properties"]["type"]["const"]
         for name, d in published.items()

@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ahpd.protocol import model
 from ahpd.state import reduce
 
-SCHEMA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "ahp-spec" / "schema"
+#: Experimental families: modelled, never reduced.
+NOT_REDUCED = ("canvas/", "tcp/", "channel/")
 
 def run(channel: str, state: dict[str, Any], *actions: dict[str, Any]) -> dict[str, Any]:
     """Reduce `actions` in order, asserting no input is ever mutated."""
@@ -29,9 +31,9 @@ def same(channel: str, state: dict[str, Any], action: dict[str, Any]) -> None:
     assert run(channel, state, action) is state
 
 
-def schema_action_types() -> dict[str, str]:
-    """Every reducible action type in the schema's StateAction union -> def name."""
-    defs = json.loads((SCHEMA_DIR / "actions.schema.json").read_text())["$defs"]
+def published_action_types(schema_dir: Path) -> dict[str, str]:
+    """Every reducible action type in the published StateAction union -> def name."""
+    defs = json.loads((schema_dir / "actions.schema.json").read_text())["$defs"]
     out: dict[str, str] = {}
 
     def collect(name: str) -> None:
@@ -46,5 +48,14 @@ def schema_action_types() -> dict[str, str]:
 
     for ref in defs["StateAction"]["oneOf"]:
         collect(ref["$ref"].rsplit("/", 1)[-1])
-    experimental = ("canvas/", "tcp/", "channel/")
-    return {t: n for t, n in out.items() if not t.startswith(experimental)}
+    return {t: n for t, n in out.items() if not t.startswith(NOT_REDUCED)}
+
+
+def model_action_types() -> dict[str, Any]:
+    """Every reducible action type of the generated model -> the class that decodes it.
+
+    The model is generated from the published schemas (and checked against
+    them when they are beside the repository), so it is what the reducers
+    answer to in a plain clone too.
+    """
+    return {t: cls for t, cls in model.ACTIONS.items() if not t.startswith(NOT_REDUCED)}
