@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_host_options(stdio)
     stdio.set_defaults(func=_cmd_stdio)
 
-    from ahpd.chat_client import add_chat_parser
+    from ahpd.chat import add_chat_parser
     wire = sub.add_parser(
         "wire-check",
         help="check wire captures against the strict schema, the reducers and the protocol's invariants",
