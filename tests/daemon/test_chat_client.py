@@ -58,14 +58,22 @@ async def test_a_question_is_asked_and_answered_and_ctrl_d_leaves(tmp_path: Path
         child.send(b"1\r")
         child.expect(rb"you answered " + ANSI + b"yes")
         child.expect(PROMPT)
+        # Ctrl-C at a question cancels it, and the turn with it.
+        child.send(b"ask again\r")
+        child.expect(b"a number")
+        child.sendcontrol("c")
+        child.expect(b"turn cancelled")
+        child.expect(PROMPT)
         child.sendcontrol("d")
         assert ended(child) == 130
 
-        [turn] = (await chat_state(daemon.url))["turns"]
-        [asked] = [p for p in turn["responseParts"] if p["kind"] == "inputRequest"]
+        first, second = (await chat_state(daemon.url))["turns"]
+        [asked] = [p for p in first["responseParts"] if p["kind"] == "inputRequest"]
         assert asked["response"] == "accept"
         assert asked["request"]["answers"]["answer"] == {"state": "submitted",
                                                          "value": {"kind": "selected", "value": "yes"}}
+        [dismissed] = [p for p in second["responseParts"] if p["kind"] == "inputRequest"]
+        assert dismissed["response"] == "cancel" and second["state"] == "cancelled"
         daemon.terminate()
         assert await daemon.wait() == 0
 
