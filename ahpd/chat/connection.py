@@ -50,6 +50,9 @@ class Connection:
                 frame = json.loads(await self.ws.get_message())
             except ConnectionClosed:
                 self._actions_in.close()
+                for waiting in self._replies.values():
+                    waiting.close()  # their requests will never be answered
+                self._replies.clear()
                 return
             if "id" in frame and "method" not in frame and frame["id"] in self._replies:
                 await self._replies.pop(frame["id"]).send(frame)
@@ -61,7 +64,10 @@ class Connection:
         send, receive = trio.open_memory_channel[dict[str, Any]](1)
         self._replies[ident] = send
         await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}))
-        reply = await receive.receive()
+        try:
+            reply = await receive.receive()
+        except trio.EndOfChannel:
+            raise HostError(f"{method}: the connection to the daemon closed") from None
         if "error" in reply:
             raise HostError(f"{method}: {reply['error'].get('message', reply['error'])}")
         return reply.get("result")

@@ -77,19 +77,16 @@ class Screen:
             self._part_id, self._kind = part_id, kind
         self._part += neutralise(text)
         self._activity = "thinking" if kind == "reasoning" else "writing"
-        self._refresh()
 
     def tool_started(self, name: str) -> None:
         self._commit()
         self._activity = f"running {neutralise(name)}"
         self.console.print(Text.assemble(("  ⚙ ", "cyan"), (neutralise(name), "cyan")))
-        self._refresh()
 
     def tool_finished(self, name: str, ok: bool, message: str) -> None:
         mark, style = ("✓", "green") if ok else ("✗", "red")
         self.console.print(Text.assemble((f"  {mark} ", style), (neutralise(message or name), style)))
         self._activity = "working"
-        self._refresh()
 
     def pause(self) -> None:
         """Give the terminal to a prompt."""
@@ -113,6 +110,8 @@ class Screen:
     # -- the live region -------------------------------------------------------------
 
     def _open(self) -> None:
+        """The live region reads this screen's state whenever it redraws (eight
+        times a second), so a long reply is not re-rendered for every chunk."""
         if self._live is None:
             self._live = Live(_Region(self), console=self.console, transient=True,
                               refresh_per_second=8, vertical_overflow="ellipsis")
@@ -122,10 +121,6 @@ class Screen:
         if self._kind == "reasoning":
             return Text(self._part, style="dim italic")
         return Markdown(self._part)
-
-    def _refresh(self) -> None:
-        """Nothing to do: the live region reads the screen's state when it redraws
-        (eight times a second), so a long reply is not re-rendered per chunk."""
 
     def _commit(self) -> None:
         """Print the part being streamed above the live region, where it stays."""

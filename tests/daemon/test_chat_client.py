@@ -166,3 +166,9 @@ async def test_sessions_are_continued_listed_and_only_created_when_asked(tmp_pat
         assert missing.returncode == 1 and re.search(r"nope", missing.stdout.decode() + missing.stderr.decode())
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+def test_neutralise_keeps_newlines_and_tabs_and_shows_every_other_control() -> None:
+    from ahpd.chat.render import neutralise
+
+    assert neutralise("a\x1b[31mb\tc\nd\re\x07f\x7f\x9b\u202eg") == "a␛[31mb\tc\nd␍e␇f␡\ufffd\ufffdg"
