@@ -23,7 +23,7 @@ MAX_MESSAGE = 64 * 2**20
 
 
 async def run_chat(args: argparse.Namespace) -> int:
-    from trio_websocket import HandshakeError, open_websocket_url
+    from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
     screen = Screen()
     url = args.url or find_url(args.data_dir)
@@ -41,9 +41,15 @@ async def run_chat(args: argparse.Namespace) -> int:
                 except HostError as exc:
                     screen.error(f"ahpd chat: {exc}")
                     status = 1
+                except ConnectionClosed:
+                    screen.error("ahpd chat: the daemon closed the connection")
+                    status = 1
             nursery.cancel_scope.cancel()
     except (OSError, HandshakeError) as exc:
-        screen.error(f"ahpd chat: cannot reach the daemon at {url.split('?')[0]}: {exc}")
+        cause = exc.__cause__ or exc.__context__
+        why = f"HTTP {exc.status_code}" if hasattr(exc, "status_code") else (
+            str(exc) or (cause and str(cause)) or type(exc).__name__)
+        screen.error(f"ahpd chat: cannot reach the daemon at {url.split('?')[0]}: {why}")
         return 1
     return status
 

@@ -164,6 +164,11 @@ async def test_sessions_are_continued_listed_and_only_created_when_asked(tmp_pat
             [sys.executable, "-m", "ahpd", "chat", "--data-dir", str(data), "--session", "ahp-session:/nope", "hi"],
             capture_stdout=True, capture_stderr=True, check=False, stdin=-3)
         assert missing.returncode == 1 and re.search(r"nope", missing.stdout.decode() + missing.stderr.decode())
+        refused = await trio.run_process(
+            [sys.executable, "-m", "ahpd", "chat", "--url", daemon.url.split("?")[0] + "?tkn=wrong", "hi"],
+            capture_stdout=True, capture_stderr=True, check=False, stdin=-3)
+        assert refused.returncode == 1 and "HTTP 401" in refused.stdout.decode()
+        assert "wrong" not in refused.stdout.decode()  # a token is not printed back
         daemon.terminate()
         assert await daemon.wait() == 0
 
