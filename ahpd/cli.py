@@ -297,7 +297,7 @@ def _add_common_options(parser: argparse.ArgumentParser, *, top: bool = False) -
 
 def _add_chat_parser(sub: argparse._SubParsersAction) -> None:
     """``ahpd chat``, with its connection failures said in one line (see ``cli_errors``)."""
-    from ahpd.chat_client import add_chat_parser
+    from ahpd.chat import add_chat_parser
 
     chat = add_chat_parser(sub)
     talk = chat.get_default("func")

@@ -99,14 +99,15 @@ T = TypeVar("T")
 
 AGENT_NAME = "ahpd-demo-agent"
 
-#: Session modes: id, name, description. ``auto`` runs the demo tool without asking.
+#: Session modes: id, name, description. ``auto`` runs tools (the demo tool, ``write``,
+#: ``run``) without asking.
 MODES: tuple[tuple[str, str, str], ...] = (
-    ("default", "Default", "Ask before running the demo tool"),
-    ("auto", "Auto", "Run the demo tool without asking"),
+    ("default", "Default", "Ask before the demo tool, a write or a command runs"),
+    ("auto", "Auto", "Run tools, writes and commands without asking"),
 )
 DEFAULT_MODE = "default"
 
-#: Permission options offered for the demo tool (ACP option kinds).
+#: Permission options offered before a tool acts (ACP option kinds).
 ALLOW_ONCE = PermissionOption(option_id="allow-once", name="Allow once", kind="allow_once")
 REJECT_ONCE = PermissionOption(option_id="reject-once", name="Reject", kind="reject_once")
 
@@ -431,30 +432,10 @@ class DemoAgent:
         raw_input = {"command": "demo-tool --greet", "mode": session.record.mode}
         start = start_tool_call(new_call_id(), title, kind="execute", status="pending", raw_input=raw_input)
         async with self._tool_call(sid, start) as call_id:
-            if session.record.mode == "auto":
-                allowed, how = True, "ran without asking (auto mode)"
-            else:
-                request = ToolCallUpdate(
-                    tool_call_id=call_id, title=title, kind="execute", status="pending", raw_input=raw_input
-                )
-                answer = await self._conn.request_permission(
-                    session_id=sid, tool_call=request, options=[ALLOW_ONCE, REJECT_ONCE]
-                )
-                if isinstance(answer.outcome, DeniedOutcome):
-                    raise TurnCancelled()
-                allowed = answer.outcome.option_id == ALLOW_ONCE.option_id
-                how = "ran with your permission"
-            if not allowed:
-                await self._update(
-                    sid,
-                    update_tool_call(
-                        call_id,
-                        status="failed",
-                        content=[tool_content(text_block("Permission denied: the demo tool did not run."))],
-                        raw_output={"denied": True},
-                    ),
-                )
+            if not await self._allowed(session, start):
+                await self._denied(sid, call_id, "the demo tool did not run")
                 return "You rejected the demo tool, so it did not run."
+            how = "ran without asking (auto mode)" if session.record.mode == "auto" else "ran with your permission"
             await self._update(sid, update_tool_call(call_id, status="in_progress"))
             output = "hello from the demo tool"
             await self._update(
@@ -467,6 +448,41 @@ class DemoAgent:
                 ),
             )
         return f"The demo tool {how}: “{output}”."
+
+    async def _allowed(self, session: _Session, start: ToolCallStart) -> bool:
+        """Ask the client before a tool that acts (the demo tool, ``write``, ``run``).
+
+        In ``auto`` mode nothing is asked. A request answered ``cancelled``
+        ends the turn (:class:`TurnCancelled`).
+        """
+        if session.record.mode == "auto":
+            return True
+        request = ToolCallUpdate(
+            tool_call_id=start.tool_call_id,
+            title=start.title,
+            kind=start.kind,
+            status="pending",
+            raw_input=start.raw_input,
+            content=start.content,
+            locations=start.locations,
+        )
+        answer = await self._conn.request_permission(
+            session_id=session.id, tool_call=request, options=[ALLOW_ONCE, REJECT_ONCE]
+        )
+        if isinstance(answer.outcome, DeniedOutcome):
+            raise TurnCancelled()
+        return answer.outcome.option_id == ALLOW_ONCE.option_id
+
+    async def _denied(self, session_id: str, call_id: str, what: str) -> None:
+        await self._update(
+            session_id,
+            update_tool_call(
+                call_id,
+                status="failed",
+                content=[tool_content(text_block(f"Permission denied: {what}."))],
+                raw_output={"denied": True},
+            ),
+        )
 
     async def _read(self, session: _Session, target: str) -> str:
         if not (self._client.fs and self._client.fs.read_text_file):
@@ -518,6 +534,9 @@ class DemoAgent:
             raw_input={"path": path, "content": new_text},
         )
         async with self._tool_call(sid, start) as call_id:
+            if not await self._allowed(session, start):
+                await self._denied(sid, call_id, f"{path} was not written")
+                return f"You rejected writing `{target}`, so it was not written."
             await self._update(sid, update_tool_call(call_id, status="in_progress"))
             try:
                 await self._conn.write_text_file(session_id=sid, path=path, content=new_text)
@@ -541,6 +560,9 @@ class DemoAgent:
             raw_input={"command": command, "cwd": cwd},
         )
         async with self._tool_call(sid, start) as call_id:
+            if not await self._allowed(session, start):
+                await self._denied(sid, call_id, "the command did not run")
+                return f"You rejected running `{command}`, so it did not run."
             try:
                 created = await self._conn.create_terminal(
                     session_id=sid,

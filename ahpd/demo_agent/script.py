@@ -58,8 +58,8 @@ HELP_TEXT = """\
 | --- | --- |
 | `permission`, `tool` | a tool call that asks for permission first |
 | `read <path>` | reads a file through the client (`fs/read_text_file`) |
-| `write <path> <text>` | writes the text to a file through the client (`fs/write_text_file`) |
-| `run <command>` | runs `sh -c <command>` in a client terminal (`terminal/*`) |
+| `write <path> <text>` | asks, then writes the text to a file through the client (`fs/write_text_file`) |
+| `run <command>` | asks, then runs `sh -c <command>` in a client terminal (`terminal/*`) |
 | `ask` | asks you a question |
 | `plan` | shows a three-step plan |
 | `slow` | streams the reply slowly (try cancelling it) |

@@ -111,6 +111,7 @@ async def test_files_inside_the_folder_and_refusal_outside(home: Path, cwd: Path
         assert "The first line of `notes.txt` is: “first line”." in rec.text()
 
         rec.clear()
+        rec.on_permission = lambda req: "allow-once"  # writing asks first
         await conv.prompt("write sub/new.txt fresh words")
         assert (cwd / "sub" / "new.txt").read_text() == "fresh words\n"
 
@@ -128,6 +129,7 @@ async def test_files_inside_the_folder_and_refusal_outside(home: Path, cwd: Path
 
 async def test_terminal_runs_under_a_pty_with_exit_code(home: Path, cwd: Path) -> None:
     async with conversation(demo_backend(home), cwd) as (conv, rec):
+        rec.on_permission = lambda req: "allow-once"  # running asks first
         await conv.prompt("run test -t 1 && pwd && exit 7")
         text = rec.text()
         assert "exited with code 7" in text, text

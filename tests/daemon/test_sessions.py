@@ -250,7 +250,8 @@ async def test_ahpd_chat_holds_a_conversation(tmp_path) -> None:
         )
         out = run.stdout.decode()
         assert run.returncode == 0, run.stderr.decode()
-        assert "(thinking)" in out and "Allow" in out and "[tool done]" in out
+        assert "Reading the prompt" in out and "Allow Run the demo tool? yes (--yes)" in out
+        assert "✓ Run the demo tool" in out
         assert "You said" in out
         async with rpc(daemon.url) as client:
             await client.initialize("x")

@@ -135,6 +135,24 @@ def test_permission_allowed_or_rejected(tmp_path: Path, choice: str, status: str
     run(body())
 
 
+def test_write_and_run_ask_first_and_a_rejection_leaves_things_alone(tmp_path: Path) -> None:
+    async def body() -> None:
+        client = DemoClient(tmp_path, permission="reject-once")
+        async with demo_agent(tmp_path / "home", client) as agent:
+            sid = await new_session(agent, tmp_path)
+            await prompt(agent, sid, "write kept.txt never\nrun touch ran.txt")
+            asked = client.requests("request_permission")
+            assert [a["tool_call"].kind for a in asked] == ["edit", "execute"]
+            assert not client.requests("write_text_file") and not client.requests("create_terminal")
+            assert not (tmp_path / "kept.txt").exists() and not (tmp_path / "ran.txt").exists()
+            calls = client.updates(sid, "tool_call")
+            assert [final_status(client, sid, c.tool_call_id) for c in calls] == ["failed", "failed"]
+            reply = client.reply(sid)
+            assert "You rejected writing `kept.txt`" in reply and "You rejected running `touch ran.txt`" in reply
+
+    run(body())
+
+
 def test_cancel_while_asking_permission(tmp_path: Path) -> None:
     async def body() -> None:
         client = DemoClient(tmp_path, permission="cancelled")
@@ -247,7 +265,9 @@ def test_run_a_command_in_a_client_terminal(tmp_path: Path) -> None:
             [terminal_id] = client.terminals
             assert client.terminals[terminal_id].released
             methods = [name for tag, name, _ in client.events if tag == "request"]
-            assert methods == ["create_terminal", "wait_for_terminal_exit", "terminal_output", "release_terminal"]
+            assert methods == [
+                "request_permission", "create_terminal", "wait_for_terminal_exit", "terminal_output", "release_terminal",
+            ]
             [start] = client.updates(sid, "tool_call")
             assert start.kind == "execute"
             embedded = [

@@ -1,0 +1,127 @@
+"""``ahpd chat`` from start to exit: connect, pick the session, talk.
+
+Exit status: 0 when the one-shot turn completed or standard input (not a
+terminal) ended; 1 when the turn failed or was refused; 130 when the user
+left with Ctrl-C or Ctrl-D. A daemon that cannot be reached, a refused
+token, an unknown provider or an agent that did not start are said by the
+command line with their own statuses (``ahpd.cli_errors``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ahpd.chat.connection import Connection, HostError, find_url
+from ahpd.chat.render import Screen, plain, neutralise
+from ahpd.chat.sessions import choose, list_sessions, remember, row_line
+from ahpd.chat.turn import Chat, Interrupts, in_thread, run_turn
+
+MAX_MESSAGE = 64 * 2**20
+
+
+async def run_chat(args: argparse.Namespace) -> int:
+    from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
+
+    screen = Screen()
+    url = args.url or find_url(args.data_dir)
+    interrupts = Interrupts()
+    status = 130  # unless the talk below ends by itself
+    try:
+        async with open_websocket_url(url, max_message_size=MAX_MESSAGE) as ws, trio.open_nursery() as nursery:
+            conn = Connection(ws)
+            nursery.start_soon(conn.reader)
+            nursery.start_soon(interrupts.watch)
+            with interrupts.scope:
+                try:
+                    await conn.initialize()
+                    status = await _talk(conn, screen, args, interrupts)
+                except HostError as exc:
+                    from ahpd.cli_errors import explain_chat
+
+                    # An unknown provider or an agent that did not start has its
+                    # own exit status; anything else the host refused is 1.
+                    failure = explain_chat(exc, args)
+                    if failure is not None:
+                        raise failure from None
+                    screen.error(f"ahpd chat: {exc}")
+                    status = 1
+                except ConnectionClosed:
+                    screen.error("ahpd chat: the daemon closed the connection")
+                    status = 1
+            nursery.cancel_scope.cancel()
+    except (OSError, HandshakeError):
+        # A daemon that is not there or refused the token: said in one line
+        # with its own exit status by the command line (cli_errors.explain_chat).
+        raise
+    return status
+
+
+async def _talk(conn: Connection, screen: Screen, args: argparse.Namespace, interrupts: Interrupts) -> int:
+    if args.list:
+        for row in await list_sessions(conn):
+            print(row_line(row), flush=True)  # tab-separated, for people and for cut(1)
+        return 0
+    cwd = Path(args.cwd).resolve()
+    uri, created = await choose(conn, data_dir=args.data_dir, cwd=cwd, provider=args.provider,
+                                session=args.session, new=args.new)
+    state = (await conn.call("subscribe", {"channel": uri}))["snapshot"]["state"]
+    channel = state.get("defaultChat") or (state.get("chats") or [{}])[0].get("resource")
+    if not channel:
+        raise HostError(f"session {uri} has no chat to talk in")
+    turns = len((await conn.call("subscribe", {"channel": channel}))["snapshot"]["state"].get("turns", []))
+    how = "new" if created else f"continued, {turns} turn{'s' * (turns != 1)} before"
+    title = f" “{plain(state['title'])}”" if state.get("title") else ""
+    screen.info(f"session {uri}{title} ({neutralise(state.get('provider', '?'))}, {how}) in {cwd}")
+    chat = Chat(conn, screen, channel, yes=args.yes, history=args.data_dir / "chat-history", interrupts=interrupts)
+    try:
+        if args.message:
+            ended = await run_turn(chat, " ".join(args.message))
+            return {"complete": 0, "cancelled": 130}.get(ended, 1)
+        return await _prompt_loop(chat)
+    finally:
+        if args.dispose:
+            with trio.CancelScope(shield=True), trio.move_on_after(10):
+                await conn.call("disposeSession", {"channel": uri})
+            remember(args.data_dir, cwd.as_uri(), args.provider, None)
+
+
+async def _prompt_loop(chat: Chat) -> int:
+    while True:
+        try:
+            if chat.interactive:
+                line = await in_thread(chat.prompter.line)
+            else:
+                line = await in_thread(sys.stdin.readline)
+                if not line:
+                    return 0  # the end of a script
+        except (KeyboardInterrupt, EOFError):
+            return 130
+        if line.strip():
+            await run_turn(chat, line.rstrip("\n"))
+
+
+def main(args: argparse.Namespace) -> Any:
+    saved = _terminal_settings()
+    try:
+        return trio.run(run_chat, args)
+    except KeyboardInterrupt:  # before the handler was installed
+        return 130
+    finally:
+        if saved is not None:  # a prompt abandoned mid-read leaves the terminal raw
+            import termios
+
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
+def _terminal_settings() -> Any:
+    try:
+        import termios
+
+        return termios.tcgetattr(sys.stdin.fileno()) if sys.stdin.isatty() else None
+    except (ImportError, OSError, ValueError):
+        return None

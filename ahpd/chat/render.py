@@ -1,0 +1,145 @@
+"""What ``ahpd chat`` shows: the agent's text as Markdown, tool calls, a spinner.
+
+Everything an agent (or a host) says is untrusted terminal input: a reply
+could carry escape sequences that retitle the window, move the cursor,
+rewrite what was shown or answer a terminal query. :func:`neutralise`
+replaces every C0 and C1 control character (but newline and tab) and the
+bidirectional overrides with visible stand-ins before rich sees the text,
+and text is handed to rich as ``Text``/``Markdown`` objects, never as markup.
+
+While a turn runs a ``Live`` region at the bottom holds the part being
+streamed and a spinner; finished parts and tool lines are printed above it
+and stay. The region is stopped while a question is asked, so the prompt
+has the terminal to itself.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.spinner import Spinner
+from rich.text import Text
+
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _stand_in(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures block: ESC shows as ␛
+    if code == 0x7F:
+        return "\u2421"
+    return "\ufffd"
+
+
+def neutralise(text: Any) -> str:
+    """``text`` with every control character but ``\\n`` and ``\\t`` made visible and inert."""
+    return _CONTROLS.sub(_stand_in, str(text))
+
+
+def plain(value: Any) -> str:
+    """A ``StringOrMarkdown`` (or anything) as neutralised text."""
+    if isinstance(value, dict):
+        value = value.get("markdown", "")
+    return neutralise(value if value is not None else "")
+
+
+class Screen:
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.console = Console(file=out, highlight=False, soft_wrap=False)
+        self._live: Live | None = None
+        self._kind = ""  # of the part being streamed: "markdown" or "reasoning"
+        self._part = ""
+        self._part_id: str | None = None
+        self._activity = "working"
+
+    # -- plain lines -----------------------------------------------------------------
+
+    def info(self, text: str, style: str = "dim") -> None:
+        self.console.print(Text(neutralise(text), style=style), soft_wrap=True)
+
+    def error(self, text: str) -> None:
+        self.console.print(Text(neutralise(text), style="bold red"), soft_wrap=True)
+
+    # -- a turn ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._part, self._part_id, self._kind, self._activity = "", None, "", "working"
+        self._open()
+
+    def text(self, part_id: str, kind: str, text: str) -> None:
+        if part_id != self._part_id:
+            self._commit()
+            self._part_id, self._kind = part_id, kind
+        self._part += neutralise(text)
+        self._activity = "thinking" if kind == "reasoning" else "writing"
+
+    def tool_started(self, name: str) -> None:
+        self._commit()
+        self._activity = f"running {neutralise(name)}"
+        self.console.print(Text.assemble(("  ⚙ ", "cyan"), (neutralise(name), "cyan")))
+
+    def tool_finished(self, name: str, ok: bool, message: str) -> None:
+        mark, style = ("✓", "green") if ok else ("✗", "red")
+        self.console.print(Text.assemble((f"  {mark} ", style), (neutralise(message or name), style)))
+        self._activity = "working"
+
+    def pause(self) -> None:
+        """Give the terminal to a prompt."""
+        self._commit()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def resume(self) -> None:
+        self._open()
+
+    def finish(self, how: str, message: str = "") -> None:
+        self.pause()
+        if how == "cancelled":
+            self.console.print(Text("[turn cancelled]", style="yellow"))
+        elif how == "error":
+            self.error(f"[error: {message}]")
+        elif how == "refused":
+            self.error(f"[refused: {message}]")
+
+    # -- the live region -------------------------------------------------------------
+
+    def _open(self) -> None:
+        """The live region reads this screen's state whenever it redraws (eight
+        times a second), so a long reply is not re-rendered for every chunk."""
+        if self._live is None:
+            self._live = Live(_Region(self), console=self.console, transient=True,
+                              refresh_per_second=8, vertical_overflow="ellipsis")
+            self._live.start()
+
+    def _part_renderable(self) -> Any:
+        if self._kind == "reasoning":
+            return Text(self._part, style="dim italic")
+        return Markdown(self._part)
+
+    def _commit(self) -> None:
+        """Print the part being streamed above the live region, where it stays."""
+        if not self._part:
+            return
+        done = self._part_renderable()
+        self._part, self._part_id = "", None  # first, or the region would show it a second time
+        self.console.print(done)
+
+
+class _Region:
+    """The live region: the part being streamed, and a spinner saying what goes on."""
+
+    def __init__(self, screen: Screen) -> None:
+        self.screen = screen
+        self.spinner = Spinner("dots")
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        self.spinner.text = Text(self.screen._activity + "…", style="dim")
+        if self.screen._part:
+            yield self.screen._part_renderable()
+        yield self.spinner

@@ -1,0 +1,99 @@
+"""Which session ``ahpd chat`` talks in, so that running it again continues.
+
+Without ``--session`` or ``--new`` the client goes back to the session it
+last used for the same folder and provider (remembered in
+``DATA_DIR/chat-sessions.json``), or else to the most recently modified idle
+session in that folder, and creates one only when there is none: running
+``ahpd chat`` ten times leaves one session, not ten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ahpd.chat.connection import ROOT, Connection
+from ahpd.chat.render import neutralise
+
+REMEMBERED = "chat-sessions.json"
+IDLE = 1
+IS_ARCHIVED = 64
+
+
+def _key(cwd_uri: str, provider: str | None) -> str:
+    return f"{provider or ''} {cwd_uri}"
+
+
+def _load(data_dir: Path) -> dict[str, str]:
+    try:
+        data = json.loads((data_dir / REMEMBERED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def remember(data_dir: Path, cwd_uri: str, provider: str | None, uri: str | None) -> None:
+    """Write (or with ``uri=None`` forget) the session for this folder; best effort."""
+    known = _load(data_dir)
+    if uri is None:
+        known.pop(_key(cwd_uri, provider), None)
+    else:
+        known[_key(cwd_uri, provider)] = uri
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = data_dir / f".{REMEMBERED}.{os.getpid()}"
+        tmp.write_text(json.dumps(known, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, data_dir / REMEMBERED)
+    except OSError:
+        pass
+
+
+async def list_sessions(conn: Connection) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"channel": ROOT}
+    while True:
+        page = await conn.call("listSessions", params)
+        rows.extend(page.get("items", []))
+        if not page.get("nextCursor"):
+            return rows
+        params = {"channel": ROOT, "cursor": page["nextCursor"]}
+
+
+def row_line(row: dict[str, Any]) -> str:
+    """One ``--list`` line: URI, provider, last change, status word, title."""
+    status = row.get("status", 0)
+    word = "archived" if status & IS_ARCHIVED else "input" if status & 16 else "busy" if status & 8 else (
+        "error" if status & 2 else "idle")
+    folder = ",".join(row.get("workingDirectories") or [])
+    return neutralise("\t".join([row.get("resource", ""), row.get("provider", ""), row.get("modifiedAt", ""),
+                                 word, folder, row.get("title", "")]))
+
+
+async def choose(conn: Connection, *, data_dir: Path, cwd: Path, provider: str | None,
+                 session: str | None, new: bool) -> tuple[str, bool]:
+    """The session to talk in and whether it was created now."""
+    cwd_uri = cwd.as_uri()
+    uri = session
+    if uri is None and not new:
+        rows = await list_sessions(conn)
+        listed = {row["resource"] for row in rows}
+        remembered = _load(data_dir).get(_key(cwd_uri, provider))
+        if remembered in listed:
+            uri = remembered
+        else:
+            uri = next((row["resource"] for row in rows  # most recently modified first
+                        if cwd_uri in (row.get("workingDirectories") or [])
+                        and (provider is None or row.get("provider") == provider)
+                        and row.get("status", 0) & IDLE and not row.get("status", 0) & IS_ARCHIVED), None)
+    created = uri is None
+    if uri is None:
+        uri = f"ahp-session:/{uuid.uuid4()}"
+        params: dict[str, Any] = {"channel": uri, "workingDirectories": [cwd_uri]}
+        if provider:
+            params["provider"] = provider
+        await conn.call("createSession", params)
+    remember(data_dir, cwd_uri, provider, uri)
+    return uri, created
