@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import logging
 import sys
 import traceback
 from pathlib import Path
@@ -36,15 +35,9 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _setup_logging(level: str) -> None:
-    """``level`` for ahpd's own loggers; the libraries' debug chatter (a line
-    per WebSocket frame) stays at info even under ``--log-level debug``."""
-    wanted = getattr(logging, level.upper())
-    logging.basicConfig(
-        level=max(wanted, logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("ahpd").setLevel(wanted)
+    from ahpd.ops import logs
+
+    logs.setup(level)
 
 
 def _port(text: str) -> int:
@@ -119,6 +112,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return trio.run(functools.partial(
             daemon.run, data_dir=data_dir, host_name=args.host, port=args.port, token=token,
             sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes, wire=args.wire,
+            limits=_limits(args),
         ))
     except (daemon.UsageError, TokenError) as exc:
         print(f"ahpd: {exc}", file=sys.stderr)
@@ -128,6 +122,39 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if failure is not None and failure.status == EXIT_ADDRESS_IN_USE:
             raise CliError(daemon.free_port_hint(args.host, args.port), EXIT_ADDRESS_IN_USE) from exc
         raise
+
+
+def _limits(args: argparse.Namespace) -> object:
+    from ahpd.transport.websocket import Limits
+
+    return Limits.for_this_process(args.max_connections, args.max_pending_connections,
+                                   args.max_queued_bytes)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _add_limit_options(run: argparse.ArgumentParser) -> None:
+    """How much ``run`` takes on at once; the defaults fit the open-file limit."""
+    run.add_argument(
+        "--max-connections", type=_positive, default=None, metavar="N",
+        help="answer 503 to connections beyond N open at once (default: half the open-file "
+        "limit, at most 1024)",
+    )
+    run.add_argument(
+        "--max-pending-connections", type=_positive, default=None, metavar="N",
+        help="answer 503 to a connection while N others are still sending their request head "
+        "(default: an eighth of --max-connections)",
+    )
+    run.add_argument(
+        "--max-queued-bytes", type=_positive, default=None, metavar="N",
+        help="when the bytes queued for all clients together pass N, close the client with the "
+        "most queued (default: 256 MiB)",
+    )
 
 
 def _cmd_stdio(args: argparse.Namespace) -> int:
@@ -242,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="require no token (anyone who can reach the port can drive your agents)",
     )
     _add_host_options(run)
+    _add_limit_options(run)
     run.set_defaults(func=_cmd_run)
 
     stdio = sub.add_parser(

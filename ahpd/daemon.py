@@ -160,8 +160,9 @@ async def run(
     max_frame: int = MAX_FRAME,
     ready_out: Any = None,
     wire: Path | None = None,
+    limits: Any = None,
 ) -> int:
-    """Serve AHP over WebSocket until SIGTERM/SIGINT."""
+    """Serve AHP over WebSocket until SIGTERM/SIGINT (``limits``: a ``websocket.Limits``)."""
     from ahpd.ops import control, runtime
     from ahpd.transport.websocket import serve_websocket
 
@@ -178,7 +179,7 @@ async def run(
             await nursery.start(partial(control.serve_control, data_dir, lambda: status_of(host, started)))
             listening = await nursery.start(partial(
                 serve_websocket, handler, host=host_name, port=port, token=token,
-                max_message_size=max_frame, queue_limit=host.queue_limit,
+                max_message_size=max_frame, queue_limit=host.queue_limit, limits=limits,
             ))
             shown = f"[{host_name}]" if ":" in host_name else host_name
             url = f"ws://{shown}:{listening.port}/" + (f"?tkn={token}" if token else "")

@@ -17,6 +17,9 @@ from acp.exceptions import RequestError
 
 from ahpd.ports import fs
 
+#: The most of a file an agent is handed at once (read where used, so a test may lower it).
+MAX_READ_BYTES = fs.MAX_READ_BYTES
+
 _INVALID_PARAMS = -32602
 _NOT_FOUND = -32002
 _INTERNAL = -32603
@@ -66,9 +69,9 @@ def read_text(root: Path, path: str, line: int | None = None, limit: int | None 
     try:
         with fs.Fence(root) as fence:
             if line is None and limit is None:
-                data = fence.read_bytes(path)
+                data = fence.read_bytes(path, MAX_READ_BYTES)
             else:
-                data = fence.read_lines(path, line or 1, limit)
+                data = fence.read_lines(path, line or 1, limit, MAX_READ_BYTES)
     except fs.TooLarge as exc:
         hint = "" if line is not None or limit is not None else "; read it by line and limit"
         raise RequestError(_INVALID_PARAMS, f"{exc}{hint}", {"path": path}) from None

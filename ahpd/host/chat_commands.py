@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import TYPE_CHECKING, Any
+
+import trio
 
 from ahpd.backends.port import SKILL_META
 from ahpd.host.bus import utc_now
@@ -27,6 +30,10 @@ ALREADY_EXISTS = -32010
 NOT_FOUND = -32008
 TURN_PAGE = 50
 COMPLETION_LIMIT = 20
+#: A file completion walks the session's folder in a thread for at most this
+#: many seconds and entries, then answers with what it found so far.
+WALK_SECONDS = 2.0
+WALK_ENTRIES = 100_000
 
 
 async def _session(host: Host, uri: str) -> Session:
@@ -213,9 +220,9 @@ async def completions(host: Host, peer: Peer, params: model.CompletionsParams) -
                 attachment["endTurn"] = state["turns"][-1]["id"]
             items.append(_item(f"#chat:{attachment['label']} ", attachment, start, offset))
         if not word.startswith("#chat:"):
-            items += _files(chat, word[1:], start, offset, "#")
+            items += await _files(chat, word[1:], start, offset, "#")
     elif word.startswith("@") or word.startswith("#"):
-        items += _files(chat, word[1:], start, offset, word[0])
+        items += await _files(chat, word[1:], start, offset, word[0])
     return {"items": items[:COMPLETION_LIMIT] if not word.startswith("/") else items}
 
 
@@ -237,25 +244,47 @@ def _slash_commands(chat: Chat) -> list[tuple[str, str, str | None, bool]]:
              bool((c.get("_meta") or {}).get(SKILL_META))) for c in commands if c.get("name")]
 
 
-def _files(chat: Chat, query: str, start: int, end: int, sigil: str) -> list[dict[str, Any]]:
-    """Files under the session's directory whose relative path matches."""
+async def _files(chat: Chat, query: str, start: int, end: int, sigil: str) -> list[dict[str, Any]]:
+    """Files under the session's directory whose relative path matches.
+
+    The walk blocks, and a big folder takes long, so it runs in a thread and
+    is bounded (``WALK_SECONDS``, ``WALK_ENTRIES``); the answer then holds
+    what was found by then. The thread is abandoned, not awaited, if the
+    request is cancelled, and stops by itself at its deadline.
+    """
+    found: list[str] = []
+    deadline = time.monotonic() + WALK_SECONDS
     root = chat.session.cwd
+    with trio.move_on_after(WALK_SECONDS + 1):  # in case one listing itself hangs
+        await trio.to_thread.run_sync(_walk, root, query.lower(), deadline, found, abandon_on_cancel=True)
     out = []
-    query = query.lower()
+    for relative in list(found[:COMPLETION_LIMIT]):
+        uri = f"file://{os.path.join(root, relative)}"
+        out.append(_item(f"{sigil}{relative} ", {
+            "type": "resource", "label": relative, "uri": uri,
+            "_meta": {"uri": uri, "command": "file"},
+        }, start, end))
+    return out
+
+
+def _walk(root: str, query: str, deadline: float, found: list[str]) -> None:
+    """Append to ``found`` the relative paths under ``root`` containing ``query``
+    (hidden folders skipped), until ``COMPLETION_LIMIT`` matches, ``WALK_ENTRIES``
+    entries seen or ``deadline`` passed."""
+    seen = 0
     for directory, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        seen += len(dirs) + len(files)
         for name in sorted(files):
-            path = os.path.join(directory, name)
-            relative = os.path.relpath(path, root)
+            relative = os.path.relpath(os.path.join(directory, name), root)
             if query in relative.lower():
-                uri = f"file://{path}"
-                out.append(_item(f"{sigil}{relative} ", {
-                    "type": "resource", "label": relative, "uri": uri,
-                    "_meta": {"uri": uri, "command": "file"},
-                }, start, end))
-                if len(out) >= COMPLETION_LIMIT:
-                    return out
-    return out
+                found.append(relative)
+                if len(found) >= COMPLETION_LIMIT:
+                    return
+        if seen >= WALK_ENTRIES or time.monotonic() > deadline:
+            log.info("file completion under %s stopped after %d entries (%d matches)",
+                     root, seen, len(found))
+            return
 
 
 # -- session config -----------------------------------------------------------------

@@ -77,6 +77,8 @@ def unit_text(exec_path: str | Sequence[str], args: Sequence[str] = ()) -> str:
         f"ExecStart={exec_start}\n"
         "Restart=on-failure\n"
         "RestartSec=2\n"
+        # room for --max-connections' default (1024, half the soft limit) and the agents
+        "LimitNOFILE=8192\n"
         "Environment=PYTHONUNBUFFERED=1\n"
         "\n"
         "[Install]\n"

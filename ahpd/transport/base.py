@@ -13,6 +13,12 @@ behind: it is named in the log, closed with 1008 and the frame is dropped.
 The limit is a callable read at every send, so a configuration change applies
 to the next frame.
 
+A per-connection limit alone lets many slow clients together queue without
+bound, so connections may also share a ``QueueBudget``: a cap on the bytes
+queued across all of them. A send that would take the sum past it closes the
+connection that has the most queued (with 1008, its queue dropped) until the
+frame fits; the other connections are not touched.
+
 The task tree of one connection (``run_connection``)::
 
     connection nursery
@@ -60,6 +66,37 @@ class PeerGone(Exception):
     """Raised by a transport's ``_write_frame`` when the peer can no longer be written to."""
 
 
+class QueueBudget:
+    """The bytes queued across every connection that shares it, and their cap.
+
+    Bytes are counted here from the moment a frame is queued until it is
+    written or its connection's queue is dropped.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.total = 0
+        self.members: set[Connection] = set()
+
+    def make_room(self, conn: Connection, size: int) -> bool:
+        """Close the connections with the most queued until ``size`` more bytes
+        for ``conn`` fit; False if ``conn`` itself was the one closed."""
+        while self.total + size > self.limit:
+            victim = max(self.members, key=lambda c: c.queued_bytes + (size if c is conn else 0))
+            if victim is conn and conn.queued_bytes == 0:
+                return True  # an empty queue always takes a frame (see Connection.send)
+            logger.warning(
+                "%s has the most queued (%d bytes) while all connections together are over "
+                "%d bytes; closing it with %d", victim.name, victim.queued_bytes, self.limit,
+                POLICY_VIOLATION,
+            )
+            victim._close(POLICY_VIOLATION, "server send queue full", discard=True)
+            victim._drop_queue()  # already closing, but still writing: stop that too
+            if victim is conn:
+                return False
+        return True
+
+
 class Connection:
     """One client, as the host sees it: text frames in, text frames out.
 
@@ -72,9 +109,13 @@ class Connection:
     queued_bytes: int
     closed: bool
 
-    def __init__(self, name: str, queue_limit: Callable[[], int] | None = None) -> None:
+    def __init__(self, name: str, queue_limit: Callable[[], int] | None = None,
+                 budget: QueueBudget | None = None) -> None:
         self.name = name
         self.queued_bytes = 0
+        self._budget = budget  # None once this connection's bytes no longer count there
+        if budget is not None:
+            budget.members.add(self)
         self.closed = False
         #: Set by ``close()``: what this side sent (or would send) as its close code.
         self.close_code: int | None = None
@@ -131,7 +172,11 @@ class Connection:
             )
             self._close(POLICY_VIOLATION, f"client fell behind by {behind} bytes", discard=True)
             return False
+        if self._budget is not None and not self._budget.make_room(self, size):
+            return False
         self.queued_bytes += size
+        if self._budget is not None:
+            self._budget.total += size
         self._outbox.send_nowait((text, size))
         return True
 
@@ -147,7 +192,8 @@ class Connection:
             return
         self.closed = True
         self.close_code, self.close_reason = code, reason
-        self._discard = self._discard or discard
+        if discard:
+            self._drop_queue()
         self._outbox.close()  # the writer drains what is queued, then stops
         if self._receive_scope is not None:
             self._receive_scope.cancel()
@@ -158,8 +204,19 @@ class Connection:
     def _peer_gone(self, code: int = ABNORMAL, reason: str = "peer gone") -> None:
         """The peer can no longer be written to: drop what is queued and close."""
         self._eof = True
-        self._discard = True
+        self._drop_queue()
         self._close(code, reason, discard=True)
+
+    def _drop_queue(self) -> None:
+        """What is queued will not be written: it stops counting against the shared budget now."""
+        self._discard = True
+        self._leave_budget()
+
+    def _leave_budget(self) -> None:
+        if self._budget is not None:
+            self._budget.total -= self.queued_bytes
+            self._budget.members.discard(self)
+            self._budget = None
 
     # -- the I/O task ----------------------------------------------------------
 
@@ -181,6 +238,7 @@ class Connection:
                 # whatever the transport left running (its reader) ends with it
                 nursery.cancel_scope.cancel()
         self._io_scope = None
+        self._leave_budget()  # the writer is done: nothing it held is queued any more
         if scope.cancelled_caught:
             logger.info("%s did not close within %.1f s; dropping it", self.name, CLOSE_TIMEOUT)
             with trio.CancelScope(shield=True):
@@ -205,6 +263,8 @@ class Connection:
                 self._discard = True
             finally:
                 self.queued_bytes -= size
+                if self._budget is not None:
+                    self._budget.total -= size
 
     # -- what a transport supplies ----------------------------------------------
 

@@ -9,6 +9,14 @@ requests directly (``_http.decide``), and hand admitted upgrades to
 ``trio_websocket.wrap_server_stream`` over a stream that first replays the
 bytes we already read. From there trio-websocket does the framing.
 
+Resources: a connection beyond ``Limits.connections``, or one arriving while
+``Limits.pending`` others are still sending their request head, is answered
+503 with ``Retry-After`` and closed; a head must be complete within
+``HANDSHAKE_TIMEOUT`` seconds and ``_http.MAX_HEAD_BYTES`` bytes. The defaults
+stay below the process's open-file limit, and when ``accept`` fails for lack
+of file descriptors anyway the listener waits a moment and goes on. All
+connections share one ``QueueBudget`` (``Limits.queued_bytes``).
+
 Frames: text frames are the protocol; a binary frame is ignored with a log
 line (a client bug should not cost its session). A frame over
 ``max_message_size`` closes the connection with 1009 and a reason naming the
@@ -18,9 +26,10 @@ limit. When the server task is cancelled every open WebSocket is closed with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import errno
+import resource
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 
 import h11
 import trio
@@ -34,6 +43,7 @@ from ahpd.transport.base import (
     Connection,
     Handler,
     PeerGone,
+    QueueBudget,
     logger,
     run_connection,
 )
@@ -43,6 +53,12 @@ HANDSHAKE_TIMEOUT = 10.0
 #: Seconds we keep reading (and discarding) after our last byte, so the peer
 #: reads our close frame or HTTP answer instead of a reset.
 LINGER_TIMEOUT = 1.0
+#: The same for a 503 at capacity: short, since holding sockets is what we are short of.
+BUSY_LINGER_TIMEOUT = 0.1
+#: Seconds the listener waits after ``accept`` failed for lack of file descriptors.
+ACCEPT_RETRY_DELAY = 0.1
+#: What ``accept`` says when the process or system is out of descriptors or memory.
+_ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 
 _CLOSE_CODES_NOT_ON_THE_WIRE = {1005, 1006, 1015}
 
@@ -58,6 +74,34 @@ class Listening:
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"ws://{host}:{self.port}/"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much the WebSocket listener takes on at once.
+
+    ``connections``: open TCP connections, WebSocket or still in their head;
+    ``pending``: connections still sending their request head; ``queued_bytes``:
+    bytes queued for all clients together (see ``base.QueueBudget``).
+    """
+
+    connections: int
+    pending: int
+    queued_bytes: int = 256 * 2**20
+
+    @classmethod
+    def for_this_process(cls, connections: int | None = None, pending: int | None = None,
+                         queued_bytes: int | None = None) -> Limits:
+        """The given values, the others derived from the open-file limit: half of
+        it (the rest is for agents, terminals, stores), at most 1024, for
+        connections; an eighth of that for pending heads."""
+        if connections is None:
+            soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+            fds = 2**20 if soft == resource.RLIM_INFINITY else soft
+            connections = max(1, min(1024, fds // 2))
+        if pending is None:
+            pending = max(1, connections // 8)
+        return cls(connections, pending, 256 * 2**20 if queued_bytes is None else queued_bytes)
 
 
 class _ReplayStream(trio.abc.HalfCloseableStream):
@@ -90,7 +134,7 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
         await self.stream.aclose()
 
 
-async def _linger_close(stream: trio.abc.HalfCloseableStream) -> None:
+async def _linger_close(stream: trio.abc.HalfCloseableStream, linger: float = LINGER_TIMEOUT) -> None:
     """Half-close, read until the peer's EOF (briefly), then close.
 
     Closing a socket with unread input makes the kernel send a reset, which
@@ -98,7 +142,7 @@ async def _linger_close(stream: trio.abc.HalfCloseableStream) -> None:
     """
     try:
         await stream.send_eof()
-        with trio.move_on_after(LINGER_TIMEOUT):
+        with trio.move_on_after(linger):
             while await stream.receive_some(65536):
                 pass
     except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
@@ -111,8 +155,8 @@ class WebSocketConnection(Connection):
     """One WebSocket client; trio-websocket's reader runs in the shielded I/O task."""
 
     def __init__(self, stream: _ReplayStream, name: str, *, max_message_size: int,
-                 queue_limit: Callable[[], int]) -> None:
-        super().__init__(name, queue_limit)
+                 queue_limit: Callable[[], int], budget: QueueBudget | None = None) -> None:
+        super().__init__(name, queue_limit, budget)
         self._stream = stream
         self._max = max_message_size
         self._ws: trio_websocket.WebSocketConnection | None = None
@@ -177,17 +221,23 @@ class WebSocketConnection(Connection):
 
 
 async def _read_head(stream: trio.SocketStream) -> tuple[h11.Request | None, bytes]:
-    """Read up to the end of the request head; (None, ...) if it is not one."""
+    """Read up to the end of the request head; (None, ...) if it is not one.
+
+    A head over ``MAX_HEAD_BYTES`` raises h11's error with status 431, also
+    when it arrives whole in one read (h11's own cap is on incomplete heads).
+    """
     parser = h11.Connection(h11.SERVER, max_incomplete_event_size=_http.MAX_HEAD_BYTES)
     raw = bytearray()
     while True:
         event = parser.next_event()
         if event is h11.NEED_DATA:
-            data = await stream.receive_some(65536)
+            data = await stream.receive_some(_http.MAX_HEAD_BYTES + 1)
             raw += data
             parser.receive_data(data)  # b"" marks the end of input
             continue
         if isinstance(event, h11.Request):
+            if len(raw) - len(parser.trailing_data[0]) > _http.MAX_HEAD_BYTES:
+                raise h11.RemoteProtocolError("request head too large", error_status_hint=431)
             return event, bytes(raw)
         return None, bytes(raw)  # ConnectionClosed: nothing but EOF
 
@@ -204,13 +254,28 @@ def _peer_name(stream: trio.SocketStream) -> str:
 class _Server:
     handler: Handler
     token: str | None
+    listen_host: str
     max_message_size: int
     queue_limit: Callable[[], int]
+    limits: Limits
+    budget: QueueBudget
+    connections: int = 0  # open, whether still in their head or not
+    pending: int = 0  # still in their head
+    refused: int = 0  # answered 503 since the last one admitted
 
     async def serve_stream(self, stream: trio.SocketStream) -> None:
         """One TCP connection, from request head to closed socket. Never raises
         (except Cancelled): a failure here is this connection's alone."""
         name = _peer_name(stream)
+        if self.connections >= self.limits.connections or self.pending >= self.limits.pending:
+            await self._busy(stream, name)
+            return
+        if self.refused:
+            logger.info("accepting connections again after refusing %d", self.refused)
+            self.refused = 0
+        self.connections += 1
+        self.pending += 1
+        in_head = True
         try:
             request, raw = None, b""
             with trio.move_on_after(HANDSHAKE_TIMEOUT):
@@ -219,18 +284,21 @@ class _Server:
                 except h11.RemoteProtocolError as exc:
                     status = exc.error_status_hint
                     logger.info("%s: bad HTTP request (%s)", name, exc)
-                    await self._refuse(stream, name, _http.Refusal(status, "bad request"))
+                    await self._refuse(stream, name, _http.Refusal(status, "bad request" if status != 431
+                                                                   else "request head too large"))
                     return
+            self.pending -= 1
+            in_head = False
             if request is None:
-                logger.debug("%s: no request head", name)
+                logger.debug("%s: no complete request head", name)
                 return
-            refusal = _http.decide(request, self.token)
+            refusal = _http.decide(request, self.token, self.listen_host)
             if refusal is not None:
                 await self._refuse(stream, name, refusal)
                 return
             conn = WebSocketConnection(_ReplayStream(stream, raw), name,
                                        max_message_size=self.max_message_size,
-                                       queue_limit=self.queue_limit)
+                                       queue_limit=self.queue_limit, budget=self.budget)
             logger.info("%s connected", name)
             try:
                 await run_connection(self.handler, conn)
@@ -241,6 +309,9 @@ class _Server:
         except Exception:
             logger.exception("%s: transport failure", name)
         finally:
+            self.connections -= 1
+            if in_head:
+                self.pending -= 1
             await trio.aclose_forcefully(stream)
 
     async def _refuse(self, stream: trio.SocketStream, name: str, refusal: _http.Refusal) -> None:
@@ -248,6 +319,48 @@ class _Server:
         with trio.move_on_after(LINGER_TIMEOUT):
             await stream.send_all(_http.response(refusal))
         await _linger_close(stream)
+
+    async def _busy(self, stream: trio.SocketStream, name: str) -> None:
+        """503 and close, logged once per spell of refusals (a flood must not flood the log)."""
+        if not self.refused:
+            logger.warning("%s: refused with 503: %d connections open (limit %d), %d in their "
+                           "request head (limit %d)", name, self.connections, self.limits.connections,
+                           self.pending, self.limits.pending)
+        self.refused += 1
+        busy = _http.Refusal(503, "ahpd is serving as many connections as it may; retry shortly",
+                             [(b"Retry-After", b"5")])
+        try:
+            with trio.move_on_after(BUSY_LINGER_TIMEOUT):
+                await stream.send_all(_http.response(busy))
+            await _linger_close(stream, BUSY_LINGER_TIMEOUT)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            await trio.aclose_forcefully(stream)
+
+
+async def _accept_loop(listener: trio.SocketListener, nursery: trio.Nursery,
+                       serve: Callable[[trio.SocketStream], Awaitable[None]]) -> None:
+    """Accept until cancelled. Out of file descriptors (or memory), wait a moment
+    and try again: connections that end free some; the daemon does not die of it."""
+    short = False
+    async with listener:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                if not short:
+                    logger.warning("accept failed (%s); retrying every %.1f s until it succeeds",
+                                   errno.errorcode[exc.errno], ACCEPT_RETRY_DELAY)
+                short = True
+                await trio.sleep(ACCEPT_RETRY_DELAY)
+                continue
+            if short:
+                logger.info("accept works again")
+                short = False
+            nursery.start_soon(serve, stream)
 
 
 async def serve_websocket(
@@ -258,27 +371,33 @@ async def serve_websocket(
     token: str | None,
     max_message_size: int = 16 * 2**20,
     queue_limit: Callable[[], int] = lambda: 16 * 2**20,
+    limits: Limits | None = None,
     task_status: trio.TaskStatus[Listening] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``handler`` to every WebSocket client on ``host:port`` until cancelled.
 
     Follows the nursery ``start`` protocol: ``await nursery.start(serve_websocket, ...)``
     returns a ``Listening`` with the bound port (``port=0`` picks a free one).
+    ``limits`` defaults to ``Limits.for_this_process()``.
     """
+    limits = limits or Limits.for_this_process()
     listeners = await trio.open_tcp_listeners(port, host=host)
     if port == 0 and len(listeners) > 1:
         # a name with several addresses got a different free port on each; keep one
         for extra in listeners[1:]:
             await extra.aclose()
         listeners = listeners[:1]
-    server = _Server(handler, token, max_message_size, queue_limit)
+    server = _Server(handler, token, host, max_message_size, queue_limit, limits,
+                     QueueBudget(limits.queued_bytes))
     bound = listeners[0].socket.getsockname()
     where = Listening(host=host, port=bound[1])
     async with trio.open_nursery() as nursery:
-        await nursery.start(partial(trio.serve_listeners, server.serve_stream, listeners,
-                                    handler_nursery=nursery))
-        logger.info("listening on %s", where.url)
+        for listener in listeners:
+            nursery.start_soon(_accept_loop, listener, nursery, server.serve_stream)
+        logger.info("listening on %s (at most %d connections, %d in their request head, "
+                    "%d bytes queued in all)", where.url, limits.connections, limits.pending,
+                    limits.queued_bytes)
         task_status.started(where)
 
 
-__all__ = ["HANDSHAKE_TIMEOUT", "Listening", "WebSocketConnection", "serve_websocket"]
+__all__ = ["HANDSHAKE_TIMEOUT", "Limits", "Listening", "WebSocketConnection", "serve_websocket"]

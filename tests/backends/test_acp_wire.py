@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
 from acp.exceptions import RequestError
 from acp.schema import ElicitationSchema, ListSessionsResponse, NewSessionResponse, PromptCapabilities, Usage
 
+from ahpd.backends import _acp_files
+from ahpd.ports import fs
 from ahpd.backends._acp_files import confine, read_text, write_text
 from ahpd.backends._acp_wire import (
     elicitation_content,
@@ -197,3 +200,39 @@ def test_write_creates_folders_and_refuses_a_dangling_link_out(root: Path, tmp_p
     with pytest.raises(RequestError, match="outside"):
         write_text(root, str(root / "dangling"), "no")
     assert not (tmp_path / "created-outside.txt").exists()
+
+
+def test_read_by_lines_holds_no_more_than_the_cap(root: Path, monkeypatch) -> None:
+    """A line of 100 MB (a sparse file, no disk used) is refused, and one
+    skipped over is never held: memory stays near the cap, not the file."""
+    cap = 4 * 2**20
+    monkeypatch.setattr(_acp_files, "MAX_READ_BYTES", cap)
+    huge = root / "one-line.bin"
+    with open(huge, "wb") as f:
+        f.truncate(100 * 2**20)
+        f.seek(0, os.SEEK_END)
+        f.write(b"\nwanted\r\nlast")
+    tracemalloc.start()
+    try:
+        with pytest.raises(RequestError, match="larger than 4194304 bytes"):
+            read_text(root, str(huge), line=1, limit=1)
+        _, peak_refused = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        assert read_text(root, str(huge), line=2) == "wanted\r\nlast"
+        assert read_text(root, str(huge), line=2, limit=1) == "wanted\r\n"
+        assert read_text(root, str(huge), line=4) == ""
+        _, peak_skipped = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak_refused < 3 * cap
+    assert peak_skipped < 8 * fs._CHUNK  # the file is 100 MB
+    with pytest.raises(RequestError, match="larger than 4194304 bytes"):
+        read_text(root, str(huge))  # the whole file, without line or limit
+
+
+def test_read_by_lines_keeps_utf8_split_across_pieces(root: Path, monkeypatch) -> None:
+    monkeypatch.setattr(fs, "_CHUNK", 3)
+    path = root / "u.txt"
+    path.write_text("héllo wörld\nzwei\n", encoding="utf-8")
+    assert read_text(root, str(path), line=1, limit=1) == "héllo wörld\n"
+    assert read_text(root, str(path), line=2, limit=5) == "zwei\n"

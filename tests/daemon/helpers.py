@@ -44,7 +44,9 @@ async def _read_line(stream: trio.abc.ReceiveStream, timeout: float) -> str:
 
 
 @asynccontextmanager
-async def running_daemon(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[Daemon]:
+async def running_daemon(data_dir: Path, *args: str, env: dict[str, str] | None = None,
+                         **popen: Any) -> AsyncIterator[Daemon]:
+    """``popen``: more for ``open_process`` (``stderr=``, ``preexec_fn=``)."""
     command = [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(data_dir), *args]
     env = dict(env or {})
     if "HOME" not in env and "CLAUDE_CONFIG_DIR" not in env:
@@ -53,7 +55,7 @@ async def running_daemon(data_dir: Path, *args: str, env: dict[str, str] | None 
         # write into) the ones of whoever runs the suite.
         env["CLAUDE_CONFIG_DIR"] = str(data_dir.parent / f"{data_dir.name}-claude")
     process = await trio.lowlevel.open_process(
-        command, stdout=subprocess.PIPE, stderr=None, env={**os.environ, **env},
+        command, stdout=subprocess.PIPE, env={**os.environ, **env}, **{"stderr": None, **popen},
     )
     try:
         line = await _read_line(process.stdout, timeout=30)

@@ -29,6 +29,7 @@ def test_unit_text() -> None:
     assert "[Unit]\nDescription=" in text
     assert "\nType=notify\n" in text
     assert "\nRestart=on-failure\n" in text
+    assert "\nLimitNOFILE=8192\n" in text
     assert "[Install]\nWantedBy=default.target\n" in text
     assert exec_start(text) == "/opt/ahpd/bin/ahpd run --port 8123"
 

@@ -98,3 +98,87 @@ def test_every_answer_allows_any_origin_and_closes(code):
     assert b"Access-Control-Allow-Origin: *" in lines
     assert f"Content-Length: {len(body)}".encode() in lines
     assert body == b"no\n"
+
+
+def _with(headers: list[tuple[str, str]], **replace: str) -> list[tuple[str, str]]:
+    names = {k.replace("_", "-").lower(): v for k, v in replace.items()}
+    kept = [(k, v) for k, v in headers if k.lower() not in names]
+    return kept + [(k, v) for k, v in names.items() if v is not None]
+
+
+@pytest.mark.parametrize(
+    ("origin", "expected"),
+    [
+        (None, None),  # programs send no Origin
+        ("http://localhost", None),
+        ("http://localhost:3000", None),
+        ("https://127.0.0.1:8443", None),
+        ("http://127.1.2.3", None),
+        ("http://[::1]:5173", None),
+        ("https://evil.example", 403),
+        ("http://localhost.evil.example", 403),
+        ("http://127.0.0.1.nip.io", 403),
+        ("null", 403),  # a sandboxed frame or a file:// page
+        ("file://", 403),
+        ("vscode-webview://abc", 403),
+        ("http://localhost:notaport", 403),
+    ],
+)
+def test_tokenless_upgrade_from_a_foreign_origin_is_refused(origin, expected):
+    headers = UPGRADE + ([("Origin", origin)] if origin is not None else [])
+    assert status(_http.decide(request(headers=headers), None)) == expected
+    # with a token, the token is the guard: Origin is not looked at
+    assert status(_http.decide(request("/?tkn=s3cret", headers=headers), "s3cret")) is None
+
+
+@pytest.mark.parametrize(
+    ("host", "listen", "token", "expected"),
+    [
+        ("127.0.0.1:8765", "127.0.0.1", None, None),
+        ("localhost:8765", "127.0.0.1", None, None),
+        ("LOCALHOST.", "127.0.0.1", None, None),
+        ("app.localhost:8765", "127.0.0.1", None, None),
+        ("[::1]:8765", "::1", None, None),
+        ("127.0.0.2", "127.0.0.1", None, None),
+        # DNS rebinding: a page's own name, resolved to 127.0.0.1
+        ("evil.example:8765", "127.0.0.1", None, 403),
+        ("evil.example:8765", "127.0.0.1", "s3cret", 403),
+        ("192.168.1.5:8765", "127.0.0.1", "s3cret", 403),
+        # --host asked for an address that is not loopback
+        ("192.168.1.5:8765", "192.168.1.5", None, None),
+        ("192.168.1.6:8765", "192.168.1.5", None, 403),
+        ("box.lan:8765", "192.168.1.5", None, 403),
+        ("box.lan:8765", "192.168.1.5", "s3cret", None),
+        ("box.lan:8765", "box.lan", None, None),
+        ("10.0.0.7:8765", "0.0.0.0", None, None),
+        ("[fe80::1]:8765", "::", None, None),
+        ("box.lan:8765", "0.0.0.0", None, 403),
+        ("box.lan:8765", "0.0.0.0", "s3cret", None),
+    ],
+)
+def test_the_host_header_must_name_this_daemon(host, listen, token, expected):
+    target = "/?tkn=s3cret" if token else "/"
+    headers = _with(UPGRADE, Host=host)
+    assert status(_http.decide(request(target, headers), token, listen)) == expected
+
+
+def test_a_request_without_host_is_malformed():
+    no_host = h11.Request(method="GET", target="/", http_version="1.0",
+                          headers=[(k, v) for k, v in UPGRADE if k != "Host"])
+    assert status(_http.decide(no_host, None)) == 400
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        ("dGhlIHNhbXBsZSBub25jZQ==", None),
+        ("AAAAAAAAAAAAAAAAAAAAAA==", None),
+        ("dGhlIHNhbXBsZQ==", 400),  # 10 bytes
+        ("dGhlIHNhbXBsZSBub25jZSEh", 400),  # 18 bytes
+        ("not base64 at all!!!!!!!", 400),
+        ("dGhlIHNhbXBsZSBub25jZQ", 400),  # padding missing
+        ("", 400),
+    ],
+)
+def test_sec_websocket_key_must_be_16_bytes_in_base64(key, expected):
+    assert status(_http.decide(request(headers=_with(UPGRADE, Sec_WebSocket_Key=key)), None)) == expected

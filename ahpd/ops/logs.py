@@ -1,0 +1,65 @@
+"""Log lines that a client cannot forge.
+
+Much of what ahpd logs was chosen by someone else: a client's id, a method
+name, a URI, the reason an agent gave. A newline in one of them would start
+a line of the client's choosing in the journal (``ahpd ready: ...``, a fake
+error); an escape sequence would repaint the terminal. So the one formatter
+every handler uses escapes control characters in the message itself, rather
+than trusting each call site to remember. A traceback stays on several lines,
+each indented, so none of its lines (whose text may quote a client) can pass
+for a log line of its own either.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+# C0 and C1 controls, DEL, the Unicode line and paragraph separators, and the
+# bidirectional overrides and isolates (which reorder what a reader sees).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def escape(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\n``, ``\\x1b``)."""
+    return _UNSAFE.sub(_escape_one, text)
+
+
+class SafeFormatter(logging.Formatter):
+    """A formatter whose every line is one line: the message escaped, a traceback indented."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        return escape(super().formatMessage(record))
+
+    def formatException(self, ei) -> str:  # noqa: ANN001, N802 - logging's signature
+        return _indent(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802 - logging's name
+        return _indent(super().formatStack(stack_info))
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + escape(line) for line in text.split("\n"))
+
+
+def setup(level: str) -> None:
+    """Log at ``level`` (a name such as ``"info"``) to stderr, through
+    ``SafeFormatter``. The level is ahpd's own; the libraries' debug chatter
+    (a line per WebSocket frame) stays at info even under ``debug``."""
+    wanted = getattr(logging, level.upper())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(SafeFormatter(FORMAT))
+    logging.basicConfig(level=max(wanted, logging.INFO), handlers=[handler])
+    logging.getLogger("ahpd").setLevel(wanted)
