@@ -42,6 +42,9 @@ log = logging.getLogger("ahpd.host")
 #: The first retry of a refused write, and the longest wait between two.
 FIRST_RETRY = 0.25
 LAST_RETRY = 5.0
+#: How deep a stored record may nest: far beyond any state a client is
+#: served, far below where encoding it again would run out of stack.
+MAX_DEPTH = 200
 
 
 class SessionStore(Protocol):
@@ -300,6 +303,8 @@ def record_problem(record: Any) -> str | None:
     the shape a client is served (``ChatState``)."""
     if not isinstance(record, dict):
         return f"a record is an object, not {type(record).__name__}"
+    if too_deep(record):
+        return f"nested deeper than {MAX_DEPTH} levels"
     for key in ("uri", "provider", "cwd", "createdAt"):
         if not isinstance(record.get(key), str) or not record[key]:
             return f"{key} is missing or not a string"
@@ -322,6 +327,21 @@ def record_problem(record: Any) -> str | None:
             return f"chats[{n}].backendId is not a string"
         problem = _shape_problem(f"chats[{n}].state", "ChatState", chat.get("state"))
     return problem
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON ``value`` nests deeper than ``limit`` (looked at without recursing)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in item if isinstance(child, (dict, list)))
+    return False
 
 
 def _shape_problem(where: str, model_name: str, value: Any) -> str | None:
