@@ -160,7 +160,7 @@ class Sequencer:
             self._beyond = False
 
     def _failed(self, exc: OSError) -> None:
-        reason = f"{exc.strerror or type(exc).__name__}" + (f": {exc.filename}" if exc.filename else "")
+        reason = exc.strerror or str(exc) or type(exc).__name__
         if self.failing is None:
             log.error("the serverSeq reservation cannot be written (%s); numbering goes on up to %d and "
                       "the write is retried", reason, self.reserved)

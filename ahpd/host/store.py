@@ -107,7 +107,8 @@ def read_json(path: Path) -> Any:
 
 
 def _reason(exc: OSError) -> str:
-    return f"{exc.strerror or type(exc).__name__}" + (f": {exc.filename}" if exc.filename else "")
+    """Why the disk refused, without the name of the temporary file it refused."""
+    return exc.strerror or str(exc) or type(exc).__name__
 
 
 class PendingWrites:
@@ -161,7 +162,7 @@ class PendingWrites:
                 try:
                     await trio.to_thread.run_sync(write)
                 except OSError as exc:
-                    self._failed(exc)
+                    self._failed(exc, key)
                     # Another file may be luckier (a file-descriptor
                     # shortage passes); this one waits its turn again.
                     if self._pending.get(key) is op:
@@ -183,7 +184,7 @@ class PendingWrites:
             try:
                 write()
             except OSError as exc:
-                self._failed(exc)
+                self._failed(exc, key)
                 break
             self._done(key, op)
         return not self._pending
@@ -211,10 +212,10 @@ class PendingWrites:
                         self.what, self.failing, len(self._pending))
             self.failing = None
 
-    def _failed(self, exc: OSError) -> None:
+    def _failed(self, exc: OSError, key: str) -> None:
         if self.failing is None:
-            log.error("%s: a write failed (%s); kept in memory and retried until the disk takes it",
-                      self.what, _reason(exc))
+            log.error("%s: a write failed (%s, writing %s); kept in memory and retried until the disk takes it",
+                      self.what, _reason(exc), key)
         self.failing = _reason(exc)
 
 
@@ -250,6 +251,7 @@ class FileSessionStore:
 
     def load_all(self) -> list[dict[str, Any]]:
         records: dict[str, dict[str, Any]] = {}
+        chat_uris: set[str] = set()
         try:
             for stale in self.directory.glob("*.json.*.tmp"):  # a write a crash cut short
                 stale.unlink()
@@ -271,10 +273,12 @@ class FileSessionStore:
             if reason is not None:
                 set_aside(path, reason)
                 continue
-            if record["uri"] in records:
-                set_aside(path, f"a second record of {record['uri']}")
+            chats = {c["uri"] for c in record.get("chats") or []}
+            if record["uri"] in records or record["uri"] in chat_uris or chats & (chat_uris | set(records)):
+                set_aside(path, f"names a session or chat another record holds ({record['uri']})")
                 continue
             records[record["uri"]] = record
+            chat_uris |= chats
         return list(records.values())
 
     def save(self, record: dict[str, Any]) -> None:

@@ -228,9 +228,10 @@ def test_damaged_session_files_are_set_aside_and_the_others_load(tmp_path, caplo
     for name, content in DAMAGED.items():
         (folder / f"{name}.json").write_bytes(content)
     (folder / "x.json.abc123.tmp").write_bytes(b"{")  # a write a crash cut short
+    (folder / "twin.json").write_text(json.dumps(record("ahp-session:/twin", chat="ahp-chat:/1")))
     loaded = FileSessionStore(folder).load_all()
     assert sorted(r["title"] for r in loaded) == ["one", "two"]
-    for name in DAMAGED:
+    for name in [*DAMAGED, "twin"]:
         assert (folder / f"{name}.json.damaged").exists(), name
         assert not (folder / f"{name}.json").exists(), name
         assert [r for r in caplog.records if f"{name}.json is damaged" in r.getMessage()], name
