@@ -312,14 +312,15 @@ def record_problem(record: Any) -> str | None:
     for key in ("uri", "provider", "cwd", "createdAt"):
         if not isinstance(record.get(key), str) or not record[key]:
             return f"{key} is missing or not a string"
-    for key in ("title", "defaultChat"):
-        if record.get(key) is not None and not isinstance(record[key], str):
-            return f"{key} is not a string"
+    if not isinstance(record.get("title", ""), str):
+        return "title is not a string"
+    if record.get("defaultChat") is not None and not isinstance(record["defaultChat"], str):
+        return "defaultChat is not a string"
     status = record.get("status", 0)
     if isinstance(status, bool) or not isinstance(status, int):
         return "status is not an integer"
     chats = record.get("chats")
-    if chats is not None and (not isinstance(chats, list) or not chats):
+    if chats is not None and not isinstance(chats, list):
         return "chats is not a list of chats"
     problem = _shape_problem("config", "SessionConfigState", record.get("config"))
     for n, chat in enumerate(chats or []):
