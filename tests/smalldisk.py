@@ -24,20 +24,26 @@ class SmallDisk:
         self._binds: list[Path] = []
 
     def fill(self) -> None:
-        """Take every free block, so the next write fails ENOSPC."""
-        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            while True:
-                os.write(fd, b"\0" * 4096)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC, exc
-        finally:
-            os.close(fd)
-        probe = self.path / ".probe"
-        with pytest.raises(OSError) as caught:
-            probe.write_bytes(b"x" * 8192)
-        probe.unlink(missing_ok=True)
-        assert caught.value.errno == errno.ENOSPC
+        """Take every free block, so the next write fails ENOSPC (again,
+        should somebody free a block meanwhile)."""
+        for _ in range(5):
+            fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            try:
+                while True:
+                    os.write(fd, b"\0" * 4096)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+            finally:
+                os.close(fd)
+            probe = self.path / ".probe"
+            try:
+                probe.write_bytes(b"x" * 8192)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+                probe.unlink(missing_ok=True)
+                return
+            probe.unlink()
+        raise AssertionError(f"{self.path} does not stay full")
 
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)
