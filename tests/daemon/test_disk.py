@@ -8,6 +8,8 @@ fails is the host's stores and nothing else.
 from __future__ import annotations
 
 import hashlib
+import os
+import resource
 import json
 import signal
 from pathlib import Path
@@ -186,3 +188,40 @@ async def test_a_damaged_session_file_is_set_aside_and_the_others_still_open(tmp
         assert await daemon.wait() == 0
     assert sorted(p.name for p in (data / "sessions").iterdir() if "damaged" in p.name) == [
         "nested.json.damaged", "no-uri.json.damaged"]
+
+
+def lowest_free_fd(pid: int) -> int:
+    used = {int(name) for name in os.listdir(f"/proc/{pid}/fd")}
+    return next(n for n in range(len(used) + 1) if n not in used)
+
+
+async def test_out_of_file_descriptors_is_retried_and_said(tmp_path, capfd) -> None:
+    """A real shortage: the daemon's own limit lowered below its next file."""
+    data = tmp_path / "d"
+    async with running_daemon(data) as daemon:
+        pid = daemon.process.pid
+        async with rpc(daemon.url) as client:
+            await client.initialize("fay")
+            uri, _ = await create(client, tmp_path)
+            soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free_fd(pid), hard))
+            try:
+                await dispatch(client, uri, {"type": "session/titleChanged", "title": "no files left"}, 1)
+                await until(client, is_action("session/titleChanged", uri))
+                said = ""
+                with trio.fail_after(60):
+                    while "Too many open files" not in said:
+                        said += capfd.readouterr().err
+                        await trio.sleep(0.1)
+                assert said.count("a write failed") == 1
+                assert stored(data, uri)["title"] == ""
+                assert "result" in await client.call("ping", {})  # still serving
+            finally:
+                resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+            await eventually(lambda: stored(data, uri)["title"] == "no files left")
+            with trio.fail_after(60):
+                while "takes writes again" not in said:
+                    said += capfd.readouterr().err
+                    await trio.sleep(0.1)
+        daemon.terminate()
+        assert await daemon.wait() == 0
