@@ -190,6 +190,16 @@ async def test_a_damaged_session_file_is_set_aside_and_the_others_still_open(tmp
         "nested.json.damaged", "no-uri.json.damaged"]
 
 
+async def logged(capfd, text: str, said: str = "", timeout: float = 60) -> str:
+    """The daemon's log (its stderr is the test's) up to ``text``."""
+    with trio.move_on_after(timeout):
+        while text not in said:
+            said += capfd.readouterr().err
+            await trio.sleep(0.1)
+    assert text in said, said[-3000:]
+    return said
+
+
 def lowest_free_fd(pid: int) -> int:
     used = {int(name) for name in os.listdir(f"/proc/{pid}/fd")}
     return next(n for n in range(len(used) + 1) if n not in used)
@@ -208,20 +218,13 @@ async def test_out_of_file_descriptors_is_retried_and_said(tmp_path, capfd) -> N
             try:
                 await dispatch(client, uri, {"type": "session/titleChanged", "title": "no files left"}, 1)
                 await until(client, is_action("session/titleChanged", uri))
-                said = ""
-                with trio.fail_after(60):
-                    while "Too many open files" not in said:
-                        said += capfd.readouterr().err
-                        await trio.sleep(0.1)
+                said = await logged(capfd, "Too many open files")
                 assert said.count("a write failed") == 1
                 assert stored(data, uri)["title"] == ""
                 assert "result" in await client.call("ping", {})  # still serving
             finally:
                 resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
             await eventually(lambda: stored(data, uri)["title"] == "no files left")
-            with trio.fail_after(60):
-                while "takes writes again" not in said:
-                    said += capfd.readouterr().err
-                    await trio.sleep(0.1)
+            await logged(capfd, "takes writes again", said)
         daemon.terminate()
         assert await daemon.wait() == 0
