@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gc
 import ipaddress
-import json
 import logging
 import os
 import signal
@@ -60,49 +59,9 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
         raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
 
 
-class RootConfigStore:
-    """The root config values a client pushed, kept across restarts
-    (``--sessions file``), or not at all (``--sessions memory``)."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-
-    def load(self) -> dict[str, Any]:
-        if self.path is None:
-            return {}
-        try:
-            values = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}
-        except ValueError as exc:
-            log.error("%s is unreadable (%s); starting from the defaults", self.path, exc)
-            return {}
-        if not isinstance(values, dict):
-            return {}
-        kept = {}
-        for key, value in values.items():
-            problem = rootconfig.check_value(key, value)
-            if problem is None:
-                kept[key] = value
-            else:  # a value written by an older host, or by hand: the default stands
-                log.error("%s: %s; the default applies", self.path, problem)
-        return kept
-
-    def save(self, values: dict[str, Any]) -> None:
-        if self.path is None:
-            return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(values, f, indent=1, sort_keys=True, allow_nan=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-
-
 def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
-    from ahpd.host.store import FileSessionStore, MemorySessionStore
+    from ahpd.host.store import FileSessionStore, MemorySessionStore, RootConfigStore
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
@@ -119,6 +78,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         on_state_change=on_state_change,
         backends=backends if backends is not None else {},
         session_store=session_store,
+        stores=(config_store,),
     )
     return host
 

@@ -75,6 +75,7 @@ class Host:
         on_state_change: Callable[[str], None] | None = None,
         backends: dict[str, Any] | None = None,
         session_store: Any = None,
+        stores: tuple[Any, ...] = (),
     ) -> None:
         from ahpd.host import auth, chat_commands, session_commands, turns  # noqa: F401 - they register handlers
         from ahpd.host.sessions import SessionManager
@@ -94,6 +95,10 @@ class Host:
         #: Called with a channel's URI after a client's action moved its
         #: state, so that what a user set can be written down.
         self.on_state_change = on_state_change
+        #: What writes to disk behind the host's back (``run`` in its
+        #: nursery, ``close`` on the way out): the serverSeq reservation and
+        #: the stores given.
+        self.writers = [self.bus.sequencer, *(s for s in (session_store, *stores) if hasattr(s, "run"))]
 
     # -- configuration -------------------------------------------------------
 
@@ -104,11 +109,14 @@ class Host:
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run what the host owns beyond its connections: the sessions'
-        nursery. Cancelled, it ends every agent."""
-        if self.sessions is None:
-            task_status.started()
-            await trio.sleep_forever()
-        await self.sessions.run(task_status=task_status)
+        nursery and the writers. Cancelled, it ends every agent."""
+        async with trio.open_nursery() as nursery:
+            for writer in self.writers:
+                await nursery.start(writer.run)
+            if self.sessions is None:
+                task_status.started()
+                await trio.sleep_forever()
+            await self.sessions.run(task_status=task_status)
 
     async def ensure_channel(self, uri: str) -> bool:
         """True if ``uri`` is an open channel, waking a stored session it names."""
@@ -240,8 +248,10 @@ class Host:
     # -- shutdown --------------------------------------------------------------
 
     def close(self) -> None:
-        """Flush what must survive: the serverSeq reservation."""
-        self.bus.sequencer.close()
+        """Flush what must survive: the serverSeq reservation and whatever
+        the stores still hold."""
+        for writer in self.writers:
+            writer.close()
 
 
 def _not_served(method: str) -> str:
