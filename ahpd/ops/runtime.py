@@ -145,7 +145,10 @@ def hold_data_dir(data_dir: str | os.PathLike[str]) -> None:
     import fcntl
 
     path = Path(data_dir) / LOCK_FILE
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    # The descriptor held is read-only: a file kept open for writing would
+    # pin the data directory's filesystem writable (no read-only remount).
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -156,6 +159,9 @@ def hold_data_dir(data_dir: str | os.PathLike[str]) -> None:
     except BaseException:
         os.close(fd)
         raise
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode("ascii"))
     _held.append(fd)
+    writer = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        os.write(writer, f"{os.getpid()}\n".encode("ascii"))
+    finally:
+        os.close(writer)
