@@ -525,6 +525,8 @@ class SessionManager:
         self.catalogue: dict[str, dict[str, StoredConversation]] = {}
         self._refreshing: dict[str, bool] = {}  # provider -> asked again meanwhile
         self._waking: dict[str, trio.Event] = {}
+        #: Whether the agents' boot probes were started (once, at the first hello).
+        self._probes_started = False
         #: What an edit waiting for approval would write, by the
         #: ``ahp-edit://pending/...`` URI its after side is served under:
         #: (tool call id, file path, new content). Gone once the call is settled.
@@ -568,7 +570,7 @@ class SessionManager:
         hello: a daemon nobody talks to starts no agent CLI (and sends
         nothing anywhere), and the answer still reaches that client as
         ``root/agentsChanged``."""
-        if self.nursery is None or getattr(self, "_probes_started", False):
+        if self.nursery is None or self._probes_started:
             return
         self._probes_started = True
         for backend in self.backends.values():
