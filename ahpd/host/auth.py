@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd.host.bus import ROOT
-from ahpd.host.commands import COMMANDS
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.protocol import model
 
@@ -53,4 +52,4 @@ def token_for(peer: Peer | None, resource: str) -> str | None:
     return token
 
 
-COMMANDS["authenticate"] = authenticate
+COMMANDS = {"authenticate": authenticate}

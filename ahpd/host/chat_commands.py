@@ -14,7 +14,6 @@ import trio
 
 from ahpd.backends.port import SKILL_META
 from ahpd.host.bus import utc_now
-from ahpd.host.commands import COMMANDS
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.host.session_commands import PROVIDER_NOT_FOUND, SESSION_NOT_FOUND
 from ahpd.host.sessions import IDLE, Chat, path_of
@@ -312,9 +311,7 @@ def session_config_completions(host: Host, peer: Peer, params: model.SessionConf
     return {"items": []}  # no key of this host's has more values than its enum holds
 
 
-from ahpd.host import resources  # noqa: E402,F401 - registers resourceRead
-
-COMMANDS.update({
+COMMANDS = {
     "createChat": create_chat,
     "disposeChat": dispose_chat,
     "moveChat": move_chat,
@@ -322,4 +319,4 @@ COMMANDS.update({
     "completions": completions,
     "resolveSessionConfig": resolve_session_config,
     "sessionConfigCompletions": session_config_completions,
-})
+}

@@ -8,8 +8,8 @@ with the same origin and no ``rejectionReason`` when it changed nothing
 any other client to reconcile); or with a refusal, an envelope carrying
 ``rejectionReason``, to the sender alone, at the current serverSeq.
 
-Per-type rules live in ``CLIENT_ACTIONS``, keyed by action type; a type
-without one is reduced as it is.
+Per-type rules live in ``ahpd.host.table.CLIENT_ACTIONS``, keyed by action
+type; a type without one is reduced as it is.
 """
 
 from __future__ import annotations
@@ -48,15 +48,6 @@ class Apply:
 
 
 Rule = Callable[["Host", "Peer", str, dict[str, Any]], Refuse | Apply]
-CLIENT_ACTIONS: dict[str, Rule] = {}
-
-
-def client_action(action_type: str) -> Callable[[Rule], Rule]:
-    def register(rule: Rule) -> Rule:
-        CLIENT_ACTIONS[action_type] = rule
-        return rule
-
-    return register
 
 
 async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
@@ -89,7 +80,9 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     if reason is not None:
         _refuse(host, peer, channel, action, client_seq, reason)
         return
-    rule = CLIENT_ACTIONS.get(action["type"])
+    from ahpd.host import table
+
+    rule = table.CLIENT_ACTIONS.get(action["type"])
     try:
         decision = rule(host, peer, channel, action) if rule else Apply(action)
         if isinstance(decision, Refuse):
@@ -156,7 +149,6 @@ def _lenient(params: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:
 # -- per-type rules --------------------------------------------------------------
 
 
-@client_action("root/configChanged")
 def root_config_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     """Every declared key is kept; an undeclared one is refused by name and
     the rest still applies. The connection's own keys stay on it."""
@@ -181,3 +173,6 @@ def root_config_changed(host: Host, peer: Peer, channel: str, action: dict[str, 
         # Replacing never drops what the host needs to run.
         narrowed["config"] = {**rootconfig.DEFAULT_VALUES, **shared}
     return Apply(narrowed, refused=reason)
+
+
+CLIENT_ACTIONS = {"root/configChanged": root_config_changed}

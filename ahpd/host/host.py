@@ -77,7 +77,6 @@ class Host:
         session_store: Any = None,
         stores: tuple[Any, ...] = (),
     ) -> None:
-        from ahpd.host import auth, chat_commands, session_commands, turns  # noqa: F401 - they register handlers
         from ahpd.host.sessions import SessionManager
 
         self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
@@ -187,10 +186,10 @@ class Host:
             log.debug("%s: response to nothing we asked (id %r)", peer.name, message.id)
 
     async def _answer(self, peer: Peer, request: jsonrpc.Request) -> str:
-        from ahpd.host import commands
+        from ahpd.host import table
 
         try:
-            result = await self._call(commands.COMMANDS, peer, request.method, request.params)
+            result = await self._call(table.COMMANDS, peer, request.method, request.params)
         except RpcError as err:
             return jsonrpc.error_frame(request.id, err)
         except Exception as exc:  # noqa: BLE001 - a fault answers one request, no more
@@ -229,9 +228,9 @@ class Host:
             ) from None
 
     async def _notification(self, peer: Peer, note: jsonrpc.Notification) -> None:
-        from ahpd.host import commands
+        from ahpd.host import table
 
-        handler = commands.NOTIFICATIONS.get(note.method)
+        handler = table.NOTIFICATIONS.get(note.method)
         if handler is None:
             log.warning("%s: notification %s is not served; dropped", peer.name, note.method)
             return

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd.backends.translate import PENDING_EDIT
-from ahpd.host.commands import COMMANDS
 from ahpd.host.jsonrpc import RpcError
 from ahpd.host.sessions import path_of
 from ahpd.ports import fs
@@ -88,4 +87,4 @@ async def resource_read(host: Host, peer: Peer, params: model.ResourceReadParams
                    "sides of an edit waiting for approval", {"uri": params.uri})
 
 
-COMMANDS.update({"resourceRead": resource_read})
+COMMANDS = {"resourceRead": resource_read}

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ahpd.host.bus import ROOT, utc_now
-from ahpd.host.commands import COMMANDS
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.host.sessions import IDLE, path_of
 from ahpd.protocol import model
@@ -191,8 +190,8 @@ def notify_summary(host: Host, session: Session, changes: dict[str, Any]) -> Non
     })
 
 
-COMMANDS.update({
+COMMANDS = {
     "createSession": create_session,
     "disposeSession": dispose_session,
     "listSessions": list_sessions,
-})
+}

@@ -52,7 +52,7 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
-from ahpd.host.dispatch import Apply, Refuse, client_action
+from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn, supervised
 
 if TYPE_CHECKING:
@@ -449,7 +449,6 @@ def _chat(host: Host, channel: str) -> Chat | None:
     return host.sessions.chat_owner.get(channel) if host.sessions else None
 
 
-@client_action("chat/turnStarted")
 def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     chat = _chat(host, channel)
     if chat is None:
@@ -474,7 +473,6 @@ def _name_after_first_message(chat: Chat, text: str) -> None:
     host.sessions.notify_summary(chat.session, {"title": title})
 
 
-@client_action("chat/turnCancelled")
 def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     chat = _chat(host, channel)
     turn = chat.turn if chat else None
@@ -492,7 +490,6 @@ def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any])
     return Apply(action, after=after)
 
 
-@client_action("chat/toolCallConfirmed")
 def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     chat = _chat(host, channel)
     turn = chat.turn if chat else None
@@ -515,7 +512,6 @@ def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, 
     return Apply(action, after=after)
 
 
-@client_action("chat/toolCallComplete")
 def tool_call_complete(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
     """A client's result for a call of its own tool. Only the client the call
     was reported against may send one. It is handed to the agent and not
@@ -538,7 +534,6 @@ def tool_call_complete(host: Host, peer: Peer, channel: str, action: dict[str, A
                   "agent's own tool result, as every call does")
 
 
-@client_action("chat/toolCallContentChanged")
 def tool_call_content_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     """Streaming into a running call is its contributor's to do: relayed from
     the client named in the call's ``ToolCallClientContributor``, refused
@@ -554,7 +549,6 @@ def tool_call_content_changed(host: Host, peer: Peer, channel: str, action: dict
     return Apply(action)
 
 
-@client_action("chat/inputCompleted")
 def input_completed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     chat = _chat(host, channel)
     turn = chat.turn if chat else None
@@ -572,7 +566,6 @@ def input_completed(host: Host, peer: Peer, channel: str, action: dict[str, Any]
     return Apply(action, after=after)
 
 
-@client_action("chat/toolCallResultConfirmed")
 def tool_call_result_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
     return Refuse(
         "chat/toolCallResultConfirmed is not served: no agent behind this host asks for a tool's "
@@ -580,7 +573,6 @@ def tool_call_result_confirmed(host: Host, peer: Peer, channel: str, action: dic
     )
 
 
-@client_action("chat/pendingMessageSet")
 def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     """A queued message is taken up as soon as the chat is free. A steering
     message goes into the running turn when the agent takes one (Claude
@@ -602,12 +594,10 @@ def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, 
     return Apply(action, after=lambda: take_up_queued(chat))
 
 
-@client_action("chat/turnResume")
 def turn_resume(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
     return Refuse("this chat's agent cannot re-run a turn that ended in an error; send the message again")
 
 
-@client_action("chat/truncated")
 def truncated(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
     return Refuse(
         "truncating is refused: the agent behind this chat cannot be rewound to an earlier turn, and dropping "
@@ -615,7 +605,6 @@ def truncated(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> R
     )
 
 
-@client_action("session/titleChanged")
 def title_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     if not action["title"].strip():
         return Refuse("a blank title is refused: an untitled row is one nobody can find again")
@@ -623,3 +612,18 @@ def title_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) 
     if session is None:
         return Apply(action)
     return Apply(action, after=lambda: host.sessions.notify_summary(session, {"title": action["title"]}))
+
+
+CLIENT_ACTIONS = {
+    "chat/turnStarted": turn_started,
+    "chat/turnCancelled": turn_cancelled,
+    "chat/toolCallConfirmed": tool_call_confirmed,
+    "chat/toolCallComplete": tool_call_complete,
+    "chat/toolCallContentChanged": tool_call_content_changed,
+    "chat/inputCompleted": input_completed,
+    "chat/toolCallResultConfirmed": tool_call_result_confirmed,
+    "chat/pendingMessageSet": pending_message_set,
+    "chat/turnResume": turn_resume,
+    "chat/truncated": truncated,
+    "session/titleChanged": title_changed,
+}

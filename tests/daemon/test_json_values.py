@@ -17,7 +17,7 @@ from functools import partial
 import pytest
 import trio
 
-from ahpd.host import Host, commands
+from ahpd.host import Host, table
 from ahpd.transport.websocket import serve_websocket
 
 from .helpers import rpc
@@ -116,7 +116,7 @@ async def test_an_action_with_no_json_form_moves_nothing_and_the_next_one_does(s
 
 async def test_a_result_with_no_json_form_fails_that_request_only(served, monkeypatch) -> None:
     host, url = served
-    monkeypatch.setitem(commands.COMMANDS, "ping", lambda host, peer, params: {"load": float("nan")})
+    monkeypatch.setitem(table.COMMANDS, "ping", lambda host, peer, params: {"load": float("nan")})
     async with rpc(url) as a, rpc(url) as b:
         await a.initialize("a")
         await b.initialize("b")

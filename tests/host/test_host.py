@@ -112,12 +112,12 @@ async def test_parse_error_keeps_the_connection_open(host_and_nursery) -> None:
 
 
 async def test_internal_fault_is_32603_and_the_host_carries_on(host_and_nursery, monkeypatch) -> None:
-    from ahpd.host import commands
+    from ahpd.host import table
 
     def boom(host, peer, params):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setitem(commands.COMMANDS, "ping", boom)
+    monkeypatch.setitem(table.COMMANDS, "ping", boom)
     host, nursery = host_and_nursery
     a = await connect(nursery, host, "a")
     b = await connect(nursery, host, "b")

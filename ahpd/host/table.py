@@ -1,0 +1,43 @@
+"""The host's command tables, assembled in this one place.
+
+Each module that serves a family of the protocol exports its own small
+``COMMANDS`` (request method -> handler), ``NOTIFICATIONS`` (client
+notification -> handler) or ``CLIENT_ACTIONS`` (action type -> rule); this
+module joins them. Nothing registers itself by being imported, so what the
+host serves is read here, and a method claimed by two modules is an error at
+import rather than whichever module happened to load last.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ahpd.host import auth, chat_commands, commands, dispatch, resources, session_commands, turns
+
+
+def _join(*tables: dict[str, Any]) -> dict[str, Any]:
+    joined: dict[str, Any] = {}
+    for part in tables:
+        twice = joined.keys() & part.keys()
+        if twice:
+            raise RuntimeError(f"served by two modules: {sorted(twice)}")
+        joined.update(part)
+    return joined
+
+
+COMMANDS = _join(
+    commands.COMMANDS,
+    auth.COMMANDS,
+    session_commands.COMMANDS,
+    chat_commands.COMMANDS,
+    resources.COMMANDS,
+)
+
+NOTIFICATIONS = _join(
+    commands.NOTIFICATIONS,
+)
+
+CLIENT_ACTIONS = _join(
+    dispatch.CLIENT_ACTIONS,
+    turns.CLIENT_ACTIONS,
+)
