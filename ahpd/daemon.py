@@ -62,6 +62,7 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
 def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
     from ahpd.host.store import FileSessionStore, MemorySessionStore, RootConfigStore
+    from ahpd.ports.users import UserDirectory
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
@@ -79,6 +80,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         backends=backends if backends is not None else {},
         session_store=session_store,
         stores=(config_store,),
+        users=UserDirectory.configured(data_dir),
     )
     return host
 

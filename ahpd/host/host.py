@@ -46,6 +46,8 @@ class Peer:
         self.config: dict[str, Any] = {}
         #: Tokens lent with ``authenticate``: resource -> (token, expiry or None).
         self.tokens: dict[str, tuple[str, float | None]] = {}
+        #: The user this connection signed in as (``ahpd://users``), if any.
+        self.user: str | None = None
 
     @property
     def initialized(self) -> bool:
@@ -76,9 +78,12 @@ class Host:
         backends: dict[str, Any] | None = None,
         session_store: Any = None,
         stores: tuple[Any, ...] = (),
+        users: Any = None,
     ) -> None:
         from ahpd.host.sessions import SessionManager
 
+        #: The users directory (``ahpd.ports.users``); None: nobody to name.
+        self.users = users
         self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
         values = {**rootconfig.DEFAULT_VALUES, **(config_values or {})}
         #: Sessions and their agents; None for a host that runs no agents.

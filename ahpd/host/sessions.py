@@ -448,6 +448,8 @@ class Session:
             row["defaultChat"] = state["defaultChat"]
         if state.get("activity"):
             row["activity"] = state["activity"]
+        if (state.get("_meta") or {}).get("ahpd.owner"):
+            row["_meta"] = {"ahpd.owner": state["_meta"]["ahpd.owner"]}
         return row
 
     def status(self) -> int:
@@ -475,6 +477,7 @@ class Session:
             "title": state["title"],
             "status": state["status"] & (IS_READ | IS_ARCHIVED),
             "config": state.get("config"),
+            "_meta": state.get("_meta"),
             "defaultChat": state.get("defaultChat"),
             "chats": [
                 {
@@ -553,6 +556,10 @@ class SessionManager:
                 customizations += subagent_customizations(provider, list(subagents), folder)
                 customizations += mcp_customizations(provider, list(servers), Path.home() / ".claude.json")
                 info = {**info, "customizations": customizations}
+            if self.host.users is not None:
+                from ahpd.host.auth import USERS_RECORD
+
+                info = {**info, "protectedResources": [*(info.get("protectedResources") or []), USERS_RECORD]}
             agents.append(info)
         return agents
 
@@ -749,6 +756,8 @@ class SessionManager:
         }
         if record.get("config"):
             state["config"] = record["config"]
+        if record.get("_meta"):
+            state["_meta"] = record["_meta"]  # ahpd.owner: the store's, not the transcript's
         known = self.harness_commands(session.provider)
         if known:
             # What the harness said at start-up, before any agent of this session runs.
