@@ -606,6 +606,9 @@ def prompt_text(text: str, attachments: Sequence[dict[str, Any]]) -> str:
     as ``@path`` mentions, which the CLI reads in itself."""
     mentions = []
     for attachment in attachments:
+        if attachment.get("type") == "text":  # what the host resolved for the agent (annotations)
+            mentions.append(str(attachment.get("text", "")))
+            continue
         uri = attachment.get("uri") or (attachment.get("resource") or {}).get("uri")
         if isinstance(uri, str) and uri.startswith("file://"):
             from urllib.parse import unquote, urlparse

@@ -52,6 +52,7 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
+from ahpd.host import annotations
 from ahpd.host.auth import signed, who
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn, supervised
@@ -332,7 +333,8 @@ def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str) -> list[d
 def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
     """Run a turn whose ``chat/turnStarted`` has been applied."""
     turn = chat.turn = TurnRunner(chat, turn_id, previous=chat.turn)
-    chat.session.nursery.start_soon(turn.run, message.get("text", ""), list(message.get("attachments") or []),
+    attachments = annotations.resolve(chat.host, list(message.get("attachments") or []))
+    chat.session.nursery.start_soon(turn.run, message.get("text", ""), attachments,
                                     name=f"turn {turn_id} of {chat.uri}")
     _name_after_first_message(chat, message.get("text", ""))
     chat.host.sessions.sync_summary(chat)
