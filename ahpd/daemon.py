@@ -62,11 +62,13 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
 def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
     from ahpd.host.store import FileSessionStore, MemorySessionStore, RootConfigStore
+    from ahpd.host.telemetry import Telemetry
     from ahpd.ports.users import UserDirectory
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
     session_store = FileSessionStore(data_dir / "sessions") if sessions == "file" else MemorySessionStore()
+    telemetry = Telemetry()
     host: Host
 
     def on_state_change(channel: str) -> None:
@@ -79,8 +81,9 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         on_state_change=on_state_change,
         backends=backends if backends is not None else {},
         session_store=session_store,
-        stores=(config_store,),
+        stores=(config_store, telemetry),
         users=UserDirectory.configured(data_dir),
+        telemetry=telemetry,
     )
     return host
 

@@ -79,6 +79,7 @@ class Host:
         session_store: Any = None,
         stores: tuple[Any, ...] = (),
         users: Any = None,
+        telemetry: Any = None,
     ) -> None:
         from ahpd.host.sessions import SessionManager
 
@@ -96,6 +97,10 @@ class Host:
         })
         self.peers: set[Peer] = set()
         self._numbers = 0
+        #: Logs, traces and metrics on the ``ahp-otlp:`` channels (``ahpd.host.telemetry``).
+        self.telemetry = telemetry
+        if telemetry is not None:
+            telemetry.attach(self)
         #: Called with a channel's URI after a client's action moved its
         #: state, so that what a user set can be written down.
         self.on_state_change = on_state_change
