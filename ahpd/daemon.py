@@ -128,11 +128,13 @@ async def run(
     limits: Any = None,
 ) -> int:
     """Serve AHP over WebSocket until SIGTERM/SIGINT (``limits``: a ``websocket.Limits``)."""
-    from ahpd.ops import control, runtime
+    from ahpd.ops import control, logs, runtime
     from ahpd.transport.websocket import serve_websocket
 
     ready_out = ready_out or sys.stdout
     host = make_host(data_dir, sessions, backends)
+    host.stop = partial(os.kill, os.getpid(), signal.SIGTERM)  # `shutdown`: the way `ahpd stop` stops it
+    log_file = logs.to_file(data_dir)
     handler, capture = _handler(host, wire, "websocket")
     started = time.monotonic()
     caught: list[int] = []
@@ -167,6 +169,8 @@ async def run(
             capture.close()
         runtime.remove_runtime(data_dir)
         log.info("stopped")
+        logging.getLogger().removeHandler(log_file)
+        log_file.close()
     if signal.SIGINT in caught and not ready:  # Ctrl-C before it served anyone: said as such
         from ahpd.cli_errors import EXIT_INTERRUPTED, CliError
 

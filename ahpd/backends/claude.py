@@ -309,6 +309,10 @@ class ClaudeBackend:
         """Past sessions, from the CLI's transcripts (a file read, no CLI)."""
         return await _claude_transcripts.list_conversations()
 
+    def state_file(self, backend_id: str) -> Path | None:
+        """The CLI's own transcript of a conversation (the window's debug view)."""
+        return _claude_transcripts.state_file(backend_id)
+
     async def delete_conversation(self, backend_id: str) -> bool:
         """Delete the session's transcript; False when there is none."""
         return await _claude_transcripts.delete_conversation(backend_id)

@@ -58,6 +58,7 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
         "serverInfo": {"name": "ahpd", "version": __version__},
         "snapshots": snapshots,
         **({"telemetry": host.telemetry.capabilities} if host.telemetry is not None else {}),
+        "_meta": {"vscode.getAgentHostSessionStateFile.chat": True},  # a chat's own record (ahpd.host.window)
     }
 
 

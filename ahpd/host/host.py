@@ -85,6 +85,8 @@ class Host:
 
         #: The users directory (``ahpd.ports.users``); None: nobody to name.
         self.users = users
+        #: How ``shutdown`` stops the daemon (set by it); None: not served.
+        self.stop: Callable[[], None] | None = None
         self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
         values = {**rootconfig.DEFAULT_VALUES, **(config_values or {})}
         #: Sessions and their agents; None for a host that runs no agents.
@@ -228,6 +230,8 @@ class Host:
             params = {}
         if not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, f"{method} takes an object of params")
+        if method not in model.COMMANDS and method not in model.CLIENT_NOTIFICATIONS:
+            return params  # outside the protocol (ahpd.host.window): the handler reads its own
         cls = model.COMMANDS[method][0] if method in model.COMMANDS else model.CLIENT_NOTIFICATIONS[method]
         params = _check_literal_channel(method, cls, params)
         try:
