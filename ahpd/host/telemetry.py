@@ -33,12 +33,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from typing import TYPE_CHECKING, Any
 
 import trio
 from opentelemetry import trace
 from opentelemetry.metrics import Observation
-from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler, LogRecordProcessor
+from opentelemetry._logs import LogRecord, SeverityNumber
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader
 from opentelemetry.sdk.resources import Resource
@@ -100,6 +102,34 @@ class _Forward(SpanProcessor, LogRecordProcessor):
         return True
 
 
+_SEVERITY = ((logging.CRITICAL, SeverityNumber.FATAL, "FATAL"), (logging.ERROR, SeverityNumber.ERROR, "ERROR"),
+             (logging.WARNING, SeverityNumber.WARN, "WARN"), (logging.INFO, SeverityNumber.INFO, "INFO"),
+             (logging.DEBUG, SeverityNumber.DEBUG, "DEBUG"))
+
+
+class LogLines(logging.Handler):
+    """The daemon's log lines, each an OTel log record of the SDK's logger:
+    the same records its other handlers write, timestamped when they were
+    made, with the logger's name and any traceback as attributes."""
+
+    def __init__(self, provider: LoggerProvider) -> None:
+        super().__init__()
+        self.logger = provider.get_logger("ahpd", __version__)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            number, text = next(((n, t) for level, n, t in _SEVERITY if record.levelno >= level),
+                                (SeverityNumber.TRACE, "TRACE"))
+            attributes = {"logger.name": record.name}
+            if record.exc_info:
+                attributes["exception.stacktrace"] = logging.Formatter().formatException(record.exc_info)
+            self.logger.emit(LogRecord(
+                timestamp=int(record.created * 1e9), observed_timestamp=time.time_ns(),
+                severity_number=number, severity_text=text, body=record.getMessage(), attributes=attributes))
+        except Exception:  # noqa: BLE001 - logging's own rule: a handler never raises
+            self.handleError(record)
+
+
 class Telemetry:
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         environ = dict(os.environ if environ is None else environ)
@@ -117,7 +147,7 @@ class Telemetry:
         self.tracer = self.tracer_provider.get_tracer("ahpd", __version__)
         self.logger_provider = LoggerProvider(resource=resource)
         self.logger_provider.add_log_record_processor(_Forward(self._log_emitted))
-        self.handler = LoggingHandler(logger_provider=self.logger_provider)
+        self.handler = LogLines(self.logger_provider)
         self.reader = InMemoryMetricReader()
         readers: list[MetricReader] = [self.reader]
         if self.collector:
