@@ -3,6 +3,9 @@ refusal, marks surviving a restart, and marks handed to the agent."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import trio
 
 from ahpd import state as reducers
@@ -28,7 +31,8 @@ async def test_annotations_are_kept_refused_by_rule_survive_a_restart_and_reach_
     work = tmp_path / "work"
     work.mkdir()
     data = tmp_path / "d"
-    async with running_daemon(data) as daemon:
+    capture = tmp_path / "wire.jsonl"
+    async with running_daemon(data, "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("w1")
             uri, chat = await create(client, work)
@@ -75,7 +79,7 @@ async def test_annotations_are_kept_refused_by_rule_survive_a_restart_and_reach_
 
             fresh = (await client.call("subscribe", {"channel": channel}))["result"]["snapshot"]["state"]
             assert fresh == held and [m["id"] for m in fresh["annotations"]] == ["a1", "solo"]
-            row = next(r for r in (await client.call("listSessions", {}))["result"]["items"] if r["resource"] == uri)
+            row = next(r for r in (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"] if r["resource"] == uri)
             assert row["annotations"] == {"resource": channel, "annotationCount": 2, "entryCount": 3}
 
             # Handed to the agent: the demo agent echoes what it was given.
@@ -101,3 +105,6 @@ async def test_annotations_are_kept_refused_by_rule_survive_a_restart_and_reach_
             with trio.fail_after(30):
                 env = await answer(client, channel, {"type": "annotations/removed", "annotationId": "a1"}, 1)
             assert "rejectionReason" not in env
+    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -55,19 +55,20 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
     work.mkdir()
     token = users(tmp_path, data, "add", "alice").stdout.strip()
     root_ref = f"root:{socket.gethostname()}"
-    async with running_daemon(data) as daemon:
+    capture = tmp_path / "wire.jsonl"
+    async with running_daemon(data, "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as client:
             init = await client.initialize("w1")
             agents = init["snapshots"][0]["state"]["agents"]
             assert all(USERS in [r["resource"] for r in a["protectedResources"]] for a in agents)
 
-            unknown = await client.call("authenticate", {"resource": USERS, "token": "mallory:abc"})
+            unknown = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "mallory:abc"})
             assert unknown["error"]["code"] == -32007
             assert "no user mallory" in unknown["error"]["message"]
-            wrong = await client.call("authenticate", {"resource": USERS, "token": "alice:not-the-secret"})
+            wrong = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "alice:not-the-secret"})
             assert wrong["error"]["code"] == -32007 and "not alice's" in wrong["error"]["message"]
             assert wrong["error"]["data"]["resources"][0]["resource"] == USERS
-            shapeless = await client.call("authenticate", {"resource": USERS, "token": "no-colon"})
+            shapeless = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "no-colon"})
             assert shapeless["error"]["code"] == -32007
 
             # Not signed in: the deployment's own token is who acts.
@@ -75,7 +76,7 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
             state = (await client.call("subscribe", {"channel": root_session}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == root_ref
 
-            assert (await client.call("authenticate", {"resource": USERS, "token": token}))["result"] == {}
+            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": token}))["result"] == {}
             uri, chat = await create(client, work)
             state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == "user:alice"
@@ -91,21 +92,24 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
     async with running_daemon(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("w2")
-            rows = (await client.call("listSessions", {}))["result"]["items"]
+            rows = (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"]
             owners = {r["resource"]: (r.get("_meta") or {}).get("ahpd.owner") for r in rows}
             assert owners[uri] == "user:alice" and owners[root_session] == root_ref
             state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == "user:alice"
-            row = next(r for r in (await client.call("listSessions", {}))["result"]["items"] if r["resource"] == uri)
+            row = next(r for r in (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"] if r["resource"] == uri)
             assert row["_meta"]["ahpd.owner"] == "user:alice"
             turns = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]["turns"]
             assert turns[0]["message"]["_meta"]["ahpd.sender"] == "user:alice"
             # Signing out is an empty token; a signed-out connection acts as root again.
-            assert (await client.call("authenticate", {"resource": USERS, "token": token}))["result"] == {}
-            assert (await client.call("authenticate", {"resource": USERS, "token": ""}))["result"] == {}
+            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": token}))["result"] == {}
+            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": ""}))["result"] == {}
             later, _ = await create(client, work)
             state = (await client.call("subscribe", {"channel": later}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == root_ref
+    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 async def test_a_host_without_a_directory_names_nobody(tmp_path) -> None:
@@ -116,7 +120,7 @@ async def test_a_host_without_a_directory_names_nobody(tmp_path) -> None:
             init = await client.initialize("w1")
             agents = init["snapshots"][0]["state"]["agents"]
             assert not any(r["resource"] == USERS for a in agents for r in a.get("protectedResources") or [])
-            refused = await client.call("authenticate", {"resource": USERS, "token": "alice:x"})
+            refused = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "alice:x"})
             assert refused["error"]["code"] == -32602 and "not a protected resource" in refused["error"]["message"]
             uri, chat = await create(client, work)
             state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
