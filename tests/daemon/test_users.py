@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import uuid
 
 from .helpers import rpc, running_daemon
 from .test_sessions import action_of, create, dispatch, start_turn, until
@@ -86,6 +87,15 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
             started = next(action_of(n) for n in notes if (action_of(n) or {}).get("type") == "chat/turnStarted")
             assert started["_meta"]["ahpd.sender"] == "user:alice"
             assert started["message"]["_meta"]["ahpd.sender"] == "user:alice"
+
+            # A chat begun with a message names its sender the same way.
+            side = f"ahp-chat:/{uuid.uuid4()}"
+            created = await client.call("createChat", {
+                "channel": uri, "chat": side, "initialMessage": {"text": "and you", "origin": {"kind": "user"}}})
+            assert created["result"] is None, created
+            side_turns = (await client.call("subscribe", {"channel": side}))["result"]["snapshot"]["state"]
+            message = (side_turns.get("activeTurn") or (side_turns["turns"] or [{}])[-1])["message"]
+            assert message["_meta"]["ahpd.sender"] == "user:alice"
         daemon.terminate()
         assert await daemon.wait() == 0
 
