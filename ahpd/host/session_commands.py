@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ahpd.host import annotations
 from ahpd.host.auth import who
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
@@ -154,6 +155,7 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
         row["defaultChat"] = record.get("defaultChat") or chats[0]["uri"]
     if (record.get("_meta") or {}).get("ahpd.owner"):
         row["_meta"] = {"ahpd.owner": record["_meta"]["ahpd.owner"]}
+    row["annotations"] = annotations.summary(record["uri"], record)
     return row
 
 

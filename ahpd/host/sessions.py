@@ -452,7 +452,7 @@ class Session:
         if (state.get("_meta") or {}).get("ahpd.owner"):
             row["_meta"] = {"ahpd.owner": state["_meta"]["ahpd.owner"]}
         marks = self.host.bus.channels.get(annotations.channel_of(self.uri))
-        if marks is not None and marks.state["annotations"]:
+        if marks is not None:
             row["annotations"] = annotations.summary(self.uri, marks.state)
         return row
 

@@ -31,11 +31,12 @@ was wrong.
 
 from __future__ import annotations
 
+import atexit
 import base64
 import http.client
 import json
 import logging
-import logging.handlers
+import math
 import os
 import platform
 import shutil
@@ -262,6 +263,8 @@ async def collect_debug_logs(host: Host, peer: Peer, params: Any) -> dict[str, A
             files[f"provider/{transcript.name}"] = transcript
             provider = True
     _let_go(time.monotonic())
+    if not _made:
+        atexit.register(_let_go, math.inf)  # a daemon stopping sooner takes them with it
     made = await trio.to_thread.run_sync(_collect, files, kind)
     path = made.pop("_path")
     _made[made["resource"]] = (path, time.monotonic() + LEASE_SECONDS)
