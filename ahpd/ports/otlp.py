@@ -149,11 +149,9 @@ def encode_logs(records: Sequence[Any]) -> dict[str, Any]:
 
 
 def _point(point: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "attributes": attributes(point.attributes),
-        "startTimeUnixNano": str(point.start_time_unix_nano),
-        "timeUnixNano": str(point.time_unix_nano),
-    }
+    out: dict[str, Any] = {"attributes": attributes(point.attributes), "timeUnixNano": str(point.time_unix_nano)}
+    if point.start_time_unix_nano is not None:  # a gauge's point has none
+        out["startTimeUnixNano"] = str(point.start_time_unix_nano)
     if isinstance(point.value, int):
         out["asInt"] = str(point.value)
     else:
