@@ -299,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     wire.set_defaults(func=_cmd_wire_check)
 
     from ahpd.ops import commands as ops
+    from ahpd.ops import users
 
     _add_chat_parser(sub)
     _add_doctor_parser(sub)
@@ -306,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_stop_parser(sub)
     ops.add_status_parser(sub)
     ops.add_service_parser(sub)
+    users.add_users_parser(sub)
     _add_common_options(parser, top=True)
     return parser
 

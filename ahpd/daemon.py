@@ -62,10 +62,13 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
 def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
     from ahpd.host.store import FileSessionStore, MemorySessionStore, RootConfigStore
+    from ahpd.host.telemetry import Telemetry
+    from ahpd.ports.users import UserDirectory
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
     session_store = FileSessionStore(data_dir / "sessions") if sessions == "file" else MemorySessionStore()
+    telemetry = Telemetry()
     host: Host
 
     def on_state_change(channel: str) -> None:
@@ -78,7 +81,9 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         on_state_change=on_state_change,
         backends=backends if backends is not None else {},
         session_store=session_store,
-        stores=(config_store,),
+        stores=(config_store, telemetry),
+        users=UserDirectory.configured(data_dir),
+        telemetry=telemetry,
     )
     return host
 
@@ -123,11 +128,13 @@ async def run(
     limits: Any = None,
 ) -> int:
     """Serve AHP over WebSocket until SIGTERM/SIGINT (``limits``: a ``websocket.Limits``)."""
-    from ahpd.ops import control, runtime
+    from ahpd.ops import control, logs, runtime
     from ahpd.transport.websocket import serve_websocket
 
     ready_out = ready_out or sys.stdout
     host = make_host(data_dir, sessions, backends)
+    host.stop = partial(os.kill, os.getpid(), signal.SIGTERM)  # `shutdown`: the way `ahpd stop` stops it
+    log_file = logs.to_file(data_dir)
     handler, capture = _handler(host, wire, "websocket")
     started = time.monotonic()
     caught: list[int] = []
@@ -162,6 +169,8 @@ async def run(
             capture.close()
         runtime.remove_runtime(data_dir)
         log.info("stopped")
+        logging.getLogger().removeHandler(log_file)
+        log_file.close()
     if signal.SIGINT in caught and not ready:  # Ctrl-C before it served anyone: said as such
         from ahpd.cli_errors import EXIT_INTERRUPTED, CliError
 

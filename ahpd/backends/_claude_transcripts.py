@@ -9,7 +9,9 @@ they are blocking file reads, so these run in a worker thread.
 from __future__ import annotations
 
 import logging
+import os
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -51,6 +53,16 @@ def _delete(session_id: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def state_file(session_id: str) -> Path | None:
+    """Where the CLI keeps ``session_id``'s transcript: under whichever
+    project folder holds it (the CLI's spelling of the directory, or one the
+    conversation moved from), or None when it wrote none."""
+    if not session_id or any(c in session_id for c in "/\\*?[]"):
+        return None
+    root = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects"
+    return next(iter(sorted(root.glob(f"*/{session_id}.jsonl"))), None)
 
 
 async def list_conversations() -> list[StoredConversation]:

@@ -309,6 +309,10 @@ class ClaudeBackend:
         """Past sessions, from the CLI's transcripts (a file read, no CLI)."""
         return await _claude_transcripts.list_conversations()
 
+    def state_file(self, backend_id: str) -> Path | None:
+        """The CLI's own transcript of a conversation (the window's debug view)."""
+        return _claude_transcripts.state_file(backend_id)
+
     async def delete_conversation(self, backend_id: str) -> bool:
         """Delete the session's transcript; False when there is none."""
         return await _claude_transcripts.delete_conversation(backend_id)
@@ -606,6 +610,9 @@ def prompt_text(text: str, attachments: Sequence[dict[str, Any]]) -> str:
     as ``@path`` mentions, which the CLI reads in itself."""
     mentions = []
     for attachment in attachments:
+        if attachment.get("type") == "text":  # what the host resolved for the agent (annotations)
+            mentions.append(str(attachment.get("text", "")))
+            continue
         uri = attachment.get("uri") or (attachment.get("resource") or {}).get("uri")
         if isinstance(uri, str) and uri.startswith("file://"):
             from urllib.parse import unquote, urlparse

@@ -6,20 +6,37 @@ environment on top of the daemon's own credentials, never instead of them.
 An empty token takes it back; ``expiresIn`` says how long it is good for,
 and past that it is neither spent nor kept. This is not the connection
 token, which is about who may reach the host at all.
+
+One resource is different: ``ahpd://users``, advertised when the host was
+given a users directory (``ahpd users add``). Its token is verified here,
+against that directory, and names the person the connection acts for; a
+turn then says who sent it (``_meta['ahpd.sender']``) and a session whose
+work it is (``_meta['ahpd.owner']``), as ``user:<id>``, or ``root:<host>``
+for a connection that did not sign in and so acts on the deployment's own
+token. A host with no directory names nobody.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ahpd.host.bus import ROOT
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
+from ahpd.ports.users import RESOURCE as USERS_RESOURCE
+from ahpd.ports.users import UsersError
 from ahpd.protocol import model
 
 if TYPE_CHECKING:
     from ahpd.host.host import Host, Peer
+
+
+AUTH_REQUIRED = -32007
+
+#: How ``ahpd://users`` is described in each agent's ``protectedResources``.
+USERS_RECORD = {"resource": USERS_RESOURCE, "resource_name": "the people who use this host", "required": False}
 
 
 def advertised(host: Host) -> set[str]:
@@ -27,7 +44,32 @@ def advertised(host: Host) -> set[str]:
     return {r["resource"] for a in agents for r in a.get("protectedResources") or []}
 
 
-def authenticate(host: Host, peer: Peer, params: model.AuthenticateParams) -> dict[str, Any]:
+def who(host: Host, peer: Peer | None) -> str | None:
+    """The typed reference naming who ``peer`` acts for; None on a host with
+    no users directory, which has nobody to name."""
+    if host.users is None:
+        return None
+    if peer is not None and peer.user is not None:
+        return f"user:{peer.user}"
+    return f"root:{socket.gethostname()}"
+
+
+def signed(action: dict[str, Any], sender: str | None) -> dict[str, Any]:
+    """``chat/turnStarted`` (or a pending message's action) saying who sent
+    it: on the action's ``_meta`` when it has a turn, and on the message's,
+    which is what a stored turn keeps."""
+    if sender is None:
+        return action
+    message = action["message"]
+    signed_message = {**message, "_meta": {**(message.get("_meta") or {}), "ahpd.sender": sender}}
+    if action["type"] != "chat/turnStarted":
+        return {**action, "message": signed_message}
+    return {**action, "message": signed_message, "_meta": {**(action.get("_meta") or {}), "ahpd.sender": sender}}
+
+
+async def authenticate(host: Host, peer: Peer, params: model.AuthenticateParams) -> dict[str, Any]:
+    if params.resource == USERS_RESOURCE and host.users is not None:
+        return await _sign_in(host, peer, params.token)
     if params.resource not in advertised(host):
         raise RpcError(INVALID_PARAMS, f"{params.resource} is not a protected resource any agent here advertises",
                        {"path": "$.resource"})
@@ -36,6 +78,20 @@ def authenticate(host: Host, peer: Peer, params: model.AuthenticateParams) -> di
         return {}
     expires = trio.current_time() + params.expiresIn if params.expiresIn else None
     peer.tokens[params.resource] = (params.token, expires)
+    return {}
+
+
+async def _sign_in(host: Host, peer: Peer, token: str) -> dict[str, Any]:
+    """Verify ``token`` against the users directory (an Argon2 hash: run in a
+    thread, it takes tens of milliseconds). A refusal leaves the connection
+    as it was; an empty token signs out."""
+    if not token:
+        peer.user = None
+        return {}
+    try:
+        peer.user = await trio.to_thread.run_sync(host.users.verify, token)
+    except UsersError as exc:
+        raise RpcError(AUTH_REQUIRED, str(exc), {"resources": [USERS_RECORD]}) from None
     return {}
 
 

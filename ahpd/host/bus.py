@@ -62,6 +62,8 @@ class ActionBus:
         self.sequencer = sequencer
         self.replay = ReplayBuffer(replay_bytes)
         self.channels: dict[str, Channel] = {}
+        #: Told ``(channel, action)`` after each action that moved state (telemetry).
+        self.observers: list[Callable[[str, dict[str, Any]], None]] = []
 
     @property
     def server_seq(self) -> int:
@@ -140,6 +142,8 @@ class ActionBus:
         assert taken == seq
         self.replay.append(Entry(seq, uri, envelope, len(text)))
         self._fan_out(channel.subscribers, text)
+        for observe in self.observers:
+            observe(uri, action)
         return seq
 
     def answer(self, subscriber: Subscriber, uri: str, action: dict[str, Any], origin: dict[str, Any],

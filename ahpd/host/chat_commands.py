@@ -123,12 +123,15 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
     host.bus.emit(session.uri, {"type": "session/chatAdded", "summary": summary})
     session.save()
     if params.initialMessage is not None:
+        from ahpd.host.auth import signed, who
         from ahpd.host.turns import start_turn
 
         message = codec.encode(params.initialMessage)
         turn_id = host.sessions.new_turn_id()
-        host.bus.emit(uri, {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": now, "message": message})
-        start_turn(chat, turn_id, message)
+        action = signed({"type": "chat/turnStarted", "turnId": turn_id, "startedAt": now, "message": message},
+                        who(host, peer))
+        host.bus.emit(uri, action)
+        start_turn(chat, turn_id, action["message"])
 
 
 async def dispose_chat(host: Host, peer: Peer, params: model.DisposeChatParams) -> None:

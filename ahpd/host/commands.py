@@ -57,6 +57,8 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
         "serverSeq": host.bus.server_seq,
         "serverInfo": {"name": "ahpd", "version": __version__},
         "snapshots": snapshots,
+        **({"telemetry": host.telemetry.capabilities} if host.telemetry is not None else {}),
+        "_meta": {"vscode.getAgentHostSessionStateFile.chat": True},  # a chat's own record (ahpd.host.window)
     }
 
 
@@ -65,6 +67,8 @@ def ping(host: Host, peer: Peer, params: model.PingParams) -> None:
 
 
 async def subscribe(host: Host, peer: Peer, params: model.SubscribeParams) -> dict[str, Any]:
+    if params.channel.startswith("ahp-otlp:") and host.telemetry is not None:
+        return host.telemetry.subscribe(peer, params.channel)  # stateless: no snapshot, never replayed
     await host.ensure_channel(params.channel)
     snapshot = host.bus.subscribe(params.channel, peer)
     if snapshot is None:

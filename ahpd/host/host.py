@@ -46,6 +46,8 @@ class Peer:
         self.config: dict[str, Any] = {}
         #: Tokens lent with ``authenticate``: resource -> (token, expiry or None).
         self.tokens: dict[str, tuple[str, float | None]] = {}
+        #: The user this connection signed in as (``ahpd://users``), if any.
+        self.user: str | None = None
 
     @property
     def initialized(self) -> bool:
@@ -76,9 +78,15 @@ class Host:
         backends: dict[str, Any] | None = None,
         session_store: Any = None,
         stores: tuple[Any, ...] = (),
+        users: Any = None,
+        telemetry: Any = None,
     ) -> None:
         from ahpd.host.sessions import SessionManager
 
+        #: The users directory (``ahpd.ports.users``); None: nobody to name.
+        self.users = users
+        #: How ``shutdown`` stops the daemon (set by it); None: not served.
+        self.stop: Callable[[], None] | None = None
         self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
         values = {**rootconfig.DEFAULT_VALUES, **(config_values or {})}
         #: Sessions and their agents; None for a host that runs no agents.
@@ -91,6 +99,10 @@ class Host:
         })
         self.peers: set[Peer] = set()
         self._numbers = 0
+        #: Logs, traces and metrics on the ``ahp-otlp:`` channels (``ahpd.host.telemetry``).
+        self.telemetry = telemetry
+        if telemetry is not None:
+            telemetry.attach(self)
         #: Called with a channel's URI after a client's action moved its
         #: state, so that what a user set can be written down.
         self.on_state_change = on_state_change
@@ -218,6 +230,8 @@ class Host:
             params = {}
         if not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, f"{method} takes an object of params")
+        if method not in model.COMMANDS and method not in model.CLIENT_NOTIFICATIONS:
+            return params  # outside the protocol (ahpd.host.window): the handler reads its own
         cls = model.COMMANDS[method][0] if method in model.COMMANDS else model.CLIENT_NOTIFICATIONS[method]
         params = _check_literal_channel(method, cls, params)
         try:

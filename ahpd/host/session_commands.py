@@ -10,6 +10,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ahpd.host import annotations
+from ahpd.host.auth import who
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.host.sessions import IDLE, path_of
@@ -64,6 +66,8 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
     cwd = _working_directory(params)
     _progress(host, peer, params.progressToken, 0, "preparing the session")
     record: dict[str, Any] = {"uri": uri, "provider": provider, "cwd": str(cwd), "createdAt": utc_now(), "title": ""}
+    if (owner := who(host, peer)) is not None:
+        record["_meta"] = {"ahpd.owner": owner}
     session = await sessions.open(record, lifecycle="creating")
     if params.activeClient is not None:
         client = {"clientId": peer.client_id, "tools": [], **_client_fields(params.activeClient)}
@@ -149,6 +153,9 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
         row["chats"] = [{"resource": c["uri"], "title": c.get("state", {}).get("title", ""),
                          "status": c.get("state", {}).get("status", IDLE)} for c in chats]
         row["defaultChat"] = record.get("defaultChat") or chats[0]["uri"]
+    if (record.get("_meta") or {}).get("ahpd.owner"):
+        row["_meta"] = {"ahpd.owner": record["_meta"]["ahpd.owner"]}
+    row["annotations"] = annotations.summary(record["uri"], record)
     return row
 
 

@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlparse
 import trio
 
 from ahpd.backends.port import SKILL_META, Backend, BackendError, Conversation, StoredConversation
+from ahpd.host import annotations
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.store import MemorySessionStore, SessionStore
 from ahpd.host.supervise import run_supervised, spawn, supervised
@@ -448,6 +449,11 @@ class Session:
             row["defaultChat"] = state["defaultChat"]
         if state.get("activity"):
             row["activity"] = state["activity"]
+        if (state.get("_meta") or {}).get("ahpd.owner"):
+            row["_meta"] = {"ahpd.owner": state["_meta"]["ahpd.owner"]}
+        marks = self.host.bus.channels.get(annotations.channel_of(self.uri))
+        if marks is not None:
+            row["annotations"] = annotations.summary(self.uri, marks.state)
         return row
 
     def status(self) -> int:
@@ -475,6 +481,8 @@ class Session:
             "title": state["title"],
             "status": state["status"] & (IS_READ | IS_ARCHIVED),
             "config": state.get("config"),
+            "_meta": state.get("_meta"),
+            "annotations": self.host.bus.channels[annotations.channel_of(self.uri)].state["annotations"],
             "defaultChat": state.get("defaultChat"),
             "chats": [
                 {
@@ -553,6 +561,10 @@ class SessionManager:
                 customizations += subagent_customizations(provider, list(subagents), folder)
                 customizations += mcp_customizations(provider, list(servers), Path.home() / ".claude.json")
                 info = {**info, "customizations": customizations}
+            if self.host.users is not None:
+                from ahpd.host.auth import USERS_RECORD
+
+                info = {**info, "protectedResources": [*(info.get("protectedResources") or []), USERS_RECORD]}
             agents.append(info)
         return agents
 
@@ -749,11 +761,15 @@ class SessionManager:
         }
         if record.get("config"):
             state["config"] = record["config"]
+        if record.get("_meta"):
+            state["_meta"] = record["_meta"]  # ahpd.owner: the store's, not the transcript's
         known = self.harness_commands(session.provider)
         if known:
             # What the harness said at start-up, before any agent of this session runs.
             state["customizations"] = session.customizations_of(known)
         self.host.bus.open(session.uri, "session", state)
+        self.host.bus.open(annotations.channel_of(session.uri), "annotations",
+                           {"annotations": record.get("annotations") or []})
         self.sessions[session.uri] = session
         session.announced = lifecycle != "creating"
         await self.nursery.start(session.run)
@@ -792,7 +808,7 @@ class SessionManager:
             waking.set()
 
     async def _wake_stored(self, uri: str) -> bool:
-        record = self.dormant.get(uri)
+        record = self.dormant.get(uri) or self.dormant.get(uri.removesuffix(annotations.SUFFIX))
         if record is None:
             owner = next((r for r in self.dormant.values()
                           if any(c.get("uri") == uri for c in r.get("chats") or [])), None)
@@ -816,6 +832,7 @@ class SessionManager:
         if session.scope is not None:
             session.scope.cancel()
         self.host.bus.close(session.uri)
+        self.host.bus.close(annotations.channel_of(session.uri))
         self.sessions.pop(session.uri, None)
         self.store.delete(session.uri)
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ahpd.host import auth, chat_commands, commands, dispatch, resources, session_commands, turns
+from ahpd.host import (
+    annotations, auth, chat_commands, commands, dispatch, resources, session_commands, turns, window,
+)
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -31,6 +33,7 @@ COMMANDS = _join(
     session_commands.COMMANDS,
     chat_commands.COMMANDS,
     resources.COMMANDS,
+    window.COMMANDS,
 )
 
 NOTIFICATIONS = _join(
@@ -40,4 +43,5 @@ NOTIFICATIONS = _join(
 CLIENT_ACTIONS = _join(
     dispatch.CLIENT_ACTIONS,
     turns.CLIENT_ACTIONS,
+    annotations.CLIENT_ACTIONS,
 )

@@ -52,6 +52,8 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
+from ahpd.host import annotations
+from ahpd.host.auth import signed, who
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn, supervised
 
@@ -331,7 +333,8 @@ def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str) -> list[d
 def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
     """Run a turn whose ``chat/turnStarted`` has been applied."""
     turn = chat.turn = TurnRunner(chat, turn_id, previous=chat.turn)
-    chat.session.nursery.start_soon(turn.run, message.get("text", ""), list(message.get("attachments") or []),
+    attachments = annotations.resolve(chat.host, list(message.get("attachments") or []))
+    chat.session.nursery.start_soon(turn.run, message.get("text", ""), attachments,
                                     name=f"turn {turn_id} of {chat.uri}")
     _name_after_first_message(chat, message.get("text", ""))
     chat.host.sessions.sync_summary(chat)
@@ -352,8 +355,14 @@ def take_up_queued(chat: Chat) -> None:
     chat.host.bus.emit(chat.uri, {
         "type": "chat/turnStarted", "turnId": turn_id, "startedAt": utc_now(),
         "message": pending["message"], "queuedMessageId": pending["id"],
+        **_sender_of(pending["message"]),
     })
     start_turn(chat, turn_id, pending["message"])
+
+
+def _sender_of(message: dict[str, Any]) -> dict[str, Any]:
+    sender = (message.get("_meta") or {}).get("ahpd.sender")
+    return {"_meta": {"ahpd.sender": sender}} if sender else {}
 
 
 def on_event(chat: Chat, event: Event) -> None:
@@ -459,6 +468,7 @@ def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -
         return Refuse(f"no agent for provider {chat.session.provider} on this host")
 
     chat.lender = peer
+    action = signed(action, who(host, peer))
     return Apply(action, after=lambda: start_turn(chat, action["turnId"], action["message"]))
 
 
@@ -591,6 +601,7 @@ def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, 
             host.bus.emit(channel, {"type": "chat/pendingMessageRemoved", "kind": "steering", "id": action["id"]})
 
         return Apply(action, after=into_the_turn)
+    action = signed(action, who(host, peer))
     return Apply(action, after=lambda: take_up_queued(chat))
 
 

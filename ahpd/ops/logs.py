@@ -13,8 +13,10 @@ for a log line of its own either.
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import re
 import sys
+from pathlib import Path
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -52,6 +54,21 @@ class SafeFormatter(logging.Formatter):
 
 def _indent(text: str) -> str:
     return "\n".join("    " + escape(line) for line in text.split("\n"))
+
+
+LOG_FILE = "logs/ahpd.log"
+
+
+def to_file(data_dir: Path) -> logging.Handler:
+    """Also log to ``DATA_DIR/logs/ahpd.log``, rotated at 1 MiB with three
+    kept, so a bug report has the daemon's own lines to collect
+    (``vscode/collectAgentHostDebugLogs``). Returns the handler, to remove."""
+    path = data_dir / LOG_FILE
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=2**20, backupCount=3, encoding="utf-8")
+    handler.setFormatter(SafeFormatter(FORMAT))
+    logging.getLogger().addHandler(handler)
+    return handler
 
 
 def setup(level: str) -> None:

@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from ahpd.host import telemetry
 from ahpd.host.supervise import supervised
 
 logger = logging.getLogger("ahpd.transport")
@@ -113,6 +114,7 @@ class Connection:
                  budget: QueueBudget | None = None) -> None:
         self.name = name
         self.queued_bytes = 0
+        telemetry.COUNTS.connections += 1
         self._budget = budget  # None once this connection's bytes no longer count there
         if budget is not None:
             budget.members.add(self)
@@ -178,6 +180,7 @@ class Connection:
         if self._budget is not None:
             self._budget.total += size
         self._outbox.send_nowait((text, size))
+        telemetry.COUNTS.sent(size)
         return True
 
     def close(self, code: int = NORMAL, reason: str = "") -> None:
@@ -192,6 +195,7 @@ class Connection:
             return
         self.closed = True
         self.close_code, self.close_reason = code, reason
+        telemetry.COUNTS.queue_closes += code == POLICY_VIOLATION  # 1008: only a client that fell behind
         if discard:
             self._drop_queue()
         self._outbox.close()  # the writer drains what is queued, then stops

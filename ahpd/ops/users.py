@@ -1,0 +1,65 @@
+"""``ahpd users add|remove|list``: the users directory, kept in the data directory.
+
+The directory itself is ``ahpd.ports.users``; this is only its command line.
+A token is printed once, by ``add``, and never again: only its hash is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ahpd.cli_errors import EXIT_DATA_DIR, EXIT_USAGE, CliError
+
+
+def _directory(args: argparse.Namespace) -> Any:
+    from ahpd.ops.paths import ensure_private_dir
+    from ahpd.ports.users import USERS_FILE, UserDirectory
+
+    try:
+        data_dir = ensure_private_dir(args.data_dir)
+    except OSError as exc:
+        raise CliError(f"cannot use data directory {args.data_dir}: {exc.strerror or exc}", EXIT_DATA_DIR) from None
+    return UserDirectory(data_dir / USERS_FILE)
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    from ahpd.ports.users import UsersError
+
+    directory = _directory(args)
+    try:
+        if args.action == "add":
+            print(directory.add(args.user))
+        elif args.action == "remove":
+            directory.remove(args.user)
+        else:
+            for user in directory.list():
+                print(f"{user['id']}\t{user['createdAt']}")
+    except UsersError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except OSError as exc:
+        raise CliError(f"cannot write {directory.path}: {exc.strerror or exc}", EXIT_DATA_DIR) from None
+    return 0
+
+
+def add_users_parser(subparsers: Any) -> argparse.ArgumentParser:
+    from ahpd.ops.commands import _add_data_dir
+
+    p = subparsers.add_parser(
+        "users", help="the users who may sign in to the daemon as themselves (optional)",
+        description="Keep the users directory, DATA_DIR/users.json: each user's id and the "
+        "Argon2id hash of its token. A daemon started with the file present advertises the "
+        "protected resource ahpd://users, verifies a token a client sends for it with "
+        "`authenticate`, and names who sent each turn and owns each session "
+        "(_meta['ahpd.sender'], _meta['ahpd.owner']).",
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add = actions.add_parser("add", help="add a user and print its token (shown this once)")
+    add.add_argument("user", metavar="USER", help="the user's id: letters, digits, '.', '_', '-'")
+    remove = actions.add_parser("remove", help="remove a user; its token stops working")
+    remove.add_argument("user", metavar="USER")
+    listing = actions.add_parser("list", help="print each user's id and when it was added")
+    for sub in (add, remove, listing):
+        _add_data_dir(sub)
+        sub.set_defaults(func=cmd_users)
+    return p

@@ -1,0 +1,114 @@
+"""The users directory: who may sign in to this host as a person.
+
+Optional: a host whose data directory holds no ``users.json`` has no
+directory, names nobody, and serves every connection as the deployment
+itself. ``ahpd users add`` makes the file.
+
+A user's token is shown once, when the user is added, and only its Argon2id
+hash (argon2-cffi, the maintained binding of the reference implementation)
+is kept. The token spells the user it belongs to (``<id>:<secret>``), so a
+sign-in verifies one hash rather than trying every user's, and an unknown
+user and a wrong secret can be told apart in the refusal. The file is read
+again on every sign-in, so a user added or removed while the daemon runs
+counts from the next ``authenticate``. Writes go to a private temporary file
+renamed over the old one: a crash leaves the old directory whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import argon2
+
+USERS_FILE = "users.json"
+#: The protected resource whose token this host verifies itself.
+RESOURCE = "ahpd://users"
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_hasher = argon2.PasswordHasher()
+
+
+class UsersError(Exception):
+    """A refusal naming what was wrong (an id, a token, the file)."""
+
+
+def valid_id(user_id: str) -> bool:
+    return _ID.fullmatch(user_id) is not None
+
+
+class UserDirectory:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def configured(cls, data_dir: Path) -> UserDirectory | None:
+        """The data directory's users directory, or None when none was made."""
+        path = Path(data_dir) / USERS_FILE
+        return cls(path) if path.exists() else None
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise UsersError(f"the users directory {self.path} cannot be read: {exc}") from None
+        users = data.get("users") if isinstance(data, dict) else None
+        if not isinstance(users, dict):
+            raise UsersError(f"the users directory {self.path} has no users object")
+        return users
+
+    def _save(self, users: dict[str, dict[str, Any]]) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=".users.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"users": users}, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)  # mkstemp made it 0600
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+    def list(self) -> list[dict[str, Any]]:
+        return [{"id": uid, "createdAt": rec.get("createdAt", "")} for uid, rec in sorted(self._load().items())]
+
+    def add(self, user_id: str) -> str:
+        """Add ``user_id`` and return its token (the only time it is shown)."""
+        if not valid_id(user_id):
+            raise UsersError(f"{user_id!r} is not a user id: use letters, digits, '.', '_' and '-' "
+                             "(64 at most, starting with a letter or digit)")
+        users = self._load()
+        if user_id in users:
+            raise UsersError(f"user {user_id} already exists; remove it first to issue a new token")
+        token = f"{user_id}:{secrets.token_urlsafe(32)}"
+        users[user_id] = {"hash": _hasher.hash(token),
+                          "createdAt": datetime.now(UTC).isoformat(timespec="seconds")}
+        self._save(users)
+        return token
+
+    def remove(self, user_id: str) -> None:
+        users = self._load()
+        if users.pop(user_id, None) is None:
+            raise UsersError(f"no user {user_id} in {self.path}")
+        self._save(users)
+
+    def verify(self, token: str) -> str:
+        """The user ``token`` belongs to; ``UsersError`` saying why not."""
+        user_id, sep, _ = token.rpartition(":")
+        if not sep or not valid_id(user_id):
+            raise UsersError("the token is not one this host's users directory issued (expected <user>:<secret>)")
+        record = self._load().get(user_id)
+        if record is None:
+            raise UsersError(f"no user {user_id} in this host's users directory")
+        try:
+            _hasher.verify(record["hash"], token)
+        except (argon2.exceptions.VerificationError, argon2.exceptions.InvalidHashError):
+            raise UsersError(f"the token is not {user_id}'s") from None
+        return user_id

@@ -1,0 +1,194 @@
+"""Telemetry on the ahp-otlp: channels, and the same telemetry at a collector.
+
+A real daemon, real WebSocket clients, and a collector-like HTTP receiver on
+127.0.0.1 that the daemon reaches through the standard
+``OTEL_EXPORTER_OTLP_ENDPOINT``. Every payload a channel carries is parsed
+against opentelemetry-proto's own message definitions (after turning the
+hex ids of the OTLP/JSON mapping into protobuf's bytes), and what the
+collector receives is parsed as the protobuf it is.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import trio
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from .helpers import Rpc, rpc, running_daemon
+from .test_sessions import action_of, create, dispatch, start_turn
+
+TRACES, METRICS = "ahp-otlp://traces", "ahp-otlp://metrics"
+
+
+def _hex_to_b64(value: str, size: int) -> str:
+    assert len(value) == size * 2 and int(value, 16) != 0, value  # lowercase hex, not base64
+    return base64.b64encode(bytes.fromhex(value)).decode()
+
+
+def parse(payload: dict[str, Any], message: Any) -> Any:
+    """``payload`` as opentelemetry-proto's ``message``: every field name,
+    type and enum checked by protobuf itself; the ids first turned from the
+    OTLP/JSON mapping's hex into the bytes protobuf's JSON reader expects."""
+    def fix(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: fix(v) for k, v in node.items()}
+            for key, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
+                if key in out:
+                    out[key] = _hex_to_b64(out[key], size)
+            return out
+        if isinstance(node, list):
+            return [fix(v) for v in node]
+        return node
+    return json_format.ParseDict(fix(payload), message(), ignore_unknown_fields=False)
+
+
+class Collector(http.server.ThreadingHTTPServer):
+    """OTLP/HTTP's receiving end: protobuf bodies posted to /v1/<signal>."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, bytes]] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                assert self.headers["Content-Type"] == "application/x-protobuf"
+                outer.received.append((self.path, body))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+
+    def of(self, path: str, message: Any) -> list[Any]:
+        return [message.FromString(body) for p, body in list(self.received) if p == path]
+
+
+async def otlp_note(client: Rpc, method: str, channel: str, timeout: float = 30) -> dict[str, Any]:
+    with trio.fail_after(timeout):
+        while True:
+            note = await client.next_note()
+            if note.get("method") == method and note["params"]["channel"] == channel:
+                assert "serverSeq" not in note["params"]
+                return note["params"]["payload"]
+
+
+def sums(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {m["name"]: m["sum"] for rm in payload["resourceMetrics"] for sm in rm["scopeMetrics"]
+            for m in sm["metrics"]}
+
+
+def total(metric: dict[str, Any]) -> int:
+    return sum(int(p["asInt"]) for p in metric["dataPoints"])
+
+
+async def test_logs_traces_and_metrics_on_the_channels_and_at_a_collector(tmp_path) -> None:
+    collector = Collector()
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    capture = tmp_path / "wire.jsonl"
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_port}",
+           "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100",
+           "OTEL_METRIC_EXPORT_INTERVAL": "500"}
+    try:
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=env) as daemon:
+            async with rpc(daemon.url) as client, rpc(daemon.url) as quiet:
+                init = await client.initialize("w1")
+                assert init["telemetry"] == {"logs": "ahp-otlp://logs/{level}", "traces": TRACES, "metrics": METRICS}
+                await quiet.initialize("w2")
+
+                for bad, reason in (("ahp-otlp://logs/loud", "'loud' is not a log level"),
+                                    ("ahp-otlp://logs", "is not a telemetry channel"),
+                                    ("ahp-otlp://spans", "is not a telemetry channel")):
+                    refused = await client.call("subscribe", {"channel": bad})
+                    assert refused["error"]["code"] == -32602 and reason in refused["error"]["message"], refused
+
+                for channel in ("ahp-otlp://logs/info", TRACES):
+                    assert (await client.call("subscribe", {"channel": channel}))["result"] == {}
+                assert (await quiet.call("subscribe", {"channel": "ahp-otlp://logs/warn"}))["result"] == {}
+
+                # Logs: an info line reaches logs/info only; a warning reaches both.
+                async with rpc(daemon.url) as third:
+                    await third.initialize("w3")
+                info = await otlp_note(client, "otlp/exportLogs", "ahp-otlp://logs/info")
+                record = parse(info, ExportLogsServiceRequest).resource_logs[0].scope_logs[0].log_records[0]
+                assert record.severity_number >= 9 and record.time_unix_nano > 0 and record.body.string_value
+                await quiet.notify("no/suchNotification", {})
+                warn = await otlp_note(quiet, "otlp/exportLogs", "ahp-otlp://logs/warn")
+                [record] = parse(warn, ExportLogsServiceRequest).resource_logs[0].scope_logs[0].log_records
+                assert record.severity_text == "WARN" and record.severity_number == 13
+                assert "no/suchNotification" in record.body.string_value
+
+                # Traces: a turn with one tool call; the call's span ends first.
+                uri, chat = await create(client, tmp_path)
+                turn = start_turn("please use a tool with permission")
+                await dispatch(client, chat, turn, 1)
+                with trio.fail_after(30):
+                    while True:
+                        action = action_of(await client.next_note()) or {}
+                        if action.get("type") == "session/inputNeededSet":
+                            call_id = action["request"]["toolCall"]["toolCallId"]
+                            break
+                await dispatch(client, chat, {"type": "chat/toolCallConfirmed", "turnId": turn["turnId"],
+                                              "toolCallId": call_id, "approved": True, "confirmed": "user-action"}, 2)
+                tool = parse(await otlp_note(client, "otlp/exportTraces", TRACES), ExportTraceServiceRequest)
+                whole = parse(await otlp_note(client, "otlp/exportTraces", TRACES), ExportTraceServiceRequest)
+                [tool_span] = tool.resource_spans[0].scope_spans[0].spans
+                [turn_span] = whole.resource_spans[0].scope_spans[0].spans
+                assert turn_span.kind == 2 and tool_span.kind == 3  # SPAN_KIND_SERVER, SPAN_KIND_CLIENT
+                assert tool_span.trace_id == turn_span.trace_id and tool_span.parent_span_id == turn_span.span_id
+                assert turn_span.end_time_unix_nano >= tool_span.end_time_unix_nano > tool_span.start_time_unix_nano
+                attrs = {a.key: a.value.string_value for a in turn_span.attributes}
+                assert attrs["ahp.turn.id"] == turn["turnId"] and attrs["ahp.session"] == uri
+                service = {a.key: a.value.string_value for a in whole.resource_spans[0].resource.attributes}
+                assert service["service.name"] == "ahpd"
+
+                # Metrics: cumulative totals, sent right after subscribing.
+                assert (await client.call("subscribe", {"channel": METRICS}))["result"] == {}
+                metrics = await otlp_note(client, "otlp/exportMetrics", METRICS)
+                parse(metrics, ExportMetricsServiceRequest)
+                found = sums(metrics)
+                assert total(found["ahpd.turns"]) == 1 and total(found["ahpd.tool_calls"]) == 1
+                assert total(found["ahpd.tokens"]) > 0 and total(found["ahpd.connections"]) >= 3
+                assert total(found["ahpd.frames_sent"]) > 10 and total(found["ahpd.bytes_sent"]) > 1000
+                assert total(found["ahpd.queue_closes"]) == 0
+                assert all(s["aggregationTemporality"] == 2 and s["isMonotonic"] for s in found.values())
+
+                # Never replayed: a reconnect hands back no telemetry and does not resume it.
+                seq = init["serverSeq"]
+            async with rpc(daemon.url) as back:
+                reply = (await back.call("reconnect", {"channel": "ahp-root://", "clientId": "w1", "lastSeenServerSeq": seq,
+                                                        "subscriptions": [TRACES, chat]}))["result"]
+                assert reply["type"] == "replay" and TRACES in reply["missing"]
+                assert all(not e["channel"].startswith("ahp-otlp:") for e in reply["actions"])
+            daemon.terminate()
+            assert await daemon.wait() == 0
+
+        spans = [s for r in collector.of("/v1/traces", ExportTraceServiceRequest)
+                 for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        assert {(s.name, s.kind) for s in spans} >= {("turn", 2)}
+        assert any(s.kind == 3 for s in spans)
+        logs = [lr for r in collector.of("/v1/logs", ExportLogsServiceRequest)
+                for rl in r.resource_logs for sl in rl.scope_logs for lr in sl.log_records]
+        assert any("no/suchNotification" in lr.body.string_value for lr in logs)
+        names = {m.name for r in collector.of("/v1/metrics", ExportMetricsServiceRequest)
+                 for rm in r.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        assert {"ahpd.turns", "ahpd.tool_calls", "ahpd.bytes_sent"} <= names
+    finally:
+        collector.shutdown()
+
+    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

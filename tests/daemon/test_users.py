@@ -1,0 +1,142 @@
+"""The users directory: users added with the CLI, signed in over the wire.
+
+``ahpd users`` runs as a real subprocess with a temporary HOME; the daemon
+is a real process; the client a real WebSocket. Who owns a session and who
+sent a turn must survive a daemon restart.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import uuid
+
+from .helpers import rpc, running_daemon
+from .test_sessions import action_of, create, dispatch, start_turn, until
+
+USERS = "ahpd://users"
+
+
+def users(tmp_path, data_dir, *args: str) -> subprocess.CompletedProcess[str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "ahpd", "users", *args, "--data-dir", str(data_dir)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")})
+
+
+def test_the_cli_adds_lists_and_removes_users(tmp_path) -> None:
+    data = tmp_path / "d"
+    added = users(tmp_path, data, "add", "alice")
+    assert added.returncode == 0, added.stderr
+    token = added.stdout.strip()
+    assert token.startswith("alice:") and len(token) > 30
+    stored = (data / "users.json").read_text()
+    assert token not in stored and token.split(":")[1] not in stored and "$argon2id$" in stored
+    assert oct((data / "users.json").stat().st_mode & 0o777) == "0o600"
+    assert users(tmp_path, data, "add", "bob").returncode == 0
+    listed = users(tmp_path, data, "list")
+    assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["alice", "bob"]
+
+    again = users(tmp_path, data, "add", "alice")
+    assert again.returncode == 2 and "user alice already exists" in again.stderr
+    bad = users(tmp_path, data, "add", "no spaces")
+    assert bad.returncode == 2 and "is not a user id" in bad.stderr
+    missing = users(tmp_path, data, "remove", "carol")
+    assert missing.returncode == 2 and "no user carol" in missing.stderr
+    assert users(tmp_path, data, "remove", "bob").returncode == 0
+    assert users(tmp_path, data, "list").stdout.split("\t")[0] == "alice"
+
+
+async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_restart(tmp_path) -> None:
+    data = tmp_path / "d"
+    work = tmp_path / "work"
+    work.mkdir()
+    token = users(tmp_path, data, "add", "alice").stdout.strip()
+    root_ref = f"root:{socket.gethostname()}"
+    capture = tmp_path / "wire.jsonl"
+    async with running_daemon(data, "--wire", str(capture)) as daemon:
+        async with rpc(daemon.url) as client:
+            init = await client.initialize("w1")
+            agents = init["snapshots"][0]["state"]["agents"]
+            assert all(USERS in [r["resource"] for r in a["protectedResources"]] for a in agents)
+
+            unknown = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "mallory:abc"})
+            assert unknown["error"]["code"] == -32007
+            assert "no user mallory" in unknown["error"]["message"]
+            wrong = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "alice:not-the-secret"})
+            assert wrong["error"]["code"] == -32007 and "not alice's" in wrong["error"]["message"]
+            assert wrong["error"]["data"]["resources"][0]["resource"] == USERS
+            shapeless = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "no-colon"})
+            assert shapeless["error"]["code"] == -32007
+
+            # Not signed in: the deployment's own token is who acts.
+            root_session, _ = await create(client, work)
+            state = (await client.call("subscribe", {"channel": root_session}))["result"]["snapshot"]["state"]
+            assert state["_meta"]["ahpd.owner"] == root_ref
+
+            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": token}))["result"] == {}
+            uri, chat = await create(client, work)
+            state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+            assert state["_meta"]["ahpd.owner"] == "user:alice"
+            client.notes.clear()
+            await dispatch(client, chat, start_turn("hello"), 1)
+            notes = await until(client, lambda n: (action_of(n) or {}).get("type") == "chat/turnComplete")
+            started = next(action_of(n) for n in notes if (action_of(n) or {}).get("type") == "chat/turnStarted")
+            assert started["_meta"]["ahpd.sender"] == "user:alice"
+            assert started["message"]["_meta"]["ahpd.sender"] == "user:alice"
+
+            # A chat begun with a message names its sender the same way.
+            side = f"ahp-chat:/{uuid.uuid4()}"
+            created = await client.call("createChat", {
+                "channel": uri, "chat": side, "initialMessage": {"text": "and you", "origin": {"kind": "user"}}})
+            assert created["result"] is None, created
+            side_turns = (await client.call("subscribe", {"channel": side}))["result"]["snapshot"]["state"]
+            message = (side_turns.get("activeTurn") or (side_turns["turns"] or [{}])[-1])["message"]
+            assert message["_meta"]["ahpd.sender"] == "user:alice"
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("w2")
+            rows = (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"]
+            owners = {r["resource"]: (r.get("_meta") or {}).get("ahpd.owner") for r in rows}
+            assert owners[uri] == "user:alice" and owners[root_session] == root_ref
+            state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+            assert state["_meta"]["ahpd.owner"] == "user:alice"
+            row = next(r for r in (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"] if r["resource"] == uri)
+            assert row["_meta"]["ahpd.owner"] == "user:alice"
+            turns = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]["turns"]
+            assert turns[0]["message"]["_meta"]["ahpd.sender"] == "user:alice"
+            # Signing out is an empty token; a signed-out connection acts as root again.
+            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": token}))["result"] == {}
+            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": ""}))["result"] == {}
+            later, _ = await create(client, work)
+            state = (await client.call("subscribe", {"channel": later}))["result"]["snapshot"]["state"]
+            assert state["_meta"]["ahpd.owner"] == root_ref
+    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+async def test_a_host_without_a_directory_names_nobody(tmp_path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    async with running_daemon(tmp_path / "d") as daemon:
+        async with rpc(daemon.url) as client:
+            init = await client.initialize("w1")
+            agents = init["snapshots"][0]["state"]["agents"]
+            assert not any(r["resource"] == USERS for a in agents for r in a.get("protectedResources") or [])
+            refused = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "alice:x"})
+            assert refused["error"]["code"] == -32602 and "not a protected resource" in refused["error"]["message"]
+            uri, chat = await create(client, work)
+            state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+            assert "ahpd.owner" not in (state.get("_meta") or {})
+            client.notes.clear()
+            await dispatch(client, chat, start_turn("hello"), 1)
+            notes = await until(client, lambda n: (action_of(n) or {}).get("type") == "chat/turnComplete")
+            started = next(action_of(n) for n in notes if (action_of(n) or {}).get("type") == "chat/turnStarted")
+            assert "_meta" not in started and "_meta" not in started["message"]
