@@ -6,8 +6,11 @@ Every transport (WebSocket, stdio, in-process) gives the host the same
 
 Why ``send()`` never waits: the host fans one action out to every client, and
 a client that stops reading must not stall the others. So each connection has
-exactly one writer task fed by an unbounded memory channel, and counts the
-bytes it has queued but not yet written (``queued_bytes``). When a send would
+exactly one writer task fed by an unbounded queue, and counts the bytes it
+has queued but not yet written (``queued_bytes``). The writer takes
+everything queued (up to ``BATCH_BYTES``) at each turn and hands it to the
+transport as one batch, which a socket writes with one ``send_all``: a
+client's frames cost one system call per turn of the writer, not one each. When a send would
 push that past the connection's ``queue_limit()`` the client has fallen
 behind: it is named in the log, closed with 1008 and the frame is dropped.
 The limit is a callable read at every send, so a configuration change applies
@@ -37,7 +40,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
@@ -50,6 +54,11 @@ Handler = Callable[["Connection"], Awaitable[None]]
 #: Seconds a closing connection gets to flush, send its close frame and hear
 #: the peer's reply before its socket is simply closed.
 CLOSE_TIMEOUT = 2.0
+
+#: At most this many bytes of frames go into one batch (a frame larger than it
+#: goes alone): enough to amortize a system call over hundreds of actions,
+#: little enough that a write to a slow client does not copy its whole queue.
+BATCH_BYTES = 256 * 1024
 
 # WebSocket close codes (RFC 6455 section 7.4.1); other transports record them
 # for the log.
@@ -100,9 +109,10 @@ class QueueBudget:
 class Connection:
     """One client, as the host sees it: text frames in, text frames out.
 
-    Subclasses supply the I/O (``_read_frame``, ``_write_frame``,
-    ``_close_transport``, ``_abort_transport`` and optionally ``_open``);
-    this class owns the queue, its accounting and the closing rules.
+    Subclasses supply the I/O (``_read_frame``, ``_write_frame`` or
+    ``_write_frames``, ``_close_transport``, ``_abort_transport`` and
+    optionally ``_open``); this class owns the queue, its accounting and the
+    closing rules.
     """
 
     name: str
@@ -121,7 +131,8 @@ class Connection:
         self.close_code: int | None = None
         self.close_reason = ""
         self._queue_limit = queue_limit
-        self._outbox, self._outbox_reader = trio.open_memory_channel[tuple[str, int]](math.inf)
+        self._queue: deque[tuple[str, int]] = deque()  # (frame, its UTF-8 bytes)
+        self._writer_idle = trio.lowlevel.ParkingLot()  # the writer, while the queue is empty
         self._discard = False  # drop what is still queued instead of writing it
         self._eof = False
         self._receive_scope: trio.CancelScope | None = None
@@ -177,7 +188,9 @@ class Connection:
         self.queued_bytes += size
         if self._budget is not None:
             self._budget.total += size
-        self._outbox.send_nowait((text, size))
+        self._queue.append((text, size))
+        if self._writer_idle:
+            self._writer_idle.unpark()
         return True
 
     def close(self, code: int = NORMAL, reason: str = "") -> None:
@@ -194,7 +207,7 @@ class Connection:
         self.close_code, self.close_reason = code, reason
         if discard:
             self._drop_queue()
-        self._outbox.close()  # the writer drains what is queued, then stops
+        self._writer_idle.unpark_all()  # the writer drains what is queued, then stops
         if self._receive_scope is not None:
             self._receive_scope.cancel()
         self._close_deadline = trio.current_time() + CLOSE_TIMEOUT
@@ -248,10 +261,18 @@ class Connection:
             task_status.started(False)
 
     async def _write_loop(self) -> None:
-        async for text, size in self._outbox_reader:  # ends once close() closed the channel
+        """Write what is queued, a batch at a time, until closed and drained."""
+        queue = self._queue
+        while True:
+            if not queue:
+                if self.closed:
+                    return
+                await self._writer_idle.park()  # send() or close() wakes it
+                continue
+            batch, size = self._take_batch()
             try:
                 if not self._discard:
-                    await self._write_frame(text)
+                    await self._write_frames(batch)
             except PeerGone:
                 logger.info("%s: peer gone while writing", self.name)
                 self._peer_gone()
@@ -266,6 +287,16 @@ class Connection:
                 if self._budget is not None:
                     self._budget.total -= size
 
+    def _take_batch(self) -> tuple[list[str], int]:
+        """The frames at the head of the queue, up to ``BATCH_BYTES`` (all of
+        them once the queue is being dropped), and their bytes."""
+        queue, frames, size = self._queue, [], 0
+        while queue and (size < BATCH_BYTES or self._discard):
+            text, n = queue.popleft()
+            frames.append(text)
+            size += n
+        return frames, size
+
     # -- what a transport supplies ----------------------------------------------
 
     async def _open(self, nursery: trio.Nursery) -> bool:
@@ -275,6 +306,15 @@ class Connection:
     async def _read_frame(self) -> str | None:
         """The next incoming text frame, or None at the end of input."""
         raise NotImplementedError
+
+    async def _write_frames(self, frames: Sequence[str]) -> None:
+        """Write a batch of frames, in order; raise ``PeerGone`` if the peer
+        can no longer be written to. A transport that can should make it one
+        write; by default each frame is written with ``_write_frame``."""
+        for text in frames:
+            if self._discard:  # closed meanwhile, its queue dropped
+                return
+            await self._write_frame(text)
 
     async def _write_frame(self, text: str) -> None:
         """Write one frame; raise ``PeerGone`` if the peer can no longer be written to."""

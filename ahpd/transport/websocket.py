@@ -7,7 +7,19 @@ have no send queue. So we own the listener (``trio.serve_listeners``), read
 each request head ourselves with h11, answer refusals and plain HTTP
 requests directly (``_http.decide``), and hand admitted upgrades to
 ``trio_websocket.wrap_server_stream`` over a stream that first replays the
-bytes we already read. From there trio-websocket does the framing.
+bytes we already read. From there trio-websocket does the handshake, the
+reading, ping/pong and the close handshake.
+
+Writing: trio-websocket's ``send_message`` builds a frame and makes a system
+call per message per client, which at a few dozen clients is most of the
+daemon's time. Our writer instead writes data frames itself
+(``frames.text_frame``): a fanned-out action's frame bytes are built once
+(``SharedFrame``) and each batch the writer takes goes out in one
+``send_all``. trio-websocket writes its own frames (the 101 answer, pongs,
+close frames) through the same stream object, whose one lock keeps the two
+from interleaving mid-frame; a batch is not written once trio-websocket
+says the connection is closing (it then has sent, or is sending, a close
+frame, and nothing may follow it) or has closed the socket.
 
 Resources: a connection beyond ``Limits.connections``, or one arriving while
 ``Limits.pending`` others are still sending their request head, is answered
@@ -28,13 +40,14 @@ from __future__ import annotations
 
 import errno
 import resource
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import h11
 import trio
 import trio_websocket
 
+from ahpd.host.frame import SharedFrame
 from ahpd.transport import _http
 from ahpd.transport.base import (
     ABNORMAL,
@@ -47,6 +60,7 @@ from ahpd.transport.base import (
     logger,
     run_connection,
 )
+from ahpd.transport.frames import text_frame
 
 #: Seconds a new TCP connection gets to send its request head and finish the handshake.
 HANDSHAKE_TIMEOUT = 10.0
@@ -105,12 +119,17 @@ class Limits:
 
 
 class _ReplayStream(trio.abc.HalfCloseableStream):
-    """A stream that first yields ``prefix`` (the bytes we already read), then ``stream``."""
+    """A stream that first yields ``prefix`` (the bytes we already read), then ``stream``.
+
+    Every write, trio-websocket's (``send_all``) or our writer's
+    (``send_data``), holds ``write_lock`` for its whole length.
+    """
 
     def __init__(self, stream: trio.SocketStream, prefix: bytes) -> None:
         self.stream = stream
         self._prefix = prefix
         self.closed = False
+        self.write_lock = trio.Lock()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self._prefix:
@@ -121,7 +140,17 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
         return await self.stream.receive_some(max_bytes)
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.stream.send_all(data)
+        async with self.write_lock:
+            await self.stream.send_all(data)
+
+    async def send_data(self, data: bytes, still_open: Callable[[], bool]) -> bool:
+        """Write ``data`` unless, once it is our turn to write, ``still_open()``
+        is false or the stream was closed; whether it was written."""
+        async with self.write_lock:
+            if self.closed or not still_open():
+                return False
+            await self.stream.send_all(data)
+            return True
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
@@ -197,12 +226,20 @@ class WebSocketConnection(Connection):
                 return None
             return message
 
-    async def _write_frame(self, text: str) -> None:
+    async def _write_frames(self, frames: Sequence[str]) -> None:
         assert self._ws is not None
+        data = b"".join([text.encoded(text_frame) if isinstance(text, SharedFrame)
+                         else text_frame(text.encode()) for text in frames])
         try:
-            await self._ws.send_message(text)
-        except trio_websocket.ConnectionClosed:
+            written = await self._stream.send_data(data, self._open_for_data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise PeerGone from None
+        if not written:
+            raise PeerGone
+
+    def _open_for_data(self) -> bool:
+        """trio-websocket has not begun closing: no close frame went or is going out."""
+        return self._ws is not None and self._ws.closed is None
 
     async def _close_transport(self, code: int, reason: str) -> None:
         if self._ws is not None:
