@@ -122,7 +122,10 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
     """A stream that first yields ``prefix`` (the bytes we already read), then ``stream``.
 
     Every write, trio-websocket's (``send_all``) or our writer's
-    (``send_data``), holds ``write_lock`` for its whole length.
+    (``send_data``), holds ``write_lock`` for its whole length, and so does
+    the half-close: no frame is cut by another or by the EOF. Reads take
+    turns too: when trio-websocket answers a peer's close frame by itself,
+    its reader may still be reading while our close lingers on the socket.
     """
 
     def __init__(self, stream: trio.SocketStream, prefix: bytes) -> None:
@@ -130,6 +133,7 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
         self._prefix = prefix
         self.closed = False
         self.write_lock = trio.Lock()
+        self._read_lock = trio.Lock()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self._prefix:
@@ -137,7 +141,8 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
             data, self._prefix = self._prefix[:n], self._prefix[n:]
             await trio.lowlevel.checkpoint()
             return data
-        return await self.stream.receive_some(max_bytes)
+        async with self._read_lock:
+            return await self.stream.receive_some(max_bytes)
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         async with self.write_lock:
@@ -156,7 +161,8 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
         await self.stream.wait_send_all_might_not_block()
 
     async def send_eof(self) -> None:
-        await self.stream.send_eof()
+        async with self.write_lock:
+            await self.stream.send_eof()
 
     async def aclose(self) -> None:
         self.closed = True
@@ -242,14 +248,24 @@ class WebSocketConnection(Connection):
         return self._ws is not None and self._ws.closed is None
 
     async def _close_transport(self, code: int, reason: str) -> None:
-        if self._ws is not None:
+        if self._ws is not None and self._ws.closed is None:
             if code in _CLOSE_CODES_NOT_ON_THE_WIRE:
                 code = NORMAL
             # Sends our close frame and waits for the peer's (the reader
             # still runs), then closes the socket ...
             await self._ws.aclose(code, reason[:120] or None)
-        # ... unless trio-websocket had already closed on its own (a frame
-        # over its size limit, a protocol error): then the socket is ours.
+        elif self._ws is not None:
+            # ... unless trio-websocket is closing on its own (the peer's
+            # close frame, a frame over its size limit, a protocol error).
+            # Its close frame may still be waiting for the stream: the end
+            # of its messages comes after it, and only then may we half-close.
+            with trio.move_on_after(LINGER_TIMEOUT):
+                try:
+                    while True:
+                        await self._ws.get_message()  # the connection is closing: dropped
+                except trio_websocket.ConnectionClosed:
+                    pass
+        # If the socket is still open it is ours to close.
         if not self._stream.closed:
             await _linger_close(self._stream)
 
