@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 import trio
@@ -131,8 +130,11 @@ class Connection:
         self.close_code: int | None = None
         self.close_reason = ""
         self._queue_limit = queue_limit
-        self._queue: deque[tuple[str, int]] = deque()  # (frame, its UTF-8 bytes)
+        # What the writer has not taken yet: the frames and their UTF-8 bytes.
+        self._queue: list[str] = []
+        self._sizes: list[int] = []
         self._writer_idle = trio.lowlevel.ParkingLot()  # the writer, while the queue is empty
+        self._writer_parked = False
         self._discard = False  # drop what is still queued instead of writing it
         self._eof = False
         self._receive_scope: trio.CancelScope | None = None
@@ -174,22 +176,27 @@ class Connection:
             return False
         if size is None:  # a fan-out measures its frame once for every subscriber
             size = len(text.encode())
-        limit = self._queue_limit() if self._queue_limit is not None else None
-        if limit is not None and self.queued_bytes and self.queued_bytes + size > limit:
-            behind = self.queued_bytes + size
-            logger.warning(
-                "%s fell behind: %d bytes pending (limit %d); closing it with %d",
-                self.name, behind, limit, POLICY_VIOLATION,
-            )
-            self._close(POLICY_VIOLATION, f"client fell behind by {behind} bytes", discard=True)
-            return False
-        if self._budget is not None and not self._budget.make_room(self, size):
-            return False
+        # This runs once per frame per subscriber: the common case is kept short.
+        queued = self.queued_bytes
+        if queued and self._queue_limit is not None:
+            limit = self._queue_limit()
+            if queued + size > limit:
+                logger.warning(
+                    "%s fell behind: %d bytes pending (limit %d); closing it with %d",
+                    self.name, queued + size, limit, POLICY_VIOLATION,
+                )
+                self._close(POLICY_VIOLATION, f"client fell behind by {queued + size} bytes", discard=True)
+                return False
+        budget = self._budget
+        if budget is not None:
+            if budget.total + size > budget.limit and not budget.make_room(self, size):
+                return False
+            budget.total += size
         self.queued_bytes += size
-        if self._budget is not None:
-            self._budget.total += size
-        self._queue.append((text, size))
-        if self._writer_idle:
+        self._queue.append(text)
+        self._sizes.append(size)
+        if self._writer_parked:
+            self._writer_parked = False
             self._writer_idle.unpark()
         return True
 
@@ -262,12 +269,15 @@ class Connection:
 
     async def _write_loop(self) -> None:
         """Write what is queued, a batch at a time, until closed and drained."""
-        queue = self._queue
         while True:
-            if not queue:
+            if not self._queue:
                 if self.closed:
                     return
-                await self._writer_idle.park()  # send() or close() wakes it
+                self._writer_parked = True
+                try:
+                    await self._writer_idle.park()  # send() or close() wakes it
+                finally:
+                    self._writer_parked = False
                 continue
             batch, size = self._take_batch()
             try:
@@ -290,12 +300,17 @@ class Connection:
     def _take_batch(self) -> tuple[list[str], int]:
         """The frames at the head of the queue, up to ``BATCH_BYTES`` (all of
         them once the queue is being dropped), and their bytes."""
-        queue, frames, size = self._queue, [], 0
-        while queue and (size < BATCH_BYTES or self._discard):
-            text, n = queue.popleft()
-            frames.append(text)
-            size += n
-        return frames, size
+        frames, sizes = self._queue, self._sizes
+        total = sum(sizes)
+        if total <= BATCH_BYTES or self._discard:
+            self._queue, self._sizes = [], []
+            return frames, total
+        taken, n = 0, 0
+        while n < len(sizes) and (taken < BATCH_BYTES):
+            taken += sizes[n]
+            n += 1
+        self._queue, self._sizes = frames[n:], sizes[n:]
+        return frames[:n], taken
 
     # -- what a transport supplies ----------------------------------------------
 
