@@ -1,29 +1,40 @@
 """How fast the host moves actions to clients over real WebSockets, and what a connection costs.
 
-    python benchmarks/host_bench.py [--quick]
+    python benchmarks/host_bench.py [--quick] [--only fanout|latency] [--client-procs N]
+
+Every figure is set beside two anchors measured in the same run, interleaved
+with ahpd, fed the same frame texts and read by the same clients:
+
+- **ceiling**: a bare trio server in this process (upgrade by hand, each
+  frame's bytes built once for every client, one ``send_all`` per drain of a
+  connection's queue; no protocol, no accounting): the most trio does here;
+- **Node ws**: ``node_ws/server.js``, the ``ws`` library as a TypeScript host
+  uses it (one ``ws.send`` per client per action). ``npm install`` runs in
+  ``node_ws/`` the first time; without ``node`` the anchor is skipped with a
+  message.
 
 Four measurements, each printed with its target and whether this run met it:
 
 1. fan-out throughput: one channel's actions to K subscribers, frames
-   delivered per second (summed over clients), ahpd against a bare
-   trio-websocket server sending the same frame texts with one writer per
-   connection, in the same run (target: ahpd >= 50% of the bare server);
+   delivered per second (summed over clients); targets: ahpd >= the Node ws
+   anchor and >= 0.5 of the ceiling;
 2. dispatch-to-delivery latency: 100 subscribers, actions emitted at a paced
    rate, emit time (server) to receive time (client) per serverSeq, both on
-   CLOCK_MONOTONIC (target: p99 < 20 ms at 1,000 actions/s; also run at
-   300, 200 and 100 actions/s, and at 1,000/s to 10 subscribers, to show
-   where it is met);
+   CLOCK_MONOTONIC (target: p99 < 20 ms at 1,000 actions/s), with the anchors'
+   p99 at the same load;
 3. handshake cost: initialize with the root snapshot on a new connection,
    against a ping on an initialized one (target: <= 3x);
 4. memory per idle initialized connection of an ``ahpd run`` process, from
    its VmRSS (target: <= 64 KiB).
 
-The servers run in this process; the clients run in a second process
-(``_host_bench_client.py``), so on a two-core machine each side has a core.
-Everything goes to 127.0.0.1 and every wait is bounded. The machine is
-shared and noisy: throughput runs alternate ahpd and bare and report medians,
-and each timed section says how many cores other processes used meanwhile
-(from /proc/stat); a figure taken beside a busy neighbour is not the host's.
+The clients of 1. and 2. are spread over ``--client-procs`` processes (by
+default as many as there are CPUs, at least 2). Each row prints the CPU the
+server and the clients used (CPU seconds per wall second): a server well
+below one core while the clients are busy is client-bound, and its figure a
+floor. Frames per server CPU-second is printed too: on a shared machine it
+moves less with the neighbours' load than frames per second does. Each
+section also says how many cores other processes used meanwhile (from
+/proc/stat). Everything goes to 127.0.0.1 and every wait is bounded.
 """
 
 from __future__ import annotations
@@ -456,7 +467,8 @@ async def bench_fanout(clients: Clients, kinds: list[str], configs: list[tuple[i
             r = row[kind]
             ratios = "  ".join(f"= {r['rate'] / row[a]['rate']:.2f} x {a}" for a in kinds if a != kind)
             print(f"     {kind:<8} {r['rate']:>11,.0f} frames/s  {ratios}   CPU: server {r['server']:.0%}, "
-                  f"clients {r['clients']:.0%}   runs [{', '.join(f'{x:,.0f}' for x in r['runs'])}]")
+                  f"clients {r['clients']:.0%}; {r['rate'] / r['server']:,.0f} frames per server CPU-second   "
+                  f"runs [{', '.join(f'{x:,.0f}' for x in r['runs'])}]")
         for kind in kinds:
             if row[kind]["server"] < 0.85 and row[kind]["clients"] > 0.85:
                 print(f"     ({kind}: server below 85% of a core while the clients were busy: client-bound, a floor)")
@@ -682,7 +694,7 @@ def main() -> None:
         hs_rounds = 50
         mem_warm, mem_count = 10, 100
     else:
-        fan_configs, fan_rounds = [(10, 10000), (100, 2000)], 5
+        fan_configs, fan_rounds = [(10, 10000), (100, 2000)], 3
         lat_runs = [(100, 1000.0, 2), (100, 2000.0, 1), (10, 1000.0, 1)]
         lat_seconds = 3.0
         hs_rounds = 300
@@ -746,6 +758,10 @@ def summary(kinds: list[str], fanout: list[dict[str, Any]], latency: list[dict[s
             nd = r["node"]["rate"]
             line += f", {a / nd:.2f} x Node ws ({nd:,.0f}/s; target >= 1: {verdict(a >= nd)})"
         print(line)
+        per_cpu = {kind: r[kind]["rate"] / r[kind]["server"] for kind in kinds}
+        print("      per server CPU-second (load-independent): " + ", ".join(
+            f"{kind} {per_cpu[kind]:,.0f}" + (f" ({per_cpu['ahpd'] / per_cpu[kind]:.2f}x)" if kind != "ahpd" else "")
+            for kind in kinds))
     groups: dict[tuple[str, int, float], list[dict[str, Any]]] = {}
     for r in latency:
         groups.setdefault((r["kind"], r["k"], r["rate"]), []).append(r)

@@ -151,11 +151,17 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
     async def send_data(self, data: bytes, still_open: Callable[[], bool]) -> bool:
         """Write ``data`` unless, once it is our turn to write, ``still_open()``
         is false or the stream was closed; whether it was written."""
-        async with self.write_lock:
+        try:
+            self.write_lock.acquire_nowait()  # the usual case: no trip through the scheduler
+        except trio.WouldBlock:
+            await self.write_lock.acquire()
+        try:
             if self.closed or not still_open():
                 return False
             await self.stream.send_all(data)
             return True
+        finally:
+            self.write_lock.release()
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
