@@ -495,11 +495,14 @@ async def latency_once(clients: Clients, kind: str, k: int, rate: float, seconds
         await clients.expect_all("ready", 60)
         if kind == "node":
             cpu0 = _cpu_seconds(server.proc.pid)
-            server.send({"cmd": "latency", "clients": k, "rate": rate, "n": total})
-            said = await server.reply(seconds + drain)
+            server.send({"cmd": "latency", "clients": k, "rate": rate, "n": total, "deadline": seconds + drain / 2})
+            said = await server.reply(seconds + drain + 30)
             start, base = int(said["base"]), 0
             emitted = [start + t for t in said["emitted"]]
             emit_seconds = (emitted[-1] - start) / 1e9
+            if said["sent"] < total:
+                print(f"   (node: sent {said['sent']} of {total} actions before its deadline)")
+                total = said["sent"]
             cpu = _cpu_seconds(server.proc.pid) - cpu0
         else:
             if kind == "ahpd":

@@ -14,8 +14,9 @@ Writing: trio-websocket's ``send_message`` builds a frame and makes a system
 call per message per client, which at a few dozen clients is most of the
 daemon's time. Our writer instead writes data frames itself
 (``frames.text_frame``): a fanned-out action's frame bytes are built once
-(``SharedFrame``) and each batch the writer takes goes out in one
-``send_all``. trio-websocket writes its own frames (the 101 answer, pongs,
+(``SharedFrame``), each batch the writer takes goes out in one
+``send_all``, and a batch of the same frames as the connection before it
+reuses its bytes (``frames.BatchBytes``). trio-websocket writes its own frames (the 101 answer, pongs,
 close frames) through the same stream object, whose one lock keeps the two
 from interleaving mid-frame; a batch is not written once trio-websocket
 says the connection is closing (it then has sent, or is sending, a close
@@ -41,13 +42,12 @@ from __future__ import annotations
 import errno
 import resource
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import h11
 import trio
 import trio_websocket
 
-from ahpd.host.frame import SharedFrame
 from ahpd.transport import _http
 from ahpd.transport.base import (
     ABNORMAL,
@@ -60,7 +60,7 @@ from ahpd.transport.base import (
     logger,
     run_connection,
 )
-from ahpd.transport.frames import text_frame
+from ahpd.transport.frames import BatchBytes
 
 #: Seconds a new TCP connection gets to send its request head and finish the handshake.
 HANDSHAKE_TIMEOUT = 10.0
@@ -196,8 +196,10 @@ class WebSocketConnection(Connection):
     """One WebSocket client; trio-websocket's reader runs in the shielded I/O task."""
 
     def __init__(self, stream: _ReplayStream, name: str, *, max_message_size: int,
-                 queue_limit: Callable[[], int], budget: QueueBudget | None = None) -> None:
+                 queue_limit: Callable[[], int], budget: QueueBudget | None = None,
+                 batches: BatchBytes | None = None) -> None:
         super().__init__(name, queue_limit, budget)
+        self._batches = batches or BatchBytes()  # shared with the server's other connections
         self._stream = stream
         self._max = max_message_size
         self._ws: trio_websocket.WebSocketConnection | None = None
@@ -240,8 +242,7 @@ class WebSocketConnection(Connection):
 
     async def _write_frames(self, frames: Sequence[str]) -> None:
         assert self._ws is not None
-        data = b"".join([text.encoded(text_frame) if isinstance(text, SharedFrame)
-                         else text_frame(text.encode()) for text in frames])
+        data = self._batches.of(frames)
         try:
             written = await self._stream.send_data(data, self._open_for_data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -318,6 +319,7 @@ class _Server:
     queue_limit: Callable[[], int]
     limits: Limits
     budget: QueueBudget
+    batches: BatchBytes = field(default_factory=BatchBytes)
     connections: int = 0  # open, whether still in their head or not
     pending: int = 0  # still in their head
     refused: int = 0  # answered 503 since the last one admitted
@@ -357,7 +359,8 @@ class _Server:
                 return
             conn = WebSocketConnection(_ReplayStream(stream, raw), name,
                                        max_message_size=self.max_message_size,
-                                       queue_limit=self.queue_limit, budget=self.budget)
+                                       queue_limit=self.queue_limit, budget=self.budget,
+                                       batches=self.batches)
             logger.info("%s connected", name)
             try:
                 await run_connection(self.handler, conn)

@@ -8,8 +8,9 @@
 //   {"cmd":"fanout","clients":K,"n":N,"batch":B}
 //        waits for K clients, sends N frames to each, B between two yields to
 //        the event loop -> {"t0": start (CLOCK_MONOTONIC ns, as a string)}
-//   {"cmd":"latency","clients":K,"rate":R,"n":N}
-//        N frames paced at R per second -> {"base": ns string, "emitted": [ns after base, by seq]}
+//   {"cmd":"latency","clients":K,"rate":R,"n":N,"deadline":S}
+//        N frames paced at R per second, or as many as S seconds allow
+//        -> {"base": ns string, "sent": count, "emitted": [ns after base, by seq]}
 //   {"cmd":"close"} closes every client.
 'use strict';
 const readline = require('readline');
@@ -49,13 +50,14 @@ function fanout({ clients, n, batch }) {
   });
 }
 
-function latency({ clients, rate, n }) {
+function latency({ clients, rate, n, deadline }) {
   whenClients(clients, () => {
     const interval = 1e9 / rate;
     const base = now() + 1000000n;
     const emitted = new Array(n + 1).fill(0);
     let i = 0;
     const step = () => {
+      if (Number(now() - base) > deadline * 1e9) n = i;  // out of time: report what was sent
       while (i < n && Number(now() - base) >= i * interval) {
         i += 1;
         emitted[i] = Number(now() - base);
@@ -66,7 +68,7 @@ function latency({ clients, rate, n }) {
         if (wait >= 1) setTimeout(step, Math.floor(wait));
         else setImmediate(step);
       } else {
-        say({ base: base.toString(), emitted });
+        say({ base: base.toString(), sent: i, emitted: emitted.slice(0, i + 1) });
       }
     };
     step();

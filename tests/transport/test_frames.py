@@ -25,8 +25,8 @@ from wsproto.events import (
 )
 
 from ahpd.host.frame import SharedFrame
-from ahpd.transport import websocket
-from ahpd.transport.frames import text_frame
+from ahpd.transport import frames as frames_module
+from ahpd.transport.frames import BatchBytes, text_frame
 from ahpd.transport.websocket import WebSocketConnection
 
 from .conftest import LIMIT, EchoHandler, serving
@@ -100,6 +100,17 @@ def test_a_shared_frame_is_encoded_once_per_encoding() -> None:
     assert frame.encoded(text_frame) == b"\x81\x06" + "héllo".encode()
 
 
+def test_a_batch_of_the_same_frames_is_joined_once() -> None:
+    batches = BatchBytes()
+    a, b = SharedFrame("one"), SharedFrame("twö")
+    first = batches.of([a, b])
+    assert first == text_frame(b"one") + text_frame("twö".encode())
+    assert batches.of([a, b]) is first  # the next connection's equal batch: no new bytes
+    assert batches.of(["one", "twö"]) is first  # equal texts are equal bytes, shared or not
+    assert batches.of([b]) == text_frame("twö".encode())  # a different batch is built anew
+    assert batches.of([a, b]) == first
+
+
 @pytest.mark.parametrize("unit", ["x", "é", "漢", "🙂"])
 async def test_payloads_at_every_length_boundary_reach_an_independent_client(unit: str) -> None:
     sizes = [0, 1, 125, 126, 127, 65535, 65536, 65537, 200_000]
@@ -153,7 +164,7 @@ async def test_a_fanned_out_frame_is_built_once_for_all_its_clients(monkeypatch)
         built.append(len(payload))
         return text_frame(payload)
 
-    monkeypatch.setattr(websocket, "text_frame", counting_text_frame)
+    monkeypatch.setattr(frames_module, "text_frame", counting_text_frame)
     handler = EchoHandler()
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
