@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from bisect import bisect_left
+from itertools import accumulate
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -54,9 +56,9 @@ Handler = Callable[["Connection"], Awaitable[None]]
 #: the peer's reply before its socket is simply closed.
 CLOSE_TIMEOUT = 2.0
 
-#: At most this many bytes of frames go into one batch (a frame larger than it
-#: goes alone): enough to amortize a system call over hundreds of actions,
-#: little enough that a write to a slow client does not copy its whole queue.
+#: A batch ends with the frame that brings it to this many bytes: enough to
+#: amortize a system call over hundreds of actions, little enough that a
+#: write to a slow client does not copy its whole queue.
 BATCH_BYTES = 256 * 1024
 
 # WebSocket close codes (RFC 6455 section 7.4.1); other transports record them
@@ -305,12 +307,10 @@ class Connection:
         if total <= BATCH_BYTES or self._discard:
             self._queue, self._sizes = [], []
             return frames, total
-        taken, n = 0, 0
-        while n < len(sizes) and (taken < BATCH_BYTES):
-            taken += sizes[n]
-            n += 1
+        ends = list(accumulate(sizes))  # a backlog is cut without a Python loop per frame
+        n = bisect_left(ends, BATCH_BYTES) + 1  # the frame that reaches the cap goes too
         self._queue, self._sizes = frames[n:], sizes[n:]
-        return frames[:n], taken
+        return frames[:n], ends[n - 1]
 
     # -- what a transport supplies ----------------------------------------------
 
@@ -322,7 +322,7 @@ class Connection:
         """The next incoming text frame, or None at the end of input."""
         raise NotImplementedError
 
-    async def _write_frames(self, frames: Sequence[str]) -> None:
+    async def _write_frames(self, frames: list[str]) -> None:
         """Write a batch of frames, in order; raise ``PeerGone`` if the peer
         can no longer be written to. A transport that can should make it one
         write; by default each frame is written with ``_write_frame``."""

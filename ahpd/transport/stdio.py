@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import trio
 
@@ -116,7 +116,7 @@ class StdioConnection(Connection):
         logger.warning("%s: skipped a line: %s", self.name, message)
         self.send(_error(-32600, message))
 
-    async def _write_frames(self, frames: Sequence[str]) -> None:
+    async def _write_frames(self, frames: list[str]) -> None:
         data = b"".join([text.encoded(_line) if isinstance(text, SharedFrame) else _line(text.encode())
                          for text in frames])
         try:

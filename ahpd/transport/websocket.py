@@ -16,9 +16,9 @@ daemon's time. Our writer instead writes data frames itself
 (``frames.text_frame``): a fanned-out action's frame bytes are built once
 (``SharedFrame``), each batch the writer takes goes out in one
 ``send_all``, and a batch of the same frames as the connection before it
-reuses its bytes (``frames.BatchBytes``). trio-websocket writes its own frames (the 101 answer, pongs,
-close frames) through the same stream object, whose one lock keeps the two
-from interleaving mid-frame; a batch is not written once trio-websocket
+reuses its bytes (``frames.BatchBytes``). trio-websocket writes its own
+frames (the 101 answer, pongs, close frames) through the same stream object,
+whose one lock keeps the two from interleaving mid-frame; a batch is not written once trio-websocket
 says the connection is closing (it then has sent, or is sending, a close
 frame, and nothing may follow it) or has closed the socket.
 
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import errno
 import resource
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import h11
@@ -240,7 +240,7 @@ class WebSocketConnection(Connection):
                 return None
             return message
 
-    async def _write_frames(self, frames: Sequence[str]) -> None:
+    async def _write_frames(self, frames: list[str]) -> None:
         assert self._ws is not None
         data = self._batches.of(frames)
         try:
