@@ -10,11 +10,11 @@ exactly one writer task fed by an unbounded queue, and counts the bytes it
 has queued but not yet written (``queued_bytes``). The writer takes
 everything queued (up to ``BATCH_BYTES``) at each turn and hands it to the
 transport as one batch, which a socket writes with one ``send_all``: a
-client's frames cost one system call per turn of the writer, not one each. When a send would
-push that past the connection's ``queue_limit()`` the client has fallen
-behind: it is named in the log, closed with 1008 and the frame is dropped.
-The limit is a callable read at every send, so a configuration change applies
-to the next frame.
+client's frames cost one system call per turn of the writer, not one each.
+When a send would push that past the connection's ``queue_limit()`` the
+client has fallen behind: it is named in the log, closed with 1008 and the
+frame is dropped. The limit is a callable read at every send that finds
+something pending, so a configuration change applies to the next frame.
 
 A per-connection limit alone lets many slow clients together queue without
 bound, so connections may also share a ``QueueBudget``: a cap on the bytes
@@ -41,8 +41,8 @@ from __future__ import annotations
 import logging
 import math
 from bisect import bisect_left
-from itertools import accumulate
 from collections.abc import Awaitable, Callable
+from itertools import accumulate
 
 import trio
 

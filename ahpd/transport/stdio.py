@@ -10,10 +10,11 @@ blank lines are skipped). A frame we send must not contain a raw newline, so
 any ``\\r``/``\\n`` in it becomes a space: in JSON they can only be whitespace
 between tokens (inside strings they must be escaped), so the message is
 unchanged (the same holds of the UTF-8 bytes: no multi-byte sequence contains
-those two bytes). Everything the writer takes at a turn goes out in one write,
-and a fanned-out frame's line is built once (``SharedFrame``). Unlike a WebSocket, a pipe cannot be closed with a reason, so an
-oversized line is skipped and answered with a JSON-RPC error (id null), and
-the connection goes on; a line that is not UTF-8 gets a parse error likewise.
+those two bytes). Everything the writer takes at a turn goes out in one
+write, and a fanned-out frame's line is built once (``SharedFrame``). Unlike
+a WebSocket, a pipe cannot be closed with a reason, so an oversized line is
+skipped and answered with a JSON-RPC error (id null), and the connection
+goes on; a line that is not UTF-8 gets a parse error likewise.
 
 Both fds are ``os.dup``-ed first: ``trio.lowlevel.FdStream`` owns (and
 closes) the fd it is given, and sets it non-blocking while it is open.
