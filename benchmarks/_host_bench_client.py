@@ -1,4 +1,4 @@
-"""The client side of host_bench.py: runs in its own process (its own core).
+"""The client side of host_bench.py: runs in processes of its own.
 
 The clients speak just enough WebSocket to drive a server over raw trio
 sockets: an upgrade request, masked text frames out, unmasked frames in,
@@ -7,7 +7,10 @@ on the client side) costs about as much per frame as the server does, so with
 100 of them in one process the measurement would be of the client; this one
 is several times cheaper per frame than the server and stays out of the way.
 
-The parent talks to ``worker`` over a multiprocessing Pipe: it sends
+The fan-out and latency jobs are split over several such processes (each
+runs its share of the clients, ``offset`` numbers them), so that the clients
+are not what sets the pace. The parent talks to each ``worker`` over a
+multiprocessing Pipe: it sends
 ``(job, kwargs)``, the job may send ``("ready", info)`` and wait for
 ``("go", ...)``, and ends with ``("result", value)`` (the fan-out job first says
 ``("done", None)`` when its clients have read everything).
@@ -185,7 +188,8 @@ async def _from_parent(pipe: Any) -> Any:
     return await trio.to_thread.run_sync(pipe.recv, abandon_on_cancel=True)
 
 
-async def _open_many(port: int, count: int, initialize: bool, parallel: int = 20) -> list[WsClient]:
+async def _open_many(port: int, count: int, initialize: bool, parallel: int = 20,
+                     offset: int = 0) -> list[WsClient]:
     clients: list[WsClient | None] = [None] * count
     limit = trio.CapacityLimiter(parallel)
 
@@ -193,7 +197,7 @@ async def _open_many(port: int, count: int, initialize: bool, parallel: int = 20
         async with limit:
             c = await WsClient.connect(port)
             if initialize:
-                await c.initialize(f"bench-{i}")
+                await c.initialize(f"bench-{offset + i}")
             clients[i] = c
 
     async with trio.open_nursery() as n:
@@ -212,9 +216,9 @@ async def _close_all(clients: list[WsClient]) -> None:
 
 
 async def job_fanout(pipe: Any, *, port: int, clients: int, frames: int, initialize: bool,
-                     timeout: float) -> dict[str, Any]:
+                     timeout: float, offset: int = 0) -> dict[str, Any]:
     """K clients each read ``frames`` text frames; report when each got its last."""
-    conns = await _open_many(port, clients, initialize)
+    conns = await _open_many(port, clients, initialize, offset=offset)
     last_ns = [0] * clients
     got = [0] * clients
     pipe.send(("ready", None))
@@ -237,10 +241,10 @@ async def job_fanout(pipe: Any, *, port: int, clients: int, frames: int, initial
     return {"last_ns": last_ns, "received": sum(got), "cpu": cpu}
 
 
-async def job_latency(pipe: Any, *, port: int, clients: int, frames: int,
-                      timeout: float) -> dict[str, Any]:
-    """K initialized clients record (serverSeq, receive time) of every action."""
-    conns = await _open_many(port, clients, True)
+async def job_latency(pipe: Any, *, port: int, clients: int, frames: int, initialize: bool,
+                      timeout: float, offset: int = 0) -> dict[str, Any]:
+    """K clients record (serverSeq, receive time) of every action."""
+    conns = await _open_many(port, clients, initialize, offset=offset)
     seqs = [array("q") for _ in conns]
     times = [array("q") for _ in conns]
     pipe.send(("ready", None))

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ahpd import state as reducers
+from ahpd.host.frame import SharedFrame
 from ahpd.host.jsonrpc import NotJson, notification_frame
 from ahpd.host.replay import Entry, ReplayBuffer
 from ahpd.host.seqstore import Sequencer
@@ -172,6 +173,7 @@ class ActionBus:
 
     @staticmethod
     def _fan_out(subscribers: Iterable[Subscriber], text: str) -> None:
-        size = len(text.encode())
+        frame = SharedFrame(text)  # measured once, each transport's bytes built once
+        size = frame.size
         for subscriber in list(subscribers):
-            subscriber.send(text, size)
+            subscriber.send(frame, size)

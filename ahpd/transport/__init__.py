@@ -4,7 +4,8 @@ The transport moves text frames and knows nothing about AHP. Every transport
 hands the host the same ``Connection`` (``receive``/``send``/``close``) and
 runs the host's ``Handler`` once per connection, in that connection's own
 nursery. ``base`` holds the shared rules (a writer task per connection, the
-queue limit, the close codes); each other module is one transport.
+queue limit, the close codes), ``frames`` the bytes of the WebSocket data
+frames our writer sends; each other module is one transport.
 """
 
 from ahpd.transport.base import Connection, Handler, run_connection

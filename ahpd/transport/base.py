@@ -6,12 +6,15 @@ Every transport (WebSocket, stdio, in-process) gives the host the same
 
 Why ``send()`` never waits: the host fans one action out to every client, and
 a client that stops reading must not stall the others. So each connection has
-exactly one writer task fed by an unbounded memory channel, and counts the
-bytes it has queued but not yet written (``queued_bytes``). When a send would
-push that past the connection's ``queue_limit()`` the client has fallen
-behind: it is named in the log, closed with 1008 and the frame is dropped.
-The limit is a callable read at every send, so a configuration change applies
-to the next frame.
+exactly one writer task fed by an unbounded queue, and counts the bytes it
+has queued but not yet written (``queued_bytes``). The writer takes
+everything queued (up to ``BATCH_BYTES``) at each turn and hands it to the
+transport as one batch, which a socket writes with one ``send_all``: a
+client's frames cost one system call per turn of the writer, not one each.
+When a send would push that past the connection's ``queue_limit()`` the
+client has fallen behind: it is named in the log, closed with 1008 and the
+frame is dropped. The limit is a callable read at every send that finds
+something pending, so a configuration change applies to the next frame.
 
 A per-connection limit alone lets many slow clients together queue without
 bound, so connections may also share a ``QueueBudget``: a cap on the bytes
@@ -37,7 +40,9 @@ from __future__ import annotations
 
 import logging
 import math
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable
+from itertools import accumulate
 
 import trio
 
@@ -51,6 +56,11 @@ Handler = Callable[["Connection"], Awaitable[None]]
 #: Seconds a closing connection gets to flush, send its close frame and hear
 #: the peer's reply before its socket is simply closed.
 CLOSE_TIMEOUT = 2.0
+
+#: A batch ends with the frame that brings it to this many bytes: enough to
+#: amortize a system call over hundreds of actions, little enough that a
+#: write to a slow client does not copy its whole queue.
+BATCH_BYTES = 256 * 1024
 
 # WebSocket close codes (RFC 6455 section 7.4.1); other transports record them
 # for the log.
@@ -101,9 +111,10 @@ class QueueBudget:
 class Connection:
     """One client, as the host sees it: text frames in, text frames out.
 
-    Subclasses supply the I/O (``_read_frame``, ``_write_frame``,
-    ``_close_transport``, ``_abort_transport`` and optionally ``_open``);
-    this class owns the queue, its accounting and the closing rules.
+    Subclasses supply the I/O (``_read_frame``, ``_write_frame`` or
+    ``_write_frames``, ``_close_transport``, ``_abort_transport`` and
+    optionally ``_open``); this class owns the queue, its accounting and the
+    closing rules.
     """
 
     name: str
@@ -123,7 +134,11 @@ class Connection:
         self.close_code: int | None = None
         self.close_reason = ""
         self._queue_limit = queue_limit
-        self._outbox, self._outbox_reader = trio.open_memory_channel[tuple[str, int]](math.inf)
+        # What the writer has not taken yet: the frames and their UTF-8 bytes.
+        self._queue: list[str] = []
+        self._sizes: list[int] = []
+        self._writer_idle = trio.lowlevel.ParkingLot()  # the writer, while the queue is empty
+        self._writer_parked = False
         self._discard = False  # drop what is still queued instead of writing it
         self._eof = False
         self._receive_scope: trio.CancelScope | None = None
@@ -165,21 +180,28 @@ class Connection:
             return False
         if size is None:  # a fan-out measures its frame once for every subscriber
             size = len(text.encode())
-        limit = self._queue_limit() if self._queue_limit is not None else None
-        if limit is not None and self.queued_bytes and self.queued_bytes + size > limit:
-            behind = self.queued_bytes + size
-            logger.warning(
-                "%s fell behind: %d bytes pending (limit %d); closing it with %d",
-                self.name, behind, limit, POLICY_VIOLATION,
-            )
-            self._close(POLICY_VIOLATION, f"client fell behind by {behind} bytes", discard=True)
-            return False
-        if self._budget is not None and not self._budget.make_room(self, size):
-            return False
+        # This runs once per frame per subscriber: the common case is kept short.
+        queued = self.queued_bytes
+        if queued and self._queue_limit is not None:
+            limit = self._queue_limit()
+            if queued + size > limit:
+                logger.warning(
+                    "%s fell behind: %d bytes pending (limit %d); closing it with %d",
+                    self.name, queued + size, limit, POLICY_VIOLATION,
+                )
+                self._close(POLICY_VIOLATION, f"client fell behind by {queued + size} bytes", discard=True)
+                return False
+        budget = self._budget
+        if budget is not None:
+            if budget.total + size > budget.limit and not budget.make_room(self, size):
+                return False
+            budget.total += size
         self.queued_bytes += size
-        if self._budget is not None:
-            self._budget.total += size
-        self._outbox.send_nowait((text, size))
+        self._queue.append(text)
+        self._sizes.append(size)
+        if self._writer_parked:
+            self._writer_parked = False
+            self._writer_idle.unpark()
         telemetry.COUNTS.sent(size)
         return True
 
@@ -198,7 +220,7 @@ class Connection:
         telemetry.COUNTS.queue_closes += code == POLICY_VIOLATION  # 1008: only a client that fell behind
         if discard:
             self._drop_queue()
-        self._outbox.close()  # the writer drains what is queued, then stops
+        self._writer_idle.unpark_all()  # the writer drains what is queued, then stops
         if self._receive_scope is not None:
             self._receive_scope.cancel()
         self._close_deadline = trio.current_time() + CLOSE_TIMEOUT
@@ -252,10 +274,21 @@ class Connection:
             task_status.started(False)
 
     async def _write_loop(self) -> None:
-        async for text, size in self._outbox_reader:  # ends once close() closed the channel
+        """Write what is queued, a batch at a time, until closed and drained."""
+        while True:
+            if not self._queue:
+                if self.closed:
+                    return
+                self._writer_parked = True
+                try:
+                    await self._writer_idle.park()  # send() or close() wakes it
+                finally:
+                    self._writer_parked = False
+                continue
+            batch, size = self._take_batch()
             try:
                 if not self._discard:
-                    await self._write_frame(text)
+                    await self._write_frames(batch)
             except PeerGone:
                 logger.info("%s: peer gone while writing", self.name)
                 self._peer_gone()
@@ -270,6 +303,19 @@ class Connection:
                 if self._budget is not None:
                     self._budget.total -= size
 
+    def _take_batch(self) -> tuple[list[str], int]:
+        """The frames at the head of the queue, up to ``BATCH_BYTES`` (all of
+        them once the queue is being dropped), and their bytes."""
+        frames, sizes = self._queue, self._sizes
+        total = sum(sizes)
+        if total <= BATCH_BYTES or self._discard:
+            self._queue, self._sizes = [], []
+            return frames, total
+        ends = list(accumulate(sizes))  # a backlog is cut without a Python loop per frame
+        n = bisect_left(ends, BATCH_BYTES) + 1  # the frame that reaches the cap goes too
+        self._queue, self._sizes = frames[n:], sizes[n:]
+        return frames[:n], ends[n - 1]
+
     # -- what a transport supplies ----------------------------------------------
 
     async def _open(self, nursery: trio.Nursery) -> bool:
@@ -279,6 +325,15 @@ class Connection:
     async def _read_frame(self) -> str | None:
         """The next incoming text frame, or None at the end of input."""
         raise NotImplementedError
+
+    async def _write_frames(self, frames: list[str]) -> None:
+        """Write a batch of frames, in order; raise ``PeerGone`` if the peer
+        can no longer be written to. A transport that can should make it one
+        write; by default each frame is written with ``_write_frame``."""
+        for text in frames:
+            if self._discard:  # closed meanwhile, its queue dropped
+                return
+            await self._write_frame(text)
 
     async def _write_frame(self, text: str) -> None:
         """Write one frame; raise ``PeerGone`` if the peer can no longer be written to."""

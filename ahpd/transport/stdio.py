@@ -9,9 +9,12 @@ Framing: lines are UTF-8 and end with ``\\n`` (a trailing ``\\r`` is dropped,
 blank lines are skipped). A frame we send must not contain a raw newline, so
 any ``\\r``/``\\n`` in it becomes a space: in JSON they can only be whitespace
 between tokens (inside strings they must be escaped), so the message is
-unchanged. Unlike a WebSocket, a pipe cannot be closed with a reason, so an
-oversized line is skipped and answered with a JSON-RPC error (id null), and
-the connection goes on; a line that is not UTF-8 gets a parse error likewise.
+unchanged (the same holds of the UTF-8 bytes: no multi-byte sequence contains
+those two bytes). Everything the writer takes at a turn goes out in one
+write, and a fanned-out frame's line is built once (``SharedFrame``). Unlike
+a WebSocket, a pipe cannot be closed with a reason, so an oversized line is
+skipped and answered with a JSON-RPC error (id null), and the connection
+goes on; a line that is not UTF-8 gets a parse error likewise.
 
 Both fds are ``os.dup``-ed first: ``trio.lowlevel.FdStream`` owns (and
 closes) the fd it is given, and sets it non-blocking while it is open.
@@ -25,9 +28,17 @@ from collections.abc import Callable
 
 import trio
 
+from ahpd.host.frame import SharedFrame
 from ahpd.transport.base import Connection, Handler, PeerGone, logger, run_connection
 
 _CHUNK = 65536
+
+
+def _line(utf8: bytes) -> bytes:
+    """One frame as one line: raw CR/LF (JSON whitespace only) become spaces."""
+    if b"\n" in utf8 or b"\r" in utf8:
+        utf8 = utf8.replace(b"\r", b" ").replace(b"\n", b" ")
+    return utf8 + b"\n"
 
 
 def _error(code: int, message: str) -> str:
@@ -106,11 +117,11 @@ class StdioConnection(Connection):
         logger.warning("%s: skipped a line: %s", self.name, message)
         self.send(_error(-32600, message))
 
-    async def _write_frame(self, text: str) -> None:
-        if "\n" in text or "\r" in text:
-            text = text.replace("\r", " ").replace("\n", " ")
+    async def _write_frames(self, frames: list[str]) -> None:
+        data = b"".join([text.encoded(_line) if isinstance(text, SharedFrame) else _line(text.encode())
+                         for text in frames])
         try:
-            await self._stdout.send_all(text.encode() + b"\n")
+            await self._stdout.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise PeerGone from exc
 

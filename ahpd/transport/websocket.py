@@ -7,7 +7,20 @@ have no send queue. So we own the listener (``trio.serve_listeners``), read
 each request head ourselves with h11, answer refusals and plain HTTP
 requests directly (``_http.decide``), and hand admitted upgrades to
 ``trio_websocket.wrap_server_stream`` over a stream that first replays the
-bytes we already read. From there trio-websocket does the framing.
+bytes we already read. From there trio-websocket does the handshake, the
+reading, ping/pong and the close handshake.
+
+Writing: trio-websocket's ``send_message`` builds a frame and makes a system
+call per message per client, which at a few dozen clients is most of the
+daemon's time. Our writer instead writes data frames itself
+(``frames.text_frame``): a fanned-out action's frame bytes are built once
+(``SharedFrame``), each batch the writer takes goes out in one
+``send_all``, and a batch of the same frames as the connection before it
+reuses its bytes (``frames.BatchBytes``). trio-websocket writes its own
+frames (the 101 answer, pongs, close frames) through the same stream object,
+whose one lock keeps the two from interleaving mid-frame; a batch is not written once trio-websocket
+says the connection is closing (it then has sent, or is sending, a close
+frame, and nothing may follow it) or has closed the socket.
 
 Resources: a connection beyond ``Limits.connections``, or one arriving while
 ``Limits.pending`` others are still sending their request head, is answered
@@ -29,7 +42,7 @@ from __future__ import annotations
 import errno
 import resource
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import h11
 import trio
@@ -47,6 +60,7 @@ from ahpd.transport.base import (
     logger,
     run_connection,
 )
+from ahpd.transport.frames import BatchBytes
 
 #: Seconds a new TCP connection gets to send its request head and finish the handshake.
 HANDSHAKE_TIMEOUT = 10.0
@@ -105,12 +119,21 @@ class Limits:
 
 
 class _ReplayStream(trio.abc.HalfCloseableStream):
-    """A stream that first yields ``prefix`` (the bytes we already read), then ``stream``."""
+    """A stream that first yields ``prefix`` (the bytes we already read), then ``stream``.
+
+    Every write, trio-websocket's (``send_all``) or our writer's
+    (``send_data``), holds ``write_lock`` for its whole length, and so does
+    the half-close: no frame is cut by another or by the EOF. Reads take
+    turns too: when trio-websocket answers a peer's close frame by itself,
+    its reader may still be reading while our close lingers on the socket.
+    """
 
     def __init__(self, stream: trio.SocketStream, prefix: bytes) -> None:
         self.stream = stream
         self._prefix = prefix
         self.closed = False
+        self.write_lock = trio.Lock()
+        self._read_lock = trio.Lock()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         if self._prefix:
@@ -118,16 +141,34 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
             data, self._prefix = self._prefix[:n], self._prefix[n:]
             await trio.lowlevel.checkpoint()
             return data
-        return await self.stream.receive_some(max_bytes)
+        async with self._read_lock:
+            return await self.stream.receive_some(max_bytes)
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        await self.stream.send_all(data)
+        async with self.write_lock:
+            await self.stream.send_all(data)
+
+    async def send_data(self, data: bytes, still_open: Callable[[], bool]) -> bool:
+        """Write ``data`` unless, once it is our turn to write, ``still_open()``
+        is false or the stream was closed; whether it was written."""
+        try:
+            self.write_lock.acquire_nowait()  # the usual case: no trip through the scheduler
+        except trio.WouldBlock:
+            await self.write_lock.acquire()
+        try:
+            if self.closed or not still_open():
+                return False
+            await self.stream.send_all(data)
+            return True
+        finally:
+            self.write_lock.release()
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.stream.wait_send_all_might_not_block()
 
     async def send_eof(self) -> None:
-        await self.stream.send_eof()
+        async with self.write_lock:
+            await self.stream.send_eof()
 
     async def aclose(self) -> None:
         self.closed = True
@@ -155,8 +196,10 @@ class WebSocketConnection(Connection):
     """One WebSocket client; trio-websocket's reader runs in the shielded I/O task."""
 
     def __init__(self, stream: _ReplayStream, name: str, *, max_message_size: int,
-                 queue_limit: Callable[[], int], budget: QueueBudget | None = None) -> None:
+                 queue_limit: Callable[[], int], budget: QueueBudget | None = None,
+                 batches: BatchBytes | None = None) -> None:
         super().__init__(name, queue_limit, budget)
+        self._batches = batches or BatchBytes()  # shared with the server's other connections
         self._stream = stream
         self._max = max_message_size
         self._ws: trio_websocket.WebSocketConnection | None = None
@@ -197,22 +240,39 @@ class WebSocketConnection(Connection):
                 return None
             return message
 
-    async def _write_frame(self, text: str) -> None:
+    async def _write_frames(self, frames: list[str]) -> None:
         assert self._ws is not None
+        data = self._batches.of(frames)
         try:
-            await self._ws.send_message(text)
-        except trio_websocket.ConnectionClosed:
+            written = await self._stream.send_data(data, self._open_for_data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise PeerGone from None
+        if not written:
+            raise PeerGone
+
+    def _open_for_data(self) -> bool:
+        """trio-websocket has not begun closing: no close frame went or is going out."""
+        return self._ws is not None and self._ws.closed is None
 
     async def _close_transport(self, code: int, reason: str) -> None:
-        if self._ws is not None:
+        if self._ws is not None and self._ws.closed is None:
             if code in _CLOSE_CODES_NOT_ON_THE_WIRE:
                 code = NORMAL
             # Sends our close frame and waits for the peer's (the reader
             # still runs), then closes the socket ...
             await self._ws.aclose(code, reason[:120] or None)
-        # ... unless trio-websocket had already closed on its own (a frame
-        # over its size limit, a protocol error): then the socket is ours.
+        elif self._ws is not None:
+            # ... unless trio-websocket is closing on its own (the peer's
+            # close frame, a frame over its size limit, a protocol error).
+            # Its close frame may still be waiting for the stream: the end
+            # of its messages comes after it, and only then may we half-close.
+            with trio.move_on_after(LINGER_TIMEOUT):
+                try:
+                    while True:
+                        await self._ws.get_message()  # the connection is closing: dropped
+                except trio_websocket.ConnectionClosed:
+                    pass
+        # If the socket is still open it is ours to close.
         if not self._stream.closed:
             await _linger_close(self._stream)
 
@@ -259,6 +319,7 @@ class _Server:
     queue_limit: Callable[[], int]
     limits: Limits
     budget: QueueBudget
+    batches: BatchBytes = field(default_factory=BatchBytes)
     connections: int = 0  # open, whether still in their head or not
     pending: int = 0  # still in their head
     refused: int = 0  # answered 503 since the last one admitted
@@ -298,7 +359,8 @@ class _Server:
                 return
             conn = WebSocketConnection(_ReplayStream(stream, raw), name,
                                        max_message_size=self.max_message_size,
-                                       queue_limit=self.queue_limit, budget=self.budget)
+                                       queue_limit=self.queue_limit, budget=self.budget,
+                                       batches=self.batches)
             logger.info("%s connected", name)
             try:
                 await run_connection(self.handler, conn)

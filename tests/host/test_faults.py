@@ -190,14 +190,14 @@ async def _closed_code(ws: trio_websocket.WebSocketConnection) -> int:
 
 async def writer(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
     """A connection's writer fails: that connection is closed with 1011."""
-    real = WebSocketConnection._write_frame
+    real = WebSocketConnection._write_frames
 
-    async def write(self: WebSocketConnection, text: str) -> None:
-        if "poison-pill" in text:
+    async def write(self: WebSocketConnection, frames: Any) -> None:
+        if any("poison-pill" in text for text in frames):
             raise RuntimeError("injected: the writer broke")
-        await real(self, text)
+        await real(self, frames)
 
-    monkeypatch.setattr(WebSocketConnection, "_write_frame", write)
+    monkeypatch.setattr(WebSocketConnection, "_write_frames", write)
     async with rpc(v.live.url) as doomed:
         await doomed.initialize("doomed")
         await doomed.ws.send_message('{"jsonrpc": "2.0", "id": 7, "method": "poison-pill"}')

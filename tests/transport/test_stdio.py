@@ -11,6 +11,7 @@ from pathlib import Path
 
 import trio
 
+from ahpd.host.frame import SharedFrame
 from ahpd.transport.base import Connection
 from ahpd.transport.stdio import serve_stdio
 
@@ -101,6 +102,28 @@ async def test_frames_with_raw_newlines_stay_on_one_line():
         assert json.loads(line) == {"id": 1, "result": {}}
         assert await replies.next() is None
     await replies.stream.aclose()
+
+
+async def test_a_burst_of_frames_shared_or_not_comes_out_one_per_line_in_order():
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    replies = Lines(trio.lowlevel.FdStream(stdout_r))
+    texts = [f'{{"n": {i},\n "text": "{"ü" * (i % 50)}"}}' for i in range(300)]
+
+    async def burst(conn: Connection) -> None:
+        for i, text in enumerate(texts):  # queued without a checkpoint: one batch
+            assert conn.send(SharedFrame(text) if i % 2 else text)
+
+    with trio.fail_after(LIMIT):
+        os.close(stdin_w)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(serve_stdio, burst, stdin_fd=stdin_r, stdout_fd=stdout_w))
+            got = [json.loads(await replies.next() or "null") for _ in texts]
+        os.close(stdin_r)
+        os.close(stdout_w)
+        assert await replies.next() is None
+    await replies.stream.aclose()
+    assert got == [json.loads(text) for text in texts]
 
 
 SCRIPT = """
