@@ -20,6 +20,7 @@ import trio
 
 from ahpd.host import jsonrpc, rootconfig
 from ahpd.host.bus import ROOT, ActionBus
+from ahpd.host.forward import Outgoing
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
 from ahpd.host.seqstore import MemorySeqStore, Sequencer
 from ahpd.protocol import DecodeError, codec, model
@@ -46,6 +47,8 @@ class Peer:
         self.config: dict[str, Any] = {}
         #: Tokens lent with ``authenticate``: resource -> (token, expiry or None).
         self.tokens: dict[str, tuple[str, float | None]] = {}
+        #: Requests this host sent the client that wait for its answer.
+        self.outgoing = Outgoing(self)
 
     @property
     def initialized(self) -> bool:
@@ -78,6 +81,7 @@ class Host:
         stores: tuple[Any, ...] = (),
     ) -> None:
         from ahpd.host.sessions import SessionManager
+        from ahpd.host.watches import Watches
 
         self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
         values = {**rootconfig.DEFAULT_VALUES, **(config_values or {})}
@@ -91,6 +95,8 @@ class Host:
         })
         self.peers: set[Peer] = set()
         self._numbers = 0
+        #: Resource watches, each in its own nursery (``ahpd.host.watches``).
+        self.watches = Watches(self)
         #: Called with a channel's URI after a client's action moved its
         #: state, so that what a user set can be written down.
         self.on_state_change = on_state_change
@@ -112,6 +118,7 @@ class Host:
         async with trio.open_nursery() as nursery:
             for writer in self.writers:
                 await nursery.start(writer.run)
+            await nursery.start(self.watches.run)
             if self.sessions is None:
                 task_status.started()
                 await trio.sleep_forever()
@@ -152,12 +159,14 @@ class Host:
                 await self.handle_frame(peer, text)
         finally:
             self.peers.discard(peer)
+            peer.outgoing.fail_all(f"client {peer.client_id} disconnected")
             for uri in list(peer.subscriptions):
                 self.leave(peer, uri)
             if self.sessions is not None and peer.client_id is not None and not any(
                     p.client_id == peer.client_id for p in self.peers):
                 # The last connection of this client: its tools' calls fail.
                 self.sessions.client_gone(peer.client_id)
+            self.watches.peer_gone(peer)
             log.info("disconnected: %s", peer.name)
 
     def leave(self, peer: Peer, uri: str) -> None:
@@ -166,6 +175,8 @@ class Host:
         self.bus.unsubscribe(uri, peer)
         peer.subscriptions.discard(uri)
         channel = self.bus.channels.get(uri)
+        if channel is not None and channel.kind == "resourceWatch" and not channel.subscribers:
+            self.watches.release(uri)
         if channel is None or channel.kind != "session" or peer.client_id is None:
             return
         if any(p.client_id == peer.client_id and uri in p.subscriptions for p in self.peers if p is not peer):
@@ -182,7 +193,7 @@ class Host:
             peer.send(reply)
         elif isinstance(message, jsonrpc.Notification):
             await self._notification(peer, message)
-        else:
+        elif not peer.outgoing.settle(message):
             log.debug("%s: response to nothing we asked (id %r)", peer.name, message.id)
 
     async def _answer(self, peer: Peer, request: jsonrpc.Request) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ahpd.host import auth, chat_commands, commands, dispatch, resources, session_commands, turns
+from ahpd.host import auth, chat_commands, commands, dispatch, resources, session_commands, turns, watches
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -40,4 +40,5 @@ NOTIFICATIONS = _join(
 CLIENT_ACTIONS = _join(
     dispatch.CLIENT_ACTIONS,
     turns.CLIENT_ACTIONS,
+    watches.CLIENT_ACTIONS,
 )
