@@ -188,15 +188,21 @@ def _content_type(path: str, data: bytes | None = None) -> str:
     return "text/plain"
 
 
-def _encoded(data: bytes, encoding: str | None, content_type: str) -> dict[str, Any]:
+def _encoded(held: list[bytes], encoding: str | None, content_type: str) -> dict[str, Any]:
     """The read's answer: UTF-8 when asked for (or not asked) and the bytes
-    are UTF-8, otherwise base64, the fallback the protocol requires."""
+    are UTF-8, otherwise base64, the fallback the protocol requires. The
+    bytes are handed over in a list and let go of as soon as they are
+    encoded, so a large file is not held twice over."""
     if encoding != "base64":
         try:
-            return {"data": data.decode("utf-8"), "encoding": "utf-8", "contentType": content_type}
+            text = held[0].decode("utf-8")
         except UnicodeDecodeError:
             pass
-    return {"data": base64.b64encode(data).decode("ascii"), "encoding": "base64", "contentType": content_type}
+        else:
+            held.clear()
+            return {"data": text, "encoding": "utf-8", "contentType": content_type}
+    coded = base64.b64encode(held.pop())
+    return {"data": coded.decode("ascii"), "encoding": "base64", "contentType": content_type}
 
 
 def _forwarded(params: Any) -> dict[str, Any]:
@@ -209,13 +215,13 @@ def _forwarded(params: Any) -> dict[str, Any]:
 async def resource_read(host: Host, peer: Peer, params: model.ResourceReadParams) -> dict[str, Any]:
     where = _route(host, peer, params.uri)
     if isinstance(where, Pending):
-        return _encoded(where.content.encode(), params.encoding, "text/plain")
+        return _encoded([where.content.encode()], params.encoding, "text/plain")
     if isinstance(where, Client):
         return await forward.forward(host, peer, where.owner, "resourceRead", _forwarded(params), params.uri)
 
     def read(fence: fs.Fence) -> dict[str, Any]:
-        data = fence.read_bytes(where.path)
-        return _encoded(data, params.encoding, _content_type(where.path, data))
+        data = [fence.read_bytes(where.path)]
+        return _encoded(data, params.encoding, _content_type(where.path, data[0]))
     return await _on_port(params.uri, read)
 
 

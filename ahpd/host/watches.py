@@ -19,10 +19,14 @@ Release sets the watcher's stop event, which its thread sees within ``STEP``
 ms (cancelling alone would leave the thread waiting out its timeout).
 
 A watch on a client's resources (``<scheme>://<clientId>/...``) is created
-on that client: the channel it mints is opened here as a relay, only that
-client may dispatch ``resourceWatch/changed`` on it, and this host passes
-each batch to the relay's subscribers. Released, the relay tells the owner
-``unsubscribe``.
+on that client: the channel it mints is opened here as a relay, whose state
+is the watch as asked. The owner subscribes to it like any channel, only it
+may dispatch ``resourceWatch/changed`` there, and this host passes each
+batch to the relay's other subscribers. The protocol gives a host no
+``subscribe`` or ``unsubscribe`` to send a client, so release is said the
+only way there is: the relay closes here when its last listener (the owner
+is none) leaves or the owner disconnects, and the owner's next dispatch on
+it is refused, which is its cue to let its watcher go.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import attrs
 import trio
 from watchfiles._rust_notify import RustNotify
 
-from ahpd.host import dispatch, jsonrpc
+from ahpd.host import dispatch
 from ahpd.host.jsonrpc import INTERNAL_ERROR, RpcError
 from ahpd.ports import fs
 
@@ -223,16 +227,8 @@ class Watches:
         if channel in self._host.bus.channels:
             raise RpcError(INTERNAL_ERROR, f"client {owner.client_id} minted {channel}, which is already a "
                            "channel on this host", {"uri": uri})
-        state = {k: v for k, v in params.items() if k in ("recursive", "includes", "excludes")}
-        state = {"root": uri, "recursive": bool(state.pop("recursive", False)), **state}
-        try:
-            answer = await owner.outgoing.request("subscribe", {"channel": channel})
-            given = answer.get("snapshot", {}).get("state") if isinstance(answer, dict) else None
-            if isinstance(given, dict) and isinstance(given.get("root"), str):
-                state = given
-        except RpcError as err:
-            log.info("client %s did not answer subscribe to %s (%s); relaying it as asked",
-                     owner.client_id, channel, err.message)
+        state = {"root": uri, "recursive": bool(params.get("recursive", False))}
+        state.update({k: params[k] for k in ("excludes", "includes") if k in params})
         if owner.outgoing.gone:
             raise RpcError(INTERNAL_ERROR, f"client {owner.client_id} disconnected while {uri} was being watched",
                            {"uri": uri})
@@ -251,9 +247,19 @@ class Watches:
         self._host.bus.close(uri)
         if isinstance(watch, Watch):
             watch.stop.set()
-        elif not watch.owner.outgoing.gone:
-            watch.owner.send(jsonrpc.notification_frame("unsubscribe", {"channel": uri}))
         log.info("watch %s released", uri)
+
+    def left(self, uri: str) -> None:
+        """Somebody unsubscribed from ``uri``: the last listener releases the
+        watch (the client that publishes a relayed one is no listener)."""
+        watch = self.watches.get(uri)
+        channel = self._host.bus.channels.get(uri)
+        if watch is None or channel is None:
+            return
+        owner = watch.owner.client_id if isinstance(watch, Relay) else None
+        listeners = [s for s in channel.subscribers if owner is None or getattr(s, "client_id", None) != owner]
+        if not listeners:
+            self.release(uri)
 
     def peer_gone(self, peer: Peer) -> None:
         """A connection closed: the relays it published end, and the watches
