@@ -38,6 +38,7 @@ def test_ahpd_keeps_every_contract() -> None:
 @pytest.mark.parametrize(("importer", "imported", "broken"), [
     ("ports", "host", "Ports know nothing"),
     ("ports", "backends", "Ports know nothing"),
+    ("ports", "protocol", "Ports know nothing"),
     ("backends", "host", "Backends know nothing"),
     ("state", "ports", "Protocol and state do no I/O"),
     ("protocol", "backends", "Protocol and state do no I/O"),

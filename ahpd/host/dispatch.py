@@ -49,6 +49,10 @@ class Apply:
 
 Rule = Callable[["Host", "Peer", str, dict[str, Any]], Refuse | Apply]
 
+#: Host actions a client may still say on a channel it publishes (a watch
+#: over its own resources); their rule checks that it is that client.
+OWNER_DISPATCHED = frozenset({"resourceWatch/changed"})
+
 
 async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     params = raw if isinstance(raw, dict) else {}
@@ -112,7 +116,7 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
 def _why_not(host: Host, action_type: str, channel: str) -> str | None:
     if action_type in model.EXPERIMENTAL:
         return f"{action_type} is experimental AHP surface this host does not serve"
-    if not reducers.CLIENT_DISPATCHABLE.get(action_type, False):
+    if not reducers.CLIENT_DISPATCHABLE.get(action_type, False) and action_type not in OWNER_DISPATCHED:
         return f"{action_type} is the host's to say: a client cannot claim it happened"
     target = host.bus.channels.get(channel)
     if target is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, chat_commands, commands, dispatch, resources, session_commands, turns, window,
+    annotations, auth, chat_commands, commands, dispatch, resources, session_commands, turns, watches, window,
 )
 
 
@@ -44,4 +44,5 @@ CLIENT_ACTIONS = _join(
     dispatch.CLIENT_ACTIONS,
     turns.CLIENT_ACTIONS,
     annotations.CLIENT_ACTIONS,
+    watches.CLIENT_ACTIONS,
 )

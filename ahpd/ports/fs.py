@@ -44,6 +44,7 @@ import os
 import secrets
 import shutil
 import stat as st_
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,8 +53,8 @@ from pathlib import Path
 from typing import Literal
 
 __all__ = [
-    "MAX_READ_BYTES", "Entry", "Exists", "Fence", "FileStat", "FsError", "Failed", "IsADirectory",
-    "NotADirectory", "NotEmpty", "NotFound", "Outside", "Refused", "TooLarge",
+    "MAX_READ_BYTES", "Entry", "Exists", "Fence", "FileStat", "FsError", "Failed", "Invalid", "IsADirectory",
+    "Conflict", "NotADirectory", "NotEmpty", "NotFound", "Outside", "Refused", "TooLarge",
 ]
 
 #: The most a read returns, whole or by lines, unless the caller asks for less.
@@ -63,6 +64,11 @@ _O_PATH = getattr(os, "O_PATH", os.O_RDONLY)  # Linux: walk folders we may not l
 _DIR = _O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_LINKS = 40  # as the kernel's MAXSYMLINKS
 _CHUNK = 1024 * 1024
+#: Placing bytes by offset reads the old file and renames a new one over it;
+#: writes through this process take turns, so two appenders never both build
+#: on the same old end and lose one another's bytes.
+_PLACING = threading.Lock()
+WriteMode = Literal["truncate", "append", "insert"]
 
 Kind = Literal["file", "directory", "symlink", "other"]
 
@@ -70,9 +76,11 @@ Kind = Literal["file", "directory", "symlink", "other"]
 class FsError(Exception):
     """The port could not do what was asked of ``path``; the message says why."""
 
-    def __init__(self, path: str, message: str) -> None:
+    def __init__(self, path: str, message: str, errno: int | None = None) -> None:
         super().__init__(message)
         self.path = path
+        #: The operating system's error number, when it said one.
+        self.errno = errno
 
 
 class NotFound(FsError):
@@ -104,6 +112,14 @@ class NotEmpty(FsError):
     """A folder deleted without ``recursive`` still has entries."""
 
 
+class Conflict(FsError):
+    """The file is no longer the version the caller named (its etag moved)."""
+
+
+class Invalid(FsError):
+    """The request cannot be carried out as asked (a position past the end of the file...)."""
+
+
 class TooLarge(FsError):
     """The content is over the read cap."""
 
@@ -120,7 +136,7 @@ _BY_ERRNO: dict[int, type[FsError]] = {
 
 def _error(path: str, exc: OSError) -> FsError:
     kind = _BY_ERRNO.get(exc.errno or 0, Failed)
-    return kind(path, f"{path}: {exc.strerror or exc}")
+    return kind(path, f"{path}: {exc.strerror or exc}", exc.errno)
 
 
 @dataclass(frozen=True)
@@ -129,6 +145,23 @@ class FileStat:
     size: int
     mtime: float
     mode: int  # the permission bits
+    ctime: float = 0.0
+    #: A version token: changes whenever the content can have changed.
+    etag: str = ""
+
+
+def etag(info: os.stat_result) -> str:
+    """The file's version: its inode, size, and change and modify times in
+    nanoseconds. Any write moves the modify time and the change time (and a
+    write through this port makes a new inode, being a rename), so two reads
+    of the same etag saw the same bytes; content is never hashed, which would
+    cost a read of the whole file on every look."""
+    return f"{info.st_ino:x}-{info.st_size:x}-{info.st_mtime_ns:x}-{info.st_ctime_ns:x}"
+
+
+def _file_stat(info: os.stat_result) -> FileStat:
+    return FileStat(_kind(info.st_mode), info.st_size, info.st_mtime, st_.S_IMODE(info.st_mode),
+                    info.st_ctime, etag(info) if st_.S_ISREG(info.st_mode) else "")
 
 
 @dataclass(frozen=True)
@@ -362,7 +395,7 @@ class Fence:
     def stat(self, path: str, *, follow: bool = True) -> FileStat:
         with self._spot(path, follow=follow) as (folder, name):
             info = os.fstat(folder) if name is None else os.stat(name, dir_fd=folder, follow_symlinks=False)
-        return FileStat(_kind(info.st_mode), info.st_size, info.st_mtime, st_.S_IMODE(info.st_mode))
+        return _file_stat(info)
 
     def list_dir(self, path: str = "") -> list[Entry]:
         """The folder's entries, sorted by name; links are reported as links."""
@@ -389,8 +422,66 @@ class Fence:
         with self._spot(path, follow=True, create=parents) as (folder, name):
             self._replace(path, folder, name, fill)
 
-    def _replace(self, path: str, folder: int, name: str | None, fill: Callable[[int], None]) -> None:
-        """Write ``name`` in ``folder`` through a temporary file renamed over it."""
+    def place(self, path: str, data: bytes, *, mode: WriteMode = "truncate", position: int = 0,
+              create_only: bool = False, if_match: str | None = None, parents: bool = False) -> None:
+        """Put ``data`` into the file as ``resourceWrite`` places it, atomically.
+
+        ``truncate`` keeps the first ``position`` bytes, ``append`` writes
+        ``position`` bytes before the end, ``insert`` splices at ``position``.
+        The new content (the old bytes kept, ``data``, the old bytes after)
+        is composed in a temporary file beside the old one and renamed over
+        it, so a reader sees the old file or the new one, never half of
+        either. ``create_only`` links the new file in instead of renaming, so
+        a file that appeared meanwhile is not replaced; ``if_match`` is the
+        ``etag`` the file must still have."""
+        if position < 0:
+            raise Invalid(path, f"{path}: the position must not be negative: {position}")
+        with _PLACING, self._spot(path, follow=True, create=parents) as (folder, name):
+            if name is None:
+                raise IsADirectory(path, f"{path} is a folder")
+            try:
+                old = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+            except FileNotFoundError:
+                old = None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise Refused(path, f"{path} became a symbolic link while it was opened") from None
+                raise
+            try:
+                info = os.fstat(old) if old is not None else None
+                if info is not None and st_.S_ISDIR(info.st_mode):
+                    raise IsADirectory(path, f"{path} is a folder")
+                if info is not None and not st_.S_ISREG(info.st_mode):
+                    raise Refused(path, f"{path} is not a regular file")
+                if create_only and info is not None:
+                    raise Exists(path, f"{path} already exists")
+                if if_match is not None and (info is None or etag(info) != if_match):
+                    now = "no longer exists" if info is None else f"is at etag {etag(info)}"
+                    raise Conflict(path, f"{path} changed: it {now}, not {if_match}")
+                size = info.st_size if info is not None else 0
+                if position > size:
+                    raise Invalid(path, f"{path}: position {position} is past the end of the file ({size} bytes)")
+                keep = {"truncate": position, "append": size - position, "insert": position}[mode]
+                after = keep if mode != "truncate" else size
+
+                def fill(fd: int) -> None:
+                    if old is not None:
+                        _pour_range(old, fd, 0, keep)
+                    rest = memoryview(data)
+                    while rest:
+                        rest = rest[os.write(fd, rest[:_CHUNK]):]
+                    if old is not None:
+                        _pour_range(old, fd, after, size)
+
+                self._replace(path, folder, name, fill, exclusive=create_only)
+            finally:
+                if old is not None:
+                    os.close(old)
+
+    def _replace(self, path: str, folder: int, name: str | None, fill: Callable[[int], None],
+                 *, exclusive: bool = False) -> None:
+        """Write ``name`` in ``folder`` through a temporary file renamed over
+        it (linked in, when ``exclusive``: then nothing there is replaced)."""
         if name is None:
             raise IsADirectory(path, f"{path} is a folder")
         old = _lstat(name, folder)
@@ -409,7 +500,14 @@ class Fence:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            if exclusive:
+                try:
+                    os.link(temp, name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+                except FileExistsError:
+                    raise Exists(path, f"{path} already exists") from None
+                os.unlink(temp, dir_fd=folder)
+            else:
+                os.rename(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
         except BaseException:
             try:
                 os.unlink(temp, dir_fd=folder)
@@ -509,6 +607,18 @@ class Fence:
 
 def _pour(source: int, target: int) -> None:
     while chunk := os.read(source, _CHUNK):
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(target, view):]
+
+
+def _pour_range(source: int, target: int, start: int, end: int) -> None:
+    """Bytes ``start`` to ``end`` of ``source`` appended to ``target``, a chunk at a time."""
+    while start < end:
+        chunk = os.pread(source, min(_CHUNK, end - start), start)
+        if not chunk:
+            return
+        start += len(chunk)
         view = memoryview(chunk)
         while view:
             view = view[os.write(target, view):]

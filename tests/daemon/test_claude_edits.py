@@ -64,7 +64,7 @@ async def test_an_edit_asks_with_a_diff_served_until_settled(tmp_path: Path) -> 
                 assert before["result"]["data"] == "alpha\nbeta\n"
                 assert (await _read(client, after, encoding="base64"))["result"]["encoding"] == "base64"
                 other = await _read(client, (work / "elsewhere.txt").as_uri())
-                assert other["error"]["code"] == -32008 and "approval" in other["error"]["message"]
+                assert other["error"]["code"] == -32008 and "elsewhere.txt" in other["error"]["message"]
 
                 await dispatch(client, chat, {
                     "type": "chat/toolCallConfirmed", "turnId": turn["turnId"], "toolCallId": "toolu_edit",
@@ -74,7 +74,7 @@ async def test_an_edit_asks_with_a_diff_served_until_settled(tmp_path: Path) -> 
                 assert target.read_text() == "alpha\ngamma\n"
                 gone = await _read(client, after)
                 assert gone["error"]["code"] == -32008 and "settled" in gone["error"]["message"]
-                assert (await _read(client, file_uri))["error"]["code"] == -32008
+                assert (await _read(client, file_uri))["result"]["data"] == "alpha\ngamma\n"
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 fits("/$defs/ChatState", state)
                 call = next(p["toolCall"] for p in state["turns"][0]["responseParts"] if p["kind"] == "toolCall")

@@ -1,86 +1,123 @@
-"""``resourceRead`` serves a pending edit's content and the exact file it
-names, read through the filesystem port inside the session's working folder,
-and nothing else. The host is reduced to the state ``resource_read`` reads
-(pending edits, sessions with their folder and waiting calls); the files are
-real, in ``tmp_path``. The daemon-level path is tests/daemon/test_claude_edits.py."""
+"""The ``resource*`` family over an in-memory connection to a running Host:
+a pending edit's content is served until its call is settled; ``file:`` URIs
+reach the machine through the filesystem port; a watch is one task in the
+watches' nursery, gone (task and watcher thread) once released, whether by
+the last unsubscribe, a disconnect or shutdown. The files are real, in
+``tmp_path``; the daemon-level tests are tests/daemon/test_resources.py."""
 
 from __future__ import annotations
 
-import base64
 import os
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
-import pytest
+import trio
 
-from ahpd.host.jsonrpc import RpcError
-from ahpd.host.resources import resource_read
+from ahpd.host.host import Host
 
-SECRET = "the secret outside\n"
+from .harness import connect
 
-
-def _host(work: Path, edits: dict[str, tuple[str, str, str]], waiting: set[str]) -> Any:
-    chat = SimpleNamespace(turn=SimpleNamespace(permissions={call_id: object() for call_id in waiting}))
-    session = SimpleNamespace(cwd=work, chats={"ahp-chat://c": chat})
-    return SimpleNamespace(sessions=SimpleNamespace(pending_edits=edits, sessions={"ahp-session://s": session}))
+ROOT = "ahp-root://"
 
 
-async def _read(host: Any, uri: str, encoding: str | None = None) -> dict[str, Any]:
-    return await resource_read(host, None, SimpleNamespace(uri=uri, encoding=encoding))  # type: ignore[arg-type]
+def _watcher_threads() -> list[str]:
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+        except OSError:
+            pass
+    return [n for n in names if n.startswith("notify-rs")]
 
 
-async def _refused(host: Any, uri: str) -> RpcError:
-    with pytest.raises(RpcError) as caught:
-        await _read(host, uri)
-    assert caught.value.code == -32008
-    assert SECRET.strip() not in repr(caught.value.message) + repr(caught.value.data)
-    return caught.value
+async def _until_released(host: Host) -> None:
+    with trio.fail_after(10):
+        while host.watches.tasks or _watcher_threads():
+            await trio.sleep(0.02)
 
 
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "work" / "sub").mkdir(parents=True)
-    (tmp_path / "work" / "sub" / "notes.txt").write_text("alpha\n")
-    (tmp_path / "work" / "other.txt").write_text("not named by any edit\n")
-    (tmp_path / "outside").mkdir()
-    (tmp_path / "outside" / "notes.txt").write_text(SECRET)
-    return Path(os.path.realpath(tmp_path / "work"))
+async def test_a_pending_edit_is_served_until_settled_and_files_anywhere(tmp_path: Path) -> None:
+    target = tmp_path / "notes.txt"
+    target.write_text("alpha\n")
+    host = Host()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.run)
+        client = await connect(nursery, host)
+        await client.initialize()
+        # Only what resourceRead reads of the sessions: the edits waiting.
+        host.sessions = SimpleNamespace(pending_edits={"ahp-edit://pending/call1": ("call1", str(target), "gamma\n")})
+        after = await client.call("resourceRead", {"channel": ROOT, "uri": "ahp-edit://pending/call1"})
+        assert after["result"] == {"data": "gamma\n", "encoding": "utf-8", "contentType": "text/plain"}
+        before = await client.call("resourceRead", {"channel": ROOT, "uri": target.as_uri()})
+        assert before["result"]["data"] == "alpha\n"
+        written = await client.call("resourceWrite", {"channel": ROOT, "uri": "ahp-edit://pending/call1",
+                                                      "data": "x", "encoding": "utf-8"})
+        assert written["error"]["code"] == -32009 and "ahp-edit://pending/call1" in written["error"]["message"]
+        host.sessions.pending_edits.clear()  # the call was settled
+        gone = await client.call("resourceRead", {"channel": ROOT, "uri": "ahp-edit://pending/call1"})
+        assert gone["error"]["code"] == -32008 and "settled" in gone["error"]["message"]
+        host.sessions = None
+        nursery.cancel_scope.cancel()
 
 
-async def test_the_edit_and_the_file_it_names_are_served(work: Path) -> None:
-    target = work / "sub" / "notes.txt"
-    host = _host(work, {"ahp-edit://pending/call1": ("call1", str(target), "gamma\n")}, {"call1"})
-    assert (await _read(host, "ahp-edit://pending/call1"))["data"] == "gamma\n"
-    assert (await _read(host, target.as_uri()))["data"] == "alpha\n"
-    target.write_bytes(b"\xff\xfe")
-    coded = await _read(host, target.as_uri(), "base64")
-    assert coded["encoding"] == "base64" and base64.b64decode(coded["data"]) == b"\xff\xfe"
-    assert "base64" in (await _refused(host, target.as_uri())).message  # not UTF-8: asked for again
-    # A file no edit names is not served, even in the same folder.
-    await _refused(host, (work / "other.txt").as_uri())
-    await _refused(host, "ahp-edit://pending/call2")
+async def test_a_watch_is_one_task_released_by_unsubscribe_disconnect_and_shutdown(tmp_path: Path) -> None:
+    host = Host()
+    async with trio.open_nursery() as outer:
+        await outer.start(host.run)
+        first = await connect(outer, host, "first")
+        await first.initialize("first")
+        second = await connect(outer, host, "second")
+        await second.initialize("second")
+
+        async def watch() -> str:
+            reply = await first.call("createResourceWatch", {"channel": ROOT, "uri": tmp_path.as_uri()})
+            return reply["result"]["channel"]
+
+        # Two subscribers: the first leaving keeps it, the last releases it.
+        channel = await watch()
+        assert host.watches.tasks == 1 and _watcher_threads()
+        await first.call("subscribe", {"channel": channel})
+        await second.call("subscribe", {"channel": channel})
+        first.notify("unsubscribe", {"channel": channel})
+        await first.call("ping", {"channel": ROOT})
+        assert host.watches.tasks == 1
+        second.notify("unsubscribe", {"channel": channel})
+        await _until_released(host)
+        assert channel not in host.bus.channels
+        gone = await second.call("subscribe", {"channel": channel})
+        assert gone["error"]["code"] == -32008
+
+        # Created and never subscribed: released when its creator goes.
+        await watch()
+        assert host.watches.tasks == 1
+        first.close()
+        await _until_released(host)
+
+        # A subscriber that disconnects releases it too.
+        third = await connect(outer, host, "third")
+        await third.initialize("third")
+        reply = await third.call("createResourceWatch", {"channel": ROOT, "uri": tmp_path.as_uri(), "recursive": True})
+        await third.call("subscribe", {"channel": reply["result"]["channel"]})
+        third.close()
+        await _until_released(host)
+
+        # Shutdown releases whatever is left, promptly.
+        await second.call("createResourceWatch", {"channel": ROOT, "uri": tmp_path.as_uri()})
+        assert host.watches.tasks == 1
+        outer.cancel_scope.cancel()
+    with trio.fail_after(5):
+        while _watcher_threads():
+            await trio.sleep(0.02)
 
 
-async def test_a_named_file_that_leads_outside_is_refused(work: Path) -> None:
-    outside = work.parent / "outside"
-    (work / "link.txt").symlink_to(outside / "notes.txt")
-    (work / "up.txt").symlink_to("../outside/notes.txt")
-    edits = {f"ahp-edit://pending/call{i}": (f"call{i}", str(work / name), "x")
-             for i, name in enumerate(["link.txt", "up.txt", "sub/notes.txt"])}
-    host = _host(work, edits, {"call0", "call1", "call2"})
-    for name in ("link.txt", "up.txt"):
-        assert "outside" in (await _refused(host, (work / name).as_uri())).message
-    # The folder on the way swapped for a link after the edit was proposed.
-    os.rename(work / "sub", work / "parked")
-    (work / "sub").symlink_to(outside)
-    await _refused(host, (work / "sub" / "notes.txt").as_uri())
-    # A path outside the session's folder is not served, even if an edit names it.
-    host = _host(work, {"ahp-edit://pending/call9": ("call9", str(outside / "notes.txt"), "x")}, {"call9"})
-    await _refused(host, (outside / "notes.txt").as_uri())
-
-
-async def test_an_edit_no_session_waits_on_serves_no_file(work: Path) -> None:
-    target = work / "sub" / "notes.txt"
-    host = _host(work, {"ahp-edit://pending/call1": ("call1", str(target), "gamma\n")}, set())
-    await _refused(host, target.as_uri())
+async def test_a_watch_over_what_is_not_there_is_refused(tmp_path: Path) -> None:
+    host = Host()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(host.run)
+        client = await connect(nursery, host)
+        await client.initialize()
+        missing = (tmp_path / "missing").as_uri()
+        reply = await client.call("createResourceWatch", {"channel": ROOT, "uri": missing})
+        assert reply["error"]["code"] == -32008 and missing in reply["error"]["message"]
+        assert host.watches.tasks == 0
+        nursery.cancel_scope.cancel()

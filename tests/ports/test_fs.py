@@ -267,3 +267,49 @@ def test_folders_delete_move_copy(fence: Fence, tree: tuple[Path, Path]) -> None
     (root / "tolink").symlink_to(outside)
     fence.delete("tolink", recursive=True)
     assert (outside / "secret").read_bytes() == SECRET
+
+
+def test_place_puts_bytes_where_each_mode_says_and_checks_first(fence: Fence, tree: tuple[Path, Path]) -> None:
+    root, outside = tree
+    fence.place("p.txt", b"hello", create_only=True)
+    fence.place("p.txt", b"!", mode="append")
+    fence.place("p.txt", b", world", mode="append", position=1)
+    fence.place("p.txt", b">> ", mode="insert")
+    assert (root / "p.txt").read_bytes() == b">> hello, world!"
+    fence.place("p.txt", b"HELLO", position=3)
+    assert (root / "p.txt").read_bytes() == b">> HELLO"
+    tag = fence.stat("p.txt").etag
+    with pytest.raises(fs.Exists):
+        fence.place("p.txt", b"x", create_only=True)
+    with pytest.raises(fs.Invalid):
+        fence.place("p.txt", b"x", mode="insert", position=99)
+    fence.place("p.txt", b"new", if_match=tag)
+    assert fence.stat("p.txt").etag != tag
+    with pytest.raises(fs.Conflict):
+        fence.place("p.txt", b"lost", if_match=tag)
+    with pytest.raises(fs.Conflict):
+        fence.place("absent.txt", b"x", if_match=tag)
+    assert (root / "p.txt").read_bytes() == b"new" and not (root / "absent.txt").exists()
+    # Through a link that leads out: refused, and nothing outside changes.
+    (root / "out").symlink_to(outside / "secret")
+    with pytest.raises(fs.Outside):
+        fence.place("out", b"x", mode="append")
+    assert (outside / "secret").read_bytes() == SECRET
+    assert sorted(p.name for p in root.iterdir()) == ["out", "p.txt", "sub"]  # no temporary file left
+
+
+def test_concurrent_appenders_lose_nothing(fence: Fence, tree: tuple[Path, Path]) -> None:
+    root, _ = tree
+    fence.place("log.txt", b"")
+
+    def append(mark: bytes) -> None:
+        for _ in range(100):
+            fence.place("log.txt", mark, mode="append")
+
+    threads = [threading.Thread(target=append, args=(m,)) for m in (b"a", b"b", b"c")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    data = (root / "log.txt").read_bytes()
+    assert sorted(data) == sorted(b"a" * 100 + b"b" * 100 + b"c" * 100)
