@@ -80,6 +80,10 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         session_store=session_store,
         stores=(config_store,),
     )
+    from ahpd.host.automations import Automations
+    from ahpd.ports.automation_store import AutomationStore
+
+    host.automations = Automations(host, AutomationStore(data_dir / "automations.sqlite3" if sessions == "file" else None))
     return host
 
 

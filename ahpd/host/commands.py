@@ -52,12 +52,15 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
     log.info("%s: initialized, protocol %s", peer.name, version)
     if host.sessions is not None:
         host.sessions.probe_soon()  # deferred until somebody asks (see SessionManager.probe_soon)
-    return {
+    result = {
         "protocolVersion": version,
         "serverSeq": host.bus.server_seq,
         "serverInfo": {"name": "ahpd", "version": __version__},
         "snapshots": snapshots,
     }
+    if host.automations is not None:  # advertised only by a host given a store
+        result["automations"] = host.automations.capabilities()
+    return result
 
 
 def ping(host: Host, peer: Peer, params: model.PingParams) -> None:

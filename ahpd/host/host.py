@@ -31,6 +31,8 @@ BEFORE_HANDSHAKE = frozenset({"ping", "initialize", "reconnect"})
 #: Commands whose literal ``channel`` is not checked: how a client finds out
 #: it can talk at all must not fail on a wrong constant.
 CHANNEL_EXEMPT = frozenset({"initialize", "ping"})
+#: Other spellings of a literal channel, taken as it (seed: the catalogue's).
+CHANNEL_ALIASES = {"ahp-automations://catalog": "ahp-automations://"}
 
 
 class Peer:
@@ -67,6 +69,10 @@ Handler = Callable[["Host", Peer, Any], Awaitable[Any] | Any]
 
 
 class Host:
+    #: The automations catalogue and scheduler (``ahpd.host.automations``),
+    #: set by whoever gives the host a store; None serves no automations.
+    automations: Any = None
+
     def __init__(
         self,
         *,
@@ -112,10 +118,18 @@ class Host:
         async with trio.open_nursery() as nursery:
             for writer in self.writers:
                 await nursery.start(writer.run)
+            if self.automations is not None:
+                nursery.start_soon(self._run_automations)
             if self.sessions is None:
                 task_status.started()
                 await trio.sleep_forever()
             await self.sessions.run(task_status=task_status)
+
+    async def _run_automations(self) -> None:
+        """After the sessions' nursery is up: a run makes a session."""
+        while self.sessions is not None and self.sessions.nursery is None:
+            await trio.sleep(0)
+        await self.automations.run()
 
     async def ensure_channel(self, uri: str) -> bool:
         """True if ``uri`` is an open channel, waking a stored session it names."""
@@ -269,7 +283,7 @@ def _check_literal_channel(method: str, cls: type, params: dict[str, Any]) -> di
         return params
     (expected,) = typing.get_args(field.type)
     given = params.get("channel")
-    if given is None or method in CHANNEL_EXEMPT:
+    if given is None or method in CHANNEL_EXEMPT or CHANNEL_ALIASES.get(given) == expected:
         return {**params, "channel": expected}
     if given != expected:
         raise RpcError(

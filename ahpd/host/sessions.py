@@ -448,6 +448,8 @@ class Session:
             row["defaultChat"] = state["defaultChat"]
         if state.get("activity"):
             row["activity"] = state["activity"]
+        if state.get("origin"):
+            row["origin"] = state["origin"]
         return row
 
     def status(self) -> int:
@@ -475,6 +477,7 @@ class Session:
             "title": state["title"],
             "status": state["status"] & (IS_READ | IS_ARCHIVED),
             "config": state.get("config"),
+            "origin": state.get("origin"),
             "defaultChat": state.get("defaultChat"),
             "chats": [
                 {
@@ -749,6 +752,8 @@ class SessionManager:
         }
         if record.get("config"):
             state["config"] = record["config"]
+        if record.get("origin"):
+            state["origin"] = record["origin"]  # an automation's run made it
         known = self.harness_commands(session.provider)
         if known:
             # What the harness said at start-up, before any agent of this session runs.
@@ -818,6 +823,8 @@ class SessionManager:
         self.host.bus.close(session.uri)
         self.sessions.pop(session.uri, None)
         self.store.delete(session.uri)
+        if self.host.automations is not None:
+            self.host.automations.session_gone(session.uri)
 
     def sync_summary(self, chat: Chat) -> None:
         """Keep the session's catalogue row of ``chat``, and the root catalogue
