@@ -97,10 +97,6 @@ class CreationFailed(Exception):
         self.error = {"errorType": error_type, "message": message}
 
 
-def _catalog(channel: str) -> bool:
-    return channel in (CATALOG, CATALOG_ALIAS)
-
-
 def _cursor(shown: int) -> str:
     return base64.urlsafe_b64encode(f"ahpd-runs:{shown}".encode()).decode()
 
@@ -579,7 +575,9 @@ class Automations:
         """Stop the run's turn the way a client's ``chat/turnCancelled`` does."""
         from ahpd.host import turns
 
-        cancel = {"type": "chat/turnCancelled", "turnId": turn_id}
+        turn = chat.turn
+        duration = turn.duration() if turn is not None and turn.turn_id == turn_id else 0
+        cancel = {"type": "chat/turnCancelled", "turnId": turn_id, "duration": duration}
         decision = turns.turn_cancelled(self.host, None, chat.uri, cancel)  # type: ignore[arg-type]
         if isinstance(decision, Apply) and self.host.bus.emit(chat.uri, cancel) is not None and decision.after:
             decision.after()
