@@ -327,8 +327,9 @@ class Automations:
         async with self.lock:
             if resource not in self.records:
                 return Apply(action)  # an unknown resource: a no-op
-            if "remove" not in OPERATIONS:
-                return Refuse("remove is not among this automation's operations")
+            entry = next(e for e in self.host.bus.channels[CATALOG].state["entries"] if e["resource"] == resource)
+            if "remove" not in entry["operations"]:
+                return Refuse(f"remove is not among the operations of {resource}")
             try:
                 await self._write(self.store.remove_automation, resource)
             except Exception as exc:  # noqa: BLE001
@@ -344,6 +345,8 @@ class Automations:
                 del self.claims[key]
             for key in [k for k in self.cursors if k[0] == resource]:
                 del self.cursors[key]
+            for key in [k for k in self.requests if k[0] == resource]:
+                del self.requests[key]
             self.shown.pop(resource, None)
         other = CATALOG_ALIAS if channel == CATALOG else CATALOG
         return Apply(action, after=lambda: self.host.bus.emit(other, action))
@@ -424,6 +427,8 @@ class Automations:
             return
         await self._write(self.store.remove_runs, gone)
         self.runs[automation] = [r for r in runs if r["resource"] not in gone]
+        for key in [k for k, run in self.requests.items() if run in gone]:
+            del self.requests[key]
         for uri in gone:
             self.host.bus.close(uri)
 

@@ -118,18 +118,12 @@ class Host:
         async with trio.open_nursery() as nursery:
             for writer in self.writers:
                 await nursery.start(writer.run)
-            if self.automations is not None:
-                nursery.start_soon(self._run_automations)
-            if self.sessions is None:
-                task_status.started()
-                await trio.sleep_forever()
-            await self.sessions.run(task_status=task_status)
-
-    async def _run_automations(self) -> None:
-        """After the sessions' nursery is up: a run makes a session."""
-        while self.sessions is not None and self.sessions.nursery is None:
-            await trio.sleep(0)
-        await self.automations.run()
+            if self.sessions is not None:
+                await nursery.start(self.sessions.run)
+            if self.automations is not None:  # after the sessions: a run makes one
+                await nursery.start(self.automations.run)
+            task_status.started()
+            await trio.sleep_forever()
 
     async def ensure_channel(self, uri: str) -> bool:
         """True if ``uri`` is an open channel, waking a stored session it names."""

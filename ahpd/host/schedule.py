@@ -27,6 +27,10 @@ _STEP = r"/[1-9]\d*"
 _ITEM = re.compile(rf"^(?:\*(?:{_STEP})?|{_VALUE}(?:-{_VALUE}(?:{_STEP})?)?)$")
 _FIELDS = ("minute", "hour", "day of month", "month", "day of week", "second")
 _NAMED = {"month", "day of week"}
+#: Occurrences counted one by one when catching up; beyond, only the latest matters.
+_COUNTED = 100
+#: Candidates croniter offers that a daylight-saving change made unreal, at most, in a row.
+_SKIPS = 8
 
 
 def stamp(when: dt.datetime) -> str:
@@ -89,22 +93,44 @@ def shortest_interval(expression: str, tz: dt.tzinfo, start: dt.datetime | None 
 
 
 def next_after(expression: str, time_zone: str, after: dt.datetime) -> dt.datetime:
-    """The first occurrence strictly after ``after``."""
+    """The first occurrence strictly after ``after``. A local minute that a
+    daylight-saving change skips is no occurrence (croniter would move it
+    to the next hour, which the expression may not name); a repeated one is
+    each of its instants."""
     tz = zone(time_zone) or dt.UTC
-    return croniter(expression, after.astimezone(tz)).get_next(dt.datetime).astimezone(dt.UTC)
+    it = croniter(expression, after.astimezone(tz))
+    for _ in range(_SKIPS):
+        when = it.get_next(dt.datetime)
+        if _real(expression, when, tz):
+            break
+    return when.astimezone(dt.UTC)
 
 
 def missed(expression: str, time_zone: str, after: dt.datetime, now: dt.datetime) -> tuple[int, dt.datetime | None]:
-    """How many occurrences fall in (after, now], counted up to two, and the latest of them."""
-    first = next_after(expression, time_zone, after)
-    if first > now:
-        return 0, None
-    second = next_after(expression, time_zone, first)
-    if second > now:
-        return 1, first
+    """How many occurrences fall in (after, now] - counted up to a
+    hundred, then said as a hundred - and the latest of them."""
+    count, latest, at = 0, None, after
+    while count < _COUNTED:
+        upcoming = next_after(expression, time_zone, at)
+        if upcoming > now:
+            return count, latest
+        count, latest, at = count + 1, upcoming, upcoming
+    # Down for long: the latest is the one before the first after now.
     tz = zone(time_zone) or dt.UTC
-    # The latest at or before now: the one before the first after now.
-    it = croniter(expression, now.astimezone(tz))
-    following = it.get_next(dt.datetime)
-    latest = croniter(expression, following).get_prev(dt.datetime).astimezone(dt.UTC)
-    return 2, max(latest, second)
+    it = croniter(expression, next_after(expression, time_zone, now).astimezone(tz))
+    for _ in range(_SKIPS):
+        before = it.get_prev(dt.datetime)
+        if _real(expression, before, tz):
+            break
+    return count, max(latest, before.astimezone(dt.UTC))  # type: ignore[type-var]
+
+
+def _real(expression: str, when: dt.datetime, tz: dt.tzinfo) -> bool:
+    """Whether ``when`` is a local time that exists and that the expression names."""
+    local = when.astimezone(tz)
+    wall = local.replace(tzinfo=None)
+    exists = wall.replace(tzinfo=tz, fold=local.fold).astimezone(dt.UTC).astimezone(tz).replace(tzinfo=None) == wall
+    if not exists:
+        return False
+    minutes, hours = croniter(expression).expanded[:2]
+    return (minutes == ["*"] or local.minute in minutes) and (hours == ["*"] or local.hour in hours)

@@ -117,6 +117,12 @@ async def test_two_clients_one_catalogue_and_a_run_that_makes_a_session(tmp_path
             assert entries_one == await catalogue(two, "ahp-automations://catalog")
             assert [r["resource"] for r in entries_one[0]["runs"]] == [run]
 
+            # A disposed session is unlinked from its run.
+            disposed = await one.call("disposeSession", {"channel": session})
+            assert "error" not in disposed, disposed
+            state = await run_state(one, run, lambda s: not s["sessions"])
+            assert "primarySession" not in state and state["lifecycle"]["status"] == "completed"
+
             # Bad input: refused with the reason, and the entry is still there.
             await dispatch(one, {"type": "automation/updateRequested", "resource": "ahp-automation:/chore",
                                  "changes": {"triggers": [{"id": "t", "kind": "schedule", "schedule": {

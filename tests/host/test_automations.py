@@ -208,6 +208,13 @@ async def test_after_runs_switches_the_automation_off_and_counts_scheduled_runs_
         assert entry["definition"]["enabled"] is False
         assert "nextRunAt" not in entry
         assert len(scheduled(entry)) == 2
+        # Switched off, it still runs by hand (and that is not counted).
+        by_hand = await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/a",
+                                                      "requestId": "m2"})
+        assert "result" in by_hand
+        await trio.sleep(1)
+        assert running.entry()["runCount"] == 2
+        assert [r["origin"]["kind"] for r in running.entry()["runs"]].count("manual") == 2
         # Switched back on: a fresh allowance.
         answer = await dispatch(client, {"type": "automation/updateRequested", "resource": "ahp-automation:/a",
                                          "changes": {"enabled": True}})
