@@ -350,3 +350,22 @@ async def test_the_host_advertises_automations_and_lists_no_event_triggers(tmp_p
         assert "automations" not in reply["result"]
         nursery.cancel_scope.cancel()
     assert json.dumps(reply)  # JSON all the way
+
+
+async def test_a_client_reconnecting_under_the_old_spelling_is_replayed_what_it_missed(tmp_path, clock) -> None:
+    async with trio.open_nursery() as nursery:
+        running = await start(nursery, tmp_path / "a.sqlite3")
+        writer = await running.client("writer")
+        seen = running.host.bus.server_seq
+        await create(writer, triggers=[every("0 9 * * *")])
+        await trio.sleep(1)
+        back = Client(running.host, "back")
+        nursery.start_soon(running.host.serve_connection, back.conn)
+        reply = await back.call("reconnect", {"channel": "ahp-root://", "clientId": "back",
+                                              "lastSeenServerSeq": seen,
+                                              "subscriptions": ["ahp-automations://catalog"]})
+        result = reply["result"]
+        assert result["type"] == "replay" and result["missing"] == []
+        replayed = [a for a in result["actions"] if a["channel"] == "ahp-automations://catalog"]
+        assert replayed and replayed[-1]["action"]["automation"] == running.entry()
+        nursery.cancel_scope.cancel()
