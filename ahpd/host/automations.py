@@ -129,6 +129,7 @@ class Automations:
         #: run resource -> what a running run needs to be stopped
         self.active: dict[str, dict[str, Any]] = {}
         self.lock = trio.Lock()
+        self._run_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._wake = trio.Event()
         self._resume: list[dict[str, Any]] = []
@@ -337,9 +338,7 @@ class Automations:
                 return Refuse(f"the automation could not be removed: {exc}")
             del self.records[resource]
             for run in self.runs.pop(resource, []):
-                scope = self.active.get(run["resource"], {}).get("scope")
-                if scope is not None:
-                    scope.cancel()
+                # A run still going keeps its session (an ordinary one); its channel goes.
                 self.host.bus.close(run["resource"])
             for key in [k for k in self.claims if k[0] == resource]:
                 del self.claims[key]
@@ -389,35 +388,40 @@ class Automations:
         channel = self.host.bus.channels.get(resource)
         return channel.state if channel is not None else None
 
-    async def _set_run(self, new: dict[str, Any]) -> None:
-        """Write the run down, then say what changed on its channel and in its entry."""
-        old = self._run_state(new["resource"])
-        if old is None or new["automation"] not in self.records:
-            return
-        await self._write(self.store.put_run, new)
-        uri = new["resource"]
-        if old is None or new["automation"] not in self.records:
-            return  # removed meanwhile
-        for session in new["sessions"]:
-            if session not in old["sessions"]:
-                self.host.bus.emit(uri, {"type": "automationRun/sessionSet", "session": session})
-        for session in old["sessions"]:
-            if session not in new["sessions"]:
-                self.host.bus.emit(uri, {"type": "automationRun/sessionRemoved", "session": session})
-        if new.get("primarySession") != self._run_state(uri).get("primarySession"):
-            action: dict[str, Any] = {"type": "automationRun/primarySessionChanged"}
-            if new.get("primarySession"):
-                action["primarySession"] = new["primarySession"]
-            self.host.bus.emit(uri, action)
-        if new["lifecycle"] != old["lifecycle"]:
-            self.host.bus.emit(uri, {"type": "automationRun/lifecycleChanged", "lifecycle": new["lifecycle"]})
-        runs = self.runs.get(new["automation"], [])
-        for i, run in enumerate(runs):
-            if run["resource"] == uri:
-                runs[i] = self._run_state(uri)
-        if new["lifecycle"]["status"] in TERMINAL:
-            await self._prune(new["automation"])
-        self.publish(new["automation"])
+    async def _update_run(self, uri: str, change: Any) -> None:
+        """Apply ``change`` to the run's current state, write it down, then say
+        what changed on its channel and in its entry. One at a time, so no
+        change is computed from a state another has moved past."""
+        async with self._run_lock:
+            old = self._run_state(uri)
+            if old is None:
+                return
+            new = change(old)
+            if new == old:
+                return
+            await self._write(self.store.put_run, new)
+            if self._run_state(uri) is None or new["automation"] not in self.records:
+                return  # removed meanwhile
+            for session in new["sessions"]:
+                if session not in old["sessions"]:
+                    self.host.bus.emit(uri, {"type": "automationRun/sessionSet", "session": session})
+            for session in old["sessions"]:
+                if session not in new["sessions"]:
+                    self.host.bus.emit(uri, {"type": "automationRun/sessionRemoved", "session": session})
+            if new.get("primarySession") != self._run_state(uri).get("primarySession"):
+                action: dict[str, Any] = {"type": "automationRun/primarySessionChanged"}
+                if new.get("primarySession"):
+                    action["primarySession"] = new["primarySession"]
+                self.host.bus.emit(uri, action)
+            if new["lifecycle"] != old["lifecycle"]:
+                self.host.bus.emit(uri, {"type": "automationRun/lifecycleChanged", "lifecycle": new["lifecycle"]})
+            runs = self.runs.get(new["automation"], [])
+            for i, run in enumerate(runs):
+                if run["resource"] == uri:
+                    runs[i] = self._run_state(uri)
+            if new["lifecycle"]["status"] in TERMINAL:
+                await self._prune(new["automation"])
+            self.publish(new["automation"])
 
     async def _prune(self, automation: str) -> None:
         runs = self.runs.get(automation, [])
@@ -433,15 +437,17 @@ class Automations:
             self.host.bus.close(uri)
 
     async def _finish(self, resource: str, status: str, **fields: Any) -> None:
-        run = self._run_state(resource)
-        if run is None or run["lifecycle"]["status"] in TERMINAL:
-            return
-        lifecycle = {"status": status, "createdAt": run["lifecycle"]["createdAt"]}
-        if run["lifecycle"].get("startedAt"):
-            lifecycle["startedAt"] = run["lifecycle"]["startedAt"]
-        lifecycle["completedAt"] = utc_now()
-        lifecycle.update({k: v for k, v in fields.items() if v is not None})
-        await self._set_run({**run, "lifecycle": lifecycle})
+        def end(run: dict[str, Any]) -> dict[str, Any]:
+            if run["lifecycle"]["status"] in TERMINAL:
+                return run
+            lifecycle = {"status": status, "createdAt": run["lifecycle"]["createdAt"]}
+            if run["lifecycle"].get("startedAt"):
+                lifecycle["startedAt"] = run["lifecycle"]["startedAt"]
+            lifecycle["completedAt"] = utc_now()
+            lifecycle.update({k: v for k, v in fields.items() if v is not None})
+            return {**run, "lifecycle": lifecycle}
+
+        await self._update_run(resource, end)
 
     async def _execute(self, resource: str) -> None:
         """One run: its session, its first turn, its ending. A fault ends the
@@ -469,11 +475,8 @@ class Automations:
             await self._finish(resource, "cancelled")
             return
         definition = record["definition"]
-        session_uri = f"ahp-session:/{uuid.uuid4()}"
-        # The session is recorded on the run before its first message is sent.
-        await self._set_run({**run, "sessions": [*run["sessions"], session_uri], "primarySession": session_uri})
         try:
-            chat = await self._open_session(session_uri, run, definition)
+            chat = await self._open_session(f"ahp-session:/{uuid.uuid4()}", run, definition)
         except CreationFailed as failed:
             await self._finish(resource, "failed", error=failed.error)
             return
@@ -482,9 +485,11 @@ class Automations:
             return
         turn_id = self.host.sessions.new_turn_id()
         started = utc_now()
-        run = self._run_state(resource)
-        await self._set_run({**run, "lifecycle": {"status": "running", "createdAt": run["lifecycle"]["createdAt"],
-                                                  "startedAt": started}})
+        await self._update_run(resource, lambda r: {**r, "lifecycle": {
+            "status": "running", "createdAt": r["lifecycle"]["createdAt"], "startedAt": started}})
+        if control["cancel"]:
+            await self._finish(resource, "cancelled")
+            return
         from ahpd.host.turns import start_turn
 
         message = definition["message"]
@@ -494,7 +499,11 @@ class Automations:
         control.update(chat=chat, turn_id=turn_id)
         turn = chat.turn
         await turn.done.wait()
-        ended = next((t for t in reversed(chat.state().get("turns", [])) if t["id"] == turn_id), None)
+        channel = self.host.bus.channels.get(chat.uri)
+        if channel is None:  # its session was disposed under it
+            await self._finish(resource, "cancelled")
+            return
+        ended = next((t for t in reversed(channel.state.get("turns", [])) if t["id"] == turn_id), None)
         outcome = (ended or {}).get("state", "error")
         if outcome == "complete":
             await self._finish(resource, "completed", usage=ended.get("usage"))
@@ -537,6 +546,9 @@ class Automations:
         if template.get("config"):
             record["config"] = template["config"]
         session = await sessions.open(record, lifecycle="creating")
+        # Linked to the run as soon as it is a channel, before its first message.
+        await self._update_run(run["resource"], lambda r: {**r, "sessions": [*r["sessions"], uri],
+                                                           "primarySession": uri})
         self.host.bus.emit(uri, {"type": "session/activeClientSet", "activeClient": {
             "clientId": "automation", "displayName": "Automation", "tools": []}})
         chat = next(iter(session.chats.values()))
@@ -589,13 +601,16 @@ class Automations:
 
     def session_gone(self, session_uri: str) -> None:
         """A disposed session is unlinked from its run."""
+        def unlink(run: dict[str, Any]) -> dict[str, Any]:
+            new = {**run, "sessions": [s for s in run["sessions"] if s != session_uri]}
+            if new.get("primarySession") == session_uri:
+                new.pop("primarySession")
+            return new
+
         for runs in self.runs.values():
             for run in runs:
                 if session_uri in run["sessions"] and self.nursery is not None:
-                    new = {**run, "sessions": [s for s in run["sessions"] if s != session_uri]}
-                    if new.get("primarySession") == session_uri:
-                        new.pop("primarySession")
-                    self.nursery.start_soon(self._set_run, new)
+                    self.nursery.start_soon(self._update_run, run["resource"], unlink)
 
     async def fetch_runs(self, automation: str, cursor: str | None) -> None:
         async with self.lock:
