@@ -166,6 +166,15 @@ async def test_a_run_is_cancelled_through_its_turn_and_a_failed_session_fails_th
             await dispatch(client, {"type": "automationRun/cancelRequested"}, 3, channel=run)
             assert "cancelled" in (await answered(client, 3))["rejectionReason"]
 
+            # A run whose session is disposed while its turn waits is cancelled.
+            run = (await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/ask",
+                                                       "requestId": "r2"}))["result"]["resource"]
+            state = await run_state(client, run, lambda s: s["lifecycle"]["status"] == "running")
+            disposed = await client.call("disposeSession", {"channel": state["primarySession"]})
+            assert "error" not in disposed, disposed
+            state = await run_state(client, run, finished)
+            assert state["lifecycle"]["status"] == "cancelled" and state["sessions"] == []
+
             gone = tmp_path / "gone"
             await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/nowhere",
                                     "definition": definition("hello", gone)}, 4)

@@ -369,3 +369,27 @@ async def test_a_client_reconnecting_under_the_old_spelling_is_replayed_what_it_
         replayed = [a for a in result["actions"] if a["channel"] == "ahp-automations://catalog"]
         assert replayed and replayed[-1]["action"]["automation"] == running.entry()
         nursery.cancel_scope.cancel()
+
+
+async def test_a_store_that_cannot_write_refuses_the_request_and_keeps_what_it_had(tmp_path, clock) -> None:
+    path = tmp_path / "a.sqlite3"
+    async with trio.open_nursery() as nursery:
+        running = await start(nursery, path)
+        client = await running.client()
+        await create(client)
+        kept = running.entry()
+
+        def full(*_: Any) -> None:
+            raise OSError(28, "No space left on device")
+
+        running.service.store.put_automation = full  # type: ignore[method-assign]
+        refused = await dispatch(client, {"type": "automation/updateRequested", "resource": "ahp-automation:/a",
+                                          "changes": {"title": "lost?"}})
+        assert "could not be stored" in refused["rejectionReason"]
+        assert running.entry() == kept
+        refused = await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/b",
+                                          "definition": definition()})
+        assert "could not be stored" in refused["rejectionReason"]
+        assert [e["resource"] for e in running.host.bus.channels[CAT].state["entries"]] == ["ahp-automation:/a"]
+        nursery.cancel_scope.cancel()
+    assert [a["definition"]["title"] for a in AutomationStore(path).load().automations] == ["nightly review"]
