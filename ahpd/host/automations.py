@@ -27,9 +27,16 @@ one catch-up run for the latest. A run recorded but not started when the
 daemon stopped is such a misfire too; one that was running is failed, never
 run again.
 
-A run is an ordinary session created the way ``createSession`` creates one,
-whose first turn is the definition's message. Time is ``Clock.now()``; tests
-hand in a clock on trio's (autojump) clock.
+A run is an ordinary session created the way ``createSession`` creates one
+(announcing a client called Automation, the way a client announces itself),
+whose first turn is the definition's message; a session that cannot be made
+is ``session/creationFailed`` and a failed run. Time is the service's clock:
+``WallClock``, or in tests a ``TrioClock`` read off trio's (autojump) clock.
+
+Not said: whose work an automation is (``_meta['ahpd.owner']``), because this
+host is given no users directory and has nobody to name; event triggers,
+because it offers none; plugins on a template, because it has no directory
+to copy them into (a non-empty ``session.customizations`` is refused).
 """
 
 from __future__ import annotations
