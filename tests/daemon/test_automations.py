@@ -29,7 +29,8 @@ CAT = "ahp-automations://"
 
 def definition(text: str, work, **extra: Any) -> dict[str, Any]:
     return {"title": "demo chore", "message": {"text": text, "origin": {"kind": "automation"}},
-            "session": {"provider": "demo", "workingDirectories": [work.as_uri()]}, "enabled": True, "triggers": [], **extra}
+            "session": {"provider": "demo", "workingDirectories": [work.as_uri()]},
+            "enabled": True, "triggers": [], **extra}
 
 
 async def dispatch(client: Rpc, action: dict[str, Any], seq: int, channel: str = CAT) -> None:

@@ -393,3 +393,25 @@ async def test_a_store_that_cannot_write_refuses_the_request_and_keeps_what_it_h
         assert [e["resource"] for e in running.host.bus.channels[CAT].state["entries"]] == ["ahp-automation:/a"]
         nursery.cancel_scope.cancel()
     assert [a["definition"]["title"] for a in AutomationStore(path).load().automations] == ["nightly review"]
+
+
+async def test_run_history_keeps_the_newest_finished_runs_up_to_the_limit(tmp_path, clock, monkeypatch) -> None:
+    from ahpd.host import automations
+
+    monkeypatch.setattr(automations, "RUN_HISTORY_LIMIT", 3)
+    path = tmp_path / "a.sqlite3"
+    async with trio.open_nursery() as nursery:
+        running = await start(nursery, path)
+        client = await running.client()
+        await create(client)
+        made = []
+        for i in range(5):
+            reply = await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/a",
+                                                        "requestId": f"r{i}"})
+            made.append(reply["result"]["resource"])
+            await trio.sleep(1)  # finished (failed: no agents) before the next
+        kept = [r["resource"] for r in running.entry()["runs"]]
+        assert kept == made[:1:-1]  # the newest three, newest first
+        assert made[0] not in running.host.bus.channels and made[4] in running.host.bus.channels
+        nursery.cancel_scope.cancel()
+    assert [r["resource"] for r in AutomationStore(path).load().runs["ahp-automation:/a"]] == kept
