@@ -55,6 +55,7 @@ from ahpd.host import schedule
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from ahpd.host.supervise import spawn, supervised
 from ahpd.ports.automation_store import AutomationStore, Claim
 
 if TYPE_CHECKING:
@@ -389,7 +390,7 @@ class Automations:
             self._resume.append(run)
             return
         self.active[run["resource"]] = {"cancel": False}
-        self.nursery.start_soon(self._execute, run["resource"], name=f"automation run {run['resource']}")
+        spawn(self.nursery, f"automation run {run['resource']}", self._execute, run["resource"])
 
     def _run_state(self, resource: str) -> dict[str, Any] | None:
         channel = self.host.bus.channels.get(resource)
@@ -617,7 +618,8 @@ class Automations:
         for runs in self.runs.values():
             for run in runs:
                 if session_uri in run["sessions"] and self.nursery is not None:
-                    self.nursery.start_soon(self._update_run, run["resource"], unlink)
+                    spawn(self.nursery, f"unlinking {session_uri} from {run['resource']}",
+                          self._update_run, run["resource"], unlink)
 
     async def fetch_runs(self, automation: str, cursor: str | None) -> None:
         async with self.lock:
@@ -680,8 +682,10 @@ class Automations:
         startup = True
         while True:
             now = self.clock.now()
-            async with self.lock:
-                wake_at = await self.tick(now, startup=startup)
+            wake_at: dt.datetime | None = now + dt.timedelta(seconds=LOOK_AGAIN)  # if the tick fails
+            with supervised("the automations scheduler's tick"):
+                async with self.lock:
+                    wake_at = await self.tick(now, startup=startup)
             startup = False
             self._wake = trio.Event()
             delay = math.inf if wake_at is None else max(0.0, (wake_at - self.clock.now()).total_seconds())

@@ -415,3 +415,24 @@ async def test_run_history_keeps_the_newest_finished_runs_up_to_the_limit(tmp_pa
         assert made[0] not in running.host.bus.channels and made[4] in running.host.bus.channels
         nursery.cancel_scope.cancel()
     assert [r["resource"] for r in AutomationStore(path).load().runs["ahp-automation:/a"]] == kept
+
+
+async def test_a_tick_that_fails_is_logged_and_the_scheduler_goes_on(tmp_path, clock) -> None:
+    async with trio.open_nursery() as nursery:
+        running = await start(nursery, tmp_path / "a.sqlite3")
+        client = await running.client()
+        real_claim = running.service.store.claim
+        failures = []
+
+        def flaky(*args: Any) -> Any:
+            if not failures:
+                failures.append(args)
+                raise OSError(5, "Input/output error")
+            return real_claim(*args)
+
+        running.service.store.claim = flaky  # type: ignore[method-assign]
+        await create(client, triggers=[every("*/5 * * * *")])
+        await trio.sleep(11 * 60)
+        assert failures
+        assert scheduled(running.entry()) == ["2026-01-01T00:05:00.000Z", "2026-01-01T00:10:00.000Z"]
+        nursery.cancel_scope.cancel()
