@@ -83,7 +83,8 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
     from ahpd.host.automations import Automations
     from ahpd.ports.automation_store import AutomationStore
 
-    host.automations = Automations(host, AutomationStore(data_dir / "automations.sqlite3" if sessions == "file" else None))
+    automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
+    host.automations = Automations(host, AutomationStore(automations_file))
     return host
 
 
