@@ -2,8 +2,8 @@
 
 A real Host with a real SQLite store in ``tmp_path``; time is a ``TrioClock``
 anchored at a fixed wall time and driven by a MockClock that jumps whenever
-the host has nothing to do (it waits a tenth of a real second first, so the
-store's writes in their threads finish before time moves). A host with no
+the host has nothing to do; the store's calls run inline rather than in a
+thread, so time never moves while one is under way. A host with no
 agents makes every run fail at its session - which is a failed run, never a
 vanished one - so these tests are about claims, misfires and the catalogue;
 the daemon tests run real sessions.
@@ -32,7 +32,13 @@ CAT = "ahp-automations://"
 
 @pytest.fixture
 def clock() -> trio.testing.MockClock:
-    return trio.testing.MockClock(autojump_threshold=0.1)
+    return trio.testing.MockClock(autojump_threshold=0)
+
+
+async def inline(fn: Any) -> Any:
+    """Run a store call on the event loop: the mock clock never jumps over it."""
+    await trio.lowlevel.checkpoint()
+    return fn()
 
 
 def definition(**extra: Any) -> dict[str, Any]:
@@ -68,7 +74,7 @@ class Running:
 async def start(nursery: trio.Nursery, path: Path | None, offset: dt.timedelta = dt.timedelta()) -> Running:
     host = Host()
     host.automations = Automations(host, AutomationStore(path), clock=TrioClock(ANCHOR + offset - dt.timedelta(
-        seconds=trio.current_time())))
+        seconds=trio.current_time())), offload=inline)
     await nursery.start(host.run)
     return Running(host, nursery)
 
