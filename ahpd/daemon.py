@@ -85,6 +85,11 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         users=UserDirectory.configured(data_dir),
         telemetry=telemetry,
     )
+    from ahpd.host.automations import Automations
+    from ahpd.ports.automation_store import AutomationStore
+
+    automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
+    host.automations = Automations(host, AutomationStore(automations_file))
     return host
 
 

@@ -52,7 +52,7 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
     log.info("%s: initialized, protocol %s", peer.name, version)
     if host.sessions is not None:
         host.sessions.probe_soon()  # deferred until somebody asks (see SessionManager.probe_soon)
-    return {
+    result = {
         "protocolVersion": version,
         "serverSeq": host.bus.server_seq,
         "serverInfo": {"name": "ahpd", "version": __version__},
@@ -60,6 +60,9 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
         **({"telemetry": host.telemetry.capabilities} if host.telemetry is not None else {}),
         "_meta": {"vscode.getAgentHostSessionStateFile.chat": True},  # a chat's own record (ahpd.host.window)
     }
+    if host.automations is not None:  # advertised only by a host given a store
+        result["automations"] = host.automations.capabilities()
+    return result
 
 
 def ping(host: Host, peer: Peer, params: model.PingParams) -> None:

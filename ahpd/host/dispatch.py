@@ -14,6 +14,7 @@ type; a type without one is reduced as it is.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -89,6 +90,8 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     rule = table.CLIENT_ACTIONS.get(action["type"])
     try:
         decision = rule(host, peer, channel, action) if rule else Apply(action)
+        if inspect.isawaitable(decision):  # a rule that must write before it answers
+            decision = await decision
         if isinstance(decision, Refuse):
             _refuse(host, peer, channel, action, client_seq, decision.reason)
             return

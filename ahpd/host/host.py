@@ -32,6 +32,8 @@ BEFORE_HANDSHAKE = frozenset({"ping", "initialize", "reconnect"})
 #: Commands whose literal ``channel`` is not checked: how a client finds out
 #: it can talk at all must not fail on a wrong constant.
 CHANNEL_EXEMPT = frozenset({"initialize", "ping"})
+#: Other spellings of a literal channel, taken as it (seed: the catalogue's).
+CHANNEL_ALIASES = {"ahp-automations://catalog": "ahp-automations://"}
 
 
 class Peer:
@@ -74,6 +76,10 @@ Handler = Callable[["Host", Peer, Any], Awaitable[Any] | Any]
 
 
 class Host:
+    #: The automations catalogue and scheduler (``ahpd.host.automations``),
+    #: set by whoever gives the host a store; None serves no automations.
+    automations: Any = None
+
     def __init__(
         self,
         *,
@@ -133,10 +139,12 @@ class Host:
             for writer in self.writers:
                 await nursery.start(writer.run)
             await nursery.start(self.watches.run)
-            if self.sessions is None:
-                task_status.started()
-                await trio.sleep_forever()
-            await self.sessions.run(task_status=task_status)
+            if self.sessions is not None:
+                await nursery.start(self.sessions.run)
+            if self.automations is not None:  # after the sessions: a run makes one
+                await nursery.start(self.automations.run)
+            task_status.started()
+            await trio.sleep_forever()
 
     async def ensure_channel(self, uri: str) -> bool:
         """True if ``uri`` is an open channel, waking a stored session it names."""
@@ -296,7 +304,7 @@ def _check_literal_channel(method: str, cls: type, params: dict[str, Any]) -> di
         return params
     (expected,) = typing.get_args(field.type)
     given = params.get("channel")
-    if given is None or method in CHANNEL_EXEMPT:
+    if given is None or method in CHANNEL_EXEMPT or CHANNEL_ALIASES.get(given) == expected:
         return {**params, "channel": expected}
     if given != expected:
         raise RpcError(

@@ -61,6 +61,13 @@ SCHEMA: dict[str, Any] = {
             "asked anything) ends with an error saying so, and the agent is stopped. 0 waits for ever.",
             "default": 300,
         },
+        "automationTestSeconds": {
+            "type": "boolean",
+            "title": "Automations: seconds in schedules (tests only)",
+            "description": "For tests: a schedule expression may carry a sixth field, seconds, and the "
+            "minimum interval is counted in seconds. Not for real schedules.",
+            "default": False,
+        },
         # -- the connection's own --------------------------------------------
         "defaultShell": {
             "type": "string",

@@ -454,6 +454,8 @@ class Session:
         marks = self.host.bus.channels.get(annotations.channel_of(self.uri))
         if marks is not None:
             row["annotations"] = annotations.summary(self.uri, marks.state)
+        if state.get("origin"):
+            row["origin"] = state["origin"]
         return row
 
     def status(self) -> int:
@@ -483,6 +485,7 @@ class Session:
             "config": state.get("config"),
             "_meta": state.get("_meta"),
             "annotations": self.host.bus.channels[annotations.channel_of(self.uri)].state["annotations"],
+            "origin": state.get("origin"),
             "defaultChat": state.get("defaultChat"),
             "chats": [
                 {
@@ -763,6 +766,8 @@ class SessionManager:
             state["config"] = record["config"]
         if record.get("_meta"):
             state["_meta"] = record["_meta"]  # ahpd.owner: the store's, not the transcript's
+        if record.get("origin"):
+            state["origin"] = record["origin"]  # an automation's run made it
         known = self.harness_commands(session.provider)
         if known:
             # What the harness said at start-up, before any agent of this session runs.
@@ -835,6 +840,8 @@ class SessionManager:
         self.host.bus.close(annotations.channel_of(session.uri))
         self.sessions.pop(session.uri, None)
         self.store.delete(session.uri)
+        if self.host.automations is not None:
+            self.host.automations.session_gone(session.uri)
 
     def sync_summary(self, chat: Chat) -> None:
         """Keep the session's catalogue row of ``chat``, and the root catalogue

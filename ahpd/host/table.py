@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, chat_commands, commands, dispatch, resources, session_commands, turns, watches, window,
+    annotations, auth, automations, chat_commands, commands, dispatch, resources, session_commands, turns, watches,
+    window,
 )
 
 
@@ -34,6 +35,7 @@ COMMANDS = _join(
     chat_commands.COMMANDS,
     resources.COMMANDS,
     window.COMMANDS,
+    automations.COMMANDS,
 )
 
 NOTIFICATIONS = _join(
@@ -45,4 +47,5 @@ CLIENT_ACTIONS = _join(
     turns.CLIENT_ACTIONS,
     annotations.CLIENT_ACTIONS,
     watches.CLIENT_ACTIONS,
+    automations.CLIENT_ACTIONS,
 )

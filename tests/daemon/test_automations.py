@@ -1,0 +1,254 @@
+"""Automations against a real daemon, the demo agent and real WebSocket clients.
+
+Runs create real sessions whose first turn the demo agent answers; two
+clients see one catalogue and the same runs; a run is cancelled through its
+turn; a session that cannot be made is ``session/creationFailed`` and a
+failed run; the daemon is killed (SIGKILL) between an occurrence's claim
+and its run, and the restarted daemon runs it once per the misfire policy
+(a real short schedule, in seconds, behind the test-only root config key).
+The traffic of the first test is a capture ``ahpd wire-check`` reads clean.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from typing import Any
+
+import pytest
+import trio
+
+from ahpd.ports.automation_store import AutomationStore
+from ahpd.wire.cli import wire_check
+
+from .helpers import Rpc, rpc, running_daemon
+from .test_sessions import fits
+
+CAT = "ahp-automations://"
+
+
+def definition(text: str, work, **extra: Any) -> dict[str, Any]:
+    return {"title": "demo chore", "message": {"text": text, "origin": {"kind": "automation"}},
+            "session": {"provider": "demo", "workingDirectories": [work.as_uri()]},
+            "enabled": True, "triggers": [], **extra}
+
+
+async def dispatch(client: Rpc, action: dict[str, Any], seq: int, channel: str = CAT) -> None:
+    await client.notify("dispatchAction", {"channel": channel, "clientSeq": seq, "action": action})
+
+
+async def answered(client: Rpc, seq: int, timeout: float = 30) -> dict[str, Any]:
+    """The envelope answering the client's dispatch ``seq``."""
+    with trio.fail_after(timeout):
+        while True:
+            note = await client.next_note(timeout)
+            params = note.get("params", {})
+            if note.get("method") == "action" and (params.get("origin") or {}).get("clientSeq") == seq:
+                return params
+
+
+async def run_state(client: Rpc, run: str, done, timeout: float = 60) -> dict[str, Any]:
+    """Poll the run's channel until ``done(state)``."""
+    with trio.fail_after(timeout):
+        while True:
+            reply = await client.call("subscribe", {"channel": run})
+            state = reply["result"]["snapshot"]["state"]
+            if done(state):
+                fits("/$defs/AutomationRunState", state)
+                return state
+            await trio.sleep(0.2)
+
+
+async def catalogue(client: Rpc, channel: str = CAT) -> list[dict[str, Any]]:
+    reply = await client.call("subscribe", {"channel": channel})
+    state = reply["result"]["snapshot"]["state"]
+    fits("/$defs/AutomationState", state)
+    return state["entries"]
+
+
+def finished(state: dict[str, Any]) -> bool:
+    return state["lifecycle"]["status"] in ("completed", "failed", "cancelled")
+
+
+async def test_two_clients_one_catalogue_and_a_run_that_makes_a_session(tmp_path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    capture = tmp_path / "wire.jsonl"
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
+        async with rpc(daemon.url) as one, rpc(daemon.url) as two:
+            hello = await one.initialize("one", subscriptions=["ahp-root://", CAT])
+            assert hello["automations"]["schedules"]["minIntervalMinutes"] == 5
+            await two.initialize("two", subscriptions=["ahp-root://", "ahp-automations://catalog"])
+            await dispatch(one, {"type": "automation/createRequested", "resource": "ahp-automation:/chore",
+                                 "definition": definition("hello from a chore", work)}, 1)
+            answer = await answered(one, 1)
+            assert "rejectionReason" not in answer
+            # The other client, on the other spelling, reads the same entry.
+            with trio.fail_after(10):
+                while True:
+                    note = await two.next_note()
+                    if note.get("method") == "action" and note["params"]["action"]["type"] == "automation/set":
+                        assert note["params"]["channel"] == "ahp-automations://catalog"
+                        break
+            assert await catalogue(one) == await catalogue(two, "ahp-automations://catalog")
+
+            reply = await two.call("runAutomation", {"channel": CAT,
+                                                     "automation": "ahp-automation:/chore", "requestId": "r1"})
+            run = reply["result"]["resource"]
+            again = await one.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/chore",
+                                                     "requestId": "r1"})
+            assert again["result"]["resource"] == run  # the same request is the same run
+            state = await run_state(one, run, finished)
+            assert state["lifecycle"]["status"] == "completed", state
+            assert state["lifecycle"]["startedAt"] and state["lifecycle"]["completedAt"]
+            assert state["origin"] == {"kind": "manual"}
+            (session,) = state["sessions"]
+            assert state["primarySession"] == session
+            sub = await two.call("subscribe", {"channel": session})
+            session_state = sub["result"]["snapshot"]["state"]
+            assert session_state["origin"] == {"kind": "automation", "automation": "ahp-automation:/chore",
+                                               "run": run}
+            assert session_state["lifecycle"] == "ready"
+            chat = await two.call("subscribe", {"channel": session_state["defaultChat"]})
+            turns = chat["result"]["snapshot"]["state"]["turns"]
+            assert turns[0]["message"] == {"text": "hello from a chore", "origin": {"kind": "automation"}}
+            assert turns[0]["state"] == "complete"
+            entries_one = await catalogue(one)
+            assert entries_one == await catalogue(two, "ahp-automations://catalog")
+            assert [r["resource"] for r in entries_one[0]["runs"]] == [run]
+
+            # A disposed session is unlinked from its run.
+            disposed = await one.call("disposeSession", {"channel": session})
+            assert "error" not in disposed, disposed
+            state = await run_state(one, run, lambda s: not s["sessions"])
+            assert "primarySession" not in state and state["lifecycle"]["status"] == "completed"
+
+            # Bad input: refused with the reason, and the entry is still there.
+            await dispatch(one, {"type": "automation/updateRequested", "resource": "ahp-automation:/chore",
+                                 "changes": {"triggers": [{"id": "t", "kind": "schedule", "schedule": {
+                                     "expression": "0 25 * * *", "timeZone": "UTC"}}]}}, 2)
+            refused = await answered(one, 2)
+            assert "out of range" in refused["rejectionReason"]
+            missing = await one.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/none",
+                                                       "requestId": "x"})
+            assert missing["error"]["code"] == -32001
+            assert (await catalogue(one))[0]["definition"]["triggers"] == []
+        daemon.terminate()
+        await daemon.wait()
+    out = io.StringIO()
+    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+
+
+async def test_a_run_is_cancelled_through_its_turn_and_a_failed_session_fails_the_run(tmp_path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("c", subscriptions=["ahp-root://", CAT])
+            await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/ask",
+                                    "definition": definition("ask permission first", work)}, 1)
+            assert "rejectionReason" not in await answered(client, 1)
+            run = (await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/ask",
+                                                       "requestId": "r"}))["result"]["resource"]
+            await run_state(client, run, lambda s: s["lifecycle"]["status"] == "running")
+            # The reference client's older spelling is the same catalogue (kept
+            # out of the wire-check capture: the schema knows one spelling).
+            again = await client.call("runAutomation", {"channel": "ahp-automations://catalog",
+                                                        "automation": "ahp-automation:/ask", "requestId": "r"})
+            assert again["result"]["resource"] == run
+            wrong = await client.call("runAutomation", {"channel": "ahp-root://", "automation": "ahp-automation:/ask",
+                                                        "requestId": "y"})
+            assert wrong["error"]["code"] == -32602 and "ahp-automations://" in wrong["error"]["message"]
+            await dispatch(client, {"type": "automationRun/cancelRequested"}, 2, channel=run)
+            assert "rejectionReason" not in await answered(client, 2)
+            state = await run_state(client, run, finished)
+            assert state["lifecycle"]["status"] == "cancelled"
+            await dispatch(client, {"type": "automationRun/cancelRequested"}, 3, channel=run)
+            assert "cancelled" in (await answered(client, 3))["rejectionReason"]
+
+            # A run whose session is disposed while its turn waits is cancelled.
+            run = (await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/ask",
+                                                       "requestId": "r2"}))["result"]["resource"]
+            state = await run_state(client, run, lambda s: s["lifecycle"]["status"] == "running")
+            disposed = await client.call("disposeSession", {"channel": state["primarySession"]})
+            assert "error" not in disposed, disposed
+            state = await run_state(client, run, finished)
+            assert state["lifecycle"]["status"] == "cancelled" and state["sessions"] == []
+
+            gone = tmp_path / "gone"
+            await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/nowhere",
+                                    "definition": definition("hello", gone)}, 4)
+            assert "rejectionReason" not in await answered(client, 4)
+            run = (await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/nowhere",
+                                                       "requestId": "r"}))["result"]["resource"]
+            state = await run_state(client, run, finished)
+            assert state["lifecycle"]["status"] == "failed"
+            assert state["lifecycle"]["error"]["errorType"] == "InvalidWorkingDirectory"
+            session = (await client.call("subscribe", {"channel": state["sessions"][0]}))["result"]["snapshot"]
+            assert session["state"]["lifecycle"] == "failed"
+            assert session["state"]["creationError"]["errorType"] == "InvalidWorkingDirectory"
+        daemon.terminate()
+        await daemon.wait()
+
+
+def _stamp_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@pytest.mark.parametrize("policy", ["runOnce", "skip"])
+async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(tmp_path, policy) -> None:
+    data = tmp_path / "d"
+    work = tmp_path / "work"
+    work.mkdir()
+    trigger = {"id": "tick", "kind": "schedule", "misfirePolicy": policy,
+               "schedule": {"expression": "* * * * * */10", "timeZone": "UTC"}}
+    async with running_daemon(data, "--sessions", "file") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("c", subscriptions=["ahp-root://", CAT])
+            await dispatch(client, {"type": "root/configChanged", "config": {"automationTestSeconds": True}}, 1,
+                           channel="ahp-root://")
+            await answered(client, 1)
+            await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/tick",
+                                    "definition": definition("tick", work, triggers=[trigger])}, 2)
+            assert "rejectionReason" not in await answered(client, 2)
+            # The store holds the claim of the next occurrence, not yet started
+            # (one at least two seconds off, so the kill lands before it).
+            with trio.fail_after(30):
+                while True:
+                    claims = AutomationStore(data / "automations.sqlite3").load().claims
+                    pending = [c for c in claims if not c.started]
+                    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+                    if pending and pending[0].scheduled_for > soon:
+                        break
+                    await trio.sleep(0.05)
+            (claim,) = pending
+            daemon.process.kill()  # SIGKILL: no shutdown, between the claim and its run
+            await daemon.process.wait()
+    # Down until the claimed occurrence has passed.
+    due = dt.datetime.fromisoformat(claim.scheduled_for.replace("Z", "+00:00"))
+    await trio.sleep(max(0.0, (due - dt.datetime.now(dt.UTC)).total_seconds()) + 1)
+    restarted_at = _stamp_now()
+    async with running_daemon(data, "--sessions", "file") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("c", subscriptions=["ahp-root://", CAT])
+            with trio.fail_after(60):
+                while True:
+                    (entry,) = await catalogue(client)
+                    on_time = [r for r in entry["runs"] if not r["origin"].get("catchUp")]
+                    if on_time:  # an occurrence after the restart ran: the misfire was decided before it
+                        break
+                    await trio.sleep(0.3)
+            catch_up = [r for r in entry["runs"] if r["origin"].get("catchUp")]
+            if policy == "runOnce":
+                assert len(catch_up) == 1, entry["runs"]
+                assert catch_up[0]["origin"]["scheduledFor"] >= claim.scheduled_for
+            else:
+                assert catch_up == [], entry["runs"]
+            assert all(r["origin"]["scheduledFor"] > restarted_at for r in on_time), entry["runs"]
+            claimed = [r for r in entry["runs"] if r["origin"]["scheduledFor"] == claim.scheduled_for]
+            assert len(claimed) <= 1
+        daemon.terminate()
+        await daemon.wait()
+    stored = AutomationStore(data / "automations.sqlite3").load()
+    started = [c for c in stored.claims if c.started]
+    assert len({(c.trigger_id, c.scheduled_for) for c in started}) == len(started)
