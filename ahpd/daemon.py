@@ -26,6 +26,7 @@ import trio
 from ahpd.host import Host, rootconfig
 from ahpd.host.bus import ROOT
 from ahpd.host.seqstore import FileSeqStore
+from ahpd.ports.pty import PtyPort
 
 log = logging.getLogger("ahpd")
 
@@ -79,6 +80,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         backends=backends if backends is not None else {},
         session_store=session_store,
         stores=(config_store,),
+        terminals=PtyPort(),
     )
     return host
 

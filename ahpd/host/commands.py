@@ -52,12 +52,15 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
     log.info("%s: initialized, protocol %s", peer.name, version)
     if host.sessions is not None:
         host.sessions.probe_soon()  # deferred until somebody asks (see SessionManager.probe_soon)
-    return {
+    result = {
         "protocolVersion": version,
         "serverSeq": host.bus.server_seq,
         "serverInfo": {"name": "ahpd", "version": __version__},
         "snapshots": snapshots,
     }
+    if host.terminals is not None:
+        result["terminalCommandPrefix"] = "!"  # a turn starting with it runs in a terminal (ahpd.host.turns)
+    return result
 
 
 def ping(host: Host, peer: Peer, params: model.PingParams) -> None:

@@ -76,6 +76,7 @@ class Host:
         backends: dict[str, Any] | None = None,
         session_store: Any = None,
         stores: tuple[Any, ...] = (),
+        terminals: Any = None,
     ) -> None:
         from ahpd.host.sessions import SessionManager
 
@@ -89,6 +90,10 @@ class Host:
             "terminals": [],
             "config": {"schema": rootconfig.SCHEMA, "values": values},
         })
+        from ahpd.host.terminals import Terminals
+
+        #: The terminals, over the terminals port given (None: this host runs none).
+        self.terminals = Terminals(self, terminals) if terminals is not None else None
         self.peers: set[Peer] = set()
         self._numbers = 0
         #: Called with a channel's URI after a client's action moved its
@@ -112,6 +117,8 @@ class Host:
         async with trio.open_nursery() as nursery:
             for writer in self.writers:
                 await nursery.start(writer.run)
+            if self.terminals is not None:
+                await nursery.start(self.terminals.run)
             if self.sessions is None:
                 task_status.started()
                 await trio.sleep_forever()

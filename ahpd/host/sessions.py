@@ -809,6 +809,8 @@ class SessionManager:
 
     def dispose(self, session: Session) -> None:
         session.disposed = True
+        if self.host.terminals is not None:
+            self.host.terminals.dispose_claimed_by(session.uri)
         for chat in session.chats.values():
             chat.close()
             self.host.bus.close(chat.uri)

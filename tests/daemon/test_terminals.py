@@ -1,0 +1,312 @@
+"""Terminals over a real daemon, real WebSocket clients and a real shell in a
+real pseudoterminal: shell integration, resize, ^C, late subscribers,
+disposal, and every refusal."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from .helpers import Rpc, rpc, running_daemon
+from .test_sessions import action_of, fits, until
+
+BASH = shutil.which("bash")
+ZSH = shutil.which("zsh")
+
+
+def env_for(tmp_path: Path, shell: str | None = BASH) -> dict[str, str]:
+    home = tmp_path / "home"
+    (home / "work").mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(home), "SHELL": shell or "/bin/sh", "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+
+
+def output_of(state: dict[str, Any]) -> str:
+    return "".join(p["output"] if p["type"] == "command" else p["value"] for p in state["content"])
+
+
+class Watcher:
+    """A client's mirror of one terminal, reduced from what it is sent."""
+
+    def __init__(self, client: Rpc, uri: str) -> None:
+        self.client = client
+        self.uri = uri
+        self.actions: list[dict[str, Any]] = []
+        self.state: dict[str, Any] | None = None
+        self.seq = 0
+
+    async def subscribe(self) -> dict[str, Any]:
+        reply = await self.client.call("subscribe", {"channel": self.uri})
+        self.state = reply["result"]["snapshot"]["state"]
+        fits("/$defs/TerminalState", self.state)
+        return self.state
+
+    async def wait_for(self, predicate, timeout: float = 30) -> dict[str, Any]:
+        from ahpd import state as reducers
+
+        def seen(note: dict) -> bool:
+            action = action_of(note)
+            if action and note["params"]["channel"] == self.uri and "rejectionReason" not in note["params"]:
+                self.actions.append(action)
+                if self.state is not None:
+                    self.state = reducers.reduce("terminal", self.state, action)
+                return bool(predicate(action))
+            return False
+
+        notes = await until(self.client, seen, timeout)
+        return action_of(notes[-1])
+
+    async def ready(self) -> None:
+        """Until the shell's first prompt is out (its integration loaded)."""
+        def prompted(_: Any = None) -> bool:
+            return bool(self.state.get("supportsCommandDetection")) and output_of(self.state).rstrip(" ").endswith(("$", "#", "%"))
+        if not prompted():
+            await self.wait_for(prompted)
+
+    async def dispatch(self, action: dict[str, Any]) -> None:
+        self.seq += 1
+        await self.client.notify("dispatchAction", {"channel": self.uri, "clientSeq": self.seq, "action": action})
+
+    async def type(self, text: str) -> None:
+        await self.dispatch({"type": "terminal/input", "data": text})
+
+
+def kind(name: str):
+    return lambda action: action["type"] == name
+
+
+async def refusal(client: Rpc, timeout: float = 20) -> dict[str, Any]:
+    notes = await until(client, lambda n: n.get("method") == "action" and "rejectionReason" in n["params"], timeout)
+    return notes[-1]["params"]
+
+
+def live_in_group(sid: int) -> list[int]:
+    """Processes (zombies too) still in the terminal's session ``sid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:
+            found.append(int(entry))
+    return found
+
+
+async def gone(pgid: int, timeout: float = 20) -> None:
+    with trio.fail_after(timeout):
+        while live_in_group(pgid):
+            await trio.sleep(0.05)
+
+
+async def open_terminal(client: Rpc, uri: str, cwd: Path, **extra: Any) -> Watcher:
+    reply = await client.call("createTerminal", {
+        "channel": uri, "claim": {"kind": "client", "clientId": "ann"}, "cwd": cwd.as_uri(), **extra})
+    assert reply.get("result") == {}, reply
+    watcher = Watcher(client, uri)
+    await watcher.subscribe()
+    return watcher
+
+
+async def pid_of(watcher: Watcher) -> int:
+    """The shell's pid, read off the shell itself."""
+    await watcher.type("echo PID=$$\r")
+    action = await watcher.wait_for(lambda a: a["type"] == "terminal/commandFinished")
+    assert action.get("exitCode") == 0
+    text = output_of(watcher.state)
+    return int(text.rsplit("PID=", 1)[1].split()[0])
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_bash_with_shell_integration(tmp_path) -> None:
+    env = env_for(tmp_path)
+    work = Path(env["HOME"]) / "work"
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            init = await client.initialize("ann")
+            assert init["terminalCommandPrefix"] == "!"
+            uri = "ahp-terminal:/one"
+            term = await open_terminal(client, uri, work, name="build", cols=100, rows=30)
+            assert term.state["title"] == "build" and term.state["claim"] == {"kind": "client", "clientId": "ann"}
+            assert term.state["lifecycle"] == {"status": "running"}
+            roots = [n for n in client.notes if action_of(n) and action_of(n)["type"] == "root/terminalsChanged"]
+            assert roots and action_of(roots[-1])["terminals"] == [{
+                "resource": uri, "title": "build", "claim": {"kind": "client", "clientId": "ann"},
+                "lifecycle": {"status": "running"}}]
+
+            await term.ready()
+            assert term.state["supportsCommandDetection"] is True
+            assert term.state["cwd"] == work.resolve().as_uri()
+            await term.type("pwd; cd /tmp; false\r")
+            executed = await term.wait_for(kind("terminal/commandExecuted"))
+            assert executed["commandLine"] == "pwd; cd /tmp; false"
+            finished = await term.wait_for(kind("terminal/commandFinished"))
+            assert finished["commandId"] == executed["commandId"]
+            assert finished["exitCode"] == 1 and finished["durationMs"] >= 0
+            await term.wait_for(lambda a: a["type"] == "terminal/cwdChanged" and a["cwd"] == "file:///tmp")
+            command = next(p for p in term.state["content"] if p["type"] == "command")
+            assert command["isComplete"] and command["exitCode"] == 1
+            assert str(work.resolve()) in command["output"]
+            assert "\x1b]133" not in output_of(term.state) and "\x1b]7;" not in output_of(term.state)
+            fits("/$defs/TerminalState", term.state)
+
+            # Resize: the kernel tells the shell; stty reads the size back.
+            await term.dispatch({"type": "terminal/resized", "cols": 91, "rows": 37})
+            await term.wait_for(kind("terminal/resized"))
+            await term.type("stty size\r")
+            await term.wait_for(kind("terminal/commandFinished"))
+            last = [p for p in term.state["content"] if p["type"] == "command"][-1]
+            assert last["commandLine"] == "stty size" and "37 91" in last["output"]
+
+            # ^C interrupts what runs in the foreground.
+            await term.type("sleep 100\r")
+            await term.wait_for(lambda a: a["type"] == "terminal/commandExecuted" and a["commandLine"] == "sleep 100")
+            await trio.sleep(0.3)  # let sleep reach the foreground (a hang guard follows, not a timing assertion)
+            await term.type("\x03")
+            stopped = await term.wait_for(kind("terminal/commandFinished"), timeout=30)
+            assert stopped["exitCode"] == 130
+
+            # A late subscriber sees what happened in its snapshot.
+            async with rpc(daemon.url) as late:
+                await late.initialize("bob")
+                snap = (await late.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                fits("/$defs/TerminalState", snap)
+                assert snap["supportsCommandDetection"] is True
+                assert snap["cwd"] == "file:///tmp" and snap["cols"] == 91 and snap["rows"] == 37
+                lines = [p["commandLine"] for p in snap["content"] if p["type"] == "command"]
+                assert lines == ["pwd; cd /tmp; false", "stty size", "sleep 100"]
+                # Bob may watch Ann's shell but not type into it.
+                await late.notify("dispatchAction", {"channel": uri, "clientSeq": 1,
+                                                     "action": {"type": "terminal/input", "data": "exit\r"}})
+                refused = await refusal(late)
+                assert "held by client ann" in refused["rejectionReason"]
+                denied = await late.call("disposeTerminal", {"channel": uri})
+                assert denied["error"]["code"] == -32602
+
+            # Cleared keeps size, title and claim.
+            await term.dispatch({"type": "terminal/cleared"})
+            await term.wait_for(kind("terminal/cleared"))
+            await term.dispatch({"type": "terminal/titleChanged", "title": "renamed"})
+            await term.wait_for(kind("terminal/titleChanged"))
+            snap = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+            assert snap["content"] == [] and snap["cols"] == 91 and snap["title"] == "renamed"
+            assert snap["claim"] == {"kind": "client", "clientId": "ann"}
+
+            # Dispose kills the whole group, a background child too.
+            pid = await pid_of(term)
+            await term.type("(sleep 300 &) ; sleep 200 &\r")
+            await term.wait_for(kind("terminal/commandFinished"))
+            assert len(live_in_group(pid)) >= 2
+            assert (await client.call("disposeTerminal", {"channel": uri}))["result"] == {}
+            await gone(pid)
+            root = (await client.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
+            assert root["terminals"] == []
+            again = await client.call("subscribe", {"channel": uri})
+            assert again["error"]["code"] == -32008
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_refusals_and_exit(tmp_path) -> None:
+    env = env_for(tmp_path)
+    home = Path(env["HOME"])
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            claim = {"kind": "client", "clientId": "ann"}
+
+            async def create(**params: Any) -> dict[str, Any]:
+                return await client.call("createTerminal", {"claim": claim, **params})
+
+            missing = await create(channel="ahp-terminal:/a", cwd=(home / "nope").as_uri())
+            assert missing["error"]["code"] == -32602 and "not a directory" in missing["error"]["message"]
+            outside = await create(channel="ahp-terminal:/a", cwd=tmp_path.as_uri())
+            assert outside["error"]["code"] == -32602 and "outside" in outside["error"]["message"]
+            for cols, rows in ((0, 24), (80, 0), (100000, 24), (80, 2.5)):
+                bad = await create(channel="ahp-terminal:/a", cols=cols, rows=rows)
+                assert bad["error"]["code"] == -32602, (cols, rows, bad)
+            other = await client.call("createTerminal", {"channel": "ahp-terminal:/a",
+                                                         "claim": {"kind": "client", "clientId": "eve"}})
+            assert other["error"]["code"] == -32602 and "eve" in other["error"]["message"]
+            nosession = await client.call("createTerminal", {"channel": "ahp-terminal:/a", "claim": {
+                "kind": "session", "session": "ahp-session:/none", "chat": "ahp-chat:/none"}})
+            assert nosession["error"]["code"] == -32602 and "no session" in nosession["error"]["message"]
+            taken = await create(channel="ahp-root://")
+            assert taken["error"]["code"] == -32602
+            assert (await client.call("disposeTerminal", {"channel": "ahp-terminal:/zzz"}))["error"]["code"] == -32008
+
+            assert (await create(channel="ahp-terminal:/a"))["result"] == {}
+            twice = await create(channel="ahp-terminal:/a")
+            assert twice["error"]["code"] == -32602 and "already in use" in twice["error"]["message"]
+            term = Watcher(client, "ahp-terminal:/a")
+            await term.subscribe()
+            assert term.state["cwd"] == home.resolve().as_uri()
+            assert term.state["title"] == "bash"  # defaulted to the shell's name
+
+            await term.dispatch({"type": "terminal/resized", "cols": 0, "rows": 5})
+            assert "cols must be" in (await refusal(client))["rejectionReason"]
+            await term.dispatch({"type": "terminal/claimed", "claim": {"kind": "session",
+                                 "session": "ahp-session:/none", "chat": "ahp-chat:/none"}})
+            assert "no session" in (await refusal(client))["rejectionReason"]
+            await term.dispatch({"type": "terminal/data", "data": "forged"})
+            assert "host's to say" in (await refusal(client))["rejectionReason"]
+
+            await term.ready()
+            await term.type("exit 3\r")
+            exited = await term.wait_for(kind("terminal/exited"))
+            assert exited == {"type": "terminal/exited", "exitCode": 3}
+            await until(client, lambda n: (action_of(n) or {}).get("type") == "root/terminalsChanged")
+            root = (await client.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
+            assert root["terminals"][0]["lifecycle"] == {"status": "exited", "exitCode": 3}
+            await term.type("echo hi\r")
+            assert "has exited" in (await refusal(client))["rejectionReason"]
+            # The daemon still serves everyone.
+            assert "result" in await client.call("ping")
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_shutdown_leaves_no_process(tmp_path) -> None:
+    env = env_for(tmp_path)
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            term = await open_terminal(client, "ahp-terminal:/s", Path(env["HOME"]))
+            await term.ready()
+            pid = await pid_of(term)
+            await term.type("sleep 300 &\r")
+            await term.wait_for(kind("terminal/commandFinished"))
+            assert len(live_in_group(pid)) >= 2
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    await gone(pid)
+
+
+@pytest.mark.skipif(ZSH is None, reason="zsh is not installed: its integration is not tested here")
+async def test_zsh_with_shell_integration(tmp_path) -> None:
+    env = env_for(tmp_path, ZSH)
+    work = Path(env["HOME"]) / "work"
+    (Path(env["HOME"]) / ".zshrc").write_text("PS1='z%# '\nexport FROM_USER_RC=yes\n")
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            term = await open_terminal(client, "ahp-terminal:/z", work)
+            await term.ready()
+            await term.type("echo $FROM_USER_RC; cd /tmp; false\r")
+            executed = await term.wait_for(kind("terminal/commandExecuted"))
+            assert executed["commandLine"] == "echo $FROM_USER_RC; cd /tmp; false"
+            finished = await term.wait_for(kind("terminal/commandFinished"))
+            assert finished["exitCode"] == 1
+            await term.wait_for(lambda a: a["type"] == "terminal/cwdChanged" and a["cwd"] == "file:///tmp")
+            assert "yes" in [p for p in term.state["content"] if p["type"] == "command"][0]["output"]
+        daemon.terminate()
+        assert await daemon.wait() == 0
