@@ -81,6 +81,7 @@ from ahpd.backends.port import (
     PromptResult,
     StoredConversation,
     Update,
+    ran_note,
 )
 
 log = logging.getLogger("ahpd.backends.acp")
@@ -131,6 +132,11 @@ class AcpBackend:
             "description": self.description,
             "models": [dict(m) for m in self._models],
         }
+
+    def ran(self, command: str, output: str, exit_code: int | None) -> str:
+        """What the agent is handed with its next prompt about a !command
+        the person ran themselves (ACP has no message for it)."""
+        return ran_note(command, output, exit_code)
 
     # -- conversations ----------------------------------------------------------
 

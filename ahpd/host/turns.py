@@ -159,6 +159,10 @@ class TurnRunner:
         self._fail(type(exc).__name__, str(exc) or type(exc).__name__)
         self.stop()
 
+    async def until_stopped(self) -> None:
+        """Until the turn is told to stop (cancelled, failed)."""
+        await self._stop.wait()
+
     def stop(self) -> None:
         """The turn has ended: its agent is told to stop (and stopped, if it
         does not within ``CANCEL_GRACE``)."""
@@ -457,6 +461,10 @@ def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -
         return Refuse("a turn is already running in this chat; queue the message or cancel the turn")
     if chat.session.provider not in host.sessions.backends:
         return Refuse(f"no agent for provider {chat.session.provider} on this host")
+    if host.terminals is not None and action["message"].get("text", "").startswith("!"):
+        from ahpd.host.terminals import command_turn
+
+        return command_turn(host, peer, chat, action)  # a !command: run in a terminal, not sent to the agent
 
     chat.lender = peer
     return Apply(action, after=lambda: start_turn(chat, action["turnId"], action["message"]))

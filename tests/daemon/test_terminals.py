@@ -310,3 +310,62 @@ async def test_zsh_with_shell_integration(tmp_path) -> None:
             assert "yes" in [p for p in term.state["content"] if p["type"] == "command"][0]["output"]
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+async def test_bang_command_in_a_chat(tmp_path) -> None:
+    from .test_sessions import create, dispatch, is_action, start_turn
+
+    env = env_for(tmp_path)
+    work = Path(env["HOME"]) / "work"
+    (work / "alpha.txt").write_text("a")
+    (work / "beta.txt").write_text("b")
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            session, chat = await create(client, work)
+            turn = start_turn("!ls")
+            await dispatch(client, chat, turn, 1)
+            notes = await until(client, is_action("chat/turnComplete", chat))
+            actions = [action_of(n) for n in notes if action_of(n) and n["params"]["channel"] == chat]
+            kinds = [a["type"] for a in actions]
+            assert kinds[:4] == ["chat/turnStarted", "chat/toolCallStart", "chat/toolCallReady",
+                                 "chat/toolCallContentChanged"], kinds
+            done = next(a for a in actions if a["type"] == "chat/toolCallComplete")
+            assert done["result"]["success"] is True
+            (content,) = done["result"]["content"]
+            assert content["type"] == "terminal" and content["resource"].startswith("ahp-terminal:/")
+            assert content["result"]["exitCode"] == 0
+            assert "alpha.txt" in content["result"]["preview"] and "beta.txt" in content["result"]["preview"]
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            fits("/$defs/ChatState", state)
+            parts = state["turns"][-1]["responseParts"]
+            assert [p["kind"] for p in parts] == ["toolCall", "markdown"]
+            assert "alpha.txt" in parts[1]["content"] and "exit code 0" in parts[1]["content"]
+
+            # The terminal stays, exited, held by the session in the background.
+            term = (await client.call("subscribe", {"channel": content["resource"]}))["result"]["snapshot"]["state"]
+            fits("/$defs/TerminalState", term)
+            assert term["lifecycle"] == {"status": "exited", "exitCode": 0}
+            assert term["claim"] == {"kind": "session", "session": session, "chat": chat}
+            assert "beta.txt" in output_of(term)
+
+            failing = start_turn("!exit 4")
+            await dispatch(client, chat, failing, 2)
+            notes = await until(client, is_action("chat/turnComplete", chat))
+            done = next(action_of(n) for n in notes if (action_of(n) or {}).get("type") == "chat/toolCallComplete")
+            assert done["result"]["success"] is False and done["result"]["content"][0]["result"]["exitCode"] == 4
+
+            # The next message reaches the agent (told what ran), as a normal turn.
+            await dispatch(client, chat, start_turn("hello"), 3)
+            await until(client, is_action("chat/turnComplete", chat))
+
+            await dispatch(client, chat, start_turn("!"), 4)
+            assert "names a command" in (await refusal(client))["rejectionReason"]
+
+            root = (await client.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
+            assert len(root["terminals"]) == 2
+            assert (await client.call("disposeSession", {"channel": session}))["result"] is None
+            root = (await client.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
+            assert root["terminals"] == []
+        daemon.terminate()
+        assert await daemon.wait() == 0
