@@ -398,6 +398,20 @@ class Terminals:
             if uri not in self.host.bus.channels:
                 return uri
 
+    def follow_tool_call(self, action: dict[str, Any]) -> None:
+        """An agent's tool call names one of the session's terminals: while
+        it runs the claim names the call, and once it completed, only the
+        session (the terminal goes to the background)."""
+        if action["type"] == "chat/toolCallContentChanged":
+            content, call_id = action["content"], action["toolCallId"]
+        elif action["type"] == "chat/toolCallComplete":
+            content, call_id = action["result"].get("content") or [], None
+        else:
+            return
+        for part in content:
+            if part.get("type") == "terminal":
+                self.claim_call(part["resource"], action["turnId"], call_id)
+
     def claim_call(self, uri: str, turn_id: str, call_id: str | None) -> None:
         """A tool call names a terminal its session holds: the claim says so
         while it runs (``call_id``), and is narrowed back to the session after."""

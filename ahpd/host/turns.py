@@ -375,6 +375,8 @@ def on_event(chat: Chat, event: Event) -> None:
             turn.emit(action)
             if action["type"] == "chat/toolCallComplete" and action["toolCallId"] in turn.client_calls:
                 turn.lift_client_call(action["toolCallId"])
+            if chat.host.terminals is not None:
+                chat.host.terminals.follow_tool_call(action)
         if any(a["type"] == "chat/activityChanged" for a in actions):
             chat.host.sessions.sync_summary(chat)
     elif isinstance(event, PermissionRequest):

@@ -369,3 +369,47 @@ async def test_bang_command_in_a_chat(tmp_path) -> None:
             assert root["terminals"] == []
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+async def test_an_acp_agents_terminal_is_watched_and_typed_into(tmp_path) -> None:
+    from .test_sessions import create, dispatch, is_action, start_turn
+
+    env = env_for(tmp_path)
+    work = Path(env["HOME"]) / "work"
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            session, chat = await create(client, work)
+            turn = start_turn("run read line; echo got:$line")
+            await dispatch(client, chat, turn, 1)
+            notes = await until(client, is_action("session/inputNeededSet", session))
+            call_id = action_of(notes[-1])["request"]["toolCall"]["toolCallId"]
+            await dispatch(client, chat, {"type": "chat/toolCallConfirmed", "turnId": turn["turnId"],
+                                          "toolCallId": call_id, "approved": True, "confirmed": "user-action"}, 2)
+            notes = await until(client, is_action("chat/toolCallContentChanged", chat))
+            (reference,) = action_of(notes[-1])["content"]
+            assert reference["type"] == "terminal" and reference["isPty"] is True
+            uri = reference["resource"]
+            term = Watcher(client, uri)
+            await term.subscribe()
+            if term.state["claim"].get("toolCallId") is None:
+                await term.wait_for(kind("terminal/claimed"))
+            assert term.state["claim"] == {"kind": "session", "session": session, "chat": chat,
+                                           "turnId": turn["turnId"], "toolCallId": call_id}
+            assert term.state["lifecycle"] == {"status": "running"}  # it waits for us
+            await term.type("hello\r")
+            notes = await until(client, is_action("chat/turnComplete", chat))
+            done = next(action_of(n) for n in notes if (action_of(n) or {}).get("type") == "chat/toolCallComplete")
+            assert done["result"]["success"] is True
+            assert [c["resource"] for c in done["result"]["content"] if c["type"] == "terminal"] == [uri]
+            snap = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+            fits("/$defs/TerminalState", snap)
+            assert "got:hello" in output_of(snap)
+            assert snap["lifecycle"] == {"status": "exited", "exitCode": 0}
+            assert snap["claim"] == {"kind": "session", "session": session, "chat": chat}
+            # The agent read the same output back.
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            said = "".join(p.get("content", "") for p in state["turns"][-1]["responseParts"] if p["kind"] == "markdown")
+            assert "exited with code 0" in said
+        daemon.terminate()
+        assert await daemon.wait() == 0
