@@ -500,7 +500,7 @@ def _claim_problem(host: Host, peer: Peer, claim: dict[str, Any]) -> str | None:
     return None
 
 
-async def create_terminal(host: Host, peer: Peer, params: model.CreateTerminalParams) -> dict[str, Any]:
+async def create_terminal(host: Host, peer: Peer, params: model.CreateTerminalParams) -> None:
     terminals = _manager(host)
     terminals.check_uri(params.channel)
     claim = codec.encode(params.claim)
@@ -519,10 +519,9 @@ async def create_terminal(host: Host, peer: Peer, params: model.CreateTerminalPa
                              cols=int(cols), rows=int(rows))
     except OSError as exc:
         raise RpcError(INVALID_PARAMS, f"cannot start {shell}: {exc.strerror or exc}", {"shell": shell}) from None
-    return {}
 
 
-def dispose_terminal(host: Host, peer: Peer, params: model.DisposeTerminalParams) -> dict[str, Any]:
+def dispose_terminal(host: Host, peer: Peer, params: model.DisposeTerminalParams) -> None:
     terminals = _manager(host)
     terminal = terminals.terminals.get(params.channel)
     if terminal is None:
@@ -531,7 +530,6 @@ def dispose_terminal(host: Host, peer: Peer, params: model.DisposeTerminalParams
     if problem:
         raise RpcError(INVALID_PARAMS, problem, {"channel": params.channel})
     terminals.dispose(params.channel)
-    return {}
 
 
 COMMANDS = {"createTerminal": create_terminal, "disposeTerminal": dispose_terminal}

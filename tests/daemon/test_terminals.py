@@ -109,7 +109,7 @@ async def gone(pgid: int, timeout: float = 20) -> None:
 async def open_terminal(client: Rpc, uri: str, cwd: Path, **extra: Any) -> Watcher:
     reply = await client.call("createTerminal", {
         "channel": uri, "claim": {"kind": "client", "clientId": "ann"}, "cwd": cwd.as_uri(), **extra})
-    assert reply.get("result") == {}, reply
+    assert "result" in reply and reply["result"] is None, reply
     watcher = Watcher(client, uri)
     await watcher.subscribe()
     return watcher
@@ -204,7 +204,7 @@ async def test_bash_with_shell_integration(tmp_path) -> None:
             await term.type("(sleep 300 &) ; sleep 200 &\r")
             await term.wait_for(kind("terminal/commandFinished"))
             assert len(live_in_group(pid)) >= 2
-            assert (await client.call("disposeTerminal", {"channel": uri}))["result"] == {}
+            assert (await client.call("disposeTerminal", {"channel": uri}))["result"] is None
             await gone(pid)
             root = (await client.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
             assert root["terminals"] == []
@@ -243,7 +243,7 @@ async def test_refusals_and_exit(tmp_path) -> None:
             assert taken["error"]["code"] == -32602
             assert (await client.call("disposeTerminal", {"channel": "ahp-terminal:/zzz"}))["error"]["code"] == -32008
 
-            assert (await create(channel="ahp-terminal:/a"))["result"] == {}
+            assert (await create(channel="ahp-terminal:/a"))["result"] is None
             twice = await create(channel="ahp-terminal:/a")
             assert twice["error"]["code"] == -32602 and "already in use" in twice["error"]["message"]
             term = Watcher(client, "ahp-terminal:/a")
@@ -313,13 +313,20 @@ async def test_zsh_with_shell_integration(tmp_path) -> None:
 
 
 async def test_bang_command_in_a_chat(tmp_path) -> None:
+    env = env_for(tmp_path)
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        await bang_commands(daemon, env)
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
     from .test_sessions import create, dispatch, is_action, start_turn
 
-    env = env_for(tmp_path)
     work = Path(env["HOME"]) / "work"
     (work / "alpha.txt").write_text("a")
     (work / "beta.txt").write_text("b")
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    if True:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
             session, chat = await create(client, work)
@@ -367,16 +374,21 @@ async def test_bang_command_in_a_chat(tmp_path) -> None:
             assert (await client.call("disposeSession", {"channel": session}))["result"] is None
             root = (await client.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
             assert root["terminals"] == []
+
+
+async def test_an_acp_agents_terminal_is_watched_and_typed_into(tmp_path) -> None:
+    env = env_for(tmp_path)
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        await agent_terminal(daemon, env)
         daemon.terminate()
         assert await daemon.wait() == 0
 
 
-async def test_an_acp_agents_terminal_is_watched_and_typed_into(tmp_path) -> None:
+async def agent_terminal(daemon: Any, env: dict[str, str]) -> None:
     from .test_sessions import create, dispatch, is_action, start_turn
 
-    env = env_for(tmp_path)
     work = Path(env["HOME"]) / "work"
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    if True:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
             session, chat = await create(client, work)
@@ -411,5 +423,42 @@ async def test_an_acp_agents_terminal_is_watched_and_typed_into(tmp_path) -> Non
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             said = "".join(p.get("content", "") for p in state["turns"][-1]["responseParts"] if p["kind"] == "markdown")
             assert "exited with code 0" in said
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_a_capture_of_terminals_is_clean_under_wire_check(tmp_path) -> None:
+    """A shell, a !command and an agent's terminal, recorded with --wire:
+    every frame fits the schema, every action reduces, the invariants hold."""
+    import subprocess
+    import sys
+
+    env = env_for(tmp_path)
+    capture = tmp_path / "terminals.jsonl"
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            term = await open_terminal(client, "ahp-terminal:/w", Path(env["HOME"]) / "work", cols=90, rows=20)
+            await term.ready()
+            await term.type("pwd; cd /tmp; false\r")
+            await term.wait_for(kind("terminal/commandFinished"))
+            await term.dispatch({"type": "terminal/resized", "cols": 100, "rows": 30})
+            await term.type("sleep 100\r")
+            await term.wait_for(kind("terminal/commandExecuted"))
+            await trio.sleep(0.3)
+            await term.type("\x03")
+            await term.wait_for(kind("terminal/commandFinished"))
+            await term.dispatch({"type": "terminal/titleChanged", "title": "w"})
+            await term.dispatch({"type": "terminal/cleared"})
+            await term.dispatch({"type": "terminal/resized", "cols": 0, "rows": 30})
+            await refusal(client)
+            await term.type("exit 2\r")
+            await term.wait_for(kind("terminal/exited"))
+            assert (await client.call("disposeTerminal", {"channel": "ahp-terminal:/w"}))["result"] is None
+        await bang_commands(daemon, env)
+        await agent_terminal(daemon, env)
         daemon.terminate()
         assert await daemon.wait() == 0
+    checked = await trio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "ahpd", "wire-check", str(capture)], capture_output=True, text=True, timeout=120))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "terminal/commandFinished" in capture.read_text()
