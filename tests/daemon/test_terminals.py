@@ -462,3 +462,30 @@ async def test_a_capture_of_terminals_is_clean_under_wire_check(tmp_path) -> Non
         [sys.executable, "-m", "ahpd", "wire-check", str(capture)], capture_output=True, text=True, timeout=120))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "terminal/commandFinished" in capture.read_text()
+
+
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_scrollback_is_capped_and_a_late_snapshot_keeps_the_end(tmp_path) -> None:
+    env = env_for(tmp_path)
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            await client.notify("dispatchAction", {"channel": "ahp-root://", "clientSeq": 1, "action": {
+                "type": "root/configChanged", "config": {"terminalScrollback": 65536}}})
+            await until(client, lambda n: (action_of(n) or {}).get("type") == "root/configChanged")
+            await client.notify("dispatchAction", {"channel": "ahp-root://", "clientSeq": 2, "action": {
+                "type": "root/configChanged", "config": {"terminalScrollback": 10}}})
+            assert "terminalScrollback must be from 65536" in (await refusal(client))["rejectionReason"]
+            term = await open_terminal(client, "ahp-terminal:/big", Path(env["HOME"]))
+            await term.ready()
+            await term.type("head -c 600000 /dev/zero | tr '\\0' x; echo; echo THE-END\r")
+            await term.wait_for(kind("terminal/commandFinished"), timeout=60)
+            assert output_of(term.state).count("x") >= 600000  # the watcher was sent every byte
+            async with rpc(daemon.url) as late:
+                await late.initialize("bob")
+                snap = (await late.call("subscribe", {"channel": "ahp-terminal:/big"}))["result"]["snapshot"]["state"]
+                fits("/$defs/TerminalState", snap)
+                text = output_of(snap)
+                assert len(text) <= 65536 and "THE-END" in text and text.count("x") > 10000
+        daemon.terminate()
+        assert await daemon.wait() == 0
