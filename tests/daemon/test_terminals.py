@@ -369,8 +369,24 @@ async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
             await dispatch(client, chat, start_turn("!"), 4)
             assert "names a command" in (await refusal(client))["rejectionReason"]
 
+            # Cancelling a !command's turn kills what it runs.
+            slow = start_turn("!sleep 100")
+            await dispatch(client, chat, slow, 5)
+            notes = await until(client, is_action("chat/toolCallContentChanged", chat))
+            running = action_of(notes[-1])["content"][0]["resource"]
+            await dispatch(client, chat, {"type": "chat/turnCancelled", "turnId": slow["turnId"], "duration": 5}, 6)
+            await until(client, is_action("chat/turnCancelled", chat))
+            with trio.fail_after(30):
+                while True:
+                    snap = (await client.call("subscribe", {"channel": running}))["result"]["snapshot"]["state"]
+                    if snap["lifecycle"]["status"] == "exited":
+                        break
+                    await trio.sleep(0.1)
+            await dispatch(client, chat, start_turn("!echo after"), 7)
+            await until(client, is_action("chat/turnComplete", chat))
+
             root = (await client.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
-            assert len(root["terminals"]) == 2
+            assert len(root["terminals"]) == 4
             assert (await client.call("disposeSession", {"channel": session}))["result"] is None
             root = (await client.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
             assert root["terminals"] == []
