@@ -241,7 +241,8 @@ class Terminals:
 
     def _create_hosted(self, argv: list[str], folder: Path, environ: dict[str, str], limit: int) -> str:
         try:
-            handle = self._host.open(argv, cwd=folder, env=environ, title=shlex.join(argv[2:] if argv[:2] == ["/bin/sh", "-c"] else argv))
+            title = argv[2] if len(argv) == 3 and argv[1] == "-c" else shlex.join(argv)  # sh -c "what ran"
+            handle = self._host.open(argv, cwd=folder, env=environ, title=title)
         except OSError as exc:
             raise RequestError(-32603, f"cannot run {argv[0]!r}: {exc.strerror or exc}", {"command": argv[0]}) from None
         terminal = _HostTerminal(handle, limit)

@@ -714,7 +714,8 @@ async def _command(turn: Any, command: str, shell: str, backend: Any) -> None:
     shown = preview.replace("\r\n", "\n").rstrip("\n")
     text = f"```\n{shown}\n```\n\n`{command}` exited with {_ended(terminal)}." if shown else \
         f"`{command}` printed nothing and exited with {_ended(terminal)}."
-    for action in turn.translator.feed({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}):
+    said = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    for action in turn.translator.feed(said):
         turn.emit(action)
     note = backend.ran(command, output, code)
     if note:

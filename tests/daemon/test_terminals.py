@@ -63,7 +63,8 @@ class Watcher:
     async def ready(self) -> None:
         """Until the shell's first prompt is out (its integration loaded)."""
         def prompted(_: Any = None) -> bool:
-            return bool(self.state.get("supportsCommandDetection")) and output_of(self.state).rstrip(" ").endswith(("$", "#", "%"))
+            prompt = output_of(self.state).rstrip(" ").endswith(("$", "#", "%"))
+            return bool(self.state.get("supportsCommandDetection")) and prompt
         if not prompted():
             await self.wait_for(prompted)
 
@@ -435,6 +436,7 @@ async def agent_terminal(daemon: Any, env: dict[str, str]) -> None:
             assert "got:hello" in output_of(snap)
             assert snap["lifecycle"] == {"status": "exited", "exitCode": 0}
             assert snap["claim"] == {"kind": "session", "session": session, "chat": chat}
+            assert snap["title"] == "read line; echo got:$line"
             # The agent read the same output back.
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             said = "".join(p.get("content", "") for p in state["turns"][-1]["responseParts"] if p["kind"] == "markdown")
@@ -503,5 +505,30 @@ async def test_scrollback_is_capped_and_a_late_snapshot_keeps_the_end(tmp_path) 
                 fits("/$defs/TerminalState", snap)
                 text = output_of(snap)
                 assert len(text) <= 65536 and "THE-END" in text and text.count("x") > 10000
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+async def test_a_bang_command_is_refused_where_the_agent_cannot_be_told(tmp_path) -> None:
+    """Claude's backend has no ``ran``: the !command is refused with the
+    reason, not sent to the model as a question."""
+    pytest.importorskip("claude_agent_sdk")
+    from tests.backends.claude_fixtures import fake_api
+
+    from .test_sessions import create, dispatch, start_turn
+
+    home = tmp_path / "home"
+    (home / "work").mkdir(parents=True)
+    env = {name: "" for name in fake_api.CREDENTIAL_VARS if name in os.environ}
+    env.update(fake_api.cli_env("http://127.0.0.1:9", str(home), api_key=None))
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            _, chat = await create(client, home / "work", provider="claude")
+            await dispatch(client, chat, start_turn("!ls"), 1)
+            reason = (await refusal(client, timeout=60))["rejectionReason"]
+            assert "cannot be told what a !command ran" in reason
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            assert state["turns"] == [] and state.get("activeTurn") is None
         daemon.terminate()
         assert await daemon.wait() == 0
