@@ -363,9 +363,13 @@ async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
             done = next(action_of(n) for n in notes if (action_of(n) or {}).get("type") == "chat/toolCallComplete")
             assert done["result"]["success"] is False and done["result"]["content"][0]["result"]["exitCode"] == 4
 
-            # The next message reaches the agent (told what ran), as a normal turn.
+            # The next message reaches the agent, which is told what ran (the
+            # demo agent says back what it was sent).
             await dispatch(client, chat, start_turn("hello"), 3)
             await until(client, is_action("chat/turnComplete", chat))
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            said = "".join(p.get("content", "") for p in state["turns"][-1]["responseParts"] if p["kind"] == "markdown")
+            assert "The user ran `ls`" in said and "alpha.txt" in said and "`exit 4`" in said and "hello" in said
 
             await dispatch(client, chat, start_turn("!"), 4)
             assert "names a command" in (await refusal(client))["rejectionReason"]
