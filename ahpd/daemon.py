@@ -26,6 +26,7 @@ import trio
 from ahpd.host import Host, rootconfig
 from ahpd.host.bus import ROOT
 from ahpd.host.seqstore import FileSeqStore
+from ahpd.ports.pty import PtyPort
 
 log = logging.getLogger("ahpd")
 
@@ -84,6 +85,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         stores=(config_store, telemetry),
         users=UserDirectory.configured(data_dir),
         telemetry=telemetry,
+        terminals=PtyPort(),
     )
     from ahpd.host.automations import Automations
     from ahpd.ports.automation_store import AutomationStore

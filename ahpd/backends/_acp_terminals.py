@@ -1,5 +1,13 @@
 """The agent's ``terminal/*`` requests: commands under a pseudoterminal.
 
+Given the host's terminals (``host=``, an object with ``open(argv, cwd=,
+env=, title=)`` whose handles have ``uri``, ``output()``, ``wait()`` and
+``kill()``: the backend knows no more of the host than that), each command
+runs in an AHP terminal the session claims, so that a client can watch it
+and type into it while it runs; its ACP ``terminalId`` is that terminal's
+URI, which the tool call's content then names. Without one (a backend used
+on its own), the command runs in a private pty as follows.
+
 Each terminal is one process group started in a new session on the slave
 side of a fresh pty (so tools that check for a terminal behave as they would
 for a person), in a folder inside the conversation's working directory. Its
@@ -26,6 +34,7 @@ import fcntl
 import itertools
 import logging
 import os
+import shlex
 import signal
 import struct
 import termios
@@ -131,19 +140,52 @@ def _exit_wire(status: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in status.items() if v is not None}
 
 
+class _HostTerminal:
+    """A command in one of the host's terminals, as ACP asks about it."""
+
+    def __init__(self, handle: Any, limit: int) -> None:
+        self.handle = handle
+        self.limit = limit
+        self.exit_status: dict[str, Any] | None = None
+        self.exited = trio.Event()
+
+    async def watch(self) -> None:
+        code, signal_name = await self.handle.wait()
+        self.exit_status = {"exitCode": code, "signal": signal_name}
+        self.exited.set()
+
+    def kill(self) -> None:
+        if self.exit_status is None:
+            self.handle.kill()
+
+    def snapshot(self) -> dict[str, Any]:
+        data = self.handle.output().replace("\r\n", "\n").encode("utf-8", "replace")
+        excess = len(data) - self.limit
+        if excess > 0:
+            while excess < len(data) and (data[excess] & 0xC0) == 0x80:
+                excess += 1
+            data = data[excess:]
+        result: dict[str, Any] = {"output": data.decode("utf-8", "replace"), "truncated": excess > 0}
+        if self.exit_status is not None:
+            result["exitStatus"] = _exit_wire(self.exit_status)
+        return result
+
+
 class Terminals:
     """The terminals of one conversation (trio-flavoured methods)."""
 
-    def __init__(self, nursery: trio.Nursery, root: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, nursery: trio.Nursery, root: Path, env: Mapping[str, str], host: Any = None) -> None:
+        self._host = host
         self._nursery = nursery
         self._root = root
         self._env = dict(env)
-        self._terminals: dict[str, _Terminal] = {}
-        self._unreaped: list[_Terminal] = []  # released ones too
+        self._terminals: dict[str, _Terminal | _HostTerminal] = {}
+        self._unreaped: list[_Terminal] = []
+        self._hosted: list[_HostTerminal] = []  # released ones too
         self._ids = itertools.count(1)
         self._closed = False
 
-    def _get(self, terminal_id: str) -> _Terminal:
+    def _get(self, terminal_id: str) -> _Terminal | _HostTerminal:
         try:
             return self._terminals[terminal_id]
         except KeyError:
@@ -168,6 +210,8 @@ class Terminals:
             environ[var.name] = var.value
         limit = DEFAULT_OUTPUT_LIMIT if output_byte_limit is None else output_byte_limit
         limit = max(0, min(limit, MAX_OUTPUT_LIMIT))
+        if self._host is not None:
+            return self._create_hosted(argv, folder, environ, limit)
         master, slave = os.openpty()
         try:
             _prepare_slave(slave)
@@ -195,6 +239,19 @@ class Terminals:
         log.debug("terminal %s: pid %d runs %r in %s", terminal_id, proc.pid, argv, folder)
         return terminal_id
 
+    def _create_hosted(self, argv: list[str], folder: Path, environ: dict[str, str], limit: int) -> str:
+        try:
+            title = argv[2] if len(argv) == 3 and argv[1] == "-c" else shlex.join(argv)  # sh -c "what ran"
+            handle = self._host.open(argv, cwd=folder, env=environ, title=title)
+        except OSError as exc:
+            raise RequestError(-32603, f"cannot run {argv[0]!r}: {exc.strerror or exc}", {"command": argv[0]}) from None
+        terminal = _HostTerminal(handle, limit)
+        self._terminals[handle.uri] = terminal
+        self._hosted.append(terminal)
+        self._nursery.start_soon(terminal.watch)
+        log.debug("terminal %s runs %r in %s", handle.uri, argv, folder)
+        return handle.uri
+
     def output(self, terminal_id: str) -> dict[str, Any]:
         return self._get(terminal_id).snapshot()
 
@@ -212,11 +269,14 @@ class Terminals:
         if terminal is None:
             raise RequestError(-32602, f"no such terminal: {terminal_id}", {"terminalId": terminal_id})
         terminal.kill()
-        terminal.reader_scope.cancel()
+        if isinstance(terminal, _Terminal):
+            terminal.reader_scope.cancel()
 
     async def close(self) -> None:
         """Kill every terminal and reap it. Call shielded."""
         self._closed = True
+        for hosted in self._hosted:
+            hosted.kill()  # the host reaps its own
         terminals = self._unreaped
         self._terminals.clear()
         for terminal in terminals:

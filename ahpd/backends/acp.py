@@ -81,6 +81,7 @@ from ahpd.backends.port import (
     PromptResult,
     StoredConversation,
     Update,
+    ran_note,
 )
 
 log = logging.getLogger("ahpd.backends.acp")
@@ -132,6 +133,11 @@ class AcpBackend:
             "models": [dict(m) for m in self._models],
         }
 
+    def ran(self, command: str, output: str, exit_code: int | None) -> str:
+        """What the agent is handed with its next prompt about a !command
+        the person ran themselves (ACP has no message for it)."""
+        return ran_note(command, output, exit_code)
+
     # -- conversations ----------------------------------------------------------
 
     async def run_conversation(
@@ -141,6 +147,7 @@ class AcpBackend:
         events: EventSink,
         resume_id: str | None = None,
         task_status: trio.TaskStatus[Conversation] = trio.TASK_STATUS_IGNORED,
+        terminals: Any = None,
     ) -> None:
         """Start the agent in ``cwd`` with ``session/new`` (or ``session/load``
         of ``resume_id``, whose replayed history goes to ``events``), hand
@@ -152,7 +159,7 @@ class AcpBackend:
         already raised :class:`BackendError` with the reason, which is also
         kept in ``conversation.end_reason`` and logged."""
         root = working_root(cwd)
-        async with self._open_agent(root, events) as link:
+        async with self._open_agent(root, events, terminals) as link:
             try:
                 with trio.fail_after(self.start_timeout):
                     init = await link.initialize()
@@ -230,7 +237,7 @@ class AcpBackend:
     # -- the process ----------------------------------------------------------------
 
     @asynccontextmanager
-    async def _open_agent(self, root: Path, events: EventSink) -> AsyncIterator[_Link]:
+    async def _open_agent(self, root: Path, events: EventSink, host_terminals: Any = None) -> AsyncIterator[_Link]:
         """A started agent and its connection, in their own asyncio loop;
         on the way out everything is closed, killed and reaped."""
         env = {**os.environ, **self.env}
@@ -255,7 +262,7 @@ class AcpBackend:
                 try:
                     async with trio.open_nursery() as nursery:
                         agent.start(nursery)
-                        terminals = Terminals(nursery, root, env)
+                        terminals = Terminals(nursery, root, env, host=host_terminals)
                         client = _Client(loop=loop, events=events, root=root, terminals=terminals, label=label)
                         link = _Link(loop, agent, client)
                         await link.connect()

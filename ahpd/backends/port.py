@@ -179,6 +179,26 @@ class Backend(Protocol):
         """Delete the agent's own copy; False when it cannot."""
 
 
+class CommandsRan(Protocol):
+    """A backend that can be told of a command the person ran themselves
+    (a ``!`` message, run by the host in a terminal): the host runs such
+    commands only in sessions of a backend that can. Optional."""
+
+    def ran(self, command: str, output: str, exit_code: int | None) -> str:
+        """What the agent is handed with its next prompt about it."""
+
+
+#: How much of a !command's output the agent is handed.
+RAN_OUTPUT = 8 * 1024
+
+
+def ran_note(command: str, output: str, exit_code: int | None) -> str:
+    """The plain-text note of a !command for an agent that takes only prompts."""
+    shown = output.replace("\r\n", "\n")[-RAN_OUTPUT:].rstrip("\n")
+    ended = "was killed" if exit_code is None else f"exited with code {exit_code}"
+    return f"(The user ran `{command}` in a terminal; it {ended} and printed:)\n```\n{shown}\n```"
+
+
 class HistoryReader(Protocol):
     """A backend whose stored conversations can be read without running its
     agent (Claude Code's transcripts are files). Optional: only such a

@@ -105,11 +105,19 @@ def _result_content(blocks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         elif kind == "diff":
             out.append({"type": "text", "text": f"edited {block.get('path', '')}"})
         elif kind == "terminal":
-            out.append({"type": "text", "text": f"terminal {block.get('terminalId', '')}"})
+            terminal_id = str(block.get("terminalId", ""))
+            if terminal_id.startswith(HOST_TERMINAL):
+                # One of the host's terminals: a reference a client can subscribe to.
+                out.append({"type": "terminal", "resource": terminal_id, "title": block.get("title") or terminal_id,
+                            "isPty": True})
+            else:
+                out.append({"type": "text", "text": f"terminal {terminal_id}"})
     return out
 
 
 PENDING_EDIT = "ahp-edit://pending/"
+#: The scheme of a terminal the host runs for an agent (its ACP terminalId is its URI).
+HOST_TERMINAL = "ahp-terminal:"
 
 
 def _contributor(update: dict[str, Any]) -> dict[str, Any] | None:
@@ -261,6 +269,10 @@ class TurnTranslator:
             return actions
         if status == "in_progress" and tool.status == "streaming":
             actions.append(self._ready(call_id, confirmed="not-needed"))
+        if update.get("content") and tool.status == "running" and status not in ("completed", "failed"):
+            live = [c for c in _result_content(tool.content) if c["type"] == "terminal"]
+            if live:  # a terminal to watch while the call runs
+                actions.append(self._action("chat/toolCallContentChanged", toolCallId=call_id, content=live))
         if status in ("completed", "failed"):
             if tool.status == "streaming":
                 actions.append(self._ready(call_id, confirmed="not-needed"))

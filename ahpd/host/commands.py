@@ -62,6 +62,8 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
     }
     if host.automations is not None:  # advertised only by a host given a store
         result["automations"] = host.automations.capabilities()
+    if host.terminals is not None:
+        result["terminalCommandPrefix"] = "!"  # a turn starting with it runs in a terminal (ahpd.host.turns)
     return result
 
 

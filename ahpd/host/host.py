@@ -91,6 +91,7 @@ class Host:
         stores: tuple[Any, ...] = (),
         users: Any = None,
         telemetry: Any = None,
+        terminals: Any = None,
     ) -> None:
         from ahpd.host.sessions import SessionManager
         from ahpd.host.watches import Watches
@@ -109,6 +110,10 @@ class Host:
             "terminals": [],
             "config": {"schema": rootconfig.SCHEMA, "values": values},
         })
+        from ahpd.host.terminals import Terminals
+
+        #: The terminals, over the terminals port given (None: this host runs none).
+        self.terminals = Terminals(self, terminals) if terminals is not None else None
         self.peers: set[Peer] = set()
         self._numbers = 0
         #: Logs, traces and metrics on the ``ahp-otlp:`` channels (``ahpd.host.telemetry``).
@@ -139,6 +144,8 @@ class Host:
             for writer in self.writers:
                 await nursery.start(writer.run)
             await nursery.start(self.watches.run)
+            if self.terminals is not None:
+                await nursery.start(self.terminals.run)
             if self.sessions is not None:
                 await nursery.start(self.sessions.run)
             if self.automations is not None:  # after the sessions: a run makes one

@@ -24,7 +24,7 @@ CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
 #: Host keys' bounds in bytes, which ``ConfigPropertySchema`` cannot express: below the floor a client could starve itself
 #: of its own frames, above the ceiling one push could let the host hold
 #: memory without limit.
-BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB)}
+BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB), "terminalScrollback": (64 * 1024, 64 * MIB)}
 
 
 def _bool(title: str, default: bool) -> dict[str, Any]:
@@ -67,6 +67,13 @@ SCHEMA: dict[str, Any] = {
             "description": "For tests: a schedule expression may carry a sixth field, seconds, and the "
             "minimum interval is counted in seconds. Not for real schedules.",
             "default": False,
+        },
+        "terminalScrollback": {
+            "type": "number",
+            "title": "Terminal scrollback (characters)",
+            "description": "How much of each terminal's output is kept for a client that subscribes "
+            "late; the oldest goes first. From 64 KiB to 64 MiB.",
+            "default": MIB,
         },
         # -- the connection's own --------------------------------------------
         "defaultShell": {
@@ -120,11 +127,16 @@ SCHEMA: dict[str, Any] = {
     },
 }
 
-DEFAULT_VALUES: dict[str, Any] = {"clientQueueBytes": 16 * MIB, "replayBytes": 32 * MIB, "agentSilenceTimeout": 300}
+DEFAULT_VALUES: dict[str, Any] = {"clientQueueBytes": 16 * MIB, "replayBytes": 32 * MIB, "agentSilenceTimeout": 300,
+                                  "terminalScrollback": MIB}
 
 _JSON_TYPES = {
     "string": str, "boolean": bool, "array": list, "object": dict,
 }
+
+
+def _mib(n: int) -> str:
+    return f"{n // GIB} GiB" if n >= GIB else f"{n // MIB} MiB" if n >= MIB else f"{n // 1024} KiB"
 
 
 def check_value(key: str, value: Any) -> str | None:
@@ -146,5 +158,7 @@ def check_value(key: str, value: Any) -> str | None:
         return f"{key} must be 0 (wait for ever) or a number of seconds"
     bounds = BOUNDS.get(key)
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
-        return f"{key} must be from {bounds[0]} bytes (1 MiB) to {bounds[1]} bytes (1 GiB), not {value}"
+        unit = "characters" if key == "terminalScrollback" else "bytes"
+        return (f"{key} must be from {bounds[0]} {unit} ({_mib(bounds[0])}) to {bounds[1]} {unit} "
+                f"({_mib(bounds[1])}), not {value}")
     return None

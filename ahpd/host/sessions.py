@@ -320,6 +320,11 @@ class Chat:
             from ahpd.host.turns import announced_tools
 
             extras["client_tools"] = announced_tools(self)
+        if "terminals" in accepts and self.host.terminals is not None:
+            from ahpd.host.terminals import AgentTerminals
+
+            extras["terminals"] = AgentTerminals(self.host.terminals, self.session.uri, self.uri,
+                                                 lambda: self.turn.turn_id if self.turn is not None else None)
         if "session_id" in accepts and self.backend_id is None and self.uri == default_chat_uri(self.session.uri):
             try:
                 extras["session_id"] = str(uuid.UUID(session_id(self.session.uri)))
@@ -830,6 +835,8 @@ class SessionManager:
 
     def dispose(self, session: Session) -> None:
         session.disposed = True
+        if self.host.terminals is not None:
+            self.host.terminals.dispose_claimed_by(session.uri)
         for chat in session.chats.values():
             chat.close()
             self.host.bus.close(chat.uri)

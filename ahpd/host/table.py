@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, automations, chat_commands, commands, dispatch, resources, session_commands, turns, watches,
-    window,
+    annotations, auth, automations, chat_commands, commands, dispatch, resources, session_commands, terminals, turns,
+    watches, window,
 )
 
 
@@ -36,6 +36,7 @@ COMMANDS = _join(
     resources.COMMANDS,
     window.COMMANDS,
     automations.COMMANDS,
+    terminals.COMMANDS,
 )
 
 NOTIFICATIONS = _join(
@@ -48,4 +49,5 @@ CLIENT_ACTIONS = _join(
     annotations.CLIENT_ACTIONS,
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,
+    terminals.CLIENT_ACTIONS,
 )

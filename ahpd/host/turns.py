@@ -161,6 +161,10 @@ class TurnRunner:
         self._fail(type(exc).__name__, str(exc) or type(exc).__name__)
         self.stop()
 
+    async def until_stopped(self) -> None:
+        """Until the turn is told to stop (cancelled, failed)."""
+        await self._stop.wait()
+
     def stop(self) -> None:
         """The turn has ended: its agent is told to stop (and stopped, if it
         does not within ``CANCEL_GRACE``)."""
@@ -380,6 +384,8 @@ def on_event(chat: Chat, event: Event) -> None:
             turn.emit(action)
             if action["type"] == "chat/toolCallComplete" and action["toolCallId"] in turn.client_calls:
                 turn.lift_client_call(action["toolCallId"])
+            if chat.host.terminals is not None:
+                chat.host.terminals.follow_tool_call(action)
         if any(a["type"] == "chat/activityChanged" for a in actions):
             chat.host.sessions.sync_summary(chat)
     elif isinstance(event, PermissionRequest):
@@ -466,6 +472,10 @@ def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -
         return Refuse("a turn is already running in this chat; queue the message or cancel the turn")
     if chat.session.provider not in host.sessions.backends:
         return Refuse(f"no agent for provider {chat.session.provider} on this host")
+    if host.terminals is not None and action["message"].get("text", "").startswith("!"):
+        from ahpd.host.terminals import command_turn
+
+        return command_turn(host, peer, chat, action)  # a !command: run in a terminal, not sent to the agent
 
     chat.lender = peer
     action = signed(action, who(host, peer))
