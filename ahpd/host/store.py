@@ -220,6 +220,9 @@ KEEP = 2 * WINDOW
 #: it holds, and at least this big.
 COMPACT_MIN = 64 * 1024
 COMPACT_RATIO = 2
+#: A chat's fields are said again once this many bytes of turns followed
+#: them, so that reading a journal's tail never walks far to find them.
+FIELDS_EVERY = 256 * 1024
 #: A session's own fields, as its head file keeps them (the turns are the chats').
 HEAD_KEYS = ("uri", "provider", "cwd", "createdAt", "title", "status", "config", "defaultChat")
 
@@ -246,6 +249,8 @@ class ChatLog:
         self.path = path
         self.fields: dict[str, Any] | None = None
         self.fields_size = 0
+        #: Bytes of turns written since the fields were (see ``FIELDS_EVERY``).
+        self.since_fields = 0
         #: Turns at positions ``base`` to ``total``, as last recorded.
         self.base = 0
         self.written: list[dict[str, Any]] = []
@@ -260,11 +265,11 @@ class ChatLog:
     def record(self, state: dict[str, Any]) -> None:
         """The chat as the host holds it now; what moved becomes lines to append."""
         fields = {k: v for k, v in state.items() if k not in ("turns", "turnsNextCursor")}
-        if fields != self.fields:
+        if fields != self.fields or self.since_fields > FIELDS_EVERY:
             line = journal.chat_line(fields)
             self.unwritten.append(line)
             self.dead += self.fields_size
-            self.fields, self.fields_size = fields, len(line)
+            self.fields, self.fields_size, self.since_fields = fields, len(line), 0
         turns = state.get("turns") or []
         first = cursor_position(state)
         total = first + len(turns)
@@ -285,6 +290,7 @@ class ChatLog:
         for position in range(max(n, first), total):
             line = journal.turn_line(position, turns[position - first])
             self.unwritten.append(line)
+            self.since_fields += len(line)
             self.written.append(turns[position - first])
             self.sizes.append(len(line))
         self.total = max(self.total, total)
@@ -567,7 +573,7 @@ class FileSessionStore(MemorySessionStore):
             size = chat.length + len(data)
             compact = size >= COMPACT_MIN and chat.dead * COMPACT_RATIO > size
             if data or compact:
-                chats.append((chat, chat.path, chat.length, data, len(chat.unwritten), compact))
+                chats.append((chat, chat.path, chat.length, data, len(chat.unwritten), compact and chat.dead))
         head = session.head if session.head_dirty else None
         head_data = json.dumps(head, allow_nan=False).encode() if head is not None else None
         gone, legacy = list(session.gone), session.legacy
@@ -592,8 +598,8 @@ class FileSessionStore(MemorySessionStore):
                 for (chat, _, _, _, count, compact), length in zip(chats, results):
                     del chat.unwritten[:count]
                     chat.length = length
-                    if compact:
-                        chat.dead, chat.index = 0, None
+                    if compact:  # what died since the snapshot is still dead
+                        chat.dead, chat.index = max(0, chat.dead - compact), None
                     chat.trim()
                 if head is not None and session.head is head:
                     session.head_dirty = False

@@ -336,19 +336,20 @@ def read_turns(path: Path, length: int, lo: int, hi: int, known: Index | None = 
 
 
 def compact(path: Path, length: int) -> tuple[int, int]:
-    """Rewrite the journal with its live records only: the last ``chat``
-    record, then each live turn, copied as they are. Returns (the new
-    length, the inode of the new file)."""
+    """Rewrite the journal with its live records only: each live turn,
+    copied as it is, then the last ``chat`` record (last, so that reading
+    the tail finds it at once). Returns (the new length, the inode of the
+    new file)."""
     with path.open("rb") as f:
         stat = os.fstat(f.fileno())
         found = index(f, min(length, stat.st_size), stat.st_ino)
         parts = []
-        if found.chat is not None:
-            f.seek(found.chat[0])
-            parts.append(f.read(found.chat[1] - found.chat[0]))
         for start, end in found.spans:
             f.seek(start)
             parts.append(f.read(end - start))
+        if found.chat is not None:
+            f.seek(found.chat[0])
+            parts.append(f.read(found.chat[1] - found.chat[0]))
     data = b"".join(parts)
     write_atomic(path, data)
     return len(data), os.stat(path).st_ino
