@@ -3,19 +3,28 @@
 The host writes down what it added on top of the agent's own conversation:
 which client URI a session answers to, its provider and folder, its title,
 the read and archived bits, its config, and each chat's turns as clients
-last saw them. ``--sessions file`` keeps one JSON file per session and the
-root config values a client pushed; ``--sessions memory`` keeps nothing
-across a restart.
+last saw them. ``--sessions file`` keeps a folder per session (its own
+fields in ``session.json``, and an append-only journal per chat, see
+:mod:`ahpd.ports.journal`) and the root config values a client pushed;
+``--sessions memory`` keeps nothing across a restart.
+
+A save is told the session as the host holds it; the store works out what
+moved since the last one (a chat's fields, the turns past the last it
+wrote, a cut when turns were taken back) and appends only that: a turn on
+a chat of 10,000 turns writes one turn. A loaded session holds each chat's
+newest ``WINDOW`` turns; ``older_turns`` reads the rest from the journal,
+in a thread, when ``fetchTurns`` asks.
 
 A disk that refuses a write (read-only, full, out of file descriptors) must
 cost nothing a user set, and must not stop the daemon: a write is asked
 for, never awaited. :class:`PendingWrites` holds the latest record of each
 file until the disk takes it, writes off the event loop, and retries with
 a backoff, logging once when the writes start failing and once when they
-are taken again. Every write is atomic (a temporary file in the same
-folder, fsynced, renamed over the old one), so a failed write leaves the
-previous file whole. What is still pending when the host stops is written
-on the way out.
+are taken again. A whole file is written atomically (a temporary file in
+the same folder, fsynced, renamed over the old one) and a journal is
+appended past its last whole record, so a failed write leaves what was
+there whole. What is still pending when the host stops is written on the
+way out.
 
 A damaged file found at start (not JSON, nested past what the parser can
 follow, a record missing what the host reads or holding the wrong types) is

@@ -7,6 +7,8 @@ import hashlib
 import json
 import uuid
 
+import trio
+
 from ahpd.ports import journal
 
 from .helpers import rpc, running_daemon
@@ -128,3 +130,37 @@ async def test_a_10000_turn_chat_opens_with_its_tail_and_pages_back_through_all(
             assert [t["id"] for t in loaded["turns"]] == [f"turn-{n}" for n in range(9901, 9951)]
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+async def test_a_daemon_killed_mid_write_loses_only_the_torn_record(tmp_path) -> None:
+    """SIGKILL, then the end of the journal torn as a crash mid-append
+    leaves it: the restart loads every whole record and writes on past it."""
+    import signal
+
+    data = tmp_path / "d"
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("lu")
+            uri, chat = await create(client, tmp_path)
+            for seq, text in enumerate(["one", "two"], start=1):
+                await dispatch(client, chat, start_turn(text, f"turn-{text}"), seq)
+                assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
+            path = data / "sessions" / name(uri) / f"{name(chat)}.jsonl"
+            with trio.fail_after(30):  # a hang guard: the write lands soon after the turn
+                while b'"turn-two"' not in (path.read_bytes() if path.exists() else b""):
+                    await trio.sleep(0.05)
+            daemon.process.send_signal(signal.SIGKILL)
+            await daemon.wait()
+    with path.open("ab") as f:
+        f.write(b'{"n":2,"turn":{"id":"turn-thr')  # what a crash mid-append leaves
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("lu")
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            assert [t["id"] for t in state["turns"]] == ["turn-one", "turn-two"]
+            await dispatch(client, chat, start_turn("three", "turn-three"), 1)
+            assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    tail = journal.read_tail(path, 50)
+    assert [t["id"] for t in tail.turns] == ["turn-one", "turn-two", "turn-three"] and tail.dropped == 0
