@@ -272,13 +272,12 @@ class ChatLog:
         self.index: journal.Index | None = None
 
     def record(self, state: dict[str, Any]) -> None:
-        """The chat as the host holds it now; what moved becomes lines to append."""
+        """The chat as the host holds it now; what moved becomes lines to
+        append. Everything is encoded before anything is noted, so a value
+        JSON cannot hold (NaN) is refused with the log as it was."""
         fields = {k: v for k, v in state.items() if k not in ("turns", "turnsNextCursor")}
-        if fields != self.fields or self.since_fields > FIELDS_EVERY:
-            line = journal.chat_line(fields)
-            self.unwritten.append(line)
-            self.dead += self.fields_size
-            self.fields, self.fields_size, self.since_fields = fields, len(line), 0
+        said = fields != self.fields or self.since_fields > FIELDS_EVERY
+        fields_line = journal.chat_line(fields) if said else b""
         turns = state.get("turns") or []
         first = cursor_position(state)
         total = first + len(turns)
@@ -289,6 +288,11 @@ class ChatLog:
             if mine is not theirs and mine != theirs:
                 break
             n += 1
+        added = [journal.turn_line(p, turns[p - first]) for p in range(max(n, first), total)]
+        if said:
+            self.unwritten.append(fields_line)
+            self.dead += self.fields_size
+            self.fields, self.fields_size, self.since_fields = fields, len(fields_line), 0
         if n < self.total:
             self.unwritten.append(journal.cut_line(n))
             keep = max(0, n - self.base)
@@ -296,12 +300,10 @@ class ChatLog:
             del self.written[keep:], self.sizes[keep:]
             self.base = min(self.base, n)
             self.total = n
-        for position in range(max(n, first), total):
-            line = journal.turn_line(position, turns[position - first])
-            self.unwritten.append(line)
-            self.since_fields += len(line)
-            self.written.append(turns[position - first])
-            self.sizes.append(len(line))
+        self.unwritten += added
+        self.written += turns[max(n, first) - first:]
+        self.sizes += [len(line) for line in added]
+        self.since_fields += sum(len(line) for line in added)
         self.total = max(self.total, total)
 
     def trim(self) -> None:
@@ -346,6 +348,7 @@ class SessionLog:
         head = {k: record.get(k) for k in HEAD_KEYS}
         head["chats"] = [{"uri": c["uri"], "backendId": c.get("backendId")} for c in record.get("chats") or []]
         if head != self.head:
+            json.dumps(head, allow_nan=False)  # refused here, not in the writer
             self.head, self.head_dirty = head, True
         seen = set()
         for chat in record.get("chats") or []:
@@ -391,7 +394,6 @@ class MemorySessionStore:
         return None
 
     def save(self, record: dict[str, Any]) -> None:
-        json.dumps(record, allow_nan=False)  # what could not be written is refused here, as on disk
         session = self.sessions.get(record["uri"])
         if session is None:
             session = self.sessions[record["uri"]] = SessionLog(record["uri"], self._folder(record["uri"]))
@@ -547,9 +549,6 @@ class FileSessionStore(MemorySessionStore):
             chat_log.base, chat_log.written, chat_log.sizes = tail.first, tail.turns, tail.sizes
             chat_log.total, chat_log.length, chat_log.dead = tail.total, tail.length, tail.dead
         return session
-
-    def save(self, record: dict[str, Any]) -> None:
-        super().save(record)
 
     def _changed(self, session: SessionLog) -> None:
         self.writes.put(session.uri, object())
