@@ -157,13 +157,16 @@ async def main(turns: int, legacy: bool) -> None:
         env = {**os.environ, "CLAUDE_CONFIG_DIR": str(Path(tmp) / "claude"), "HOME": tmp}
         process = await trio.lowlevel.open_process(
             [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(data), "--sessions", "file"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=tmp)
+            stdout=subprocess.PIPE, stderr=None, env=env, cwd=tmp)
         try:
             line = b""
             began = time.perf_counter()
             with trio.fail_after(600):  # the older store validates every stored turn at start
                 while not line.endswith(b"\n"):
-                    line += await process.stdout.receive_some(1)
+                    got = await process.stdout.receive_some(1)
+                    if not got:
+                        raise SystemExit(f"the daemon ended before its ready line (exit {await process.wait()})")
+                    line += got
             url = line.decode()[len(READY):].strip()
             print(f"daemon ready in {time.perf_counter() - began:.1f} s")
             async with open_websocket_url(url) as ws:
