@@ -170,12 +170,20 @@ async def fetch_turns(host: Host, peer: Peer, params: model.FetchTurnsParams) ->
         if params.cursor is None and cursor is None:
             return {}  # everything is already loaded
         raise RpcError(INVALID_PARAMS, "cursor was not issued by this host for this chat", {"path": "$.cursor"})
-    older = chat.session.older_turns.get(chat.uri, [])
-    page, rest = older[-TURN_PAGE:], older[:-TURN_PAGE]
-    chat.session.older_turns[chat.uri] = rest
+    older = chat.session.older_turns.get(chat.uri)
+    if older is not None:  # held here, not yet stored
+        page, rest = older[-TURN_PAGE:], older[:-TURN_PAGE]
+        chat.session.older_turns[chat.uri] = rest
+        left = len(rest)
+    else:  # read from the store, off the loop
+        before = int(cursor.removeprefix("older:")) if cursor.startswith("older:") else 0
+        page = await host.sessions.store.older_turns(chat.uri, before, TURN_PAGE)
+        if chat.state().get("turnsNextCursor") != cursor:
+            return {}  # somebody else paged meanwhile, or the chat was cut
+        left = max(0, before - TURN_PAGE)
     action: dict[str, Any] = {"type": "chat/turnsLoaded", "turns": page}
-    if rest:
-        action["turnsNextCursor"] = f"older:{len(rest)}"
+    if left:
+        action["turnsNextCursor"] = f"older:{left}"
     host.bus.emit(chat.uri, action)
     return {}
 

@@ -514,13 +514,17 @@ class Session:
             log.exception("session %s could not be saved", self.uri)
             self.set_failure(f"the session could not be saved: {type(exc).__name__}: {exc}")
         else:
+            self.older_turns.clear()  # the store has them now
             if self.failure is not None and self.failure.startswith("the session could not be saved"):
                 self.set_failure(None)
 
 
 def _resting(chat_state: dict[str, Any], older: list[dict[str, Any]]) -> dict[str, Any]:
-    """A chat as it is kept: every turn, none in flight, nobody being asked."""
-    state = {k: v for k, v in chat_state.items() if k not in ("activeTurn", "activity", "turnsNextCursor")}
+    """A chat as it is kept: none in flight, nobody being asked. Its turns
+    are those it holds, after its cursor's count of older ones the store
+    already keeps; those held here only (``older``) come first, whole."""
+    drop = ("activeTurn", "activity", "turnsNextCursor") if older else ("activeTurn", "activity")
+    state = {k: v for k, v in chat_state.items() if k not in drop}
     state["turns"] = older + list(chat_state.get("turns", []))
     state["status"] = (chat_state.get("status", IDLE) & (IS_READ | IS_ARCHIVED)) | IDLE
     return state

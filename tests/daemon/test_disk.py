@@ -16,6 +16,8 @@ from pathlib import Path
 
 import trio
 
+from ahpd.ports import journal
+
 from ..smalldisk import SmallDisk, small_disk
 from .helpers import rpc, running_daemon
 from .test_sessions import action_of, create, dispatch, is_action, start_turn, until
@@ -24,11 +26,18 @@ ROOT = "ahp-root://"
 
 
 def stored(data: Path, uri: str) -> dict | None:
-    path = data / "sessions" / (hashlib.sha256(uri.encode()).hexdigest()[:32] + ".json")
+    """The session as its folder holds it: its head, and each chat's journal tail."""
+    folder = data / "sessions" / hashlib.sha256(uri.encode()).hexdigest()[:32]
     try:
-        return json.loads(path.read_text())
+        record = json.loads((folder / "session.json").read_text())
     except FileNotFoundError:
         return None
+    for chat in record["chats"]:
+        path = folder / (hashlib.sha256(chat["uri"].encode()).hexdigest()[:32] + ".jsonl")
+        if path.exists():
+            tail = journal.read_tail(path, 1000)
+            chat["state"] = {**(tail.chat or {}), "turns": tail.turns}
+    return record
 
 
 def stored_config(data: Path) -> dict:

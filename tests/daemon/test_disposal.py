@@ -83,7 +83,7 @@ async def test_dispose_session_in_each_phase_of_a_turn(tmp_path, phase: str) -> 
             await _still_serving(daemon, client, other_chat, uri, 10)
         daemon.terminate()
         assert await daemon.wait() == 0
-    assert not [p for p in (tmp_path / "d" / "sessions").glob("*.json") if uri in p.read_text()]
+    assert not [p for p in (tmp_path / "d" / "sessions").rglob("*") if p.is_file() and uri in p.read_text()]
 
 
 @pytest.mark.parametrize("phase", PHASES)

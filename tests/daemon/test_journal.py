@@ -1,0 +1,166 @@
+"""The session journals under a real daemon: a restart keeps what was said
+and set, and a chat of 10,000 turns opens with its tail and pages back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+import trio
+
+from ahpd.ports import journal
+
+from .helpers import rpc, running_daemon
+from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
+
+ROOT = "ahp-root://"
+
+
+def name(uri: str) -> str:
+    return hashlib.sha256(uri.encode()).hexdigest()[:32]
+
+
+async def turn_done(client, chat: str) -> dict:
+    notes = await until(client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+                        and n["params"]["channel"] == chat, timeout=60)
+    return action_of(notes[-1])
+
+
+async def test_a_restart_keeps_sessions_chats_turns_titles_and_what_the_user_set(tmp_path) -> None:
+    data = tmp_path / "d"
+    side = f"ahp-chat:/{uuid.uuid4()}"
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("jo")
+            uri, chat = await create(client, tmp_path)
+            for seq, text in enumerate(["one", "two"], start=1):
+                await dispatch(client, chat, start_turn(text, f"turn-{text}"), seq)
+                assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
+            assert (await client.call("createChat", {"channel": uri, "chat": side}))["result"] is None
+            await client.call("subscribe", {"channel": side})
+            await dispatch(client, side, start_turn("aside", "turn-aside"), 3)
+            assert (await turn_done(client, side))["type"] == "chat/turnComplete"
+            await dispatch(client, uri, {"type": "session/titleChanged", "title": "kept"}, 4)
+            await dispatch(client, uri, {"type": "session/isReadChanged", "isRead": True}, 6)
+            await dispatch(client, uri, {"type": "session/isArchivedChanged", "isArchived": True}, 7)
+            await dispatch(client, chat, {"type": "chat/draftChanged",
+                                          "draft": {"text": "half a tho", "origin": {"kind": "user"}}}, 8)
+            await until(client, is_action("chat/draftChanged", chat))
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    folder = data / "sessions" / name(uri)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["session.json", f"{name(chat)}.jsonl", f"{name(side)}.jsonl"])
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("jo")
+            [row] = (await client.call("listSessions", {}))["result"]["items"]
+            assert row["resource"] == uri and row["title"] == "kept" and row["status"] & (32 | 64) == 96
+            session = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+            fits("/$defs/SessionState", session)
+            assert [c["resource"] for c in session["chats"]] == [chat, side]
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            fits("/$defs/ChatState", state)
+            assert [t["id"] for t in state["turns"]] == ["turn-one", "turn-two"]
+            assert state["turns"][1]["responseParts"]
+            assert state["draft"]["text"] == "half a tho" and "turnsNextCursor" not in state
+            aside = (await client.call("subscribe", {"channel": side}))["result"]["snapshot"]["state"]
+            assert [t["id"] for t in aside["turns"]] == ["turn-aside"]
+            # The conversation goes on, and that is kept too.
+            await dispatch(client, chat, start_turn("three", "turn-three"), 1)
+            assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    tail = journal.read_tail(folder / f"{name(chat)}.jsonl", 50)
+    assert [t["id"] for t in tail.turns] == ["turn-one", "turn-two", "turn-three"]
+
+
+def write_long_session(data, cwd, uri: str, chat: str, count: int) -> None:
+    folder = data / "sessions" / name(uri)
+    folder.mkdir(parents=True)
+    (folder / "session.json").write_text(json.dumps({
+        "uri": uri, "provider": "demo", "cwd": str(cwd), "createdAt": "2026-12-01T00:00:00Z", "title": "long",
+        "status": 0, "config": None, "defaultChat": chat, "chats": [{"uri": chat, "backendId": None}]}))
+    fields = journal.chat_line({"resource": chat, "title": "long", "status": 1, "modifiedAt": "2026-12-01T00:00:00Z"})
+    with (folder / f"{name(chat)}.jsonl").open("wb") as f:
+        for n in range(count):
+            f.write(journal.turn_line(n, {
+                "id": f"turn-{n}", "message": {"text": f"q{n} " + "x" * 1000, "origin": {"kind": "user"}},
+                "responseParts": [{"kind": "markdown", "id": f"p{n}", "content": f"a{n}"}], "state": "complete"}))
+            if n % 100 == 0:
+                f.write(fields)
+        f.write(fields)
+    data.chmod(0o700)
+
+
+async def test_a_10000_turn_chat_opens_with_its_tail_and_pages_back_through_all(tmp_path) -> None:
+    data = tmp_path / "d"
+    uri, chat = f"ahp-session:/{uuid.uuid4()}", f"ahp-chat:/{uuid.uuid4()}"
+    write_long_session(data, tmp_path, uri, chat, 10_000)
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("kim")
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            fits("/$defs/ChatState", state)
+            assert [t["id"] for t in state["turns"]] == [f"turn-{n}" for n in range(9950, 10_000)]
+            ids = [t["id"] for t in state["turns"]]
+            cursor = state["turnsNextCursor"]
+            while cursor:
+                assert (await client.call("fetchTurns", {"channel": chat, "cursor": cursor}))["result"] == {}
+                loaded = action_of((await until(client, is_action("chat/turnsLoaded", chat)))[-1])
+                ids = [t["id"] for t in loaded["turns"]] + ids
+                cursor = loaded.get("turnsNextCursor")
+            assert ids == [f"turn-{n}" for n in range(10_000)]
+            stale = await client.call("fetchTurns", {"channel": chat, "cursor": "older:9950"})
+            assert stale["error"]["code"] == -32602
+            # A turn on it, after all that paging.
+            await dispatch(client, chat, start_turn("and one more", "turn-10000"), 1)
+            assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("kim")
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            assert [t["id"] for t in state["turns"]] == [f"turn-{n}" for n in range(9951, 10_001)]
+            assert state["turnsNextCursor"] == "older:9951"
+            await client.call("fetchTurns", {"channel": chat, "cursor": "older:9951"})
+            loaded = action_of((await until(client, is_action("chat/turnsLoaded", chat)))[-1])
+            assert [t["id"] for t in loaded["turns"]] == [f"turn-{n}" for n in range(9901, 9951)]
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+async def test_a_daemon_killed_mid_write_loses_only_the_torn_record(tmp_path) -> None:
+    """SIGKILL, then the end of the journal torn as a crash mid-append
+    leaves it: the restart loads every whole record and writes on past it."""
+    import signal
+
+    data = tmp_path / "d"
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("lu")
+            uri, chat = await create(client, tmp_path)
+            for seq, text in enumerate(["one", "two"], start=1):
+                await dispatch(client, chat, start_turn(text, f"turn-{text}"), seq)
+                assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
+            path = data / "sessions" / name(uri) / f"{name(chat)}.jsonl"
+            with trio.fail_after(30):  # a hang guard: the write lands soon after the turn
+                while b'"turn-two"' not in (path.read_bytes() if path.exists() else b""):
+                    await trio.sleep(0.05)
+            daemon.process.send_signal(signal.SIGKILL)
+            await daemon.wait()
+    with path.open("ab") as f:
+        f.write(b'{"n":2,"turn":{"id":"turn-thr')  # what a crash mid-append leaves
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("lu")
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            assert [t["id"] for t in state["turns"]] == ["turn-one", "turn-two"]
+            await dispatch(client, chat, start_turn("three", "turn-three"), 1)
+            assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    tail = journal.read_tail(path, 50)
+    assert [t["id"] for t in tail.turns] == ["turn-one", "turn-two", "turn-three"] and tail.dropped == 0
