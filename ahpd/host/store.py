@@ -345,7 +345,10 @@ class SessionLog:
 
     def record(self, record: dict[str, Any]) -> list[str]:
         """The session as the host holds it now; the URIs of chats it dropped."""
-        head = {k: record.get(k) for k in HEAD_KEYS}
+        # Everything the session keeps beside its chats (owner, annotations,
+        # changeset reviews...) is the head: a key the store does not know is
+        # still the host's to keep.
+        head = {**{k: record.get(k) for k in HEAD_KEYS}, **{k: v for k, v in record.items() if k != "chats"}}
         head["chats"] = [{"uri": c["uri"], "backendId": c.get("backendId")} for c in record.get("chats") or []]
         if head != self.head:
             json.dumps(head, allow_nan=False)  # refused here, not in the writer
@@ -525,7 +528,7 @@ class FileSessionStore(MemorySessionStore):
             set_aside(folder, f"session.json: {reason}")
             return None
         session = SessionLog(head["uri"], folder)
-        session.head = {**{k: head.get(k) for k in HEAD_KEYS},
+        session.head = {**{k: head.get(k) for k in HEAD_KEYS}, **{k: v for k, v in head.items() if k != "chats"},
                         "chats": [{"uri": c["uri"], "backendId": c.get("backendId")} for c in head.get("chats") or []]}
         for chat in session.head["chats"]:
             path = session.chat_path(chat["uri"])

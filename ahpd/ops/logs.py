@@ -65,10 +65,35 @@ def to_file(data_dir: Path) -> logging.Handler:
     (``vscode/collectAgentHostDebugLogs``). Returns the handler, to remove."""
     path = data_dir / LOG_FILE
     path.parent.mkdir(mode=0o700, exist_ok=True)
-    handler = logging.handlers.RotatingFileHandler(path, maxBytes=2**20, backupCount=3, encoding="utf-8")
+    handler = _LogFile(path, maxBytes=2**20, backupCount=3, encoding="utf-8", delay=True)
     handler.setFormatter(SafeFormatter(FORMAT))
     logging.getLogger().addHandler(handler)
     return handler
+
+
+class _LogFile(logging.handlers.RotatingFileHandler):
+    """The file is opened for each record and closed again. A write
+    descriptor held open would keep the data directory's filesystem from
+    being remounted read-only (the daemon is meant to ride that out), and a
+    disk that refuses writes is said once on stderr, not once per line."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        if self.stream is not None:
+            try:
+                self.stream.close()
+            except OSError:
+                pass
+            self.stream = None  # type: ignore[assignment]
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            self.failed = True
+            exc = sys.exc_info()[1]
+            sys.stderr.write(f"ahpd: cannot write the log file {self.baseFilename}: {exc}; lines go to stderr only\n")
+        self.stream = None  # type: ignore[assignment]
 
 
 def setup(level: str) -> None:

@@ -80,24 +80,40 @@ class Stored:
 
 
 class AutomationStore:
+    """A file store opens its database for each transaction and closes it
+    after: a descriptor held open for writing would keep the data
+    directory's filesystem from being remounted read-only (which the daemon
+    is meant to ride out), and SQLite folds the WAL back into the file when
+    the last connection closes. In memory, one connection is the database."""
+
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._lock = threading.Lock()
-        if path is not None:
+        self._db: sqlite3.Connection | None = None
+        if path is None:
+            self._db = self._connect()
+        else:
             path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path) if path else ":memory:", check_same_thread=False,
-                                   isolation_level=None)
-        if path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+            db = self._connect()
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+            finally:
+                db.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False,
+                             isolation_level=None)
+        db.execute("PRAGMA synchronous=FULL")
+        db.executescript(_SCHEMA)
+        return db
 
     def close(self) -> None:
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
 
-    def _tx(self):
-        return _Tx(self._db, self._lock)
+    def _tx(self) -> _Tx:
+        return _Tx(self, self._lock)
 
     # -- reading ----------------------------------------------------------------
 
@@ -223,21 +239,32 @@ class AutomationStore:
 class _Tx:
     """The lock, and one transaction committed on success, rolled back on failure."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
-        self.db = db
+    def __init__(self, store: AutomationStore, lock: threading.Lock) -> None:
+        self.store = store
         self.lock = lock
+        self.db: sqlite3.Connection | None = None
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
         try:
+            self.db = self.store._db or self.store._connect()
             self.db.execute("BEGIN IMMEDIATE")
         except BaseException:
-            self.lock.release()
+            self._release()
             raise
         return self.db
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:
         try:
+            assert self.db is not None
             self.db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
+            self._release()
+
+    def _release(self) -> None:
+        try:
+            if self.db is not None and self.db is not self.store._db:
+                self.db.close()
+        finally:
+            self.db = None
             self.lock.release()
