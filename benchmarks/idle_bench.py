@@ -7,7 +7,8 @@ then the resident memory (VmRSS) of the daemon and every process under it.
 Target: < 50 MB in all, agents included (each session used to start its
 agent at ``createSession``: ~45 MB apiece). A second figure runs one turn
 in a session and waits for its agent's idle stop (``agentIdleTimeout`` set
-to 1 s for the run), to show the memory coming back.
+to 1 s for the run), to show the memory coming back. ``--demo-only`` hides
+the Claude Agent SDK, so no Claude probe or catalogue loads it.
 """
 
 from __future__ import annotations
@@ -126,12 +127,19 @@ async def drive(url: str, pid: int, sessions: int, work: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--demo-only", action="store_true",
+                        help="hide the Claude Agent SDK, so the daemon offers the demo agent alone")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ahpd-idle-") as folder:
         tmp = Path(folder)
         (tmp / "home").mkdir()
         (tmp / "work").mkdir()
         env = {**os.environ, "HOME": str(tmp / "home"), "CLAUDE_CONFIG_DIR": str(tmp / "home" / ".claude")}
+        if args.demo_only:  # as conformance/test_conformance.py does: the SDK fails to import
+            hide = tmp / "hide" / "claude_agent_sdk"
+            hide.mkdir(parents=True)
+            (hide / "__init__.py").write_text('raise ImportError("hidden for the benchmark")\n')
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hide.parent), env.get("PYTHONPATH")]))
         process = subprocess.Popen(
             [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(tmp / "d"),
              "--sessions", "memory", "--log-level", "warning"],

@@ -27,9 +27,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -175,11 +177,38 @@ class AcpBackend:
 
     async def probe(self) -> bool:
         """The boot probe: what a composer shows before any session's agent
-        runs - the models and slash commands a new conversation is offered.
+        runs - the models and slash commands a new conversation is offered
+        (:meth:`learn`). It runs in a short-lived Python process of its own
+        (``ahpd.backends._acp_probe``), so the ACP library is loaded there
+        and not in the daemon, which holds it only once a turn needs it.
+        True when :meth:`agent_info` or the commands changed. Failure is
+        logged, never raised."""
+        spec = {"provider": self.provider, "command": self.command, "args": list(self.args), "env": self.env,
+                "call_timeout": self.call_timeout}
+        try:
+            with trio.fail_after(self.call_timeout + 30):
+                done = await trio.run_process(
+                    [sys.executable, "-m", "ahpd.backends._acp_probe", json.dumps(spec)],
+                    capture_stdout=True, stderr=None, check=False,
+                )
+            learned = json.loads(done.stdout or b"null")
+        except (OSError, ValueError, trio.TooSlowError) as exc:
+            log.warning("%s: the boot probe failed: %s", self.provider, exc)
+            return False
+        if done.returncode != 0 or not isinstance(learned, dict):
+            log.warning("%s: the boot probe failed (exit status %s)", self.provider, done.returncode)
+            return False
+        models = learned.get("models") or self._models
+        commands = learned.get("commands") or []
+        changed = models != self._models or commands != self.commands
+        self._models, self.commands = models, commands
+        return changed
+
+    async def learn(self) -> bool:
+        """Ask the agent, in this process, what a new conversation is offered.
         Only an agent that can delete a conversation is asked (``session/new``,
         the commands it announces, ``session/delete``), so the probe leaves
-        nothing in its history. True when :meth:`agent_info` or the commands
-        changed. Failure is logged, never raised."""
+        nothing in its history."""
         _load()
         heard = trio.Event()
         commands: list[dict[str, Any]] = []

@@ -58,7 +58,7 @@ INPUT_NEEDED = 24
 ACTIVITY_BITS = 1 | 2 | 8 | 16
 TURN_WINDOW = 50
 #: Seconds a new session waits for its agent's boot probe, if one is under way.
-PROBE_WAIT = 10.0
+PROBE_WAIT = 60.0
 IS_READ = 32
 IS_ARCHIVED = 64
 
