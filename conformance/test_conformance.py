@@ -68,7 +68,10 @@ def demo_only(tmp_path: Path) -> dict[str, str]:
     hide = tmp_path / "hide"
     (hide / "claude_agent_sdk").mkdir(parents=True)
     (hide / "claude_agent_sdk" / "__init__.py").write_text('raise ImportError("hidden for the conformance run")\n')
-    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(hide), os.environ.get("PYTHONPATH")]))}
+    # The boot probe's commands are shown under HOME: one inside tmp_path is normalised.
+    home = tmp_path / "home"
+    home.mkdir()
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(hide), os.environ.get("PYTHONPATH")])), "HOME": str(home)}
 
 
 def test_the_committed_capture_is_clean() -> None:

@@ -27,48 +27,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import json
 import os
+import shutil
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
-import trio_asyncio
-from acp.client.router import build_client_router
-from acp.connection import Connection
-from acp.exceptions import RequestError
-from acp.meta import AGENT_METHODS, PROTOCOL_VERSION
-from acp.schema import (
-    ElicitationFormRequestMode,
-    ElicitationFormSessionMode,
-    ElicitationUrlRequestMode,
-    ElicitationUrlSessionMode,
-    InitializeResponse,
-    ListSessionsResponse,
-    NewSessionResponse,
-    PermissionOption as AcpPermissionOption,
-    PromptCapabilities,
-    PromptResponse,
-    ToolCallUpdate,
-)
-from pydantic import ValidationError
 
 import ahpd
-from ahpd.backends import _acp_files
-from ahpd.backends._acp_process import AgentProcess
-from ahpd.backends._acp_terminals import Terminals
-from ahpd.backends._acp_wire import (
-    elicitation_content,
-    elicitation_questions,
-    models_from_config,
-    prompt_blocks,
-    rpc_error_message,
-    stored_conversations,
-    usage_info,
-    wire,
-)
 from ahpd.backends._paths import ignore, scratch_root, working_root
 from ahpd.backends.port import (
     BackendError,
@@ -84,7 +55,62 @@ from ahpd.backends.port import (
     ran_note,
 )
 
+if TYPE_CHECKING:
+    from acp.connection import Connection
+    from acp.schema import InitializeResponse, PromptCapabilities, ToolCallUpdate
+    from acp.schema import PermissionOption as AcpPermissionOption
+
+    from ahpd.backends._acp_process import AgentProcess
+    from ahpd.backends._acp_terminals import Terminals
+
 log = logging.getLogger("ahpd.backends.acp")
+
+
+def _load() -> None:
+    """Import the ACP library (and pydantic, trio-asyncio) on first use, not
+    with this module: they are half of a daemon's start-up, and a daemon
+    whose clients never run an ACP agent never needs them. Every way in
+    (:meth:`AcpBackend.run_conversation`, ``probe``, ``list_conversations``,
+    ``delete_conversation``) calls this first."""
+    global trio_asyncio, build_client_router, Connection, RequestError, AGENT_METHODS, PROTOCOL_VERSION
+    global ElicitationFormRequestMode, ElicitationFormSessionMode, ElicitationUrlRequestMode
+    global ElicitationUrlSessionMode, InitializeResponse, ListSessionsResponse, NewSessionResponse
+    global PromptResponse, ValidationError, _acp_files, AgentProcess, Terminals
+    global elicitation_content, elicitation_questions, models_from_config, prompt_blocks
+    global rpc_error_message, stored_conversations, usage_info, wire
+    if "wire" in globals():
+        return  # loaded already
+    import trio_asyncio
+    from acp.client.router import build_client_router
+    from acp.connection import Connection
+    from acp.exceptions import RequestError
+    from acp.meta import AGENT_METHODS, PROTOCOL_VERSION
+    from acp.schema import (
+        ElicitationFormRequestMode,
+        ElicitationFormSessionMode,
+        ElicitationUrlRequestMode,
+        ElicitationUrlSessionMode,
+        InitializeResponse,
+        ListSessionsResponse,
+        NewSessionResponse,
+        PromptResponse,
+    )
+    from pydantic import ValidationError
+
+    from ahpd.backends import _acp_files
+    from ahpd.backends._acp_process import AgentProcess
+    from ahpd.backends._acp_terminals import Terminals
+    from ahpd.backends._acp_wire import (
+        elicitation_content,
+        elicitation_questions,
+        models_from_config,
+        prompt_blocks,
+        rpc_error_message,
+        stored_conversations,
+        usage_info,
+        wire,
+    )
+
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 
@@ -94,6 +120,8 @@ _CLIENT_CAPABILITIES = {
     "elicitation": {"form": {}, "url": {}},
 }
 _MAX_LIST_PAGES = 50
+#: Seconds the boot probe waits for the commands a new conversation is offered.
+PROBE_COMMANDS_WAIT = 2.0
 
 
 class AcpBackend:
@@ -124,6 +152,10 @@ class AcpBackend:
         self.call_timeout = call_timeout
         self.shutdown_grace = shutdown_grace
         self._models: list[dict[str, Any]] = []
+        #: The slash commands the boot probe's conversation was offered (ACP
+        #: ``AvailableCommand`` wire JSON): what a session shows before its
+        #: own agent runs.
+        self.commands: list[dict[str, Any]] = []
 
     def agent_info(self) -> dict[str, Any]:
         return {
@@ -137,6 +169,80 @@ class AcpBackend:
         """What the agent is handed with its next prompt about a !command
         the person ran themselves (ACP has no message for it)."""
         return ran_note(command, output, exit_code)
+    def preflight(self) -> None:
+        """Refuse at once a session whose agent cannot start because its
+        command is not there (no process is started to find that out)."""
+        if os.sep in self.command:
+            found = os.path.isfile(self.command) and os.access(self.command, os.X_OK)
+        else:
+            found = shutil.which(self.command, path=self.env.get("PATH", os.environ.get("PATH"))) is not None
+        if not found:
+            raise BackendError(f"cannot start the {self.provider} agent: command {self.command!r} "
+                               "is not found or not executable")
+
+    async def probe(self) -> bool:
+        """The boot probe: what a composer shows before any session's agent
+        runs - the models and slash commands a new conversation is offered
+        (:meth:`learn`). It runs in a short-lived Python process of its own
+        (``ahpd.backends._acp_probe``), so the ACP library is loaded there
+        and not in the daemon, which holds it only once a turn needs it.
+        True when :meth:`agent_info` or the commands changed. Failure is
+        logged, never raised."""
+        spec = {"provider": self.provider, "command": self.command, "args": list(self.args), "env": self.env,
+                "call_timeout": self.call_timeout}
+        try:
+            with trio.fail_after(self.call_timeout + 30):
+                done = await trio.run_process(
+                    [sys.executable, "-m", "ahpd.backends._acp_probe", json.dumps(spec)],
+                    capture_stdout=True, stderr=None, check=False,
+                )
+            learned = json.loads(done.stdout or b"null")
+        except (OSError, ValueError, trio.TooSlowError) as exc:
+            log.warning("%s: the boot probe failed: %s", self.provider, exc)
+            return False
+        if done.returncode != 0 or not isinstance(learned, dict):
+            log.warning("%s: the boot probe failed (exit status %s)", self.provider, done.returncode)
+            return False
+        models = learned.get("models") or self._models
+        commands = learned.get("commands") or []
+        changed = models != self._models or commands != self.commands
+        self._models, self.commands = models, commands
+        return changed
+
+    async def learn(self) -> bool:
+        """Ask the agent, in this process, what a new conversation is offered.
+        Only an agent that can delete a conversation is asked (``session/new``,
+        the commands it announces, ``session/delete``), so the probe leaves
+        nothing in its history."""
+        _load()
+        heard = trio.Event()
+        commands: list[dict[str, Any]] = []
+
+        def listen(event: Event) -> None:
+            if isinstance(event, Update) and event.update.get("sessionUpdate") == "available_commands_update":
+                commands[:] = list(event.update.get("availableCommands") or [])
+                heard.set()
+
+        root = scratch_root()
+        try:
+            with trio.fail_after(self.call_timeout):
+                async with self._open_agent(root, listen) as link:
+                    caps = (await link.initialize()).agent_capabilities
+                    if not (caps and caps.session_capabilities and caps.session_capabilities.delete):
+                        return False
+                    answer = await link.call("session/new", {"cwd": str(root), "mcpServers": []}, "session/new")
+                    new = NewSessionResponse.model_validate(answer)
+                    link.client.session_id = new.session_id
+                    with trio.move_on_after(PROBE_COMMANDS_WAIT):
+                        await heard.wait()
+                    await link.call(AGENT_METHODS["session_delete"], {"sessionId": new.session_id}, "session/delete")
+        except (BackendError, ValidationError, trio.TooSlowError) as exc:
+            log.warning("%s: the boot probe failed: %s", self.provider, _reason(exc))
+            return False
+        models = models_from_config(self.provider, new.config_options) or self._models
+        changed = models != self._models or commands != self.commands
+        self._models, self.commands = models, commands
+        return changed
 
     # -- conversations ----------------------------------------------------------
 
@@ -158,6 +264,7 @@ class AcpBackend:
         (or breaks the protocol) makes this *return*: a turn in progress has
         already raised :class:`BackendError` with the reason, which is also
         kept in ``conversation.end_reason`` and logged."""
+        _load()
         root = working_root(cwd)
         async with self._open_agent(root, events, terminals) as link:
             try:
@@ -191,6 +298,7 @@ class AcpBackend:
                 ) from None
             prompt_caps = caps.prompt_capabilities if caps else None
             conversation = AcpConversation(link, session_id, prompt_caps)
+            conversation.resumable = bool(caps and caps.load_session)
             task_status.started(conversation)
             await link.agent.wait_exit()
             conversation.end_reason = link.agent.death_message()
@@ -198,6 +306,7 @@ class AcpBackend:
 
     async def list_conversations(self) -> list[StoredConversation]:
         """``session/list``, when the agent offers it (a short-lived process)."""
+        _load()
         try:
             with trio.fail_after(self.call_timeout):
                 async with self._open_agent(scratch_root(), ignore) as link:
@@ -221,6 +330,7 @@ class AcpBackend:
 
     async def delete_conversation(self, backend_id: str) -> bool:
         """``session/delete``, when the agent offers it (a short-lived process)."""
+        _load()
         try:
             with trio.fail_after(self.call_timeout):
                 async with self._open_agent(scratch_root(), ignore) as link:
@@ -374,6 +484,9 @@ class AcpConversation:
         self._link = link
         self._prompt_caps = prompt_caps
         self._cancelled = False
+        #: Whether the agent can ``session/load`` this conversation after its
+        #: process ended (set once the agent said at ``initialize``).
+        self.resumable = False
 
     async def prompt(self, text: str, attachments: Sequence[dict[str, Any]] = ()) -> PromptResult:
         self._cancelled = False

@@ -42,22 +42,10 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
-from claude_agent_sdk import (
-    AssistantMessage,
-    ClaudeAgentOptions,
-    ClaudeSDKClient,
-    PermissionResultAllow,
-    PermissionResultDeny,
-    ResultMessage,
-    SystemMessage,
-    ToolPermissionContext,
-    ToolUseBlock,
-)
-from claude_agent_sdk import Transport as SdkTransport
 
 from ahpd.backends import _claude_transcripts
 from ahpd.backends._claude_tools import CONTRIBUTOR_META, ENDED, LEFT, ClientCall, ClientTools
@@ -84,7 +72,31 @@ from ahpd.backends.port import (
     Update,
 )
 
+if TYPE_CHECKING:
+    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage, ToolPermissionContext
+    from claude_agent_sdk import Transport as SdkTransport
+
 log = logging.getLogger("ahpd.backends.claude")
+
+
+def _load() -> None:
+    """Import the Claude Agent SDK on first use (a probe or a conversation),
+    not with this module: it is most of a daemon's start-up otherwise."""
+    global AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient, PermissionResultAllow
+    global PermissionResultDeny, ResultMessage, SystemMessage, ToolUseBlock
+    if "ToolUseBlock" in globals():
+        return  # loaded already
+    from claude_agent_sdk import (
+        AssistantMessage,
+        ClaudeAgentOptions,
+        ClaudeSDKClient,
+        PermissionResultAllow,
+        PermissionResultDeny,
+        ResultMessage,
+        SystemMessage,
+        ToolUseBlock,
+    )
+
 
 PROVIDER = "claude"
 ANTHROPIC_RESOURCE = "https://api.anthropic.com"
@@ -97,7 +109,7 @@ _DENIED = "The user denied this tool call."
 _STOP_REASONS = {"end_turn": "end_turn", "max_tokens": "max_tokens", "refusal": "refusal",
                  "stop_sequence": "end_turn", "tool_use": "end_turn"}
 
-TransportFactory = Callable[[ClaudeAgentOptions], SdkTransport]
+TransportFactory = Callable[["ClaudeAgentOptions"], "SdkTransport"]
 
 
 class ClaudeBackend:
@@ -182,6 +194,7 @@ class ClaudeBackend:
         (models, commands, agents), and stop it. No model is called. True
         when :meth:`agent_info` changed, so the host sends
         ``root/agentsChanged`` again. Failure is logged, never raised."""
+        _load()
         root = working_root(cwd or scratch_root())
         conversation = ClaudeConversation(str(uuid.uuid4()), ignore, root, self.provider)
         options = self._options(root, conversation, resume_id=None, session_id=None, api_key=None)
@@ -253,6 +266,7 @@ class ClaudeBackend:
 
         ``client_tools`` is what the session's active clients announce
         (client id -> ``ToolDefinition`` list), offered from the start."""
+        _load()
         root = working_root(cwd)
         if session_id is not None and not _is_uuid(session_id):
             raise BackendError(f"a Claude session id must be a UUID, not {session_id!r}")

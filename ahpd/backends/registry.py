@@ -57,10 +57,20 @@ def _demo(data_dir: Path) -> Backend:
 
 
 def _claude() -> Backend | None:
-    """Claude Code, when the ``claude`` extra (claude-agent-sdk) is installed."""
+    """Claude Code, when the ``claude`` extra (claude-agent-sdk) is installed.
+
+    Asked of the installed distribution rather than by importing the SDK
+    (most of a daemon's start-up otherwise; the backend imports it when a
+    probe or a conversation first needs it): the package that an import
+    would find must be the one that distribution installed."""
+    from importlib import metadata, util
+
     try:
-        import claude_agent_sdk  # noqa: F401
-    except ImportError:
+        spec = util.find_spec("claude_agent_sdk")
+        installed = metadata.distribution("claude-agent-sdk").locate_file("claude_agent_sdk/__init__.py")
+    except (ImportError, ValueError, metadata.PackageNotFoundError):
+        return None
+    if spec is None or spec.origin is None or Path(spec.origin).resolve() != Path(str(installed)).resolve():
         return None
     from ahpd.backends.claude import ClaudeBackend
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from ahpd.chat.connection import Connection, HostError, find_url
-from ahpd.chat.render import Screen, plain, neutralise
+from ahpd.chat.render import Screen, neutralise, plain, warm
 from ahpd.chat.sessions import choose, list_sessions, remember, row_line
 from ahpd.chat.turn import Chat, Interrupts, in_thread, run_turn
 
@@ -34,6 +35,7 @@ async def run_chat(args: argparse.Namespace) -> int:
     try:
         async with open_websocket_url(url, max_message_size=MAX_MESSAGE) as ws, trio.open_nursery() as nursery:
             conn = Connection(ws)
+            nursery.start_soon(partial(trio.to_thread.run_sync, warm, abandon_on_cancel=True))
             nursery.start_soon(conn.reader)
             nursery.start_soon(interrupts.watch)
             with interrupts.scope:

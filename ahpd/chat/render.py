@@ -16,13 +16,13 @@ has the terminal to itself.
 from __future__ import annotations
 
 import re
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
-from rich.live import Live
-from rich.markdown import Markdown
-from rich.spinner import Spinner
 from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
@@ -34,6 +34,15 @@ def _stand_in(match: re.Match[str]) -> str:
     if code == 0x7F:
         return "\u2421"
     return "\ufffd"
+
+
+def warm() -> None:
+    """Import what a turn draws with (Markdown, the live region): most of the
+    client's start-up, so ``ahpd chat`` runs this in a worker thread while it
+    waits for the daemon, and a one-shot chat does not wait for it first."""
+    import rich.live
+    import rich.markdown
+    import rich.spinner  # noqa: F401
 
 
 def neutralise(text: Any) -> str:
@@ -113,6 +122,8 @@ class Screen:
         """The live region reads this screen's state whenever it redraws (eight
         times a second), so a long reply is not re-rendered for every chunk."""
         if self._live is None:
+            from rich.live import Live
+
             self._live = Live(_Region(self), console=self.console, transient=True,
                               refresh_per_second=8, vertical_overflow="ellipsis")
             self._live.start()
@@ -120,6 +131,8 @@ class Screen:
     def _part_renderable(self) -> Any:
         if self._kind == "reasoning":
             return Text(self._part, style="dim italic")
+        from rich.markdown import Markdown
+
         return Markdown(self._part)
 
     def _commit(self) -> None:
@@ -135,6 +148,8 @@ class _Region:
     """The live region: the part being streamed, and a spinner saying what goes on."""
 
     def __init__(self, screen: Screen) -> None:
+        from rich.spinner import Spinner
+
         self.screen = screen
         self.spinner = Spinner("dots")
 

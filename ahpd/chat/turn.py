@@ -12,6 +12,7 @@ raw mode, so Ctrl-C arrives there as a key: it cancels the turn the same way
 
 from __future__ import annotations
 
+import datetime
 import signal
 import sys
 import time
@@ -24,6 +25,11 @@ import trio
 
 from ahpd.chat.connection import Connection
 from ahpd.chat.render import Screen, plain
+
+
+def utc_now() -> str:
+    """Now, as the protocol writes a time (the host's own helper would import the host)."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class Interrupts:
@@ -110,8 +116,6 @@ class _Turn:
         })
 
     async def run(self) -> tuple[str, str]:
-        from ahpd.host.bus import utc_now
-
         await self.chat.conn.dispatch(self.chat.channel, {
             "type": "chat/turnStarted", "turnId": self.turn_id, "startedAt": utc_now(),
             "message": {"text": self.text, "origin": {"kind": "user"}},

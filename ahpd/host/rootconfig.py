@@ -2,7 +2,8 @@
 
 Three kinds of key are declared. The host's own (``clientQueueBytes``,
 ``replayBytes``) bound what it holds for a client that stops reading, and
-``agentSilenceTimeout`` bounds how long a turn waits on a silent agent. The
+``agentSilenceTimeout`` bounds how long a turn waits on a silent agent, and
+``agentIdleTimeout`` how long an agent with no turn keeps its process. The
 keys VS Code's agent-host client pushes are declared so that a client can
 draw them and a value pushed for one reads back as a setting rather than an
 unknown key; this host does not act on most of them. Two keys belong to the
@@ -25,6 +26,8 @@ CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
 #: of its own frames, above the ceiling one push could let the host hold
 #: memory without limit.
 BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB), "terminalScrollback": (64 * 1024, 64 * MIB)}
+#: Host keys' bounds in seconds: an idle agent is kept at most a week (0: never stopped).
+SECONDS_BOUNDS = {"agentIdleTimeout": (0, 7 * 24 * 3600)}
 
 
 def _bool(title: str, default: bool) -> dict[str, Any]:
@@ -74,6 +77,13 @@ SCHEMA: dict[str, Any] = {
             "description": "How much of each terminal's output is kept for a client that subscribes "
             "late; the oldest goes first. From 64 KiB to 64 MiB.",
             "default": MIB,
+        },
+        "agentIdleTimeout": {
+            "type": "number",
+            "title": "Agent idle timeout (seconds)",
+            "description": "An agent process with no turn for this long is stopped; the next turn "
+            "resumes its conversation. 0 keeps it running. At most 604800 (a week).",
+            "default": 600,
         },
         # -- the connection's own --------------------------------------------
         "defaultShell": {
@@ -128,7 +138,8 @@ SCHEMA: dict[str, Any] = {
 }
 
 DEFAULT_VALUES: dict[str, Any] = {"clientQueueBytes": 16 * MIB, "replayBytes": 32 * MIB, "agentSilenceTimeout": 300,
-                                  "terminalScrollback": MIB}
+                                  "terminalScrollback": MIB,
+                                  "agentIdleTimeout": 600}
 
 _JSON_TYPES = {
     "string": str, "boolean": bool, "array": list, "object": dict,
@@ -156,6 +167,8 @@ def check_value(key: str, value: Any) -> str | None:
         return f"{key} must be one of {prop['enum']}"
     if key == "agentSilenceTimeout" and value < 0:
         return f"{key} must be 0 (wait for ever) or a number of seconds"
+    if (seconds := SECONDS_BOUNDS.get(key)) is not None and not seconds[0] <= value <= seconds[1]:
+        return f"{key} must be from {seconds[0]} (never) to {seconds[1]} seconds, not {value}"
     bounds = BOUNDS.get(key)
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
         unit = "characters" if key == "terminalScrollback" else "bytes"

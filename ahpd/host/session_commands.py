@@ -1,5 +1,8 @@
 """The session commands: createSession, disposeSession, listSessions.
 
+``createSession`` starts no agent: the chat's agent starts at its first
+turn. An agent whose command is not there is refused here, at once.
+
 Registered into the command table by name, like every other command.
 """
 
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ahpd.host import annotations
 from ahpd.host.auth import who
+from ahpd.backends.port import BackendError
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.host.sessions import IDLE, path_of
@@ -64,7 +68,17 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
         raise RpcError(PROVIDER_NOT_FOUND, f"no agent provider {provider!r} here; this host has "
                        f"{', '.join(sessions.backends) or 'none'}")
     cwd = _working_directory(params)
+    preflight = getattr(sessions.backends[provider], "preflight", None)
+    if preflight is not None:
+        try:
+            preflight()
+        except BackendError as exc:
+            log.warning("session %s: the %s agent cannot start: %s", uri, provider, exc.message)
+            raise RpcError(INTERNAL_ERROR, f"the {provider} agent did not start: {exc.message}") from None
     _progress(host, peer, params.progressToken, 0, "preparing the session")
+    await sessions.probed(provider)
+    if uri in host.bus.channels or uri in sessions.dormant:
+        raise RpcError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
     record: dict[str, Any] = {"uri": uri, "provider": provider, "cwd": str(cwd), "createdAt": utc_now(), "title": ""}
     if (owner := who(host, peer)) is not None:
         record["_meta"] = {"ahpd.owner": owner}
@@ -73,14 +87,8 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
         client = {"clientId": peer.client_id, "tools": [], **_client_fields(params.activeClient)}
         host.bus.emit(uri, {"type": "session/activeClientSet", "activeClient": client})
     chat = next(iter(session.chats.values()))
-    chat.lender = peer
-    try:
-        await chat.ensure_agent()
-    except Exception as exc:  # noqa: BLE001 - creation failures fail the request
-        log.warning("session %s: the %s agent did not start: %s", uri, provider, exc)
-        sessions.dispose(session)
-        raise RpcError(INTERNAL_ERROR, f"the {provider} agent did not start: {exc}") from None
-    _progress(host, peer, params.progressToken, 1, "agent started")
+    chat.lender = peer  # whose lent token the agent starts with, at the first turn
+    _progress(host, peer, params.progressToken, 1, "chat opened")
     host.bus.emit(uri, {"type": "session/ready"})
     session.save()
     sessions.announce_count()

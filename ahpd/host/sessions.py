@@ -6,6 +6,15 @@ conversation. Each session runs in a nursery of its own inside the host's,
 and each chat's agent in a nursery inside its session's, so disposing a
 chat, a session or the whole host ends exactly the agents it owns.
 
+Agents run only while needed. A chat's agent process starts at its first
+turn (never at ``createSession``), and one that has had no turn for
+``agentIdleTimeout`` seconds is stopped; the next turn resumes the
+conversation by its own id (ACP ``session/load``, Claude Code ``--resume``),
+or, for an ACP agent that cannot load one, starts a new conversation handed
+the transcript so far. Clients see none of it: no status or action changes.
+What a composer needs before any turn (models, slash commands) is what the
+backends' boot probes learned (see :meth:`SessionManager.probe_soon`).
+
 A session read back from the store after a restart is *dormant*: its
 channels are open and its turns are there, but no agent runs until somebody
 starts a turn, and then the agent resumes the conversation by its own id.
@@ -13,7 +22,7 @@ starts a turn, and then the agent resumes the conversation by its own id.
 The catalogue also offers what a backend keeps and the store does not know:
 a past Claude Code conversation is a row ``claude:/<id>``, listed from the
 backend's transcripts (a file read, cached per backend and refreshed at
-start-up and after each turn, so listing never waits on anything). Opening
+the first hello and after each turn, so listing never waits on anything). Opening
 one rebuilds its turns from the transcript, again without an agent, and the
 first new turn resumes it under its own id.
 """
@@ -24,6 +33,7 @@ import base64
 import functools
 import inspect
 import logging
+import math
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +58,8 @@ ERROR = 2
 INPUT_NEEDED = 24
 ACTIVITY_BITS = 1 | 2 | 8 | 16
 TURN_WINDOW = 50
+#: Seconds a new session waits for its agent's boot probe, if one is under way.
+PROBE_WAIT = 60.0
 IS_READ = 32
 IS_ARCHIVED = 64
 
@@ -203,6 +215,8 @@ class Chat:
         self._agent_ended = trio.Event()
         self._agent_ended.set()
         self._gone: Conversation | None = None  # the conversation whose task ended last
+        #: The idle clock's scope while an agent runs (see :meth:`rest`).
+        self._idle: trio.CancelScope | None = None
 
     @property
     def host(self) -> Host:
@@ -229,6 +243,8 @@ class Chat:
             self.conversation = await self.session.nursery.start(functools.partial(
                 run_supervised, f"the agent of {self.uri}", self._run_agent, report=self._agent_failed))
             self.backend_id = self.conversation.backend_id
+            spawn(self.session.nursery, f"the idle clock of {self.uri}", self._stop_when_idle,
+                  self.conversation, self._agent_ended)
             self.session.save()
             return self.conversation
         finally:
@@ -294,6 +310,52 @@ class Chat:
             on_event(self, event)
             if turn is not None and turn.live and not turn.ended:
                 turn.heard()
+
+    def _busy(self) -> bool:
+        """A turn is running, or a cancelled one still waits on its prompt."""
+        return self.turn is not None and not self.turn.done.is_set()
+
+    def rest(self) -> None:
+        """(Re)start the idle clock: it runs while no turn does, for
+        ``agentIdleTimeout`` seconds (a root config value; 0 stops it)."""
+        if self._idle is None:
+            return
+        timeout = float(self.host.config("agentIdleTimeout") or 0)
+        self._idle.deadline = math.inf if self._busy() or timeout <= 0 else trio.current_time() + timeout
+
+    async def _stop_when_idle(self, conversation: Conversation, ended: trio.Event) -> None:
+        """Beside a running agent: stop its process once it has had no turn
+        for ``agentIdleTimeout`` seconds. Nothing is said to clients - the
+        chat is as it was - and the next turn resumes the conversation
+        (:meth:`ensure_agent`: ACP ``session/load``, Claude by its id)."""
+        while True:
+            with trio.CancelScope() as idle:
+                self._idle = idle
+                self.rest()
+                await ended.wait()
+            if self._idle is idle:
+                self._idle = None
+            if not idle.cancelled_caught or self.conversation is not conversation:
+                return
+            if not self._busy():
+                break
+        if not getattr(conversation, "resumable", True):
+            self._resume_by_transcript()
+        log.info("%s: the agent had no turn for %g s; stopping it until the next turn",
+                 self.uri, float(self.host.config("agentIdleTimeout") or 0))
+        await self.stop_agent()
+
+    def _resume_by_transcript(self) -> None:
+        """An agent that cannot load a conversation starts a new one after
+        an idle stop, handed what was said so far with its first prompt."""
+        from ahpd.host.chat_commands import _transcript
+
+        turns = self.session.older_turns.get(self.uri, []) + list(self.state().get("turns", []))
+        self.backend_id = None
+        if turns:
+            self.preamble = "\n\n".join(filter(None, [
+                self.preamble, "The conversation so far, for context:\n" + _transcript(turns)]))
+        self.session.save()
 
     async def stop_agent(self) -> None:
         """End the agent's process and wait until it is gone (and reaped);
@@ -547,6 +609,8 @@ class SessionManager:
         self._waking: dict[str, trio.Event] = {}
         #: Whether the agents' boot probes were started (once, at the first hello).
         self._probes_started = False
+        #: Set when that provider's boot probe has ended, by provider, while it runs.
+        self._probing: dict[str, trio.Event] = {}
         #: What an edit waiting for approval would write, by the
         #: ``ahp-edit://pending/...`` URI its after side is served under:
         #: (tool call id, file path, new content). Gone once the call is settled.
@@ -584,22 +648,32 @@ class SessionManager:
         """The host's nursery for sessions; cancelled, it ends every agent."""
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
-            for provider in self.backends:
-                self.refresh_catalogue_soon(provider)
             task_status.started()
             await trio.sleep_forever()
 
     def probe_soon(self) -> None:
-        """Start the agents' boot probes, once, when the first client says
-        hello: a daemon nobody talks to starts no agent CLI (and sends
-        nothing anywhere), and the answer still reaches that client as
-        ``root/agentsChanged``."""
+        """Start the agents' boot probes, and the first reading of what each
+        backend keeps (the catalogue), once, when the first client says
+        hello: a daemon nobody talks to starts no agent CLI, imports no agent
+        library and sends nothing anywhere, and the answers still reach that
+        client as ``root/agentsChanged`` and ``root/sessionAdded``."""
         if self.nursery is None or self._probes_started:
             return
         self._probes_started = True
-        for backend in self.backends.values():
+        for provider in self.backends:
+            self.refresh_catalogue_soon(provider)
+        for provider, backend in self.backends.items():
             if hasattr(backend, "probe"):
+                self._probing[provider] = trio.Event()
                 spawn(self.nursery, f"probing {backend.provider}", self._probe, backend)
+
+    async def probed(self, provider: str) -> None:
+        """Wait (at most ``PROBE_WAIT`` seconds) for ``provider``'s boot probe
+        if it is under way, so that a session opens with what it learned."""
+        probing = self._probing.get(provider)
+        if probing is not None:
+            with trio.move_on_after(PROBE_WAIT):
+                await probing.wait()
 
     async def _probe(self, backend: Any) -> None:
         """Ask an agent what it offers before any session needs it, and tell
@@ -609,6 +683,8 @@ class SessionManager:
         except Exception:  # noqa: BLE001 - an agent that cannot be probed is still offered
             log.exception("probing %s failed", backend.provider)
             return
+        finally:
+            self._probing.pop(backend.provider, trio.Event()).set()
         if changed:
             self.host.bus.emit(ROOT, {"type": "root/agentsChanged", "agents": self.agents()})
         commands = self.harness_commands(backend.provider)

@@ -172,6 +172,7 @@ class TurnRunner:
 
     async def run(self, text: str, attachments: list[dict[str, Any]]) -> None:
         chat = self.chat
+        chat.rest()  # no idle stop while a turn runs
         with supervised(f"turn {self.turn_id} of {chat.uri}", self.failed):
             try:
                 with self.scope:
@@ -182,6 +183,7 @@ class TurnRunner:
                     # One cancelled with its session's failed nursery stays
                     # until that failure's report ends it.
                     chat.turn = None
+                chat.rest()
         with supervised(f"after turn {self.turn_id} of {chat.uri}"):
             chat.session.save()
             take_up_queued(chat)

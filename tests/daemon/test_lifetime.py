@@ -75,6 +75,8 @@ async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_pat
 
     from ahpd.backends.registry import build_backends
 
+    from .test_sessions import dispatch, is_action, start_turn, until
+
     children_before = set(child_processes())
     # The demo agent alone: another backend's boot probe would be a child too.
     host = Host(backends={"demo": build_backends({}, [], tmp_path)["demo"]})
@@ -86,10 +88,16 @@ async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_pat
         async with rpc(f"ws://127.0.0.1:{listening.port}/") as client:
             await client.initialize()
             first, second = (f"ahp-session:/{uuid.uuid4()}" for _ in range(2))
-            for uri in (first, second):
+            for seq, uri in enumerate((first, second), 1):
+                running = set(child_processes())
                 reply = await client.call("createSession", {"channel": uri, "workingDirectories": [tmp_path.as_uri()]},
                                           timeout=60)
                 assert reply["result"] is None
+                assert set(child_processes()) == running  # no agent before a turn
+                state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                await client.call("subscribe", {"channel": state["defaultChat"]})
+                await dispatch(client, state["defaultChat"], start_turn("hello"), seq)
+                await until(client, is_action("chat/turnComplete", state["defaultChat"]))
             assert len(set(child_processes()) - children_before) == 2  # one agent per chat
             await client.call("disposeSession", {"channel": first})
             await settle(lambda: len(set(child_processes()) - children_before) == 1)

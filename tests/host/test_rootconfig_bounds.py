@@ -56,3 +56,16 @@ def test_stored_values_out_of_bounds_fall_back_to_the_defaults(tmp_path) -> None
     assert path.read_bytes() == before
     store.save({"replayBytes": 2 * MIB})
     assert json.loads(path.read_text()) == {"replayBytes": 2 * MIB}
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    (-1, "from 0 (never)"), (7 * 24 * 3600 + 1, "to 604800 seconds"), (float("nan"), "finite"), ("600", "a number"),
+])
+def test_an_idle_timeout_out_of_bounds_is_refused_by_name(value, problem) -> None:
+    reason = check_value("agentIdleTimeout", value)
+    assert reason is not None and "agentIdleTimeout" in reason and problem in reason
+
+
+@pytest.mark.parametrize("value", [0, 1, 600, 7 * 24 * 3600])
+def test_an_idle_timeout_within_bounds_is_taken(value) -> None:
+    assert check_value("agentIdleTimeout", value) is None

@@ -1,0 +1,33 @@
+"""``python -m ahpd.backends._acp_probe SPEC``: an ACP agent's boot probe, in
+a process of its own (see :meth:`AcpBackend.probe`). SPEC is the backend as
+JSON; what the probe learned is printed as JSON: ``{"models": [...],
+"commands": [...]}`` (empty when the agent could not be asked, which it
+says on standard error)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import trio
+
+from ahpd.backends.acp import AcpBackend
+
+
+async def _learn(spec: dict) -> dict:
+    backend = AcpBackend(spec["provider"], spec["command"], spec.get("args") or (), spec.get("env") or {},
+                         call_timeout=float(spec.get("call_timeout") or 30))
+    await backend.learn()
+    return {"models": backend.agent_info()["models"], "commands": backend.commands}
+
+
+def main() -> None:
+    learned = trio.run(_learn, json.loads(sys.argv[1]))
+    try:
+        print(json.dumps(learned), flush=True)
+    except BrokenPipeError:  # the daemon stopped meanwhile: nobody is waiting for the answer
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The memory of idle sessions: a real ``ahpd run`` daemon, ``--sessions``
+of them created (100 by default) with the demo agent, none of them used,
+then the resident memory (VmRSS) of the daemon and every process under it.
+
+    .venv/bin/python benchmarks/idle_bench.py [--sessions 100]
+
+Target: < 50 MB in all, agents included (each session used to start its
+agent at ``createSession``: ~45 MB apiece). A second figure runs one turn
+in a session and waits for its agent's idle stop (``agentIdleTimeout`` set
+to 1 s for the run), to show the memory coming back. ``--demo-only`` hides
+the Claude Agent SDK, so no Claude probe or catalogue loads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import trio
+from trio_websocket import open_websocket_url
+
+READY = "ahpd ready: "
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").iterdir():
+            try:
+                children = [int(p) for p in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            out += children
+            todo += children
+    return out
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss(pid: int) -> tuple[int, int, int]:
+    """(daemon KiB, children KiB, number of children)."""
+    children = descendants(pid)
+    return rss_kib(pid), sum(rss_kib(c) for c in children), len(children)
+
+
+class Client:
+    def __init__(self, ws) -> None:
+        self.ws, self.next_id = ws, 0
+
+    async def call(self, method: str, params: dict) -> dict:
+        self.next_id += 1
+        ident = self.next_id
+        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}))
+        while True:
+            frame = json.loads(await self.ws.get_message())
+            if frame.get("id") == ident and "method" not in frame:
+                if "error" in frame:
+                    raise SystemExit(f"{method} failed: {frame['error']}")
+                return frame.get("result") or {}
+
+    async def until(self, kind: str, channel: str) -> None:
+        while True:
+            frame = json.loads(await self.ws.get_message())
+            params = frame.get("params") or {}
+            if (params.get("action") or {}).get("type") == kind and params.get("channel") == channel:
+                return
+
+
+async def drive(url: str, pid: int, sessions: int, work: Path) -> None:
+    async with open_websocket_url(url, max_message_size=2**26) as ws:
+        client = Client(ws)
+        await client.call("initialize", {"channel": "ahp-root://", "protocolVersions": ["1.0.0"],
+                                         "clientId": "idle-bench", "initialSubscriptions": ["ahp-root://"]})
+        await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
+            "channel": "ahp-root://", "clientSeq": 1,
+            "action": {"type": "root/configChanged", "config": {"agentIdleTimeout": 1}}}}))
+        before = tree_rss(pid)
+        started = time.perf_counter()
+        uris = []
+        for _ in range(sessions):
+            uri = f"ahp-session:/{uuid.uuid4()}"
+            await client.call("createSession", {"channel": uri, "provider": "demo",
+                                                "workingDirectories": [work.as_uri()]})
+            uris.append(uri)
+        took = time.perf_counter() - started
+        await trio.sleep(1)
+        daemon, agents, count = tree_rss(pid)
+        print(f"daemon after the first hello: {before[0] / 1024:.1f} MB ({before[2]} child processes)")
+        print(f"{sessions} idle sessions (created in {took:.2f} s): daemon {daemon / 1024:.1f} MB + "
+              f"{count} child processes {agents / 1024:.1f} MB = {(daemon + agents) / 1024:.1f} MB "
+              f"(target < 50 MB)")
+
+        state = await client.call("subscribe", {"channel": uris[0]})
+        chat = state["snapshot"]["state"]["defaultChat"]
+        await client.call("subscribe", {"channel": chat})
+        await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
+            "channel": chat, "clientSeq": 2, "action": {
+                "type": "chat/turnStarted", "turnId": "t-1", "startedAt": "2026-12-03T00:00:00Z",
+                "message": {"text": "hello", "origin": {"kind": "user"}}}}}))
+        await client.until("chat/turnComplete", chat)
+        daemon, agents, count = tree_rss(pid)
+        print(f"after one turn: daemon {daemon / 1024:.1f} MB + {count} agent {agents / 1024:.1f} MB")
+        with trio.fail_after(60):
+            while descendants(pid):
+                await trio.sleep(0.2)
+        daemon, agents, count = tree_rss(pid)
+        print(f"after its idle stop (agentIdleTimeout 1 s): daemon {daemon / 1024:.1f} MB + "
+              f"{count} child processes {agents / 1024:.1f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--demo-only", action="store_true",
+                        help="hide the Claude Agent SDK, so the daemon offers the demo agent alone")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ahpd-idle-") as folder:
+        tmp = Path(folder)
+        (tmp / "home").mkdir()
+        (tmp / "work").mkdir()
+        env = {**os.environ, "HOME": str(tmp / "home"), "CLAUDE_CONFIG_DIR": str(tmp / "home" / ".claude")}
+        if args.demo_only:  # as conformance/test_conformance.py does: the SDK fails to import
+            hide = tmp / "hide" / "claude_agent_sdk"
+            hide.mkdir(parents=True)
+            (hide / "__init__.py").write_text('raise ImportError("hidden for the benchmark")\n')
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hide.parent), env.get("PYTHONPATH")]))
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(tmp / "d"),
+             "--sessions", "memory", "--log-level", "warning"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        )
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            if not line.startswith(READY):
+                raise SystemExit(f"no ready line: {line!r}")
+            print(f"daemon at its ready line: {rss_kib(process.pid) / 1024:.1f} MB")
+            trio.run(drive, line[len(READY):].strip(), process.pid, args.sessions, tmp / "work")
+        finally:
+            process.terminate()
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+if __name__ == "__main__":
+    main()

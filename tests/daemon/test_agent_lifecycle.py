@@ -1,0 +1,145 @@
+"""Agents only while needed: no agent process before a chat's first turn,
+an idle one stopped after ``agentIdleTimeout``, and the next turn resuming
+the same conversation - with nothing of it seen by clients."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import trio
+
+from tests.backends.acp_agents.harness import raw_backend
+from tests.host.live import live_host, run_turn
+
+from .helpers import Rpc, rpc, running_daemon
+from .test_boot_probe import children_of
+from .test_sessions import action_of, create, dispatch, is_action, start_turn, until
+
+ROOT = "ahp-root://"
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is still a process (a zombie not yet reaped counts)."""
+    return Path(f"/proc/{pid}").exists()
+
+
+async def quiet_until(client: Rpc, done, hang_guard: float = 60) -> list[dict]:
+    """Every note the client receives until ``done()`` holds."""
+    seen: list[dict] = []
+    with trio.fail_after(hang_guard):
+        while not done():
+            with trio.move_on_after(0.1):
+                seen.append(await client.next_note(timeout=hang_guard))
+    return seen
+
+
+def assert_nothing_but_idle(notes: list[dict]) -> None:
+    """What a client heard says nothing but that the chat is idle: the
+    summary rows that trail a turn's end, never an error or a status change."""
+    for note in notes:
+        action = action_of(note) or {}
+        assert action.get("type", "session/chatUpdated") == "session/chatUpdated", note
+        assert note.get("method") in ("action", "root/sessionSummaryChanged"), note
+        changes = action.get("changes") or note["params"].get("changes") or {}
+        if "status" in changes:
+            assert changes["status"] & 1 and not changes["status"] & 2, note
+
+
+async def test_an_idle_agent_is_stopped_and_the_next_turn_continues_its_conversation(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    data = tmp_path / "d"
+    async with running_daemon(data, "--sessions", "memory") as daemon:
+        pid = daemon.process.pid
+        async with rpc(daemon.url) as client:
+            await client.initialize("idle")
+            await dispatch(client, ROOT, {"type": "root/configChanged", "config": {"agentIdleTimeout": 1}}, 1)
+            await until(client, is_action("root/configChanged"))
+            uri, chat = await create(client, work)
+            # createSession waited for the boot probe, whose process is gone: no agent runs.
+            assert children_of(pid) == []
+
+            # A slow turn, so its agent is seen while it runs.
+            await dispatch(client, chat, start_turn("slow first"), 2)
+            await until(client, is_action("chat/responsePart", chat))
+            [agent] = children_of(pid)
+            await until(client, is_action("chat/turnComplete", chat))
+
+            # Idle for a second: the process ends (and is reaped), and clients hear nothing.
+            heard = await quiet_until(client, lambda: not alive(agent))
+            assert_nothing_but_idle(heard)
+            assert children_of(pid) == []
+
+            await dispatch(client, chat, start_turn("/echo second"), 3)
+            notes = await until(client, lambda n: (action_of(n) or {}).get("type") in (
+                "chat/turnComplete", "chat/error") and n["params"]["channel"] == chat)
+            assert action_of(notes[-1])["type"] == "chat/turnComplete", notes[-1]
+            chat_state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            assert [t["message"]["text"] for t in chat_state["turns"]] == ["slow first", "/echo second"]
+            session = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+            assert session["status"] & 2 == 0  # never in error
+
+        # The agent kept one conversation - resumed with session/load, not begun anew -
+        # holding both turns (the probe's was deleted).
+        [stored] = list((data / "demo-agent").glob("*.json"))
+        said = [(m["role"], m["text"]) for m in json.loads(stored.read_text())["messages"]]
+        assert [text for role, text in said if role == "user"] == ["slow first", "/echo second"]
+        assert ("agent", "second") in said
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+async def test_no_agent_runs_for_idle_sessions(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("many")
+            for _ in range(5):
+                await create(client, tmp_path)
+            assert children_of(daemon.process.pid) == []
+            # The slash commands and models are what the boot probe learned.
+            root = (await client.call("subscribe", {"channel": ROOT}))["result"]["snapshot"]["state"]
+            [demo] = [a for a in root["agents"] if a["provider"] == "demo"]
+            names = {c["name"] for c in demo["customizations"][0]["children"]}
+            assert names == {"help", "echo"}
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+async def test_a_missing_agent_command_is_refused_at_create_session(tmp_path: Path) -> None:
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--agent", "ghost=/no/such/agent") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ghost")
+            reply = await client.call("createSession", {
+                "channel": "ahp-session:/ghost-1", "provider": "ghost", "workingDirectories": [tmp_path.as_uri()]})
+            assert "the ghost agent did not start" in reply["error"]["message"]
+            assert "/no/such/agent" in reply["error"]["message"]
+            listed = (await client.call("listSessions", {}))["result"]["items"]
+            assert listed == []
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
+async def test_an_agent_that_cannot_load_is_handed_the_transcript_after_an_idle_stop(tmp_path: Path) -> None:
+    backends = {"raw": raw_backend("--no-load")}
+    async with live_host(tmp_path, backends, agentIdleTimeout=1) as live, rpc(live.url) as client:
+        await client.initialize("no-load")
+        uri, chat = await create(client, tmp_path)
+        owner = live.host.sessions.chat_owner[chat]
+        assert owner.conversation is None
+
+        assert (await run_turn(client, chat, "remember apples", 1))["type"] == "chat/turnComplete"
+        agent = owner.conversation.pid
+        assert owner.conversation.resumable is False
+        await quiet_until(client, lambda: not alive(agent))
+        assert owner.conversation is None
+
+        ended = await run_turn(client, chat, "what did I say", 2)
+        assert ended["type"] == "chat/turnComplete", ended
+        assert owner.conversation.pid != agent
+        reply = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]["turns"][-1]
+        text = "".join(p.get("content", "") for p in reply["responseParts"] if p.get("kind") == "markdown")
+        # The raw agent echoes its prompt: the new conversation was handed the old one.
+        assert "User: remember apples" in text and text.rstrip().endswith("what did I say")
+        assert os.path.exists(f"/proc/{owner.conversation.pid}")
