@@ -93,7 +93,7 @@ async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_pat
                 reply = await client.call("createSession", {"channel": uri, "workingDirectories": [tmp_path.as_uri()]},
                                           timeout=60)
                 assert reply["result"] is None
-                assert set(child_processes()) == running  # no agent before a turn
+                assert set(child_processes()) <= running  # no agent before a turn (a boot probe may have ended)
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
                 await client.call("subscribe", {"channel": state["defaultChat"]})
                 await dispatch(client, state["defaultChat"], start_turn("hello"), seq)
