@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import trio
 
-from ahpd.host import jsonrpc, rootconfig
+from ahpd.host import changesets, jsonrpc, rootconfig
 from ahpd.host.bus import ROOT, ActionBus
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
 from ahpd.host.seqstore import MemorySeqStore, Sequencer
@@ -121,6 +121,8 @@ class Host:
         """True if ``uri`` is an open channel, waking a stored session it names."""
         if uri in self.bus.channels:
             return True
+        if changesets.split(uri) is not None:
+            return await changesets.ensure(self, uri)
         return self.sessions is not None and await self.sessions.wake(uri)
 
     def state_changed(self, channel: str) -> None:
@@ -165,6 +167,7 @@ class Host:
         session in any window is taken out of its active clients."""
         self.bus.unsubscribe(uri, peer)
         peer.subscriptions.discard(uri)
+        changesets.left(self, uri)
         channel = self.bus.channels.get(uri)
         if channel is None or channel.kind != "session" or peer.client_id is None:
             return

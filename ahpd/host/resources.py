@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd.backends.translate import PENDING_EDIT
+from ahpd.host import changesets
 from ahpd.host.jsonrpc import RpcError
 from ahpd.host.sessions import path_of
 from ahpd.ports import fs
@@ -65,6 +66,8 @@ def _read_fenced(folders: list[Path], path: str) -> bytes:
 
 
 async def resource_read(host: Host, peer: Peer, params: model.ResourceReadParams) -> dict[str, Any]:
+    if (side := await changesets.read_resource(host, params)) is not None:
+        return side  # the changeset source first: a before side is not a file on disk
     pending = host.sessions.pending_edits if host.sessions is not None else {}
     if params.uri in pending:
         return _answer(pending[params.uri][2].encode(), params.encoding, params.uri)

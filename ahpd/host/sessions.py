@@ -32,6 +32,7 @@ from urllib.parse import unquote, urlparse
 import trio
 
 from ahpd.backends.port import SKILL_META, Backend, BackendError, Conversation, StoredConversation
+from ahpd.host import changesets
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.store import MemorySessionStore, SessionStore
 from ahpd.host.supervise import run_supervised, spawn, supervised
@@ -448,6 +449,8 @@ class Session:
             row["defaultChat"] = state["defaultChat"]
         if state.get("activity"):
             row["activity"] = state["activity"]
+        if state.get("_meta"):
+            row["_meta"] = dict(state["_meta"])  # _meta.git and the rest, as on the session
         return row
 
     def status(self) -> int:
@@ -484,6 +487,7 @@ class Session:
                 }
                 for chat in self.chats.values()
             ],
+            **changesets.record_of(self),
         }
 
     def save(self) -> None:
@@ -756,7 +760,9 @@ class SessionManager:
         self.host.bus.open(session.uri, "session", state)
         self.sessions[session.uri] = session
         session.announced = lifecycle != "creating"
+        changesets.restore(session, record)
         await self.nursery.start(session.run)
+        session.nursery.start_soon(changesets.advertise, session)
         return session
 
     async def wake(self, uri: str) -> bool:
@@ -808,6 +814,7 @@ class SessionManager:
     # -- closing -------------------------------------------------------------
 
     def dispose(self, session: Session) -> None:
+        changesets.close_session(self.host, session)
         session.disposed = True
         for chat in session.chats.values():
             chat.close()

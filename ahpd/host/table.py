@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ahpd.host import auth, chat_commands, commands, dispatch, resources, session_commands, turns
+from ahpd.host import auth, changesets, chat_commands, commands, dispatch, resources, session_commands, turns
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -31,6 +31,7 @@ COMMANDS = _join(
     session_commands.COMMANDS,
     chat_commands.COMMANDS,
     resources.COMMANDS,
+    changesets.COMMANDS,
 )
 
 NOTIFICATIONS = _join(
@@ -40,4 +41,5 @@ NOTIFICATIONS = _join(
 CLIENT_ACTIONS = _join(
     dispatch.CLIENT_ACTIONS,
     turns.CLIENT_ACTIONS,
+    changesets.CLIENT_ACTIONS,
 )

@@ -52,6 +52,7 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
+from ahpd.host import changesets
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn, supervised
 
@@ -177,6 +178,7 @@ class TurnRunner:
                     # until that failure's report ends it.
                     chat.turn = None
         with supervised(f"after turn {self.turn_id} of {chat.uri}"):
+            await changesets.turn_ended(chat.session, self.turn_id)
             chat.session.save()
             take_up_queued(chat)
             chat.host.sessions.refresh_catalogue_soon(chat.session.provider)
@@ -195,6 +197,7 @@ class TurnRunner:
             return
         if self.ended:
             return  # cancelled while its agent started
+        await changesets.turn_started(chat.session, self.turn_id)
         if chat.preamble:
             text, chat.preamble = f"{chat.preamble}\n\n{text}", None
         offer_client_tools(chat)
@@ -369,8 +372,10 @@ def on_event(chat: Chat, event: Event) -> None:
         actions = turn.translator.feed(event.update)
         for action in actions:
             turn.emit(action)
-            if action["type"] == "chat/toolCallComplete" and action["toolCallId"] in turn.client_calls:
-                turn.lift_client_call(action["toolCallId"])
+            if action["type"] == "chat/toolCallComplete":
+                changesets.touch(chat.host, session=chat.session)
+                if action["toolCallId"] in turn.client_calls:
+                    turn.lift_client_call(action["toolCallId"])
         if any(a["type"] == "chat/activityChanged" for a in actions):
             chat.host.sessions.sync_summary(chat)
     elif isinstance(event, PermissionRequest):

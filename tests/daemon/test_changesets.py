@@ -1,0 +1,277 @@
+"""Changesets over git, end to end: a real daemon, real WebSocket clients,
+real repositories made with the ``git`` command, and the demo agent editing
+files in a turn. Every changeset action a client receives is reduced with
+the package's reducer and compared with a fresh snapshot."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ahpd import state as reducers
+
+from ..gitrepo import git, git_env, make_repo, mixed_repo, porcelain
+from .helpers import Rpc, rpc, running_daemon
+from .test_sessions import action_of, dispatch, fits, is_action, start_turn, until
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = git_env(tmp_path / "git-home")
+    return {k: env[k] for k in ("HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM", "XDG_CONFIG_HOME")}
+
+
+async def _session(client: Rpc, folder: Path) -> tuple[str, str, dict[str, Any]]:
+    uri = f"ahp-session:/{uuid.uuid4()}"
+    reply = await client.call("createSession", {"channel": uri, "workingDirectories": [folder.as_uri()]}, timeout=60)
+    assert reply.get("result", "missing") is None, reply
+    state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+    if not state.get("changesets") and folder.joinpath(".git").exists():
+        await until(client, is_action("session/changesetsChanged", uri))
+        state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+    await client.call("subscribe", {"channel": state["defaultChat"]})
+    return uri, state["defaultChat"], state
+
+
+class Watched:
+    """A changeset as a client holds it: the snapshot, then every action reduced."""
+
+    def __init__(self, client: Rpc, uri: str) -> None:
+        self.client = client
+        self.uri = uri
+        self.state: dict[str, Any] = {}
+        self.actions: list[dict[str, Any]] = []
+
+    async def subscribe(self) -> Watched:
+        reply = await self.client.call("subscribe", {"channel": self.uri})
+        assert "result" in reply, reply
+        self.state = reply["result"]["snapshot"]["state"]
+        fits("/$defs/ChangesetState", self.state)
+        return self
+
+    def take(self) -> None:
+        keep = []
+        for note in self.client.notes:
+            if note.get("method") == "action" and note["params"]["channel"] == self.uri:
+                fits("/notifications/action", note["params"])
+                self.actions.append(note["params"]["action"])
+                self.state = reducers.reduce("changeset", self.state, note["params"]["action"])
+            else:
+                keep.append(note)
+        self.client.notes[:] = keep
+
+    async def until(self, check, timeout: float = 30) -> dict[str, Any]:
+        with trio.fail_after(timeout):
+            while True:
+                self.take()
+                if check(self.state):
+                    return self.state
+                await self.client.call("ping", {})  # reads whatever arrived meanwhile
+                await trio.sleep(0.05)
+
+    async def fresh(self) -> dict[str, Any]:
+        return (await self.client.call("subscribe", {"channel": self.uri}))["result"]["snapshot"]["state"]
+
+
+def _names(state: dict[str, Any], root: Path) -> dict[str, Any]:
+    out = {}
+    for f in state["files"]:
+        side = f["edit"].get("after") or f["edit"]["before"]
+        name = Path(side["uri"].removeprefix("file://")).relative_to(root.resolve()).as_posix()
+        out[name] = f
+    return out
+
+
+def _ready(state: dict[str, Any]) -> bool:
+    return state.get("status") == "ready" and state.get("operations") is not None
+
+
+async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
+    repo = mixed_repo(tmp_path / "repo")
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("alice")
+            uri, _, state = await _session(client, repo)
+            kinds = {c["changeKind"]: c["uriTemplate"] for c in state["changesets"]}
+            assert kinds["uncommitted"] == f"{uri}/changeset/uncommitted"
+            assert kinds["session"] == f"{uri}/changeset/session"
+            assert kinds["turn"] == f"{uri}/changeset/turn/{{turnId}}"
+            cs = await Watched(client, kinds["uncommitted"]).subscribe()
+            await cs.until(_ready)
+            rows = _names(cs.state, repo)
+            assert sorted(rows) == ["both.txt", "fresh.txt", "gone.txt", "new.txt", "src/pkg/added.py",
+                                    "src/pkg/mod.py"]
+            assert rows["both.txt"]["_meta"] == {"ahpd.staged": True, "ahpd.unstaged": True}
+            assert rows["new.txt"]["_meta"] == {"ahpd.staged": True, "ahpd.unstaged": False}
+            assert rows["fresh.txt"]["_meta"] == {"ahpd.staged": False, "ahpd.unstaged": True}
+            assert "before" not in rows["fresh.txt"]["edit"] and "after" not in rows["gone.txt"]["edit"]
+            rename = rows["new.txt"]["edit"]
+            assert rename["before"]["uri"] == (repo.resolve() / "old.txt").as_uri()
+            assert rename["after"]["uri"] == (repo.resolve() / "new.txt").as_uri()
+            # The before side is read from HEAD through resourceRead.
+            before = rows["both.txt"]["edit"]["before"]["content"]["uri"]
+            read = await client.call("resourceRead", {"uri": before})
+            assert read["result"]["data"] == "one\n"
+            moved = await client.call("resourceRead", {"uri": rename["before"]["content"]["uri"]})
+            assert moved["result"]["data"] == "a file that moves\n" * 5
+            unknown = await client.call("resourceRead", {"uri": before.replace(before[12:20], "00000000")})
+            assert unknown["error"]["code"] == -32008
+            assert await cs.fresh() == cs.state  # the actions and the snapshot agree
+
+            # The tree moves outside the host: git add in a terminal, an editor's write.
+            git(repo, "add", "fresh.txt")
+            await cs.until(lambda s: _names(s, repo)["fresh.txt"]["_meta"]["ahpd.staged"])
+            sent = len(cs.actions)
+            (repo / "keep.txt").write_text("edited\n")
+            git(repo, "add", "keep.txt")
+            await cs.until(lambda s: "keep.txt" in _names(s, repo))
+            moved_now = [a["type"] for a in cs.actions[sent:]]
+            assert "changeset/fileSet" in moved_now and "changeset/contentChanged" not in moved_now
+            assert await cs.fresh() == cs.state
+
+            # _meta.git on the session and its catalogue row, kept up as the tree moves
+            def git_meta(state: dict[str, Any]) -> dict[str, Any]:
+                return (state.get("_meta") or {}).get("git") or {}
+
+            with trio.fail_after(30):
+                while git_meta((await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]) != {
+                        "branchName": "main", "uncommittedChanges": 7}:
+                    await trio.sleep(0.1)
+            [row] = (await client.call("listSessions", {}))["result"]["items"]
+            assert row["_meta"]["git"] == {"branchName": "main", "uncommittedChanges": 7}
+            fits("/$defs/SessionSummary", row)
+        daemon.terminate()
+        await daemon.wait()
+
+
+async def test_a_folder_outside_git_has_no_changesets(tmp_path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    bare = tmp_path / "bare.git"
+    bare.mkdir()
+    git(bare, "init", "-q", "--bare")
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("bob")
+            for folder in (plain, bare):
+                uri, _, state = await _session(client, folder)
+                await trio.sleep(0.5)
+                state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                assert "changesets" not in state
+                reply = await client.call("subscribe", {"channel": f"{uri}/changeset/uncommitted"})
+                assert reply["error"]["code"] == -32008
+        daemon.terminate()
+        await daemon.wait()
+
+
+async def _confirm_and_finish(client: Rpc, session: str, chat: str, turn: dict, seq: int) -> int:
+    """Answer every permission the demo agent asks for until its turn ends."""
+    while True:
+        notes = await until(client, lambda n: is_action("session/inputNeededSet", session)(n) or (
+            is_action("chat/turnComplete", chat)(n) or is_action("chat/error", chat)(n)))
+        last = action_of(notes[-1])
+        if last["type"] != "session/inputNeededSet":
+            assert last["type"] == "chat/turnComplete", last
+            return seq
+        seq += 1
+        await dispatch(client, chat, {
+            "type": "chat/toolCallConfirmed", "turnId": turn["turnId"],
+            "toolCallId": last["request"]["toolCall"]["toolCallId"], "approved": True, "confirmed": "user-action",
+        }, seq)
+
+
+async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_change_the_repo(tmp_path) -> None:
+    repo = mixed_repo(tmp_path / "repo")
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("carol")
+            uri, chat, _ = await _session(client, repo)
+            turn = start_turn(f"write {repo / 'notes.txt'} hello from the agent\n"
+                              f"write {repo / 'keep.txt'} kept no more")
+            await dispatch(client, chat, turn, 1)
+            await _confirm_and_finish(client, uri, chat, turn, 1)
+            assert (repo / "notes.txt").read_text().startswith("hello from the agent")
+            client.notes.clear()
+
+            scope = await Watched(client, f"{uri}/changeset/turn/{turn['turnId']}").subscribe()
+            await scope.until(_ready)
+            assert sorted(_names(scope.state, repo)) == ["keep.txt", "notes.txt"]  # its edits, nothing else
+            keep = _names(scope.state, repo)["keep.txt"]["edit"]
+            read = await client.call("resourceRead", {"uri": keep["before"]["content"]["uri"]})
+            assert read["result"]["data"] == "kept\n"
+            assert [o["id"] for o in scope.state["operations"]] == ["revert"]
+
+            session_cs = await Watched(client, f"{uri}/changeset/session").subscribe()
+            await session_cs.until(_ready)
+            assert sorted(_names(session_cs.state, repo)) == ["keep.txt", "notes.txt"]
+
+            # revert puts a file back as the agent found it
+            reply = await client.call("invokeChangesetOperation", {
+                "channel": scope.uri, "operationId": "revert",
+                "target": {"kind": "resource", "resource": (repo / "keep.txt").as_uri()}})
+            assert "result" in reply, reply
+            assert (repo / "keep.txt").read_text() == "kept\n"
+            await session_cs.until(lambda s: sorted(_names(s, repo)) == ["notes.txt"])
+
+            cs = await Watched(client, f"{uri}/changeset/uncommitted").subscribe()
+            await cs.until(_ready)
+            ops = {o["id"]: o for o in cs.state["operations"]}
+            assert set(ops) == {"commit", "stage", "unstage", "discard"}
+            title = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]["title"]
+            assert ops["commit"]["confirmation"] == f"Commit as '{title.splitlines()[0]}'? The whole changeset takes 2 staged files."
+            assert "cannot be undone" in ops["discard"]["confirmation"]
+
+            # stage a folder, unstage one file of it
+            reply = await client.call("invokeChangesetOperation", {
+                "channel": cs.uri, "operationId": "stage",
+                "target": {"kind": "resource", "resource": (repo / "src").as_uri()}})
+            assert "result" in reply, reply
+            assert {"A  src/pkg/added.py", "M  src/pkg/mod.py"} <= set(porcelain(repo))
+            reply = await client.call("invokeChangesetOperation", {
+                "channel": cs.uri, "operationId": "unstage",
+                "target": {"kind": "resource", "resource": (repo / "src/pkg/mod.py").as_uri()}})
+            assert " M src/pkg/mod.py" in porcelain(repo)
+            await cs.until(lambda s: _names(s, repo)["src/pkg/added.py"]["_meta"]["ahpd.staged"]
+                           and not _names(s, repo)["src/pkg/mod.py"]["_meta"]["ahpd.staged"])
+            await cs.until(lambda s: "3 staged files" in {o["id"]: o for o in s["operations"]}["commit"]["confirmation"])
+
+            # commit one file with the person's words; the rest stays staged
+            reply = await client.call("invokeChangesetOperation", {
+                "channel": cs.uri, "operationId": "commit", "_meta": {"ahpd.commit": {"message": "Add notes"}},
+                "target": {"kind": "resource", "resource": (repo / "notes.txt").as_uri()}})
+            assert "result" in reply, reply
+            assert git(repo, "log", "-1", "--format=%s").strip() == "Add notes"
+            assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == ["notes.txt"]
+            assert "A  src/pkg/added.py" in porcelain(repo)
+
+            # commit the whole changeset: the index, with the session title
+            reply = await client.call("invokeChangesetOperation", {"channel": cs.uri, "operationId": "commit"})
+            assert "result" in reply, reply
+            assert git(repo, "log", "-1", "--format=%s").strip() == title.splitlines()[0]
+            assert "src/pkg/added.py" in git(repo, "show", "--name-only", "--format=", "HEAD").split()
+
+            # discard everything else: back to HEAD, untracked files gone
+            reply = await client.call("invokeChangesetOperation", {"channel": cs.uri, "operationId": "discard"})
+            assert "result" in reply, reply
+            assert porcelain(repo) == []
+            await cs.until(lambda s: s["files"] == [])
+            assert cs.actions[-1]["type"] in ("changeset/cleared", "changeset/operationsChanged",
+                                              "changeset/operationStatusChanged")
+            assert git(repo, "stash", "list") == ""
+
+            # nothing to commit, an operation not offered, a target outside the session
+            nothing = await client.call("invokeChangesetOperation", {"channel": cs.uri, "operationId": "commit"})
+            assert nothing["error"]["code"] == -32602 and "nothing to commit" in nothing["error"]["message"]
+            unknown = await client.call("invokeChangesetOperation", {"channel": cs.uri, "operationId": "push"})
+            assert unknown["error"]["code"] == -32602 and "'push' is not an operation" in unknown["error"]["message"]
+            outside = await client.call("invokeChangesetOperation", {
+                "channel": cs.uri, "operationId": "stage",
+                "target": {"kind": "resource", "resource": (tmp_path / "elsewhere.txt").as_uri()}})
+            assert outside["error"]["code"] == -32602 and "outside the session's folder" in outside["error"]["message"]
+            failed = await cs.until(lambda s: {o["id"]: o for o in s["operations"]}["commit"]["status"] == "error")
+            assert "nothing to commit" in {o["id"]: o for o in failed["operations"]}["commit"]["error"]["message"]
+            assert await cs.fresh() == cs.state
+        daemon.terminate()
+        await daemon.wait()
