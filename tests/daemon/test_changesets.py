@@ -5,6 +5,7 @@ the package's reducer and compared with a fresh snapshot."""
 
 from __future__ import annotations
 
+import io
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import trio
 
 from ahpd import state as reducers
+from ahpd.wire.cli import wire_check
 
 from ..gitrepo import git, git_env, make_repo, mixed_repo, porcelain
 from .helpers import Rpc, rpc, running_daemon
@@ -68,7 +70,7 @@ class Watched:
                 self.take()
                 if check(self.state):
                     return self.state
-                await self.client.call("ping", {})  # reads whatever arrived meanwhile
+                await self.client.call("ping", {"channel": "ahp-root://"})  # reads whatever arrived meanwhile
                 await trio.sleep(0.05)
 
     async def fresh(self) -> dict[str, Any]:
@@ -112,11 +114,11 @@ async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
             assert rename["after"]["uri"] == (repo.resolve() / "new.txt").as_uri()
             # The before side is read from HEAD through resourceRead.
             before = rows["both.txt"]["edit"]["before"]["content"]["uri"]
-            read = await client.call("resourceRead", {"uri": before})
+            read = await client.call("resourceRead", {"channel": "ahp-root://", "uri": before})
             assert read["result"]["data"] == "one\n"
-            moved = await client.call("resourceRead", {"uri": rename["before"]["content"]["uri"]})
+            moved = await client.call("resourceRead", {"channel": "ahp-root://", "uri": rename["before"]["content"]["uri"]})
             assert moved["result"]["data"] == "a file that moves\n" * 5
-            unknown = await client.call("resourceRead", {"uri": before.replace(before[12:20], "00000000")})
+            unknown = await client.call("resourceRead", {"channel": "ahp-root://", "uri": before.replace(before[12:20], "00000000")})
             assert unknown["error"]["code"] == -32008
             assert await cs.fresh() == cs.state  # the actions and the snapshot agree
 
@@ -184,7 +186,9 @@ async def _confirm_and_finish(client: Rpc, session: str, chat: str, turn: dict, 
 
 async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_change_the_repo(tmp_path) -> None:
     repo = mixed_repo(tmp_path / "repo")
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    capture = tmp_path / "changesets.jsonl"
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
+                              env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("carol")
             uri, chat, _ = await _session(client, repo)
@@ -199,7 +203,7 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
             await scope.until(_ready)
             assert sorted(_names(scope.state, repo)) == ["keep.txt", "notes.txt"]  # its edits, nothing else
             keep = _names(scope.state, repo)["keep.txt"]["edit"]
-            read = await client.call("resourceRead", {"uri": keep["before"]["content"]["uri"]})
+            read = await client.call("resourceRead", {"channel": "ahp-root://", "uri": keep["before"]["content"]["uri"]})
             assert read["result"]["data"] == "kept\n"
             assert [o["id"] for o in scope.state["operations"]] == ["revert"]
 
@@ -273,5 +277,21 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
             failed = await cs.until(lambda s: {o["id"]: o for o in s["operations"]}["commit"]["status"] == "error")
             assert "nothing to commit" in {o["id"]: o for o in failed["operations"]}["commit"]["error"]["message"]
             assert await cs.fresh() == cs.state
+
+            # changeWords forced: no commit without the person's own words
+            (repo / "later.txt").write_text("later\n")
+            git(repo, "add", "later.txt")  # the index moves: a re-read
+            await dispatch(client, "ahp-root://", {"type": "root/configChanged",
+                                                   "config": {"changeWords": {"mode": "forced"}}}, 90)
+            await cs.until(lambda s: "later.txt" in _names(s, repo))
+            forced = await client.call("invokeChangesetOperation", {"channel": cs.uri, "operationId": "commit"})
+            assert forced["error"]["code"] == -32602 and "forced" in forced["error"]["message"]
+            assert git(repo, "log", "-1", "--format=%s").strip() == title.splitlines()[0]
+
+            await client.call("disposeSession", {"channel": uri})
+            assert cs.uri not in [n["params"].get("channel") for n in client.notes if n.get("method") == "action"
+                                  and n["params"]["action"]["type"] != "changeset/cleared"][-1:]
         daemon.terminate()
         await daemon.wait()
+    out = io.StringIO()
+    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
