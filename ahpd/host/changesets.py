@@ -65,7 +65,7 @@ NOT_FOUND = -32008
 #: Seconds a re-read may take before ``recomputing`` is said.
 QUIET_READ = 0.25
 #: How often a watched changeset looks at git's index and HEAD.
-POLL = 0.5
+POLL = 0.25
 
 STAGED, UNSTAGED = "ahpd.staged", "ahpd.unstaged"
 
@@ -134,12 +134,17 @@ def book_of(session: Session) -> Book:
 def restore(session: Session, record: dict[str, Any]) -> None:
     """Read a session's trees and reviews back from its stored record."""
     session.changeset_book = Book(record.get("changesets"))  # type: ignore[attr-defined]
+    tree = record.get("worktree")
+    session.worktree = tree if isinstance(tree, dict) else None  # type: ignore[attr-defined]
 
 
 def record_of(session: Session) -> dict[str, Any]:
     """What the session record keeps of its changesets."""
     book = getattr(session, "changeset_book", None)
-    return {"changesets": book.record()} if book is not None else {}
+    out: dict[str, Any] = {"changesets": book.record()} if book is not None else {}
+    if getattr(session, "worktree", None):
+        out["worktree"] = session.worktree  # type: ignore[attr-defined]
+    return out
 
 
 # -- one open changeset -----------------------------------------------------------
@@ -231,6 +236,8 @@ class View:
         files, sides, counts = outcome
         self.sides = sides
         self.counts = counts
+        if self.scope == "uncommitted":
+            refresh_git_soon(self.session, counts[0])
         self._publish(files)
         self.declare()
         if self.state()["status"] != "ready":
@@ -718,19 +725,19 @@ async def advertise(session: Session) -> None:
 # -- _meta.git ------------------------------------------------------------------------------
 
 
-async def refresh_git(session: Session) -> None:
+async def refresh_git(session: Session, uncommitted: int | None = None) -> None:
     """``_meta.git`` on the session and its catalogue row: the branch, its
     upstream and how far apart, the uncommitted count, and the base branch
     of a worktree. Said only when it moved; the rest of ``_meta`` is kept,
     because ``session/metaChanged`` replaces it whole."""
     try:
-        facts = await _run(lambda: gitport.Repo(session.cwd).facts())
+        facts = await _run(lambda: gitport.Repo(session.cwd).facts(uncommitted))
     except gitport.GitError:
         return
     except Exception:  # noqa: BLE001 - facts that cannot be read are facts not shown
         log.exception("%s: reading the git facts failed", session.uri)
         return
-    base = getattr(session, "worktree_base", None)
+    base = (getattr(session, "worktree", None) or {}).get("base")
     if base:
         facts["baseBranchName"] = base
     host = session.host
@@ -744,6 +751,10 @@ async def refresh_git(session: Session) -> None:
     session.manager.notify_summary(session, {"_meta": meta})
 
 
-def refresh_git_soon(session: Session) -> None:
+def refresh_git_soon(session: Session, uncommitted: int | None = None) -> None:
+    """Read the facts again; left to the uncommitted changeset's own re-read
+    where one is watched, which counts the uncommitted files anyway."""
+    if uncommitted is None and f"{session.uri}{MARK}uncommitted" in views(session.host):
+        return
     if not session.disposed and session.nursery is not None:
-        session.nursery.start_soon(refresh_git, session)
+        session.nursery.start_soon(refresh_git, session, uncommitted)

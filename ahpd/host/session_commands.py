@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-from ahpd.host.sessions import IDLE, path_of
+from ahpd.host import worktrees
+from ahpd.host.sessions import IDLE, path_of, session_id
+from ahpd.ports.git import GitError
 from ahpd.protocol import model
 
 if TYPE_CHECKING:
@@ -63,7 +65,13 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
                        f"{', '.join(sessions.backends) or 'none'}")
     cwd = _working_directory(params)
     _progress(host, peer, params.progressToken, 0, "preparing the session")
-    record: dict[str, Any] = {"uri": uri, "provider": provider, "cwd": str(cwd), "createdAt": utc_now(), "title": ""}
+    try:
+        tree = await worktrees.prepare(session_id(uri), cwd, params.config)
+    except GitError as exc:
+        raise RpcError(INVALID_PARAMS, f"the session's worktree could not be made: {exc}",
+                       {"path": "$.config.isolation"}) from None
+    record: dict[str, Any] = {"uri": uri, "provider": provider, "cwd": tree["path"] if tree else str(cwd),
+                              "createdAt": utc_now(), "title": "", **({"worktree": tree} if tree else {})}
     session = await sessions.open(record, lifecycle="creating")
     if params.activeClient is not None:
         client = {"clientId": peer.client_id, "tools": [], **_client_fields(params.activeClient)}
@@ -75,6 +83,7 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
     except Exception as exc:  # noqa: BLE001 - creation failures fail the request
         log.warning("session %s: the %s agent did not start: %s", uri, provider, exc)
         sessions.dispose(session)
+        await worktrees.dispose(tree)
         raise RpcError(INTERNAL_ERROR, f"the {provider} agent did not start: {exc}") from None
     _progress(host, peer, params.progressToken, 1, "agent started")
     host.bus.emit(uri, {"type": "session/ready"})
@@ -116,6 +125,7 @@ async def dispose_session(host: Host, peer: Peer, params: model.DisposeSessionPa
     backend = sessions.backends.get(session.provider)
     backend_ids = [chat.backend_id for chat in session.chats.values() if chat.backend_id]
     sessions.dispose(session)
+    await worktrees.dispose(getattr(session, "worktree", None))  # a dirty tree is kept, and logged
     sessions.announce_count()
     host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionRemoved", {"channel": ROOT, "session": uri})
     if backend is not None and backend_ids and sessions.nursery is not None:

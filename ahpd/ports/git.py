@@ -205,9 +205,10 @@ class Repo:
 
     # -- facts for the catalogue -------------------------------------------------
 
-    def facts(self) -> dict[str, object]:
+    def facts(self, uncommitted: int | None = None) -> dict[str, object]:
         """``_meta.git``: the branch, its upstream, how far apart they are,
-        and how many files are uncommitted."""
+        and how many files are uncommitted (read here unless given: a
+        status is the one costly part)."""
         repo = self.repo
         facts: dict[str, object] = {}
         if repo.head_is_detached:
@@ -222,7 +223,7 @@ class Repo:
                 facts["upstreamBranchName"] = upstream.branch_name
                 ahead, behind = repo.ahead_behind(branch.target, upstream.target)
                 facts["ahead"], facts["behind"] = ahead, behind
-        facts["uncommittedChanges"] = len(self.status())
+        facts["uncommittedChanges"] = len(self.status()) if uncommitted is None else uncommitted
         return facts
 
     def branches(self) -> list[str]:
