@@ -43,7 +43,7 @@ from ahpd.ports import git as gitport
 def _env(home: Path) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     config = home / ".gitconfig"
-    config.write_text("[user]\n\tname = Bench\n\temail = bench@example.invalid\n")
+    config.write_text("[user]\n\tname = Bench\n\temail = bench@example.invalid\n[gc]\n\tauto = 0\n")
     return {**os.environ, "HOME": str(home), "GIT_CONFIG_GLOBAL": str(config), "GIT_CONFIG_NOSYSTEM": "1"}
 
 

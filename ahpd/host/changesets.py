@@ -233,8 +233,8 @@ class View:
             self._emit({"type": "changeset/statusChanged", "status": "error",
                         "error": {"errorType": type(outcome).__name__, "message": str(outcome)}})
             return
-        files, sides, counts = outcome
-        self.sides = sides
+        files, sides, counts, prints = outcome
+        self.sides, self.prints = sides, prints
         self.counts = counts
         if self.scope == "uncommitted":
             refresh_git_soon(self.session, counts[0])
@@ -248,25 +248,27 @@ class View:
 
     # -- computing (a thread's work) -------------------------------------------
 
-    def _compute(self) -> tuple[list[dict[str, Any]], dict[str, tuple[Path, str]], tuple[int, int, int]]:
+    def _compute(self) -> tuple[list[dict[str, Any]], dict[str, tuple[Path, str]], tuple[int, int, int],
+                                dict[str, str]]:
         repo = gitport.Repo(self.session.cwd)
         book = book_of(self.session)
         sides: dict[str, tuple[Path, str]] = {}
+        prints: dict[str, str] = {}
         if self.scope == "uncommitted":
             rows = repo.status()
-            files = [self._row(repo, r, sides, live=True, porcelain=True) for r in rows]
+            files = [self._row(repo, r, sides, prints, live=True, porcelain=True) for r in rows]
             staged = sum(1 for r in rows if r.staged)
             untracked = sum(1 for r in rows if r.index == "?")
-            return files, sides, (len(rows), staged, untracked)
+            return files, sides, (len(rows), staged, untracked), prints
         old, new = self._trees(book)
         if old is None:
-            return [], sides, (0, 0, 0)
+            return [], sides, (0, 0, 0), prints
         live = new is None
         rows = repo.diff_trees(old, new if new is not None else repo.snapshot())
-        files = [self._row(repo, r, sides, live=live, porcelain=False) for r in rows]
+        files = [self._row(repo, r, sides, prints, live=live, porcelain=False) for r in rows]
         status = {r.path: r for r in repo.status()} if live else {}
         staged = sum(1 for r in status.values() if r.staged)
-        return files, sides, (len(status), staged, sum(1 for r in status.values() if r.index == "?"))
+        return files, sides, (len(status), staged, sum(1 for r in status.values() if r.index == "?")), prints
 
     def _trees(self, book: Book) -> tuple[str | None, str | None]:
         """(old, new) trees of a tree-diff scope; new None means the working tree."""
@@ -279,7 +281,8 @@ class View:
         a, b = book.turns[parts[1]], book.turns[parts[2]]
         return a[1] or a[0], b[1]
 
-    def _row(self, repo: gitport.Repo, row: gitport.Change, sides: dict[str, tuple[Path, str]], *,
+    @staticmethod
+    def _row(repo: gitport.Repo, row: gitport.Change, sides: dict[str, tuple[Path, str]], prints: dict[str, str], *,
              live: bool, porcelain: bool) -> dict[str, Any]:
         root = repo.root
         after_file = (root / row.path).as_uri()
@@ -304,7 +307,7 @@ class View:
         entry: dict[str, Any] = {"id": ident, "edit": edit}
         if porcelain:
             entry["_meta"] = {STAGED: row.staged, UNSTAGED: row.unstaged}
-        self.prints[ident] = f"{row.index}{row.worktree}:{row.before}:{row.after}:{_stamp(root / row.path)}"
+        prints[ident] = f"{row.index}{row.worktree}:{row.before}:{row.after}:{_stamp(root / row.path)}"
         return entry
 
     # -- telling ----------------------------------------------------------------

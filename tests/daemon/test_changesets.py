@@ -295,3 +295,35 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
         await daemon.wait()
     out = io.StringIO()
     assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+
+
+async def test_reviews_are_kept_across_a_restart_until_the_file_moves(tmp_path) -> None:
+    repo = mixed_repo(tmp_path / "repo")
+    data = tmp_path / "d"
+    async with running_daemon(data, "--sessions", "file", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("frank")
+            uri, _, _ = await _session(client, repo)
+            cs = await Watched(client, f"{uri}/changeset/uncommitted").subscribe()
+            await cs.until(_ready)
+            rows = _names(cs.state, repo)
+            marked = [rows["both.txt"]["id"], rows["src/pkg/mod.py"]["id"]]
+            await dispatch(client, cs.uri, {"type": "changeset/filesReviewChanged", "files": marked,
+                                            "reviewed": True}, 1)
+            await cs.until(lambda s: all(f.get("reviewed") for f in s["files"] if f["id"] in marked))
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    async with running_daemon(data, "--sessions", "file", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("frank")
+            cs = await Watched(client, f"{uri}/changeset/uncommitted").subscribe()
+            await cs.until(_ready)
+            reviewed = sorted(f["id"] for f in cs.state["files"] if f.get("reviewed"))
+            assert reviewed == sorted(marked)
+            # A reviewed file that moves is to be reviewed again.
+            (repo / "src/pkg/mod.py").write_text("x = 3\n")
+            git(repo, "add", "src/pkg/mod.py")
+            await cs.until(lambda s: [f["id"] for f in s["files"] if f.get("reviewed")] == [marked[0]])
+            assert await cs.fresh() == cs.state
+        daemon.terminate()
+        assert await daemon.wait() == 0
