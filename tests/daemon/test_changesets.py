@@ -74,7 +74,10 @@ class Watched:
                 await trio.sleep(0.05)
 
     async def fresh(self) -> dict[str, Any]:
-        return (await self.client.call("subscribe", {"channel": self.uri}))["result"]["snapshot"]["state"]
+        """A new snapshot, and every action sent before it taken in."""
+        snapshot = (await self.client.call("subscribe", {"channel": self.uri}))["result"]["snapshot"]["state"]
+        self.take()
+        return snapshot
 
 
 def _names(state: dict[str, Any], root: Path) -> dict[str, Any]:
@@ -168,11 +171,15 @@ async def test_a_folder_outside_git_has_no_changesets(tmp_path) -> None:
         await daemon.wait()
 
 
-async def _confirm_and_finish(client: Rpc, session: str, chat: str, turn: dict, seq: int) -> int:
-    """Answer every permission the demo agent asks for until its turn ends."""
+async def _confirm_and_finish(client: Rpc, session: str, chat: str, turn: dict, seq: int,
+                              seen: list[dict[str, Any]] | None = None) -> int:
+    """Answer every permission the demo agent asks for until its turn ends
+    (what was read on the way is added to ``seen``)."""
     while True:
         notes = await until(client, lambda n: is_action("session/inputNeededSet", session)(n) or (
             is_action("chat/turnComplete", chat)(n) or is_action("chat/error", chat)(n)))
+        if seen is not None:
+            seen.extend(notes)
         last = action_of(notes[-1])
         if last["type"] != "session/inputNeededSet":
             assert last["type"] == "chat/turnComplete", last
@@ -327,3 +334,65 @@ async def test_reviews_are_kept_across_a_restart_until_the_file_moves(tmp_path) 
             assert await cs.fresh() == cs.state
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+async def test_operations_are_disabled_while_a_turn_runs_and_a_merge_is_refused(tmp_path) -> None:
+    repo = make_repo(tmp_path / "repo", {"f.txt": "base\n"})
+    git(repo, "checkout", "-q", "-b", "other")
+    (repo / "f.txt").write_text("other\n")
+    git(repo, "commit", "-qam", "other")
+    git(repo, "checkout", "-q", "main")
+    (repo / "f.txt").write_text("main\n")
+    git(repo, "commit", "-qam", "main")
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("gina")
+            uri, chat, _ = await _session(client, repo)
+            (repo / "new.txt").write_text("new\n")
+            cs = await Watched(client, f"{uri}/changeset/uncommitted").subscribe()
+            await cs.until(_ready)
+            turn = start_turn("be slow please")
+            await dispatch(client, chat, turn, 1)
+            await cs.until(lambda s: {o["status"] for o in s["operations"]} == {"disabled"})
+            refused = await client.call("invokeChangesetOperation", {"channel": cs.uri, "operationId": "stage"})
+            assert refused["error"]["code"] == -32602 and "turn is running" in refused["error"]["message"]
+            assert porcelain(repo) == ["?? new.txt"]
+            await dispatch(client, chat, {"type": "chat/turnCancelled", "turnId": turn["turnId"], "duration": 1}, 2)
+            await cs.until(lambda s: {o["status"] for o in s["operations"]} == {"idle"})
+
+            try:
+                git(repo, "merge", "other")
+            except Exception:  # noqa: BLE001 - a conflict is the point
+                pass
+            await cs.until(lambda s: "f.txt" in _names(s, repo))
+            for op in ("commit", "stage", "discard"):
+                reply = await client.call("invokeChangesetOperation", {"channel": cs.uri, "operationId": op})
+                assert reply["error"]["code"] == -32602 and "middle of a merge" in reply["error"]["message"], reply
+            assert "UU f.txt" in porcelain(repo) and (repo / "new.txt").exists()
+        daemon.terminate()
+        await daemon.wait()
+
+
+async def test_the_uncommitted_changeset_follows_the_agent_s_edits(tmp_path) -> None:
+    repo = mixed_repo(tmp_path / "repo")
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("hal")
+            uri, chat, _ = await _session(client, repo)
+            cs = await Watched(client, f"{uri}/changeset/uncommitted").subscribe()
+            await cs.until(_ready)
+            before = len(cs.actions)
+            turn = start_turn(f"write {repo / 'notes.txt'} from the agent")
+            await dispatch(client, chat, turn, 1)
+            seen: list[dict[str, Any]] = []
+            await _confirm_and_finish(client, uri, chat, turn, 1, seen)
+            client.notes[:0] = seen  # the changeset's actions among them
+            state = await cs.until(lambda s: "notes.txt" in _names(s, repo) and _ready(s))
+            assert _names(state, repo)["notes.txt"]["_meta"] == {"ahpd.staged": False, "ahpd.unstaged": True}
+            # one new row: said as one fileSet, not the whole set again
+            assert [a["type"] for a in cs.actions[before:] if a["type"].startswith("changeset/file")] == [
+                "changeset/fileSet"]
+            assert not [a for a in cs.actions[before:] if a["type"] == "changeset/contentChanged"]
+            assert await cs.fresh() == cs.state
+        daemon.terminate()
+        await daemon.wait()
