@@ -394,5 +394,20 @@ async def test_the_uncommitted_changeset_follows_the_agent_s_edits(tmp_path) -> 
                 "changeset/fileSet"]
             assert not [a for a in cs.actions[before:] if a["type"] == "changeset/contentChanged"]
             assert await cs.fresh() == cs.state
+
+            # a second turn; compare/{first}/{second} is what the second changed
+            client.notes.clear()  # the first turn's notes are read
+            second = start_turn(f"write {repo / 'second.txt'} y = 2")
+            await dispatch(client, chat, second, 10)
+            await _confirm_and_finish(client, uri, chat, second, 10)
+            compare = await Watched(client, f"{uri}/changeset/compare/{turn['turnId']}/{second['turnId']}").subscribe()
+            await compare.until(lambda s: s["status"] == "ready")
+            assert (repo / "second.txt").exists(), "the agent did not write"
+            assert sorted(_names(compare.state, repo)) == ["second.txt"], compare.state
+            whole = await Watched(client, f"{uri}/changeset/session").subscribe()
+            await whole.until(lambda s: s["status"] == "ready")
+            assert sorted(_names(whole.state, repo)) == ["notes.txt", "second.txt"]
+            unknown = await client.call("subscribe", {"channel": f"{uri}/changeset/turn/no-such-turn"})
+            assert unknown["error"]["code"] == -32008
         daemon.terminate()
         await daemon.wait()
