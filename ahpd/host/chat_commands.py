@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd.backends.port import SKILL_META
+from ahpd.host import worktrees
 from ahpd.host.bus import utc_now
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.host.session_commands import PROVIDER_NOT_FOUND, SESSION_NOT_FOUND
@@ -302,9 +303,10 @@ def _walk(root: str, query: str, deadline: float, found: list[str]) -> None:
 _SESSION_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
-def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSessionConfigParams) -> dict[str, Any]:
+async def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSessionConfigParams) -> dict[str, Any]:
     """The schema a session of that provider takes, and what has been answered
-    so far (answers to keys it does not declare are dropped, not refused)."""
+    so far (answers to keys it does not declare are dropped, not refused);
+    in a repository, with this host's worktree properties."""
     if params.provider is not None and (host.sessions is None or params.provider not in host.sessions.backends):
         raise RpcError(PROVIDER_NOT_FOUND, f"no agent provider {params.provider!r} here")
     if params.workingDirectory is not None:
@@ -314,12 +316,27 @@ def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSessionC
             raise RpcError(INVALID_PARAMS, str(exc), {"path": "$.workingDirectory"}) from None
         if not path.is_dir():
             raise RpcError(INVALID_PARAMS, f"{path} is not a directory", {"path": "$.workingDirectory"})
-    values = {k: v for k, v in (params.config or {}).items() if k in _SESSION_SCHEMA["properties"]}
-    return {"schema": _SESSION_SCHEMA, "values": values}
+    schema = _SESSION_SCHEMA
+    if params.workingDirectory is not None:
+        facts = await trio.to_thread.run_sync(worktrees.repository_facts, path)
+        if facts is not None:
+            schema = {**schema, "properties": {**schema["properties"], **worktrees.properties(*facts)}}
+    values = {k: v for k, v in (params.config or {}).items() if k in schema["properties"]}
+    return {"schema": schema, "values": values}
 
 
-def session_config_completions(host: Host, peer: Peer, params: model.SessionConfigCompletionsParams) -> dict[str, Any]:
-    return {"items": []}  # no key of this host's has more values than its enum holds
+async def session_config_completions(host: Host, peer: Peer,
+                                     params: model.SessionConfigCompletionsParams) -> dict[str, Any]:
+    """``branch``, the one key of this host's with more values than a picker
+    holds: matched on substring, most recently committed first."""
+    if params.property != worktrees.BRANCH or params.workingDirectory is None:
+        return {"items": []}
+    try:
+        folder = path_of(params.workingDirectory)
+    except ValueError as exc:
+        raise RpcError(INVALID_PARAMS, str(exc), {"path": "$.workingDirectory"}) from None
+    found = await trio.to_thread.run_sync(worktrees.complete_branch, folder, params.query or "")
+    return {"items": [{"value": b, "label": b} for b in found]}
 
 
 COMMANDS = {

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 import trio
 
-from ahpd.host import jsonrpc, rootconfig
+from ahpd.host import changesets, jsonrpc, rootconfig
 from ahpd.host.bus import ROOT, ActionBus
 from ahpd.host.forward import Outgoing
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
@@ -157,6 +157,8 @@ class Host:
         """True if ``uri`` is an open channel, waking a stored session it names."""
         if uri in self.bus.channels:
             return True
+        if changesets.split(uri) is not None:
+            return await changesets.ensure(self, uri)
         return self.sessions is not None and await self.sessions.wake(uri)
 
     def state_changed(self, channel: str) -> None:
@@ -203,6 +205,7 @@ class Host:
         session in any window is taken out of its active clients."""
         self.bus.unsubscribe(uri, peer)
         peer.subscriptions.discard(uri)
+        changesets.left(self, uri)
         channel = self.bus.channels.get(uri)
         if channel is not None and channel.kind == "resourceWatch":
             self.watches.left(uri)

@@ -44,7 +44,7 @@ from urllib.parse import unquote, urlsplit
 import trio
 
 from ahpd.backends.translate import PENDING_EDIT
-from ahpd.host import forward
+from ahpd.host import changesets, forward
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.ports import fs
 from ahpd.protocol import codec, model
@@ -213,6 +213,8 @@ def _forwarded(params: Any) -> dict[str, Any]:
 
 
 async def resource_read(host: Host, peer: Peer, params: model.ResourceReadParams) -> dict[str, Any]:
+    if (side := await changesets.read_resource(host, params)) is not None:
+        return side  # the changeset source first: a before side is not a file on disk
     where = _route(host, peer, params.uri)
     if isinstance(where, Pending):
         return _encoded([where.content.encode()], params.encoding, "text/plain")

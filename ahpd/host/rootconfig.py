@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+#: ``changeWords`` modes; the last two are declared and refused (see check_value).
+CHANGE_WORDS = ("session-title", "forced", "model", "agent")
 MIB = 2**20
 GIB = 2**30
 #: Keys that are the pushing connection's own, not the host's.
@@ -84,6 +86,15 @@ SCHEMA: dict[str, Any] = {
             "description": "An agent process with no turn for this long is stopped; the next turn "
             "resumes its conversation. 0 keeps it running. At most 604800 (a week).",
             "default": 600,
+        },
+        "changeWords": {
+            "type": "object",
+            "title": "Commit words",
+            "description": "How a commit's words are written when nobody gives them: session-title uses the "
+            "session's title; forced refuses a commit without the person's own message. model and agent are "
+            "declared and refused: this host does not ask a model for the words yet.",
+            "properties": {"mode": {"type": "string", "title": "Mode", "enum": list(CHANGE_WORDS)}},
+            "default": {"mode": "session-title"},
         },
         # -- the connection's own --------------------------------------------
         "defaultShell": {
@@ -165,6 +176,12 @@ def check_value(key: str, value: Any) -> str | None:
         return f"{key} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}"
     if "enum" in prop and value not in prop["enum"]:
         return f"{key} must be one of {prop['enum']}"
+    if key == "changeWords":
+        mode = value.get("mode", "session-title")
+        if mode not in CHANGE_WORDS:
+            return f"changeWords.mode must be one of {list(CHANGE_WORDS)}"
+        if mode in ("model", "agent"):
+            return f"changeWords.mode {mode} is not served: this host does not ask a model or an agent for a commit's words"
     if key == "agentSilenceTimeout" and value < 0:
         return f"{key} must be 0 (wait for ever) or a number of seconds"
     if (seconds := SECONDS_BOUNDS.get(key)) is not None and not seconds[0] <= value <= seconds[1]:

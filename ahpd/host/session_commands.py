@@ -18,7 +18,9 @@ from ahpd.host.auth import who
 from ahpd.backends.port import BackendError
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-from ahpd.host.sessions import IDLE, path_of
+from ahpd.host import worktrees
+from ahpd.host.sessions import IDLE, path_of, session_id
+from ahpd.ports.git import GitError
 from ahpd.protocol import model
 
 if TYPE_CHECKING:
@@ -79,7 +81,13 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
     await sessions.probed(provider)
     if uri in host.bus.channels or uri in sessions.dormant:
         raise RpcError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
-    record: dict[str, Any] = {"uri": uri, "provider": provider, "cwd": str(cwd), "createdAt": utc_now(), "title": ""}
+    try:
+        tree = await worktrees.prepare(session_id(uri), cwd, params.config)
+    except GitError as exc:
+        raise RpcError(INVALID_PARAMS, f"the session's worktree could not be made: {exc}",
+                       {"path": "$.config.isolation"}) from None
+    record: dict[str, Any] = {"uri": uri, "provider": provider, "cwd": tree["path"] if tree else str(cwd),
+                              "createdAt": utc_now(), "title": "", **({"worktree": tree} if tree else {})}
     if (owner := who(host, peer)) is not None:
         record["_meta"] = {"ahpd.owner": owner}
     session = await sessions.open(record, lifecycle="creating")
@@ -128,6 +136,7 @@ async def dispose_session(host: Host, peer: Peer, params: model.DisposeSessionPa
     backend = sessions.backends.get(session.provider)
     backend_ids = [chat.backend_id for chat in session.chats.values() if chat.backend_id]
     sessions.dispose(session)
+    await worktrees.dispose(getattr(session, "worktree", None))  # a dirty tree is kept, and logged
     sessions.announce_count()
     host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionRemoved", {"channel": ROOT, "session": uri})
     if backend is not None and backend_ids and sessions.nursery is not None:

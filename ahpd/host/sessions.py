@@ -42,7 +42,7 @@ from urllib.parse import unquote, urlparse
 import trio
 
 from ahpd.backends.port import SKILL_META, Backend, BackendError, Conversation, StoredConversation
-from ahpd.host import annotations
+from ahpd.host import annotations, changesets
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.store import MemorySessionStore, SessionStore
 from ahpd.host.supervise import run_supervised, spawn, supervised
@@ -516,8 +516,8 @@ class Session:
             row["defaultChat"] = state["defaultChat"]
         if state.get("activity"):
             row["activity"] = state["activity"]
-        if (state.get("_meta") or {}).get("ahpd.owner"):
-            row["_meta"] = {"ahpd.owner": state["_meta"]["ahpd.owner"]}
+        if state.get("_meta"):
+            row["_meta"] = dict(state["_meta"])  # _meta.git and the rest, as on the session
         marks = self.host.bus.channels.get(annotations.channel_of(self.uri))
         if marks is not None:
             row["annotations"] = annotations.summary(self.uri, marks.state)
@@ -562,6 +562,7 @@ class Session:
                 }
                 for chat in self.chats.values()
             ],
+            **changesets.record_of(self),
         }
 
     def save(self) -> None:
@@ -862,7 +863,9 @@ class SessionManager:
                            {"annotations": record.get("annotations") or []})
         self.sessions[session.uri] = session
         session.announced = lifecycle != "creating"
+        changesets.restore(session, record)
         await self.nursery.start(session.run)
+        session.nursery.start_soon(changesets.advertise, session)
         return session
 
     async def wake(self, uri: str) -> bool:
@@ -914,6 +917,7 @@ class SessionManager:
     # -- closing -------------------------------------------------------------
 
     def dispose(self, session: Session) -> None:
+        changesets.close_session(self.host, session)
         session.disposed = True
         if self.host.terminals is not None:
             self.host.terminals.dispose_claimed_by(session.uri)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, automations, chat_commands, commands, dispatch, resources, session_commands, terminals, turns,
-    watches, window,
+    annotations, auth, automations, changesets, chat_commands, commands, dispatch, resources, session_commands,
+    terminals, turns, watches, window,
 )
 
 
@@ -37,6 +37,7 @@ COMMANDS = _join(
     window.COMMANDS,
     automations.COMMANDS,
     terminals.COMMANDS,
+    changesets.COMMANDS,
 )
 
 NOTIFICATIONS = _join(
@@ -50,4 +51,5 @@ CLIENT_ACTIONS = _join(
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,
     terminals.CLIENT_ACTIONS,
+    changesets.CLIENT_ACTIONS,
 )

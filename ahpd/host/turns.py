@@ -52,7 +52,7 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
-from ahpd.host import annotations
+from ahpd.host import annotations, changesets
 from ahpd.host.auth import signed, who
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn, supervised
@@ -185,6 +185,7 @@ class TurnRunner:
                     chat.turn = None
                 chat.rest()
         with supervised(f"after turn {self.turn_id} of {chat.uri}"):
+            await changesets.turn_ended(chat.session, self.turn_id)
             chat.session.save()
             take_up_queued(chat)
             chat.host.sessions.refresh_catalogue_soon(chat.session.provider)
@@ -203,6 +204,7 @@ class TurnRunner:
             return
         if self.ended:
             return  # cancelled while its agent started
+        await changesets.turn_started(chat.session, self.turn_id)
         if chat.preamble:
             text, chat.preamble = f"{chat.preamble}\n\n{text}", None
         offer_client_tools(chat)
@@ -384,8 +386,10 @@ def on_event(chat: Chat, event: Event) -> None:
         actions = turn.translator.feed(event.update)
         for action in actions:
             turn.emit(action)
-            if action["type"] == "chat/toolCallComplete" and action["toolCallId"] in turn.client_calls:
-                turn.lift_client_call(action["toolCallId"])
+            if action["type"] == "chat/toolCallComplete":
+                changesets.touch(chat.host, session=chat.session)
+                if action["toolCallId"] in turn.client_calls:
+                    turn.lift_client_call(action["toolCallId"])
             if chat.host.terminals is not None:
                 chat.host.terminals.follow_tool_call(action)
         if any(a["type"] == "chat/activityChanged" for a in actions):
