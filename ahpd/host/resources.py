@@ -38,6 +38,7 @@ import errno
 import logging
 import mimetypes
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
@@ -212,6 +213,12 @@ def _forwarded(params: Any) -> dict[str, Any]:
 # -- the commands -------------------------------------------------------------------------
 
 
+def _touched(host: Host, *paths: str) -> None:
+    """A client wrote through the host: a changeset over that folder re-reads."""
+    for path in paths:
+        changesets.touch(host, folder=Path(path).parent)
+
+
 async def resource_read(host: Host, peer: Peer, params: model.ResourceReadParams) -> dict[str, Any]:
     if (side := await changesets.read_resource(host, params)) is not None:
         return side  # the changeset source first: a before side is not a file on disk
@@ -292,6 +299,7 @@ async def resource_write(host: Host, peer: Peer, params: model.ResourceWritePara
     await _on_port(params.uri, lambda fence: fence.place(
         where.path, data, mode=mode, position=position,  # type: ignore[arg-type]
         create_only=bool(params.createOnly), if_match=params.ifMatch))
+    _touched(host, where.path)
     return {}
 
 
@@ -300,6 +308,7 @@ async def resource_delete(host: Host, peer: Peer, params: model.ResourceDeletePa
     if isinstance(where, Client):
         return await forward.forward(host, peer, where.owner, "resourceDelete", _forwarded(params), params.uri)
     await _on_port(params.uri, lambda fence: fence.delete(where.path, recursive=bool(params.recursive)))
+    _touched(host, where.path)
     return {}
 
 
@@ -328,6 +337,7 @@ async def _two_ends(host: Host, peer: Peer, method: str, params: Any,
         await trio.to_thread.run_sync(_both, source.path, target.path, work)
     except fs.FsError as exc:
         raise _refusal(params.destination if exc.path == target.path else params.source, exc) from None
+    _touched(host, source.path, target.path)
     return {}
 
 

@@ -49,6 +49,7 @@ from urllib.parse import unquote, urlsplit
 
 import trio
 
+from ahpd.host import changesets
 from ahpd.host.bus import ROOT
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
@@ -269,6 +270,9 @@ class Terminal:
                 exited["exitCode"] = self.pty.exit_code
             self.emit(exited)
             self.manager.publish()
+            cwd = urlsplit(self.state().get("cwd") or "")
+            if cwd.scheme == "file":  # what ran may have changed the tree a changeset shows
+                changesets.touch(self.host, folder=Path(unquote(cwd.path)))
         self.exited.set()
 
     # -- what clients and sessions ask -----------------------------------------

@@ -411,3 +411,32 @@ async def test_the_uncommitted_changeset_follows_the_agent_s_edits(tmp_path) -> 
             assert unknown["error"]["code"] == -32008
         daemon.terminate()
         await daemon.wait()
+
+
+async def test_a_client_s_write_and_a_terminal_s_exit_are_seen_by_the_uncommitted_changeset(tmp_path) -> None:
+    """Neither moves the index or HEAD, so only the host saying so makes the
+    changeset re-read: a write through ``resourceWrite``, a terminal in the
+    folder that exits."""
+    repo = make_repo(tmp_path / "repo", {"README.md": "hello\n"})
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            uri, _, _ = await _session(client, repo)
+            watched = await Watched(client, f"{uri}/changeset/uncommitted").subscribe()
+            await watched.until(_ready)
+            assert _names(watched.state, repo) == {}
+
+            reply = await client.call("resourceWrite", {
+                "channel": "ahp-root://", "uri": (repo / "written.txt").as_uri(), "data": "by a client\n", "encoding": "utf-8"})
+            assert reply.get("result") == {}, reply
+            await watched.until(lambda s: "written.txt" in _names(s, repo))
+
+            reply = await client.call("createTerminal", {
+                "channel": "ahp-terminal:/made", "claim": {"kind": "client", "clientId": "ann"}, "cwd": repo.as_uri()})
+            assert reply.get("result", "missing") is None, reply
+            await dispatch(client, "ahp-terminal:/made",
+                           {"type": "terminal/input", "data": "echo made > made.txt; exit\r"}, 1)
+            state = await watched.until(lambda s: "made.txt" in _names(s, repo))
+            assert set(_names(state, repo)) == {"written.txt", "made.txt"} == {line[3:] for line in porcelain(repo)}
+        daemon.terminate()
+        await daemon.wait()
