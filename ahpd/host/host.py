@@ -116,6 +116,8 @@ class Host:
         self.terminals = Terminals(self, terminals) if terminals is not None else None
         self.peers: set[Peer] = set()
         self._numbers = 0
+        self._limit_from: Any = None
+        self._limit = 0
         #: Logs, traces and metrics on the ``ahp-otlp:`` channels (``ahpd.host.telemetry``).
         self.telemetry = telemetry
         if telemetry is not None:
@@ -172,7 +174,14 @@ class Host:
             self.on_state_change(channel)
 
     def queue_limit(self) -> int:
-        return int(self.config("clientQueueBytes"))
+        """Read per frame per subscriber once a queue holds anything, so it is
+        kept with the values dict it came from: the reducers replace that dict
+        when the config moves, and only then is the limit read again."""
+        values = self.bus.channels[ROOT].state.get("config", {}).get("values", {})
+        if values is not self._limit_from:
+            self._limit_from = values
+            self._limit = int(values.get("clientQueueBytes", rootconfig.DEFAULT_VALUES["clientQueueBytes"]))
+        return self._limit
 
     # -- the connection loop -------------------------------------------------
 
