@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd.host import schedule
+from ahpd.host.auth import who
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
@@ -184,6 +185,8 @@ class Automations:
             entry["nextRunAt"] = schedule.stamp(upcoming)
         if _after_runs(record["definition"]) is not None:
             entry["runCount"] = record.get("runCount", 0)
+        if record.get("owner"):  # whose work it is; absent on a host with no users directory
+            entry["_meta"] = {"ahpd.owner": record["owner"]}
         return entry
 
     def _next_run(self, resource: str) -> dt.datetime | None:
@@ -282,6 +285,8 @@ class Automations:
             now = utc_now()
             record: dict[str, Any] = {"resource": resource, "definition": definition,
                                       "createdAt": now, "modifiedAt": now}
+            if (owner := who(self.host, peer)) is not None:
+                record["owner"] = owner
             if _after_runs(definition) is not None:
                 record["runCount"] = 0
             try:
@@ -366,10 +371,14 @@ class Automations:
     # -- runs -------------------------------------------------------------------------
 
     def _new_run(self, automation: str, origin: dict[str, Any], resource: str | None = None) -> dict[str, Any]:
-        return {
+        run: dict[str, Any] = {
             "resource": resource or f"{RUN_PREFIX}{uuid.uuid4()}", "automation": automation, "origin": origin,
             "lifecycle": {"status": "pending", "createdAt": utc_now()}, "sessions": [],
         }
+        owner = self.records.get(automation, {}).get("owner")
+        if owner:  # a run's owner is the automation's, not whoever pressed Run
+            run["_meta"] = {"ahpd.owner": owner}
+        return run
 
     def _add_run(self, run: dict[str, Any]) -> None:
         self.runs.setdefault(run["automation"], []).insert(0, run)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 
+from . import test_automations as automations
 from .helpers import rpc, running_daemon
 from .test_sessions import action_of, create, dispatch, start_turn, until
 
@@ -96,6 +97,18 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
             side_turns = (await client.call("subscribe", {"channel": side}))["result"]["snapshot"]["state"]
             message = (side_turns.get("activeTurn") or (side_turns["turns"] or [{}])[-1])["message"]
             assert message["_meta"]["ahpd.sender"] == "user:alice"
+
+            # An automation is its creator's, and so is every run of it.
+            assert await automations.catalogue(client) == []  # subscribed before dispatching to it
+            await automations.dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/a",
+                                                "definition": automations.definition("chore", work)}, 2)
+            assert "rejectionReason" not in await automations.answered(client, 2)
+            (entry,) = await automations.catalogue(client)
+            assert entry["_meta"]["ahpd.owner"] == "user:alice"
+            run = (await client.call("runAutomation", {"channel": automations.CAT, "automation": "ahp-automation:/a",
+                                                       "requestId": "r1"}))["result"]["resource"]
+            state = await automations.run_state(client, run, lambda s: True)
+            assert state["_meta"]["ahpd.owner"] == "user:alice"
         daemon.terminate()
         assert await daemon.wait() == 0
 
@@ -111,6 +124,8 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
             assert row["_meta"]["ahpd.owner"] == "user:alice"
             turns = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]["turns"]
             assert turns[0]["message"]["_meta"]["ahpd.sender"] == "user:alice"
+            (entry,) = await automations.catalogue(client)
+            assert entry["_meta"]["ahpd.owner"] == "user:alice"
             # Signing out is an empty token; a signed-out connection acts as root again.
             assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": token}))["result"] == {}
             assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": ""}))["result"] == {}
