@@ -209,6 +209,21 @@ async def logged(capfd, text: str, said: str = "", timeout: float = 60) -> str:
     return said
 
 
+async def settled(pid: int) -> None:
+    """Until the daemon has no child (a boot probe started at the first
+    hello holds pipes while it runs) and its descriptors stay put: a limit
+    set below its next file must not be undone by a probe ending."""
+    def children() -> str:
+        return "".join(Path(f"/proc/{pid}/task/{t}/children").read_text() for t in os.listdir(f"/proc/{pid}/task"))
+
+    with trio.fail_after(120):
+        while True:
+            before = sorted(os.listdir(f"/proc/{pid}/fd"))
+            await trio.sleep(0.3)
+            if not children().strip() and sorted(os.listdir(f"/proc/{pid}/fd")) == before:
+                return
+
+
 def lowest_free_fd(pid: int) -> int:
     used = {int(name) for name in os.listdir(f"/proc/{pid}/fd")}
     return next(n for n in range(len(used) + 1) if n not in used)
@@ -222,6 +237,7 @@ async def test_out_of_file_descriptors_is_retried_and_said(tmp_path, capfd) -> N
         async with rpc(daemon.url) as client:
             await client.initialize("fay")
             uri, _ = await create(client, tmp_path)
+            await settled(pid)
             soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
             resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free_fd(pid), hard))
             try:
