@@ -146,3 +146,24 @@ def test_reconcile_lets_go_only_of_clean_unnamed_trees_a_day_old(tmp_path, git_h
         assert held[name].tree.is_dir(), name
     assert held["named"].seen == now and held["named"].scope == "w"
     assert (held["dirty"].tree / "work.txt").read_text() == "work\n"
+
+
+async def test_worktrees_root_keeps_every_tree_in_one_folder(tmp_path) -> None:
+    repo = _repo(tmp_path)
+    root = tmp_path / "trees"
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--worktrees-root", str(root),
+                              env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("win")
+            uri = await _session(client, repo)
+            made = (await client.call(CREATE, {"session": uri, "prompt": "p"}))["result"]
+            tree = Path(made["resource"].removeprefix("file://"))
+            assert tree.parent == root / "proj" and (tree / "app.py").is_file()
+            assert not (repo.parent / "proj.worktrees").exists()
+            branch = _branch(tree)
+            await client.call("disposeSession", {"channel": uri})
+            assert not tree.exists()
+            assert (await client.call(ARCHIVE, {"handle": made["handle"], "archived": False}))["result"] is None
+            assert _branch(tree) == branch  # put back where it stood, under the root
+        daemon.terminate()
+        await daemon.wait()
