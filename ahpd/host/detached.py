@@ -130,6 +130,7 @@ def put_back(worktree: dict[str, Any]) -> None:
     if worktree["branch"] not in repo.repo.branches.local:
         raise gitport.Refused(f"branch {worktree['branch']} is gone: the tree cannot be put back")
     tree.parent.mkdir(parents=True, exist_ok=True)
+    repo.prune_worktrees()  # a tree somebody removed by hand is still registered with git
     repo.add_worktree(tree, worktree["branch"])
 
 

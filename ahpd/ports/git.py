@@ -409,6 +409,11 @@ class Repo:
         """``force`` removes a tree with work in it too (a person asked for it)."""
         _git(self.root, "worktree", "remove", *(["--force", "--force"] if force else []), str(path))
 
+    def prune_worktrees(self) -> None:
+        """Forget the worktrees whose folder is gone (removed by hand), so one
+        can be made again at the same place."""
+        _git(self.root, "worktree", "prune")
+
     def delete_branch(self, name: str) -> None:
         """Delete a local branch (merged or not); one already gone is no error."""
         branch = self.repo.branches.local.get(name)

@@ -4,6 +4,7 @@ this test sets, since nobody waits a day."""
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -165,5 +166,8 @@ async def test_worktrees_root_keeps_every_tree_in_one_folder(tmp_path) -> None:
             assert not tree.exists()
             assert (await client.call(ARCHIVE, {"handle": made["handle"], "archived": False}))["result"] is None
             assert _branch(tree) == branch  # put back where it stood, under the root
+            shutil.rmtree(tree)  # removed by hand: git still has it registered
+            assert (await client.call(ARCHIVE, {"handle": made["handle"], "archived": False}))["result"] is None
+            assert _branch(tree) == branch
         daemon.terminate()
         await daemon.wait()
