@@ -112,7 +112,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return trio.run(functools.partial(
             daemon.run, data_dir=data_dir, host_name=args.host, port=args.port, token=token,
             sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes, wire=args.wire,
-            limits=_limits(args),
+            limits=_limits(args), worktrees_root=args.worktrees_root,
         ))
     except (daemon.UsageError, TokenError) as exc:
         print(f"ahpd: {exc}", file=sys.stderr)
@@ -267,6 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
     tokens.add_argument(
         "--without-connection-token", action="store_true",
         help="require no token (anyone who can reach the port can drive your agents)",
+    )
+    run.add_argument(
+        "--worktrees-root", type=Path, default=None, metavar="DIR",
+        help="make a session's worktree at DIR/REPO/NAME instead of beside its repository (REPO.worktrees/NAME)",
     )
     _add_host_options(run)
     _add_limit_options(run)

@@ -60,7 +60,8 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
         raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
 
 
-def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None) -> Host:
+def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None,
+              worktrees_root: Path | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
     from ahpd.host.store import FileSessionStore, MemorySessionStore, RootConfigStore
     from ahpd.host.telemetry import Telemetry
@@ -92,6 +93,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
 
     automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
     host.automations = Automations(host, AutomationStore(automations_file))
+    host.worktrees_root = worktrees_root.expanduser().resolve() if worktrees_root is not None else None
     return host
 
 
@@ -133,13 +135,14 @@ async def run(
     ready_out: Any = None,
     wire: Path | None = None,
     limits: Any = None,
+    worktrees_root: Path | None = None,
 ) -> int:
     """Serve AHP over WebSocket until SIGTERM/SIGINT (``limits``: a ``websocket.Limits``)."""
     from ahpd.ops import control, logs, runtime
     from ahpd.transport.websocket import serve_websocket
 
     ready_out = ready_out or sys.stdout
-    host = make_host(data_dir, sessions, backends)
+    host = make_host(data_dir, sessions, backends, worktrees_root)
     host.stop = partial(os.kill, os.getpid(), signal.SIGTERM)  # `shutdown`: the way `ahpd stop` stops it
     log_file = logs.to_file(data_dir)
     handler, capture = _handler(host, wire, "websocket")

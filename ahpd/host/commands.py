@@ -59,7 +59,8 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
         "serverInfo": {"name": "ahpd", "version": __version__},
         "snapshots": snapshots,
         **({"telemetry": host.telemetry.capabilities} if host.telemetry is not None else {}),
-        "_meta": {"vscode.getAgentHostSessionStateFile.chat": True},  # a chat's own record (ahpd.host.window)
+        "_meta": {"vscode.getAgentHostSessionStateFile.chat": True,  # a chat's own record (ahpd.host.window)
+                  "vscode.detachedWorktrees": True},  # the window's handles on trees (ahpd.host.detached)
     }
     if host.automations is not None:  # advertised only by a host given a store
         result["automations"] = host.automations.capabilities()

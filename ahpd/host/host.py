@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import typing
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -79,6 +80,9 @@ class Host:
     #: The automations catalogue and scheduler (``ahpd.host.automations``),
     #: set by whoever gives the host a store; None serves no automations.
     automations: Any = None
+    #: Where ``isolation: worktree`` trees go (``<root>/<repo>/<name>``, set
+    #: by ``--worktrees-root``); None: beside their repository.
+    worktrees_root: Path | None = None
 
     def __init__(
         self,

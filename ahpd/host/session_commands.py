@@ -82,7 +82,7 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
     if uri in host.bus.channels or uri in sessions.dormant:
         raise RpcError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
     try:
-        tree = await worktrees.prepare(session_id(uri), cwd, params.config)
+        tree = await worktrees.prepare(session_id(uri), cwd, params.config, host.worktrees_root)
     except GitError as exc:
         raise RpcError(INVALID_PARAMS, f"the session's worktree could not be made: {exc}",
                        {"path": "$.config.isolation"}) from None

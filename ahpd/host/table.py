@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, automations, changesets, chat_commands, commands, dispatch, resources, session_commands,
+    annotations, auth, automations, changesets, chat_commands, commands, detached, dispatch, resources, session_commands,
     terminals, turns, watches, window,
 )
 
@@ -38,6 +38,7 @@ COMMANDS = _join(
     automations.COMMANDS,
     terminals.COMMANDS,
     changesets.COMMANDS,
+    detached.COMMANDS,
 )
 
 NOTIFICATIONS = _join(

@@ -1,7 +1,8 @@
 """Sessions in a worktree of their own: ``isolation: worktree``.
 
 A session created with it gets a new branch checked out in a tree at
-``<repo>.worktrees/<name>``, beside its repository, and works there, so
+``<repo>.worktrees/<name>``, beside its repository (or at
+``<dir>/<repo>/<name>`` under ``--worktrees-root <dir>``), and works there, so
 two sessions on one repository never edit the same files. A checkout has
 no ``.env`` and no ``node_modules``: ``worktreeIncludeFiles`` copies the
 git-ignored files its patterns name into the new tree, and
@@ -150,8 +151,10 @@ def _branch_name(session_id: str, wanted: Any) -> str:
     return "ahpd/" + re.sub(r"[^A-Za-z0-9._-]", "-", session_id)[:40]
 
 
-def make(folder: Path, session_id: str, config: dict[str, Any]) -> dict[str, Any]:
-    """Make the worktree a session asked for (a thread's work): its record."""
+def make(folder: Path, session_id: str, config: dict[str, Any], root: Path | None = None) -> dict[str, Any]:
+    """Make the worktree a session asked for (a thread's work): its record.
+    Under ``root`` (``--worktrees-root``) it is ``<root>/<repo>/<name>``, so a
+    machine with many repositories keeps their trees in one folder."""
     repo = gitport.Repo(folder)
     base = config.get(BRANCH) if isinstance(config.get(BRANCH), str) and config.get(BRANCH) else None
     if base is None:
@@ -161,7 +164,7 @@ def make(folder: Path, session_id: str, config: dict[str, Any]) -> dict[str, Any
         raise gitport.Refused(f"{repo.root} has no commit yet: a worktree needs a branch to start from")
     branch = _branch_name(session_id, config.get(NEW_BRANCH))
     name = branch.replace("/", "-")
-    tree = repo.root.parent / f"{repo.root.name}.worktrees" / name
+    tree = (root / repo.root.name if root is not None else repo.root.parent / f"{repo.root.name}.worktrees") / name
     if tree.exists():
         raise gitport.Refused(f"{tree} already exists")
     tree.parent.mkdir(parents=True, exist_ok=True)
@@ -194,11 +197,12 @@ def remove_if_clean(record: dict[str, Any]) -> bool:
     return True
 
 
-async def prepare(session_id: str, folder: Path, config: dict[str, Any] | None) -> dict[str, Any] | None:
+async def prepare(session_id: str, folder: Path, config: dict[str, Any] | None,
+                  root: Path | None = None) -> dict[str, Any] | None:
     """The worktree for a new session, when its config asks for one."""
     if not config or config.get(ISOLATION) != "worktree":
         return None
-    return await trio.to_thread.run_sync(make, folder, session_id, config)
+    return await trio.to_thread.run_sync(make, folder, session_id, config, root)
 
 
 async def dispose(record: dict[str, Any] | None) -> None:

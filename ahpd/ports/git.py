@@ -405,8 +405,20 @@ class Repo:
         else:
             _git(self.root, "worktree", "add", "-b", branch, str(path), *([base] if base else []))
 
-    def remove_worktree(self, path: Path) -> None:
-        _git(self.root, "worktree", "remove", str(path))
+    def remove_worktree(self, path: Path, force: bool = False) -> None:
+        """``force`` removes a tree with work in it too (a person asked for it)."""
+        _git(self.root, "worktree", "remove", *(["--force", "--force"] if force else []), str(path))
+
+    def prune_worktrees(self) -> None:
+        """Forget the worktrees whose folder is gone (removed by hand), so one
+        can be made again at the same place."""
+        _git(self.root, "worktree", "prune")
+
+    def delete_branch(self, name: str) -> None:
+        """Delete a local branch (merged or not); one already gone is no error."""
+        branch = self.repo.branches.local.get(name)
+        if branch is not None:
+            branch.delete()
 
 
 def is_clean(folder: Path) -> bool:
