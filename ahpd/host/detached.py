@@ -135,7 +135,9 @@ def put_back(worktree: dict[str, Any]) -> None:
 
 
 def delete(worktree: dict[str, Any]) -> None:
-    """Remove the tree, whatever is in it, and its branch: the person asked."""
+    """Remove the tree, whatever is in it, and its branch: the person asked.
+    A branch not made for the session (``worktreeCreateNewBranch: 'false'``)
+    is the user's and stays."""
     tree = Path(worktree["tree"])
     repo = gitport.Repo(Path(worktree["repo"]))
     for link in worktree.get("links") or []:
@@ -143,7 +145,8 @@ def delete(worktree: dict[str, Any]) -> None:
             Path(link).unlink()
     if tree.exists():
         repo.remove_worktree(tree, force=True)
-    repo.delete_branch(worktree["branch"])
+    if worktree.get("ownBranch", True):
+        repo.delete_branch(worktree["branch"])
 
 
 def reap(held: dict[str, Handle], scope: str, active: list[str], now: float,

@@ -14,10 +14,15 @@ Disposing the session removes a clean tree and keeps its branch; a tree
 with somebody's work in it is kept where it is and its path is logged,
 since a daemon cannot judge the value of that work.
 
-The worktree properties of ``resolveSessionConfig`` are this host's own,
-offered when the working directory is in a repository; ``branch`` (the
+The seven worktree properties of ``resolveSessionConfig`` are this host's
+own, offered when the working directory is in a repository; ``branch`` (the
 branch the new one starts from) is seeded with the twenty most recently
 committed and answered by substring in ``sessionConfigCompletions``.
+``worktreeBranchPrefix`` starts the new branch's name,
+``worktreeCreateNewBranch: 'false'`` checks the base branch itself out in
+the tree (it stays the user's: nothing ever deletes it), and
+``worktreeBranchTrack: 'true'`` makes the base the new branch's upstream.
+``worktreeBranchName`` from an older client is still honoured, not offered.
 """
 
 from __future__ import annotations
@@ -31,14 +36,18 @@ from typing import Any
 
 import trio
 
+from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports import git as gitport
 
 log = logging.getLogger("ahpd.host")
 
 SEEDED = 20
 
-ISOLATION, BRANCH, NEW_BRANCH, INCLUDE, LINK = (
-    "isolation", "branch", "worktreeBranchName", "worktreeIncludeFiles", "worktreeSymlinkFolders")
+ISOLATION, BRANCH, INCLUDE, LINK, PREFIX, CREATE_NEW, TRACK = (
+    "isolation", "branch", "worktreeIncludeFiles", "worktreeSymlinkFolders", "worktreeBranchPrefix",
+    "worktreeCreateNewBranch", "worktreeBranchTrack")
+NEW_BRANCH = "worktreeBranchName"  # an older client's; honoured, no longer offered
+DEFAULT_PREFIX = "ahpd/"
 
 
 def _patterns_schema(title: str, description: str) -> dict[str, Any]:
@@ -61,13 +70,21 @@ def properties(branches: list[str], current: str | None) -> dict[str, Any]:
                     "enumLabels": ["Work in the folder", "Work in a worktree of its own"],
                     "description": "worktree gives the session a new branch checked out in a tree of its own"},
         BRANCH: branch,
-        NEW_BRANCH: {"type": "string", "title": "Worktree branch",
-                     "description": "The new branch's name; ahpd/<session id> when left empty"},
         INCLUDE: _patterns_schema("Files copied into the worktree",
                                   "gitignore patterns for the git-ignored files to copy in (.env...)"),
         LINK: _patterns_schema("Folders linked into the worktree",
                                "gitignore patterns for the git-ignored folders to link (node_modules...)"),
+        PREFIX: {"type": "string", "title": "Branch prefix", "default": "",
+                 "description": f"What the new branch's name starts with; {DEFAULT_PREFIX} when empty"},
+        CREATE_NEW: _yes_no("Create a new branch", "true",
+                            "false checks the base branch itself out in the worktree"),
+        TRACK: _yes_no("Track the base branch", "false", "true makes the base branch the new branch's upstream"),
     }
+
+
+def _yes_no(title: str, default: str, description: str) -> dict[str, Any]:
+    return {"type": "string", "title": title, "enum": ["true", "false"], "enumLabels": ["Yes", "No"],
+            "default": default, "description": description}
 
 
 def repository_facts(folder: Path) -> tuple[list[str], str | None] | None:
@@ -145,16 +162,44 @@ def _bring_along(source: Path, tree: Path, config: dict[str, Any]) -> list[str]:
     return links
 
 
-def _branch_name(session_id: str, wanted: Any) -> str:
+def _branch_name(session_id: str, config: dict[str, Any]) -> str:
+    wanted = config.get(NEW_BRANCH)
     if isinstance(wanted, str) and wanted.strip():
         return wanted.strip()
-    return "ahpd/" + re.sub(r"[^A-Za-z0-9._-]", "-", session_id)[:40]
+    return (config.get(PREFIX) or DEFAULT_PREFIX) + re.sub(r"[^A-Za-z0-9._-]", "-", session_id)[:40]
+
+
+def _refuse(key: str, why: str) -> RpcError:
+    return RpcError(INVALID_PARAMS, f"{key} {why}", {"path": f"$.config.{key}"})
+
+
+def _flag(config: dict[str, Any], key: str, default: bool) -> bool:
+    """A yes/no property: the strings the schema offers (a JSON boolean too)."""
+    value = config.get(key, default)
+    if value == "true" or value is True:  # `is`: 1 == True
+        return True
+    if value == "false" or value is False:
+        return False
+    raise _refuse(key, f"must be 'true' or 'false', not {value!r}")
+
+
+def validate(config: dict[str, Any]) -> dict[str, Any]:
+    """The worktree properties checked, the yes/no ones as booleans; a bad
+    value is refused naming its key."""
+    prefix = config.get(PREFIX, "")
+    if not isinstance(prefix, str) or (prefix and not gitport.valid_branch_name(prefix + "x")):
+        raise _refuse(PREFIX, f"must be text a branch name can start with, not {prefix!r}")
+    for key in (BRANCH, NEW_BRANCH):
+        if config.get(key) is not None and not isinstance(config.get(key), str):
+            raise _refuse(key, f"must be a branch name, not {config.get(key)!r}")
+    return {**config, CREATE_NEW: _flag(config, CREATE_NEW, True), TRACK: _flag(config, TRACK, False)}
 
 
 def make(folder: Path, session_id: str, config: dict[str, Any], root: Path | None = None) -> dict[str, Any]:
     """Make the worktree a session asked for (a thread's work): its record.
     Under ``root`` (``--worktrees-root``) it is ``<root>/<repo>/<name>``, so a
     machine with many repositories keeps their trees in one folder."""
+    config = validate(config)
     repo = gitport.Repo(folder)
     base = config.get(BRANCH) if isinstance(config.get(BRANCH), str) and config.get(BRANCH) else None
     if base is None:
@@ -162,17 +207,27 @@ def make(folder: Path, session_id: str, config: dict[str, Any], root: Path | Non
         base = current if isinstance(current, str) and current != "HEAD" else None
     if not repo.has_commit:
         raise gitport.Refused(f"{repo.root} has no commit yet: a worktree needs a branch to start from")
-    branch = _branch_name(session_id, config.get(NEW_BRANCH))
+    own = config[CREATE_NEW]
+    if own:
+        branch = _branch_name(session_id, config)
+    elif base is None or base not in repo.repo.branches.local:
+        raise _refuse(CREATE_NEW, f"'false' needs a local base branch to check out; {base or 'HEAD'} is not one")
+    elif repo.repo.branches.local[base].is_checked_out():
+        raise _refuse(CREATE_NEW, f"'false': branch {base} is already checked out in another worktree")
+    else:
+        branch = base
     name = branch.replace("/", "-")
     tree = (root / repo.root.name if root is not None else repo.root.parent / f"{repo.root.name}.worktrees") / name
     if tree.exists():
         raise gitport.Refused(f"{tree} already exists")
     tree.parent.mkdir(parents=True, exist_ok=True)
     repo.add_worktree(tree, branch, base)
+    if own and config[TRACK] and base:
+        repo.set_upstream(branch, base)
     links = _bring_along(folder, tree, config)
     inside = tree / repo.prefix if repo.prefix else tree
     return {"path": str(inside), "tree": str(tree), "repo": str(repo.root), "branch": branch, "base": base or "",
-            "links": links}
+            "ownBranch": own, "links": links}
 
 
 def remove_if_clean(record: dict[str, Any]) -> bool:

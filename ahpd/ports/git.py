@@ -405,6 +405,15 @@ class Repo:
         else:
             _git(self.root, "worktree", "add", "-b", branch, str(path), *([base] if base else []))
 
+    def set_upstream(self, branch: str, upstream: str) -> None:
+        """Make ``upstream`` (a local branch, else a remote-tracking one) the
+        branch's upstream, as ``git branch --set-upstream-to`` does."""
+        branches = self.repo.branches
+        target = branches.local.get(upstream) or branches.remote.get(upstream)
+        if target is None:
+            raise Refused(f"no branch {upstream} to track")
+        branches.local[branch].upstream = target
+
     def remove_worktree(self, path: Path, force: bool = False) -> None:
         """``force`` removes a tree with work in it too (a person asked for it)."""
         _git(self.root, "worktree", "remove", *(["--force", "--force"] if force else []), str(path))
@@ -419,6 +428,10 @@ class Repo:
         branch = self.repo.branches.local.get(name)
         if branch is not None:
             branch.delete()
+
+
+def valid_branch_name(name: str) -> bool:
+    return pygit2.reference_is_valid_name(f"refs/heads/{name}")
 
 
 def is_clean(folder: Path) -> bool:

@@ -149,6 +149,19 @@ def test_reconcile_lets_go_only_of_clean_unnamed_trees_a_day_old(tmp_path, git_h
     assert (held["dirty"].tree / "work.txt").read_text() == "work\n"
 
 
+def test_delete_keeps_a_branch_not_made_for_the_session(tmp_path, git_home) -> None:
+    repo = _repo(tmp_path)
+    mine = worktrees.make(repo, "mine", {"isolation": "worktree", "branch": "main"})
+    theirs = worktrees.make(repo, "theirs", {"isolation": "worktree", "branch": "older",
+                                             "worktreeCreateNewBranch": "false"})
+    assert theirs["branch"] == "older" and not theirs["ownBranch"] and mine["ownBranch"]
+    detached.delete(mine)
+    detached.delete(theirs)
+    assert not Path(mine["tree"]).exists() and not Path(theirs["tree"]).exists()
+    assert not git(repo, "branch", "--list", mine["branch"]).strip()  # made for the session: gone
+    assert git(repo, "branch", "--list", "older").strip()  # the user's: kept
+
+
 async def test_worktrees_root_keeps_every_tree_in_one_folder(tmp_path) -> None:
     repo = _repo(tmp_path)
     root = tmp_path / "trees"

@@ -39,7 +39,12 @@ async def test_resolve_session_config_and_branch_completions(tmp_path) -> None:
                 "channel": "ahp-root://", "workingDirectory": repo.as_uri(), "config": {"isolation": "worktree"}})
             fits("/commands/resolveSessionConfig/result", reply["result"])
             props = reply["result"]["schema"]["properties"]
-            assert {"isolation", "branch", "worktreeIncludeFiles", "worktreeSymlinkFolders"} <= set(props)
+            assert set(props) == {"isolation", "branch", "worktreeIncludeFiles", "worktreeSymlinkFolders",
+                                  "worktreeBranchPrefix", "worktreeCreateNewBranch", "worktreeBranchTrack"}
+            assert {k: props[k].get("default") for k in props} == {
+                "isolation": "folder", "branch": "main", "worktreeIncludeFiles": [], "worktreeSymlinkFolders": [],
+                "worktreeBranchPrefix": "", "worktreeCreateNewBranch": "true", "worktreeBranchTrack": "false"}
+            assert props["worktreeCreateNewBranch"]["enum"] == props["worktreeBranchTrack"]["enum"] == ["true", "false"]
             assert props["branch"]["enum"][0] == "feature/login" and props["branch"]["default"] == "main"
             assert reply["result"]["values"] == {"isolation": "worktree"}  # what was answered stays answered
             outside = await client.call("resolveSessionConfig", {"channel": "ahp-root://",
@@ -99,5 +104,70 @@ async def test_a_worktree_session_end_to_end(tmp_path) -> None:
                 "channel": f"ahp-session:/{uuid.uuid4()}", "workingDirectories": [(tmp_path / "d").as_uri()],
                 "config": {"isolation": "worktree"}}, timeout=60)
             assert bad["error"]["code"] == -32602 and "worktree" in bad["error"]["message"]
+        daemon.terminate()
+        await daemon.wait()
+
+
+async def _tree_of(client, config: dict) -> tuple[str, dict]:
+    uri = f"ahp-session:/{uuid.uuid4()}"
+    reply = await client.call("createSession", {"channel": uri, "workingDirectories": [config.pop("_repo")],
+                                                "config": config}, timeout=60)
+    return uri, reply
+
+
+async def _folder(client, uri: str) -> Path:
+    state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+    [folder] = state["workingDirectories"]
+    return Path(folder.removeprefix("file://"))
+
+
+async def test_branch_prefix_track_and_the_base_branch_itself(tmp_path) -> None:
+    repo = _repo(tmp_path)
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("fay")
+            # a prefixed new branch that tracks its base
+            uri, reply = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree",
+                                                 "branch": "feature/login", "worktreeBranchPrefix": "fay/",
+                                                 "worktreeBranchTrack": "true"})
+            assert reply.get("result", "missing") is None, reply
+            tree = await _folder(client, uri)
+            branch = git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip()
+            assert branch.startswith("fay/") and branch != "feature/login"
+            assert git(repo, "rev-parse", "--abbrev-ref", f"{branch}@{{upstream}}").strip() == "feature/login"
+            assert (tree / "login.py").exists()  # started from the base
+            # without track, no upstream (the default)
+            uri2, reply = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree", "branch": "main"})
+            assert reply.get("result", "missing") is None, reply
+            plain = git(await _folder(client, uri2), "rev-parse", "--abbrev-ref", "HEAD").strip()
+            assert plain.startswith("ahpd/")
+            assert git(repo, "config", "--get-regexp", r"^branch\.").count(plain) == 0
+
+            # createNewBranch 'false': the tree is on the base branch itself; disposal keeps the branch
+            before = set(git(repo, "branch", "--format=%(refname:short)").split())
+            uri3, reply = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree",
+                                                  "branch": "older", "worktreeCreateNewBranch": "false"})
+            assert reply.get("result", "missing") is None, reply
+            own = await _folder(client, uri3)
+            assert git(own, "rev-parse", "--abbrev-ref", "HEAD").strip() == "older"
+            assert set(git(repo, "branch", "--format=%(refname:short)").split()) == before  # no branch made
+            # ...and nobody else can have it checked out at the same time
+            _, taken = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree",
+                                               "branch": "older", "worktreeCreateNewBranch": "false"})
+            assert taken["error"]["code"] == -32602 and "checked out" in taken["error"]["message"]
+            assert taken["error"]["data"]["path"] == "$.config.worktreeCreateNewBranch"
+            _, main = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree",
+                                              "branch": "main", "worktreeCreateNewBranch": "false"})
+            assert main["error"]["code"] == -32602 and "main" in main["error"]["message"]
+            assert (await client.call("disposeSession", {"channel": uri3}))["result"] is None
+            assert not own.exists()
+            assert "older" in git(repo, "branch", "--list", "older")  # the user's branch stays
+
+            for key, value in [("worktreeCreateNewBranch", "yes"), ("worktreeBranchTrack", 1),
+                               ("worktreeBranchPrefix", 7), ("worktreeBranchPrefix", "bad..name/")]:
+                _, bad = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree", key: value})
+                assert bad["error"]["code"] == -32602, (key, value, bad)
+                assert key in bad["error"]["message"] and bad["error"]["data"]["path"] == f"$.config.{key}"
+            assert set(git(repo, "branch", "--format=%(refname:short)").split()) >= before
         daemon.terminate()
         await daemon.wait()
