@@ -166,6 +166,7 @@ async def test_compaction_runs_in_the_background_and_keeps_what_the_chat_holds(t
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
         store.save(record(turns))
+        await wait_for(path.exists)  # the first write landed: the loop below samples a file that is there
         sizes = []
         for n in range(400):  # a title typed a letter at a time: superseded records pile up
             store.save(record(turns, title="t" * (n % 50)))
