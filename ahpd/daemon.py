@@ -191,9 +191,12 @@ async def run(
 async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], max_frame: int = MAX_FRAME,
                     wire: Path | None = None) -> int:
     """One AHP connection over stdin/stdout, until stdin closes."""
+    from ahpd.ops import logs
     from ahpd.transport.stdio import serve_stdio
 
     host = make_host(data_dir, sessions, backends)
+    # An editor may start several: they share the file, and each line says whose it is.
+    log_file = logs.to_file(data_dir, pid=True)
     handler, capture = _handler(host, wire, "stdio")
     try:
         async with trio.open_nursery() as nursery:
@@ -205,6 +208,8 @@ async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], 
         host.close()
         if capture is not None:
             capture.close()
+        logging.getLogger().removeHandler(log_file)
+        log_file.close()
     return 0
 
 

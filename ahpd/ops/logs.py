@@ -59,14 +59,16 @@ def _indent(text: str) -> str:
 LOG_FILE = "logs/ahpd.log"
 
 
-def to_file(data_dir: Path) -> logging.Handler:
+def to_file(data_dir: Path, *, pid: bool = False) -> logging.Handler:
     """Also log to ``DATA_DIR/logs/ahpd.log``, rotated at 1 MiB with three
     kept, so a bug report has the daemon's own lines to collect
-    (``vscode/collectAgentHostDebugLogs``). Returns the handler, to remove."""
+    (``vscode/collectAgentHostDebugLogs``). ``pid`` puts the process id in
+    each line, for ``ahpd stdio``, of which an editor may run several.
+    Returns the handler, to remove."""
     path = data_dir / LOG_FILE
     path.parent.mkdir(mode=0o700, exist_ok=True)
     handler = _LogFile(path, maxBytes=2**20, backupCount=3, encoding="utf-8", delay=True)
-    handler.setFormatter(SafeFormatter(FORMAT))
+    handler.setFormatter(SafeFormatter(FORMAT.replace("%(name)s", "%(name)s[%(process)d]") if pid else FORMAT))
     logging.getLogger().addHandler(handler)
     return handler
 

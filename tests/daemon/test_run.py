@@ -170,6 +170,8 @@ async def test_stdio_end_to_end(tmp_path) -> None:
             assert await process.wait() == 0
         stderr = await process.stderr.receive_some(65536)
         assert b"connected" in stderr  # logs go to stderr, never stdout
+        logged = (tmp_path / "logs" / "ahpd.log").read_text()  # and to the file a bug report collects
+        assert f"[{process.pid}]: " in logged and "connected" in logged
     finally:
         if process.returncode is None:
             process.kill()
