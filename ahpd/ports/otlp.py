@@ -105,14 +105,20 @@ def _span(span: Any) -> dict[str, Any]:
     return out
 
 
+def _by_resource(items: Sequence[Any], kind: str, leaves: str, encode: Any) -> dict[str, Any]:
+    """The OTLP nesting every signal shares: ``resource<Kind>`` holding
+    ``scope<Kind>`` holding the encoded ``leaves``."""
+    return {f"resource{kind}": [
+        {"resource": _resource(resource), f"scope{kind}": [
+            {"scope": _scope(scope), leaves: [encode(item) for item in members]} for scope, members in scopes
+        ]}
+        for resource, scopes in _grouped(items, lambda i: i.resource, lambda i: i.instrumentation_scope)
+    ]}
+
+
 def encode_spans(spans: Sequence[Any]) -> dict[str, Any]:
     """An ``ExportTraceServiceRequest`` of SDK ``ReadableSpan``s."""
-    return {"resourceSpans": [
-        {"resource": _resource(resource), "scopeSpans": [
-            {"scope": _scope(scope), "spans": [_span(s) for s in members]} for scope, members in scopes
-        ]}
-        for resource, scopes in _grouped(spans, lambda s: s.resource, lambda s: s.instrumentation_scope)
-    ]}
+    return _by_resource(spans, "Spans", "spans", _span)
 
 
 # -- logs --------------------------------------------------------------------------
@@ -137,12 +143,7 @@ def _log(record: Any) -> dict[str, Any]:
 
 def encode_logs(records: Sequence[Any]) -> dict[str, Any]:
     """An ``ExportLogsServiceRequest`` of SDK ``ReadableLogRecord``s."""
-    return {"resourceLogs": [
-        {"resource": _resource(resource), "scopeLogs": [
-            {"scope": _scope(scope), "logRecords": [_log(r) for r in members]} for scope, members in scopes
-        ]}
-        for resource, scopes in _grouped(records, lambda r: r.resource, lambda r: r.instrumentation_scope)
-    ]}
+    return _by_resource(records, "Logs", "logRecords", _log)
 
 
 # -- metrics -----------------------------------------------------------------------
