@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
+
+from ahpd.ports.atomic import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -125,19 +125,7 @@ class SessionStore:
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self._path(record.session_id)
         data = json.dumps(record.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(dir=self.home, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(path, data)
 
     def delete(self, session_id: str) -> bool:
         """Remove a session; ``False`` if there was none."""

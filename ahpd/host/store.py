@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import trio
 
 from ahpd.ports import journal
-from ahpd.ports.journal import write_atomic
+from ahpd.ports.atomic import write_atomic
 
 log = logging.getLogger("ahpd.host")
 

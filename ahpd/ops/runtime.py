@@ -16,11 +16,11 @@ import datetime as dt
 import json
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ahpd.ops.paths import ensure_private_dir
+from ahpd.ports.atomic import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +73,7 @@ def write_runtime(data_dir: str | os.PathLike[str], **fields: Any) -> Path:
     """
     directory = ensure_private_dir(data_dir)
     record = {"pid": os.getpid(), "startedAt": utc_now_iso(), **fields}
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ahpd.json.", suffix=".tmp")  # 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, directory / RUNTIME_FILE)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomic(directory / RUNTIME_FILE, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
     return directory / RUNTIME_FILE
 
 

@@ -22,9 +22,10 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from ahpd.ports.atomic import write_atomic
 
 UNIT_NAME = "ahpd.service"
 SERVICE = "ahpd"
@@ -126,15 +127,7 @@ def install(
     text = unit_text(exec_path if exec_path is not None else ahpd_command(), extra_args)
     existed = path.exists()
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{UNIT_NAME}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomic(path, text.encode("utf-8"), mode=0o644)
     lines = [f"{'updated' if existed else 'wrote'} {path}"]
     _step(lines, "daemon-reload")
     lines.append(f"next: systemctl --user enable --now {SERVICE}")

@@ -33,14 +33,14 @@ knows the host.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ahpd.ports.atomic import fsync_dir, write_atomic
 
 log = logging.getLogger("ahpd.store")
 
@@ -113,31 +113,6 @@ def append(path: Path, at: int, data: bytes) -> int:
     if created:
         fsync_dir(path.parent)
     return at + len(data)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` all at once: a reader (or the next start
-    after a crash) sees the old file or the new one, never a part of either."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)  # the rename itself is durable only once the folder is
-
-
-def fsync_dir(path: Path) -> None:
-    dir_fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 # -- reading the tail ------------------------------------------------------------

@@ -28,9 +28,9 @@ def fits(pointer: str, value: Any) -> None:
 async def until(client: Rpc, predicate, timeout: float = 30) -> list[dict]:
     """Notes up to and including the first one ``predicate`` accepts."""
     seen = []
-    with trio.fail_after(timeout):
+    with trio.fail_after(timeout):  # this hang guard governs, not each note's own
         while True:
-            note = await client.next_note()
+            note = await client.next_note(timeout=timeout)
             if note.get("method") == "action":
                 fits("/notifications/action", note["params"])
             seen.append(note)

@@ -16,7 +16,7 @@ import tempfile
 import pytest
 import trio
 
-from ahpd.ports import journal
+from ahpd.ports import atomic
 from ahpd.host.seqstore import BLOCK, FileSeqStore, Sequencer
 from ahpd.host.store import FileSessionStore, RootConfigStore, write_atomic
 
@@ -94,7 +94,7 @@ async def test_out_of_file_descriptors_is_retried(tmp_path, caplog, monkeypatch)
             raise refusals.pop()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(journal.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", mkstemp)
     store = FileSessionStore(tmp_path / "sessions")
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
