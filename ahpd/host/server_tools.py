@@ -456,7 +456,8 @@ def _send(host: Host, sender: Chat, target: Chat, text: str) -> None:
     """Queue ``text`` on ``target``; it is taken up at once when the chat is free."""
     from ahpd.host.turns import take_up_queued
 
-    target.lender = target.lender or sender.lender
+    if sender.lender is not None:
+        target.lender = sender.lender  # the turn is started for whom the sender acts, as a client's would be
     host.bus.emit(target.uri, {"type": "chat/pendingMessageSet", "kind": "queued", "id": f"m-{uuid.uuid4().hex[:12]}",
                                "message": {"text": text, "origin": {"kind": "agent"}}})
     take_up_queued(target)
