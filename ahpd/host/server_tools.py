@@ -219,9 +219,16 @@ def publish(session: Session) -> None:
         session.host.bus.emit(session.uri, {"type": "session/serverToolsChanged", "tools": offered})
 
 
-def set_tools(host: Host, definitions: list[dict[str, Any]]) -> None:
-    """Replace the set (the embedder's ``setTools``): every running session is told."""
+Runner = Callable[["Host", "Chat", dict[str, Any]], Awaitable[str]]
+
+
+def set_tools(host: Host, definitions: list[dict[str, Any]], runners: dict[str, Runner] | None = None) -> None:
+    """Replace the set (the embedder's ``setTools``): every running session is
+    told. ``runners`` carries the embedder's own tools (name -> an async
+    ``(host, chat, arguments) -> text``, raising :class:`ToolError` to refuse);
+    a name without one is this host's."""
     host.server_tools = [dict(d) for d in definitions]
+    host.server_tool_runners = dict(runners or {})
     for session in list(host.sessions.sessions.values()) if host.sessions else []:
         if not session.disposed:
             publish(session)
@@ -292,7 +299,7 @@ async def call(host: Host, chat_uri: str, name: str, arguments: Any) -> dict[str
     chat = host.sessions.chat_owner.get(chat_uri) if host.sessions else None
     if chat is None or chat.session.disposed:
         return result(f"{name}: the chat {chat_uri} this agent runs in is gone", error=True)
-    run = _RUNNERS.get(name)
+    run = getattr(host, "server_tool_runners", {}).get(name) or _RUNNERS.get(name)
     if run is None or not any(t.get("name") == name for t in tools(host)):
         return result(f"{name} is not a tool this host offers", error=True)
     if arguments is None:
@@ -664,7 +671,7 @@ async def ahp_resource(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     return _dump(answer if answer is None or isinstance(answer, dict) else codec.encode(answer))
 
 
-_RUNNERS: dict[str, Callable[[Host, Chat, dict[str, Any]], Awaitable[str]]] = {
+_RUNNERS: dict[str, Runner] = {
     "list_sessions": list_sessions,
     "get_current_session": get_current_session,
     "create_session": create_session,

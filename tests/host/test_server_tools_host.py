@@ -38,14 +38,22 @@ async def test_every_subscriber_of_every_session_is_told_the_new_set(tmp_path) -
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
                 assert state["serverTools"] == server_tools.DEFAULT_TOOLS
 
-        fewer = [t for t in server_tools.DEFAULT_TOOLS if t["name"] != "delete_session"]
-        server_tools.set_tools(live.host, fewer)
+        # The embedder's set: one of the host's tools taken away, one of its own added.
+        async def shout(host, chat_, arguments):
+            if not isinstance(arguments.get("words"), str):
+                raise server_tools.ToolError("words must be a string")
+            return arguments["words"].upper()
+
+        mine = {"name": "shout", "description": "Say it louder", "inputSchema": {
+            "type": "object", "properties": {"words": {"type": "string"}}, "required": ["words"]}}
+        fewer = [t for t in server_tools.DEFAULT_TOOLS if t["name"] != "delete_session"] + [mine]
+        server_tools.set_tools(live.host, fewer, {"shout": shout})
         for client in (alice, bob):
             for uri in (first, second):
                 notes = await until(client, is_action("session/serverToolsChanged", uri))
                 fits("/notifications/action", notes[-1]["params"])
                 assert action_of(notes[-1])["tools"] == fewer  # the full set, not a difference
-        server_tools.set_tools(live.host, fewer)  # the same set again says nothing
+        server_tools.set_tools(live.host, fewer, {"shout": shout})  # the same set again says nothing
         state = (await alice.call("subscribe", {"channel": first}))["result"]["snapshot"]["state"]
         assert state["serverTools"] == fewer
         assert not [n for n in alice.notes if is_action("session/serverToolsChanged")(n)]
@@ -60,6 +68,10 @@ async def test_every_subscriber_of_every_session_is_told_the_new_set(tmp_path) -
         answer = await server_tools.call(live.host, chat, "delete_session", {"session": second})
         assert answer == {"content": [{"type": "text", "text": "delete_session is not a tool this host offers"}],
                           "isError": True}
+        answer = await server_tools.call(live.host, chat, "shout", {"words": "hello"})
+        assert answer == {"content": [{"type": "text", "text": "HELLO"}], "isError": False}
+        answer = await server_tools.call(live.host, chat, "shout", {})
+        assert answer == {"content": [{"type": "text", "text": "words must be a string"}], "isError": True}
         answer = await server_tools.call(live.host, "ahp-chat:/gone", "list_sessions", {})
         assert answer["isError"] and "is gone" in answer["content"][0]["text"]
         answer = await server_tools.call(live.host, chat, "list_sessions", ["not", "an", "object"])
