@@ -57,8 +57,8 @@ class Turns:
     async def say(self, text: str) -> tuple[dict[str, Any], list[dict]]:
         self.seq += 1
         await dispatch(self.client, self.chat, start_turn(text), self.seq)
-        notes = await until(self.client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
-                            and n["params"]["channel"] == self.chat, timeout=240)
+        notes = await until(self.client, lambda n: (action_of(n) or {}).get("type") in (
+            "chat/turnComplete", "chat/error") and n["params"]["channel"] == self.chat)
         assert action_of(notes[-1])["type"] == "chat/turnComplete", notes[-1]
         self.notes = notes
         state = (await self.client.call("subscribe", {"channel": self.chat}))["result"]["snapshot"]["state"]
