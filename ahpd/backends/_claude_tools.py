@@ -152,6 +152,10 @@ class ClientTools:
         #: tool_use id -> joined call awaiting its result.
         self.calls: dict[str, ClientCall] = {}
         self._server: Any = None
+        #: The host's own tools (``list_sessions``, the artifact three,
+        #: ``ahp_resource``...), offered on the same server under their own
+        #: names and run by the host itself; None offers none.
+        self.host_tools: Any = None
 
     # -- the MCP server --------------------------------------------------------
 
@@ -168,6 +172,8 @@ class ClientTools:
         from mcp.types import Tool
 
         entries: list[tuple[str, str, dict[str, Any]]] = []
+        for definition in self._host_definitions():
+            entries.append((definition["name"], "", _mcp_tool(definition["name"], definition)))
         for client_id, definitions in announced.items():
             for definition in definitions:
                 name = definition.get("name")
@@ -184,12 +190,30 @@ class ClientTools:
             except Exception as exc:  # noqa: BLE001 - one bad definition is left out, not the set
                 log.warning("the client tool %s is not offered: %s", full, exc)
         self._tools[:] = tools
-        self.owners = {full: client_id for full, client_id, _ in entries}
+        self.owners = {full: client_id for full, client_id, _ in entries if client_id}
         self._known.update(self.owners)
         for full, client_id, wire in entries:
-            self.titles[full] = wire.get("title") or full[len(client_id) + 2:]
+            if client_id:
+                self.titles[full] = wire.get("title") or full[len(client_id) + 2:]
         self._signature = signature
         return True
+
+    def _host_definitions(self) -> list[dict[str, Any]]:
+        if self.host_tools is None:
+            return []
+        return [dict(d) for d in self.host_tools.definitions if isinstance(d.get("name"), str)]
+
+    def is_host_tool(self, tool_name: str) -> bool:
+        """``tool_name`` (as the model names it) is one of the host's own."""
+        return tool_name.startswith(PREFIX) and any(
+            d["name"] == tool_name[len(PREFIX):] for d in self._host_definitions())
+
+    def asks(self, tool_name: str) -> bool:
+        """Whether a person is asked before ``tool_name`` runs: a client's
+        tool never (its client runs it), a host tool when the host says so."""
+        if not self.is_host_tool(tool_name):
+            return False
+        return bool(self.host_tools.needs_confirmation(tool_name[len(PREFIX):]))
 
     def title(self, tool_name: str) -> str | None:
         return self.titles.get(tool_name[len(PREFIX):]) if tool_name.startswith(PREFIX) else None
@@ -205,6 +229,8 @@ class ClientTools:
         from mcp.types import CallToolResult
 
         client_id = self.owners.get(name)
+        if client_id is None and self.is_host_tool(PREFIX + name):
+            return CallToolResult.model_validate(await self.host_tools.call(name, dict(arguments or {})))
         if client_id is None:
             return CallToolResult.model_validate(mcp_result(failure(WITHDRAWN)))
         call = ClientCall(name=name, arguments=dict(arguments or {}), client_id=client_id)

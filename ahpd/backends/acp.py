@@ -254,6 +254,7 @@ class AcpBackend:
         resume_id: str | None = None,
         task_status: trio.TaskStatus[Conversation] = trio.TASK_STATUS_IGNORED,
         terminals: Any = None,
+        host_tools: Any = None,
     ) -> None:
         """Start the agent in ``cwd`` with ``session/new`` (or ``session/load``
         of ``resume_id``, whose replayed history goes to ``events``), hand
@@ -271,7 +272,9 @@ class AcpBackend:
                 with trio.fail_after(self.start_timeout):
                     init = await link.initialize()
                     caps = init.agent_capabilities
-                    params = {"cwd": str(root), "mcpServers": []}
+                    # The host's own tools, as the MCP server it serves them on (ahpd.host.mcp_bridge).
+                    servers = [await host_tools.mcp_server()] if host_tools is not None else []
+                    params = {"cwd": str(root), "mcpServers": servers}
                     if resume_id is not None:
                         if not (caps and caps.load_session):
                             raise BackendError(

@@ -241,6 +241,10 @@ class ClaudeBackend:
             can_use_tool=conversation._can_use_tool,
             stderr=conversation._stderr,
             mcp_servers={CLIENT_TOOL_SERVER: conversation._tools.server_config()},
+            # When to record an artifact, said where the CLI's prompt takes an append.
+            system_prompt=({"type": "preset", "preset": "claude_code", "append": instructions}
+                           if (instructions := getattr(conversation._tools.host_tools, "instructions", None))
+                           else None),
         )
 
     async def run_conversation(
@@ -253,6 +257,7 @@ class ClaudeBackend:
         api_key: str | None = None,
         session_id: str | None = None,
         client_tools: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+        host_tools: Any = None,
     ) -> None:
         """Start the CLI in ``cwd`` on a new conversation (under ``session_id``
         when given, a UUID the caller chose) or on ``resume_id``'s, hand over
@@ -273,8 +278,9 @@ class ClaudeBackend:
         backend_id = resume_id or session_id or str(uuid.uuid4())
         conversation = ClaudeConversation(backend_id, events, root, self.provider, cancel_grace=self.cancel_grace)
         conversation._on_init = self._learn_init
-        if client_tools:
-            conversation._tools.set(client_tools)
+        conversation._tools.host_tools = host_tools  # the host's own, on the same server
+        if client_tools or host_tools is not None:
+            conversation._tools.set(client_tools or {})
         options = self._options(
             root, conversation, resume_id=resume_id, session_id=None if resume_id else backend_id, api_key=api_key,
         )
@@ -530,7 +536,7 @@ class ClaudeConversation:
         self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
         """The CLI asks before a tool it will not run on its own."""
-        if tool_name.startswith(CLIENT_TOOL_PREFIX):
+        if tool_name.startswith(CLIENT_TOOL_PREFIX) and not self._tools.asks(tool_name):
             # A client's tool: the client announced it to be run, and runs it.
             return PermissionResultAllow(updated_input=tool_input)
         number = next(self._ids)

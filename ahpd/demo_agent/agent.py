@@ -90,6 +90,7 @@ from acp.schema import (
 from acp.utils import normalize_result
 
 from ahpd import __version__
+from ahpd.demo_agent import mcp_calls
 from ahpd.demo_agent import script as sc
 from ahpd.demo_agent.store import Message, SessionRecord, SessionStore, new_id, now, valid_session_id
 
@@ -128,6 +129,8 @@ class _Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     turn: asyncio.Task[PromptResponse] | None = None
     deleted: bool = False
+    #: The MCP servers the client handed over (``mcp`` prompts call them: ``mcp_calls``).
+    mcp_servers: list[Any] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -240,6 +243,7 @@ class DemoAgent:
     ) -> NewSessionResponse:
         _require_absolute(cwd)
         session = _Session(self._store.create(cwd))
+        session.mcp_servers = list(mcp_servers or [])
         self._sessions[session.id] = session
         self._soon(self._announce(session.id))
         return NewSessionResponse(session_id=session.id, modes=_modes(session.record.mode))
@@ -253,6 +257,7 @@ class DemoAgent:
         **kwargs: Any,
     ) -> LoadSessionResponse:
         session = self._open(session_id, cwd)
+        session.mcp_servers = list(mcp_servers or [])
         for message in list(session.record.messages):
             chunk_type = UserMessageChunk if message.role == "user" else AgentMessageChunk
             update_name = "user_message_chunk" if message.role == "user" else "agent_message_chunk"
@@ -272,6 +277,7 @@ class DemoAgent:
         **kwargs: Any,
     ) -> ResumeSessionResponse:
         session = self._open(session_id, cwd)
+        session.mcp_servers = list(mcp_servers or [])
         await self._announce(session.id)
         return ResumeSessionResponse(modes=_modes(session.record.mode))
 
@@ -354,6 +360,8 @@ class DemoAgent:
         reply_id = new_id()
         sent: list[str] = []
         try:
+            if mcp_calls.is_call(text):
+                return await mcp_calls.turn(self, session, text, new_call_id(), reply_id, sent)
             return await self._play(session, sc.parse(text), reply_id, sent, announce_title)
         finally:
             if sent:

@@ -60,7 +60,8 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
         "snapshots": snapshots,
         **({"telemetry": host.telemetry.capabilities} if host.telemetry is not None else {}),
         "_meta": {"vscode.getAgentHostSessionStateFile.chat": True,  # a chat's own record (ahpd.host.window)
-                  "vscode.detachedWorktrees": True},  # the window's handles on trees (ahpd.host.detached)
+                  "vscode.detachedWorktrees": True,  # the window's handles on trees (ahpd.host.detached)
+                  "vscode.removeSessionArtifact": True},  # an artifact pill taken off (ahpd.host.server_tools)
     }
     if host.automations is not None:  # advertised only by a host given a store
         result["automations"] = host.automations.capabilities()

@@ -172,6 +172,8 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
         row["defaultChat"] = record.get("defaultChat") or chats[0]["uri"]
     if (record.get("_meta") or {}).get("ahpd.owner"):
         row["_meta"] = {"ahpd.owner": record["_meta"]["ahpd.owner"]}
+    if (record.get("_meta") or {}).get("agentHost/sessionArtifacts"):  # what the agent recorded (server_tools)
+        row.setdefault("_meta", {})["agentHost/sessionArtifacts"] = record["_meta"]["agentHost/sessionArtifacts"]
     row["annotations"] = annotations.summary(record["uri"], record)
     return row
 

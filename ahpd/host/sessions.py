@@ -382,6 +382,10 @@ class Chat:
             from ahpd.host.turns import announced_tools
 
             extras["client_tools"] = announced_tools(self)
+        if "host_tools" in accepts:
+            from ahpd.host.server_tools import AgentTools
+
+            extras["host_tools"] = AgentTools(self.host, self.uri)
         if "terminals" in accepts and self.host.terminals is not None:
             from ahpd.host.terminals import AgentTerminals
 
@@ -859,6 +863,9 @@ class SessionManager:
             # What the harness said at start-up, before any agent of this session runs.
             state["customizations"] = session.customizations_of(known)
         self.host.bus.open(session.uri, "session", state)
+        from ahpd.host import server_tools
+
+        server_tools.publish(session)  # the host's tools for its agents (session/serverToolsChanged)
         self.host.bus.open(annotations.channel_of(session.uri), "annotations",
                            {"annotations": record.get("annotations") or []})
         self.sessions[session.uri] = session

@@ -16,6 +16,7 @@ from ahpd.host import (
     annotations, auth, automations, changesets, chat_commands, commands, detached, dispatch, resources, session_commands,
     terminals, turns, watches, window,
 )
+from ahpd.host import server_tools
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -39,6 +40,7 @@ COMMANDS = _join(
     terminals.COMMANDS,
     changesets.COMMANDS,
     detached.COMMANDS,
+    server_tools.COMMANDS,
 )
 
 NOTIFICATIONS = _join(

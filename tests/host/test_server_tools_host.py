@@ -1,0 +1,149 @@
+"""``session/serverToolsChanged`` when the embedder changes the host's tools.
+
+A Host in the test's own trio run (so the embedder's ``set_tools`` can be
+called), real WebSocket clients, and the demo agent as a real ACP
+subprocess: every subscriber of every running session is told the new set
+in full, and the agent's MCP server offers that set and refuses the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+from ahpd.host import server_tools
+from ahpd.host.mcp_bridge import bridge
+from tests.daemon.helpers import rpc
+from tests.daemon.test_server_tools import until
+from tests.daemon.test_sessions import action_of, create, dispatch, fits, is_action, start_turn
+from tests.host.live import ending_of, live_host
+
+
+async def test_every_subscriber_of_every_session_is_told_the_new_set(tmp_path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    async with live_host(tmp_path) as live, rpc(live.url) as alice, rpc(live.url) as bob:
+        await alice.initialize("alice")
+        await bob.initialize("bob")
+        first, chat = await create(alice, work)
+        second, _ = await create(alice, work)
+        for client in (alice, bob):
+            for uri in (first, second):
+                state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                assert state["serverTools"] == server_tools.DEFAULT_TOOLS
+
+        # The embedder's set: one of the host's tools taken away, one of its own added.
+        async def shout(host, chat_, arguments):
+            if not isinstance(arguments.get("words"), str):
+                raise server_tools.ToolError("words must be a string")
+            return arguments["words"].upper()
+
+        mine = {"name": "shout", "description": "Say it louder", "inputSchema": {
+            "type": "object", "properties": {"words": {"type": "string"}}, "required": ["words"]}}
+        fewer = [t for t in server_tools.DEFAULT_TOOLS if t["name"] != "delete_session"] + [mine]
+        server_tools.set_tools(live.host, fewer, {"shout": shout})
+        for client in (alice, bob):
+            for uri in (first, second):
+                notes = await until(client, is_action("session/serverToolsChanged", uri))
+                fits("/notifications/action", notes[-1]["params"])
+                assert action_of(notes[-1])["tools"] == fewer  # the full set, not a difference
+        server_tools.set_tools(live.host, fewer, {"shout": shout})  # the same set again says nothing
+        state = (await alice.call("subscribe", {"channel": first}))["result"]["snapshot"]["state"]
+        assert state["serverTools"] == fewer
+        assert not [n for n in alice.notes if is_action("session/serverToolsChanged")(n)]
+
+        # The agent is offered the new set, and what left it is refused.
+        await alice.call("subscribe", {"channel": chat})
+        await dispatch(alice, chat, start_turn("mcp"), 1)
+        assert action_of((await until(alice, ending_of(chat)))[-1])["type"] == "chat/turnComplete"
+        state = (await alice.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+        listing = state["turns"][-1]["responseParts"][-1]["content"].splitlines()
+        assert listing == [f"ahp: {t['name']}" for t in fewer]
+        answer = await server_tools.call(live.host, chat, "delete_session", {"session": second})
+        assert answer == {"content": [{"type": "text", "text": "delete_session is not a tool this host offers"}],
+                          "isError": True}
+        answer = await server_tools.call(live.host, chat, "shout", {"words": "hello"})
+        assert answer == {"content": [{"type": "text", "text": "HELLO"}], "isError": False}
+        answer = await server_tools.call(live.host, chat, "shout", {})
+        assert answer == {"content": [{"type": "text", "text": "words must be a string"}], "isError": True}
+        answer = await server_tools.call(live.host, "ahp-chat:/gone", "list_sessions", {})
+        assert answer["isError"] and "is gone" in answer["content"][0]["text"]
+        answer = await server_tools.call(live.host, chat, "list_sessions", ["not", "an", "object"])
+        assert answer["isError"] and "takes an object" in answer["content"][0]["text"]
+        listed = json.loads((await server_tools.call(live.host, chat, "list_sessions", {}))["content"][0]["text"])
+        assert {row["session"] for row in listed} == {first, second}
+
+
+async def _frames(stream: trio.SocketStream, count: int) -> list[dict]:
+    data = b""
+    with trio.fail_after(60):
+        while data.count(b"\n") < count:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                break
+            data += chunk
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+async def test_the_mcp_socket_answers_only_a_secret_it_gave_out(tmp_path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    async with live_host(tmp_path) as live, rpc(live.url) as alice:
+        await alice.initialize("alice")
+        uri, chat = await create(alice, work)
+        server = await bridge(live.host).server_for(chat)
+        env = {e["name"]: e["value"] for e in server["env"]}
+        assert server["args"] == ["-m", "ahpd.mcp_relay"] and server["name"] == "ahp"
+        assert stat.S_IMODE(Path(env["AHPD_MCP_SOCKET"]).parent.stat().st_mode) == 0o700
+        assert await bridge(live.host).server_for(chat) == server  # one secret per chat
+
+        # A stranger is closed on without an answer.
+        stranger = await trio.open_unix_socket(env["AHPD_MCP_SOCKET"])
+        await stranger.send_all(b"not-a-secret\n" + json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).encode() + b"\n")
+        assert await _frames(stranger, 1) == []
+        await stranger.aclose()
+
+        # The chat's relay is served MCP, and told what it asked wrongly.
+        relay = await trio.open_unix_socket(env["AHPD_MCP_SOCKET"])
+        requests = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            {"jsonrpc": "2.0", "id": 3, "method": "resources/list"},
+            {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {}},
+            {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+             "params": {"name": "list_artifacts_and_references", "arguments": {}}},
+        ]
+        await relay.send_all(env["AHPD_MCP_SECRET"].encode() + b"\n" + b"not json\n"
+                             + b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+        answers = await _frames(relay, 6)
+        await relay.aclose()
+        by_id = {a["id"]: a for a in answers}
+        assert by_id[None]["error"]["code"] == -32700
+        assert by_id[1]["result"]["protocolVersion"] == "2025-06-18"
+        assert by_id[1]["result"]["capabilities"] == {"tools": {"listChanged": False}}
+        assert [t["name"] for t in by_id[2]["result"]["tools"]] == [t["name"] for t in server_tools.DEFAULT_TOOLS]
+        assert by_id[3]["error"]["code"] == -32601
+        assert by_id[4]["error"]["code"] == -32602
+        assert by_id[5]["result"] == {"content": [{"type": "text", "text":
+                                      "No artifacts or references recorded for this session."}], "isError": False}
+        # The host is none the worse: its session still answers.
+        assert "result" in await alice.call("subscribe", {"channel": uri})
+
+
+def test_the_relay_says_what_it_lacks(tmp_path) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AHPD_MCP_")}
+    run = subprocess.run([sys.executable, "-m", "ahpd.mcp_relay"], env=base, capture_output=True, text=True,
+                         timeout=60, stdin=subprocess.DEVNULL)
+    assert run.returncode == 2 and "AHPD_MCP_SOCKET and AHPD_MCP_SECRET must be set" in run.stderr
+    missing = str(tmp_path / "no.sock")
+    run = subprocess.run([sys.executable, "-m", "ahpd.mcp_relay"], capture_output=True, text=True, timeout=60,
+                         env={**base, "AHPD_MCP_SOCKET": missing, "AHPD_MCP_SECRET": "s"}, stdin=subprocess.DEVNULL)
+    assert run.returncode == 1 and f"cannot reach the daemon at {missing}" in run.stderr
