@@ -12,7 +12,9 @@ client. Prints numbers only:
   payload read with ``recv_into`` into one buffer: the daemon's own cost plus
   the loopback copy), and separately the time until a trio-websocket client
   has the message and ``json.loads`` has parsed it (mostly that client's
-  4 KiB reads through wsproto). The daemon's peak RSS rise during one read
+  4 KiB reads through wsproto). The daemon's CPU time per read (its threads'
+  ``schedstat``: what the read costs it, however loaded the machine is).
+  The daemon's peak RSS rise during one read
   (``/proc/<pid>/clear_refs`` then ``VmHWM``) against the file's size.
 - A 50 MB file written with ``resourceWrite`` in base64 and read back with
   ``resourceRead`` in base64: the daemon's peak RSS rise over the round trip
@@ -69,6 +71,18 @@ def _memory(pid: int, key: str) -> int:
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
     raise KeyError(key)
+
+
+def _cpu(pid: int) -> float:
+    """Seconds the daemon's threads have spent on a CPU (``schedstat``, in
+    nanoseconds): its own cost, whatever else the machine is doing."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / 1e9
 
 
 def _plain_read(path: Path) -> float:
@@ -139,11 +153,12 @@ async def bench_read(client: Client, raw: RawClient, pid: int, work: Path, runs:
     print(f"resourceRead of a {SIZE // 2**20} MiB file, medians of {runs} (open().read(): of {runs * 5}):")
     for path, encoding in ((text, "utf-8"), (binary, "base64")):
         plain = statistics.median(_plain_read(path) for _ in range(runs * 5))
-        wire, parsed = [], []
+        wire, parsed, cpu = [], [], []
         for _ in range(runs):
-            start = time.perf_counter()
+            start, used = time.perf_counter(), _cpu(pid)
             raw.call("resourceRead", uri=path.as_uri(), encoding=encoding)
             wire.append(time.perf_counter() - start)
+            cpu.append(_cpu(pid) - used)
             start = time.perf_counter()
             await client.call("resourceRead", uri=path.as_uri(), encoding=encoding)
             parsed.append(time.perf_counter() - start)
@@ -151,8 +166,9 @@ async def bench_read(client: Client, raw: RawClient, pid: int, work: Path, runs:
         before = _memory(pid, "VmRSS")
         raw.call("resourceRead", uri=path.as_uri(), encoding=encoding)
         rise = _memory(pid, "VmHWM") - before
-        took, full = statistics.median(wire), statistics.median(parsed)
-        print(f"  {encoding:7} open().read() {plain * 1e3:6.2f} ms | frame at a raw socket client "
+        took, full, spent = statistics.median(wire), statistics.median(parsed), statistics.median(cpu)
+        print(f"  {encoding:7} open().read() {plain * 1e3:6.2f} ms | daemon CPU per read {spent * 1e3:6.1f} ms "
+              f"({spent / plain:5.1f}x) | frame at a raw socket client "
               f"{took * 1e3:7.1f} ms ({took / plain:5.1f}x) | trio-websocket client + json.loads "
               f"{full * 1e3:7.1f} ms ({full / plain:6.1f}x) | daemon peak RSS rise {rise / 2**20:5.1f} MiB "
               f"({rise / SIZE:.1f}x the file)")
