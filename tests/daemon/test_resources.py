@@ -305,8 +305,14 @@ async def test_fifty_megabytes_in_base64_both_ways_in_a_few_times_the_file(tmp_p
     digest = hashlib.sha256(payload).hexdigest()
     coded = base64.b64encode(payload).decode()
     del payload
+    # The Claude backend probes its CLI at boot, which would grow the daemon
+    # meanwhile: hidden (its SDK fails to import), the daemon is quiet.
+    hide = tmp_path / "hide" / "claude_agent_sdk"
+    hide.mkdir(parents=True)
+    (hide / "__init__.py").write_text('raise ImportError("hidden for a memory measurement")\n')
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(hide.parent), os.environ.get("PYTHONPATH")]))}
     async with running_daemon(tmp_path / "data", "--sessions", "memory", "--max-frame-bytes",
-                              str(128 * 2**20)) as daemon:
+                              str(128 * 2**20), env=env) as daemon:
         pid = daemon.process.pid
         async with open_websocket_url(daemon.url, max_message_size=128 * 2**20) as ws:
             c = Rpc(ws)
