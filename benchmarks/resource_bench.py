@@ -228,7 +228,13 @@ async def bench_watch(client: Client, work: Path, files: int, writes: int) -> No
 async def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="ahpd-resource-bench-") as tmp:
         work = Path(tmp)
-        env = {**os.environ, "CLAUDE_CONFIG_DIR": str(work / "claude")}
+        # The Claude backend probes its CLI at boot, growing the daemon while it
+        # is measured: hidden (its SDK fails to import), only the demo agent is offered.
+        hide = work / "hide" / "claude_agent_sdk"
+        hide.mkdir(parents=True)
+        (hide / "__init__.py").write_text('raise ImportError("hidden for the benchmark")\n')
+        env = {**os.environ, "CLAUDE_CONFIG_DIR": str(work / "claude"),
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(hide.parent), os.environ.get("PYTHONPATH")]))}
         process = await trio.lowlevel.open_process(
             [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(work / "data"),
              "--max-frame-bytes", str(128 * 2**20),
