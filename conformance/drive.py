@@ -1,5 +1,6 @@
 """The conformance scenario: every command and action served so far, against
-a real daemon and the demo agent, from two clients.
+a real daemon and the demo agent, from two clients (the resource steps are
+in ``resources``).
 
 Deterministic on purpose, so that its capture can be committed and diffed:
 the client ids, session and chat URIs and turn ids are fixed, and after each
@@ -153,6 +154,9 @@ async def drive(url: str, work: Path) -> dict[str, Any]:
         await settle(alice, bob)
         await bob.notify("unsubscribe", {"channel": chat})
         await settle(alice, bob)
+
+        from .resources import resource_steps  # here: it builds on this module's helpers
+        await resource_steps(alice, bob, work)
 
         # Every channel each client still watches, fresh: wire-check compares
         # each snapshot with the state its actions reduced to.

@@ -2,7 +2,7 @@
 
 What differs between two runs of the same scenario is replaced, each value
 consistently wherever it appears, so the capture still checks clean:
-timestamps and generated ids become the n-th of their kind in order of first
+timestamps, etags and generated ids become the n-th of their kind in order of first
 appearance, durations become 0, the run's temporary folder a fixed path, and
 ``_ahpLog`` keeps only what does not depend on the clock or the pid. Lines
 are grouped by connection, in order of each connection's first line: two
@@ -21,6 +21,8 @@ from typing import Any
 _PATTERNS = (
     ("time", re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")),
     ("uuid", re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")),
+    # A file's etag (ahpd.ports.fs.etag): inode, size, and times in nanoseconds, in hex.
+    ("etag", re.compile(r"(?<![0-9a-zA-Z-])[0-9a-f]+-[0-9a-f]+-[0-9a-f]{12,}-[0-9a-f]{12,}(?![0-9a-zA-Z-])")),
     ("hex", re.compile(r"(?<![0-9a-zA-Z])[0-9a-f]{16,32}(?![0-9a-zA-Z])")),
     ("turn", re.compile(r"turn-[0-9a-f]{12}")),
 )
@@ -41,6 +43,7 @@ class Normalizer:
                 # One instant for all: whether two events shared a millisecond is the clock's business.
                 "time": "2026-01-01T00:00:00.000Z",
                 "uuid": f"00000000-0000-4000-8000-{n:012d}",
+                "etag": f"{n:x}-0-0-0",
                 "hex": f"{n:032x}"[-len(value):],
                 "turn": f"turn-{n:012d}",
             }[kind]

@@ -196,11 +196,10 @@ class Host:
         self.peers.add(peer)
         log.info("connected: %s", peer.name)
         try:
-            while True:
-                text = await conn.receive()
-                if text is None:
-                    break
-                await self.handle_frame(peer, text)
+            while (text := await conn.receive()) is not None:
+                handling = self.handle_frame(peer, text)
+                text = None  # held by the handler alone, which lets go of it once parsed (a large write)
+                await handling
         finally:
             self.peers.discard(peer)
             peer.outgoing.fail_all(f"client {peer.client_id} disconnected")
@@ -231,6 +230,7 @@ class Host:
 
     async def handle_frame(self, peer: Peer, text: str) -> None:
         message = jsonrpc.parse(text)
+        del text  # what is left of a large frame is its parsed content, held once
         if isinstance(message, jsonrpc.Invalid):
             peer.send(message.reply)
         elif isinstance(message, jsonrpc.Request):
@@ -265,9 +265,9 @@ class Host:
         result = handler(self, peer, decoded)
         if isinstance(result, Awaitable):
             result = await result
-        # Handlers answer wire JSON (states are held as wire JSON); a model
-        # object is encoded.
-        return result if result is None or isinstance(result, dict) else codec.encode(result)
+        # Handlers answer wire JSON (states are held as wire JSON), or one
+        # already encoded (a file's content); a model object is encoded.
+        return result if result is None or isinstance(result, (dict, jsonrpc.Encoded)) else codec.encode(result)
 
     def decode_params(self, method: str, params: Any) -> Any:
         if params is None:

@@ -31,7 +31,6 @@ names the URI and the reason.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import datetime as _dt
 import errno
@@ -45,7 +44,7 @@ from urllib.parse import unquote, urlsplit
 import trio
 
 from ahpd.backends.translate import PENDING_EDIT
-from ahpd.host import changesets, forward
+from ahpd.host import changesets, forward, jsonrpc
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.ports import fs
 from ahpd.protocol import codec, model
@@ -189,11 +188,19 @@ def _content_type(path: str, data: bytes | None = None) -> str:
     return "text/plain"
 
 
-def _encoded(held: list[bytes], encoding: str | None, content_type: str) -> dict[str, Any]:
-    """The read's answer: UTF-8 when asked for (or not asked) and the bytes
-    are UTF-8, otherwise base64, the fallback the protocol requires. The
-    bytes are handed over in a list and let go of as soon as they are
-    encoded, so a large file is not held twice over."""
+def _encoded(held: list[bytes], encoding: str | None, content_type: str) -> jsonrpc.Encoded:
+    """The read's answer, already in its JSON form: UTF-8 when asked for (or
+    not asked) and the bytes are UTF-8, otherwise base64, the fallback the
+    protocol requires.
+
+    A file's content is most of the frame and its shape cannot be wrong, so
+    it is not passed through the general encoder (which walks, checks and
+    copies it again): the text is escaped by orjson, base64 needs no escaping
+    at all, and the parts are joined once into the frame. The bytes are
+    handed over in a list and let go of as soon as they are turned into
+    text, so a large file is held at most twice over (its bytes and its
+    text, or its text and the frame), never more."""
+    tail = f',"contentType":{jsonrpc.dumps(content_type)}}}'
     if encoding != "base64":
         try:
             text = held[0].decode("utf-8")
@@ -201,9 +208,9 @@ def _encoded(held: list[bytes], encoding: str | None, content_type: str) -> dict
             pass
         else:
             held.clear()
-            return {"data": text, "encoding": "utf-8", "contentType": content_type}
-    coded = base64.b64encode(held.pop())
-    return {"data": coded.decode("ascii"), "encoding": "base64", "contentType": content_type}
+            return jsonrpc.Encoded(['{"data":', jsonrpc.encoded_string(text), ',"encoding":"utf-8"', tail])
+    coded = binascii.b2a_base64(held.pop(), newline=False).decode("ascii")  # the alphabet needs no escaping
+    return jsonrpc.Encoded(['{"data":"', coded, '","encoding":"base64"', tail])
 
 
 def _forwarded(params: Any) -> dict[str, Any]:
@@ -219,7 +226,8 @@ def _touched(host: Host, *paths: str) -> None:
         changesets.touch(host, folder=Path(path).parent)
 
 
-async def resource_read(host: Host, peer: Peer, params: model.ResourceReadParams) -> dict[str, Any]:
+async def resource_read(host: Host, peer: Peer,
+                        params: model.ResourceReadParams) -> dict[str, Any] | jsonrpc.Encoded:
     if (side := await changesets.read_resource(host, params)) is not None:
         return side  # the changeset source first: a before side is not a file on disk
     where = _route(host, peer, params.uri)
@@ -228,7 +236,7 @@ async def resource_read(host: Host, peer: Peer, params: model.ResourceReadParams
     if isinstance(where, Client):
         return await forward.forward(host, peer, where.owner, "resourceRead", _forwarded(params), params.uri)
 
-    def read(fence: fs.Fence) -> dict[str, Any]:
+    def read(fence: fs.Fence) -> jsonrpc.Encoded:
         data = [fence.read_bytes(where.path)]
         return _encoded(data, params.encoding, _content_type(where.path, data[0]))
     return await _on_port(params.uri, read)
@@ -277,6 +285,17 @@ async def resource_resolve(host: Host, peer: Peer, params: model.ResourceResolve
     return await _on_port(params.uri, resolve)
 
 
+def _decoded(params: model.ResourceWriteParams) -> bytes:
+    """The bytes a write carries; -32602 for base64 that is not."""
+    if params.encoding != "base64":
+        return params.data.encode("utf-8")
+    try:  # straight from the text (no ASCII copy first), checked in the same pass
+        return binascii.a2b_base64(params.data, strict_mode=True)
+    except (binascii.Error, ValueError) as exc:
+        raise RpcError(INVALID_PARAMS, f"{params.uri}: data is not base64: {exc}",
+                       {"uri": params.uri, "path": "$.data"}) from None
+
+
 async def resource_write(host: Host, peer: Peer, params: model.ResourceWriteParams) -> dict[str, Any]:
     where = _file(host, peer, params.uri, "written")
     if isinstance(where, Client):
@@ -287,18 +306,15 @@ async def resource_write(host: Host, peer: Peer, params: model.ResourceWritePara
             raise RpcError(INVALID_PARAMS, f"{params.uri}: position must be a whole number of bytes, not {position}",
                            {"uri": params.uri, "path": "$.position"})
         position = int(position)
-    if params.encoding == "base64":
-        try:
-            data = base64.b64decode(params.data, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise RpcError(INVALID_PARAMS, f"{params.uri}: data is not base64: {exc}",
-                           {"uri": params.uri, "path": "$.data"}) from None
-    else:
-        data = params.data.encode("utf-8")
     mode = str(params.mode) if params.mode is not None else "truncate"
-    await _on_port(params.uri, lambda fence: fence.place(
-        where.path, data, mode=mode, position=position,  # type: ignore[arg-type]
-        create_only=bool(params.createOnly), if_match=params.ifMatch))
+
+    def write(fence: fs.Fence) -> None:
+        # Decoded here, in the worker thread: the frame the content came in
+        # has been let go of by now, and megabytes of base64 do not hold up
+        # the event loop.
+        fence.place(where.path, _decoded(params), mode=mode, position=position,  # type: ignore[arg-type]
+                    create_only=bool(params.createOnly), if_match=params.ifMatch)
+    await _on_port(params.uri, write)
     _touched(host, where.path)
     return {}
 

@@ -13,11 +13,18 @@ bit is 0.
 A fan-out queues the same frames for every subscriber, and their writers
 usually take the same batch one after the other, so ``BatchBytes`` joins a
 batch's bytes once for all of them.
+
+A large frame (a file's content in a ``resourceRead`` answer) is the other
+way round: one connection's, megabytes long. Encoding it whole and then
+prefixing its header would copy it twice more; ``text_frame_pieces``
+encodes it a piece at a time instead, so writing it costs a piece's worth
+of memory, not the frame's.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 from ahpd.host.frame import SharedFrame
 
@@ -28,12 +35,33 @@ _LEN64 = struct.Struct("!BBQ")
 
 def text_frame(payload: bytes) -> bytes:
     """One unmasked, final text frame carrying ``payload`` (UTF-8 text)."""
-    n = len(payload)
+    return _header(len(payload)) + payload
+
+
+#: A frame of more characters than this is written a piece at a time
+#: (``text_frame_pieces``); each piece is this many characters.
+PIECE = 1 << 20
+
+
+def _header(n: int) -> bytes:
     if n < 126:
-        return bytes((_TEXT_FIN, n)) + payload
+        return bytes((_TEXT_FIN, n))
     if n < 65536:
-        return _LEN16.pack(_TEXT_FIN, 126, n) + payload
-    return _LEN64.pack(_TEXT_FIN, 127, n) + payload
+        return _LEN16.pack(_TEXT_FIN, 126, n)
+    return _LEN64.pack(_TEXT_FIN, 127, n)
+
+
+def text_frame_pieces(text: str) -> Iterator[bytes]:
+    """The bytes of ``text``'s frame, as its header and then its payload
+    encoded ``PIECE`` characters at a time (joined, they are
+    ``text_frame(text.encode())``). The payload's length in bytes is its
+    length in characters when it is ASCII, as a file's base64 or most text
+    is; otherwise it is counted a piece at a time too."""
+    ends = range(0, len(text), PIECE)
+    size = len(text) if text.isascii() else sum(len(text[i:i + PIECE].encode()) for i in ends)
+    yield _header(size)
+    for i in ends:
+        yield text[i:i + PIECE].encode()
 
 
 class BatchBytes:

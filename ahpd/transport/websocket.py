@@ -40,8 +40,9 @@ limit. When the server task is cancelled every open WebSocket is closed with
 from __future__ import annotations
 
 import errno
+import itertools
 import resource
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import h11
@@ -60,8 +61,13 @@ from ahpd.transport.base import (
     logger,
     run_connection,
 )
-from ahpd.transport.frames import BatchBytes
+from ahpd.host.frame import SharedFrame
+from ahpd.transport.frames import PIECE, BatchBytes, text_frame_pieces
 
+#: What one read from a client's socket asks for: trio-websocket's 4 KiB
+#: would take a large frame (a ``resourceWrite`` of megabytes) thousands of
+#: reads through wsproto and the scheduler.
+RECEIVE_BYTES = 64 * 1024
 #: Seconds a new TCP connection gets to send its request head and finish the handshake.
 HANDSHAKE_TIMEOUT = 10.0
 #: Seconds we keep reading (and discarding) after our last byte, so the peer
@@ -148,9 +154,10 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
         async with self.write_lock:
             await self.stream.send_all(data)
 
-    async def send_data(self, data: bytes, still_open: Callable[[], bool]) -> bool:
-        """Write ``data`` unless, once it is our turn to write, ``still_open()``
-        is false or the stream was closed; whether it was written."""
+    async def send_data(self, pieces: Iterable[bytes], still_open: Callable[[], bool]) -> bool:
+        """Write ``pieces``, in order and with nothing between them, unless,
+        once it is our turn to write, ``still_open()`` is false or the stream
+        was closed; whether they were written."""
         try:
             self.write_lock.acquire_nowait()  # the usual case: no trip through the scheduler
         except trio.WouldBlock:
@@ -158,7 +165,8 @@ class _ReplayStream(trio.abc.HalfCloseableStream):
         try:
             if self.closed or not still_open():
                 return False
-            await self.stream.send_all(data)
+            for data in pieces:
+                await self.stream.send_all(data)
             return True
         finally:
             self.write_lock.release()
@@ -210,7 +218,7 @@ class WebSocketConnection(Connection):
             # closes with 1009 past it; our limit is in bytes, so frames with
             # few enough characters but too many bytes are caught in _read_frame.
             request = await trio_websocket.wrap_server_stream(
-                nursery, self._stream, max_message_size=self._max)
+                nursery, self._stream, max_message_size=self._max, receive_buffer_size=RECEIVE_BYTES)
             self._ws = await request.accept()
             return True
         logger.info("%s: WebSocket handshake timed out", self.name)
@@ -232,7 +240,7 @@ class WebSocketConnection(Connection):
                 logger.warning("%s: ignored a binary frame of %d bytes (AHP uses text frames)",
                                self.name, len(message))
                 continue
-            size = len(message) if len(message) * 4 <= self._max else len(message.encode())
+            size = len(message) if len(message) * 4 <= self._max or message.isascii() else len(message.encode())
             if size > self._max:
                 why = f"frame of {size} bytes exceeds the {self._max}-byte limit"
                 logger.warning("%s: %s; closing it with %d", self.name, why, MESSAGE_TOO_BIG)
@@ -242,9 +250,16 @@ class WebSocketConnection(Connection):
 
     async def _write_frames(self, frames: list[str]) -> None:
         assert self._ws is not None
-        data = self._batches.of(frames)
+        last = frames[-1]
+        if len(last) > PIECE and type(last) is not SharedFrame:
+            # A large frame ends its batch (it reaches the batch's cap): the
+            # frames before it go as one write, it a piece at a time.
+            head = [self._batches.of(frames[:-1])] if len(frames) > 1 else []
+            pieces: Iterable[bytes] = itertools.chain(head, text_frame_pieces(last))
+        else:
+            pieces = (self._batches.of(frames),)
         try:
-            written = await self._stream.send_data(data, self._open_for_data)
+            written = await self._stream.send_data(pieces, self._open_for_data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise PeerGone from None
         if not written:

@@ -24,6 +24,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
+
 REDACTED = "<redacted>"
 
 #: Keys whose value is a credential wherever they appear (compared case blind).
@@ -84,27 +86,61 @@ def capture_line(text: str, direction: str, connection_id: str, *, transport: st
     ``trusted`` says an ``s2c`` frame is this host's own ``json.dumps`` and
     need not be parsed to be known to be one object.
     """
+    begin, end, tail = _line(text, direction, connection_id, transport=transport, client_id=client_id, ts=ts,
+                             trusted=trusted)
+    return text[begin:end] + tail
+
+
+def _json_space(char: str) -> bool:
+    return char in " \t\r\n"
+
+
+def _line(text: str, direction: str, connection_id: str, *, transport: str, client_id: str | None,
+          ts: str | None, trusted: bool) -> tuple[int, int, str]:
+    """The capture line as ``text[begin:end] + tail``: a spliced frame is
+    not copied here (a ``resourceRead`` answer can be megabytes), only
+    bounded; see ``capture_line``."""
+    size = len(text) if text.isascii() else len(text.encode())
     log: dict[str, Any] = {"ts": ts or utc_now(), "dir": direction, "connectionId": connection_id,
-                           "transport": transport, "byteLength": len(text.encode())}
+                           "transport": transport, "byteLength": size}
     if client_id is not None:
         log["clientId"] = client_id
-    body = text.strip()
-    spliceable = body.startswith("{") and body.endswith("}") and "\n" not in body and not needs_redaction(body)
+    begin, end = 0, len(text)
+    while begin < end and _json_space(text[begin]):
+        begin += 1
+    while end > begin and _json_space(text[end - 1]):
+        end -= 1
+    spliceable = (end - begin >= 2 and text[begin] == "{" and text[end - 1] == "}"
+                  and text.find("\n", begin, end) < 0 and not needs_redaction(text))
     message: Any = None
     own = trusted and direction == "s2c"
     if not (spliceable and own):
-        try:
-            message = json.loads(text)
-        except ValueError:
-            message = None
+        message = _parsed(text)
     if spliceable and (own or (isinstance(message, dict) and "_ahpLog" not in message)):
-        inner = body[:-1].rstrip()
-        return f'{inner}{"" if inner == "{" else ","}"_ahpLog":{_dumps(log)}}}\n'
+        del message  # a large frame's parse is let go of before its line is written
+        inner = end - 1
+        while inner > begin + 1 and _json_space(text[inner - 1]):
+            inner -= 1
+        comma = "" if inner == begin + 1 else ","
+        return begin, inner, f'{comma}"_ahpLog":{_dumps(log)}}}\n'
     if not isinstance(message, dict):
         log["unparsed"] = text
-        return _dumps({"_ahpLog": log}) + "\n"
+        return 0, 0, _dumps({"_ahpLog": log}) + "\n"
     message.pop("_ahpLog", None)
-    return _dumps({**redact(message), "_ahpLog": log}) + "\n"
+    return 0, 0, _dumps({**redact(message), "_ahpLog": log}) + "\n"
+
+
+def _parsed(text: str) -> Any:
+    """``text`` read as JSON, or None: by orjson when it can (several times
+    faster), by ``json`` for what orjson refuses and ``json`` reads."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 class CaptureFile:
@@ -131,8 +167,15 @@ class CaptureFile:
             return f"{os.getpid()}.{self._connections}"
 
     def write(self, text: str, direction: str, connection_id: str, client_id: str | None = None) -> None:
-        self._write_line(capture_line(text, direction, connection_id, transport=self.transport,
-                                      client_id=client_id, trusted=self.trusted))
+        """The line of one frame, written without copying the frame more than
+        once (into its UTF-8 bytes): a spliced line is written as those
+        bytes and its tail, in one ``writev``."""
+        begin, end, tail = _line(text, direction, connection_id, transport=self.transport, client_id=client_id,
+                                 ts=None, trusted=self.trusted)
+        data = text.encode()  # after _line, which let go of whatever it parsed
+        # What lies outside text[begin:end] is JSON whitespace and "}": one byte a character.
+        body = memoryview(data)[begin:len(data) - (len(text) - end)] if end else b""
+        self._write_pieces([body, tail.encode()])
 
     def write_closed(self, connection_id: str, client_id: str | None = None) -> None:
         """The line that says a connection closed: ``_ahpLog`` alone, with
@@ -144,12 +187,19 @@ class CaptureFile:
         self._write_line(_dumps({"_ahpLog": log}) + "\n")
 
     def _write_line(self, line: str) -> None:
-        data = line.encode()
+        self._write_pieces([line.encode()])
+
+    def _write_pieces(self, pieces: list[bytes | memoryview]) -> None:
+        views = [memoryview(p) for p in pieces if len(p)]
         with self._lock:
             if self._fd < 0:
                 return
-            while data:
-                data = data[os.write(self._fd, data):]
+            while views:
+                written = os.writev(self._fd, views)
+                while views and written >= len(views[0]):
+                    written -= len(views.pop(0))
+                if written:
+                    views[0] = views[0][written:]
 
     def close(self) -> None:
         with self._lock:

@@ -252,3 +252,31 @@ async def test_a_server_close_comes_after_every_queued_frame() -> None:
             assert (event.code, event.reason) == (4000, "that is all")
             await client.send(event.response())
             await client.aclose()
+
+
+@pytest.mark.parametrize("text", ["a" * (3 * frames_module.PIECE + 7), "\u00e9\u2603" * (frames_module.PIECE + 3), ""])
+def test_a_large_frame_in_pieces_is_the_frame_whole(text: str) -> None:
+    pieces = list(frames_module.text_frame_pieces(text))
+    assert b"".join(pieces) == text_frame(text.encode())
+    assert all(len(p) <= 4 * frames_module.PIECE for p in pieces)
+
+
+async def test_a_large_frame_reaches_an_independent_client_whole_after_the_small_ones() -> None:
+    """A frame past ``PIECE`` characters is written a piece at a time, after
+    the small frames queued before it, and arrives as one message."""
+    big = "x\u00e9" * (frames_module.PIECE + 11)
+    texts = ["one", "two", big, "after"]
+    handler = EchoHandler()
+    with trio.fail_after(LIMIT):
+        async with serving(handler) as server:
+            client = await WsprotoClient.connect(server.listening.port)
+            conn = await handler.next_connection()
+            for text in texts:
+                assert conn.send(text)
+            got = []
+            while len(got) < len(texts):
+                event = await client.next_event()
+                assert isinstance(event, TextMessage)
+                got.append(event.data)
+            assert got == texts
+            await client.aclose()

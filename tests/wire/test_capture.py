@@ -113,3 +113,30 @@ def test_ahpd_stdio_wire_records_both_directions(tmp_path: Path) -> None:
         ("c2s", "cli", False), ("s2c", "cli", False), ("c2s", "cli", True)]
     assert frames[1].message["result"]["protocolVersion"] == "1.0.0"
     assert stat.S_IMODE(capture.stat().st_mode) == 0o600
+
+
+def test_the_file_holds_each_frame_spliced_as_it_was_whatever_its_text(tmp_path: Path) -> None:
+    """A file's line is ``capture_line``'s, though written from the frame's
+    bytes and a tail without copying the frame: frames with text that is not
+    ASCII, with JSON whitespace around them, empty, or not JSON at all."""
+    frames = [
+        ('{"jsonrpc":"2.0","id":1,"result":{"data":"h\u00e9llo \u2603 \U0001f600"}}', "s2c"),
+        (' \t{"jsonrpc":"2.0","method":"ping","params":{"text":"\u00fcber"}} \r\n', "c2s"),
+        ("{}", "c2s"),
+        ("{ }", "s2c"),
+        ("[1, 2]", "c2s"),
+        ("not json \u00e9", "c2s"),
+    ]
+    path = tmp_path / "wire.jsonl"
+    with CaptureFile(path, transport="websocket", trusted=True) as capture:
+        for text, direction in frames:
+            capture.write(text, direction, "1.1")
+    lines = path.read_text().splitlines(keepends=True)
+    assert len(lines) == len(frames)
+    for (text, direction), line in zip(frames, lines, strict=True):
+        entry = json.loads(line)
+        ts = entry["_ahpLog"]["ts"]
+        assert line == capture_line(text, direction, "1.1", transport="websocket", ts=ts, trusted=True)
+        assert entry["_ahpLog"]["byteLength"] == len(text.encode())
+        if text.strip().startswith("{"):
+            assert {k: v for k, v in entry.items() if k != "_ahpLog"} == json.loads(text)
