@@ -462,6 +462,26 @@ class ClaudeConversation:
         """Every call waiting on ``client_id`` is answered as failed."""
         return self._tools.fail_client(client_id, message)
 
+    # -- MCP servers (ahpd.host.customizations drives these) ---------------------------------
+
+    async def mcp_status(self) -> list[dict[str, Any]]:
+        """The CLI's MCP servers as it reports them (``mcp_status``), without our own ``ahp``."""
+        status = await self._control().get_mcp_status()
+        return [s for s in status.get("mcpServers") or [] if isinstance(s, dict) and s.get("name") != CLIENT_TOOL_SERVER]
+
+    async def toggle_mcp(self, name: str, enabled: bool) -> None:
+        """The CLI's own switch for a server (``mcp_toggle``); it keeps it per project."""
+        await self._control().toggle_mcp_server(name, enabled)
+
+    async def reconnect_mcp(self, name: str) -> None:
+        """Connect a server again (``mcp_reconnect``): how a failed or signed-out one is retried."""
+        await self._control().reconnect_mcp_server(name)
+
+    def _control(self) -> ClaudeSDKClient:
+        if self._client is None or self.end_reason is not None:
+            raise BackendError(self.end_reason or "the conversation with Claude Code has ended")
+        return self._client
+
     async def _relist_client_tools(self) -> None:
         """Make the CLI list the ``ahp`` server's tools again. The CLI refuses
         ``mcp_reconnect`` for an in-process server, so the server is taken

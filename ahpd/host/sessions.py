@@ -243,6 +243,9 @@ class Chat:
             self.conversation = await self.session.nursery.start(functools.partial(
                 run_supervised, f"the agent of {self.uri}", self._run_agent, report=self._agent_failed))
             self.backend_id = self.conversation.backend_id
+            from ahpd.host import customizations
+
+            customizations.agent_started(self.session, self.conversation)
             spawn(self.session.nursery, f"the idle clock of {self.uri}", self._stop_when_idle,
                   self.conversation, self._agent_ended)
             self.session.save()
@@ -483,8 +486,10 @@ class Session:
             self.manager.notify_summary(self, {"status": self.status()})
 
     def customizations_of(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from ahpd.host import customizations
+
         dirs = getattr(self.manager.backends.get(self.provider), "customization_dirs", None)
-        return command_customizations(self.provider, commands, self.cwd, dirs)
+        return customizations.session_list(self, command_customizations(self.provider, commands, self.cwd, dirs))
 
     def publish_commands(self, commands: list[dict[str, Any]]) -> None:
         """The agent's commands as the session's customizations; said only
