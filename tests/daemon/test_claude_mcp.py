@@ -1,0 +1,152 @@
+"""A Claude session's MCP servers, switched by clients and carried through
+to the real bundled CLI (``mcp_toggle``, ``mcp_reconnect``, read back with
+``mcp_status``), offline against the fake Messages API, with a tiny stdio MCP
+server the test writes into a temporary HOME. Two WebSocket clients watch;
+what the CLI cannot do is refused and the list goes out again."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import rpc, running_daemon
+from .test_customizations import answered
+from .test_sessions import action_of, create, dispatch, fits, is_action, until
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+TINY_SERVER = r'''
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method, answer = message.get("method"), None
+    if method == "initialize":
+        answer = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "tiny", "version": "1.0"}}
+    elif method == "tools/list":
+        answer = {"tools": [{"name": "hello", "description": "Says hello", "inputSchema": {"type": "object"}}]}
+    elif method == "ping":
+        answer = {}
+    reply = {"jsonrpc": "2.0", "id": message["id"]}
+    if answer is None:
+        reply["error"] = {"code": -32601, "message": "no such method"}
+    else:
+        reply["result"] = answer
+    sys.stdout.write(json.dumps(reply) + "\n")
+    sys.stdout.flush()
+'''
+
+
+def _server(uri: str, notes: list[dict], server_id: str) -> dict | None:
+    """The server's row as the notes leave it (None when they never said it)."""
+    row = None
+    for note in notes:
+        action = action_of(note)
+        if not action or note["params"]["channel"] != uri:
+            continue
+        if action["type"] == "session/customizationUpdated" and action["customization"]["id"] == server_id:
+            row = action["customization"]
+        elif action["type"] == "session/mcpServerStateChanged" and action["id"] == server_id and row is not None:
+            row = {**row, "state": action["state"]}
+    return row
+
+
+def _updated(uri: str, server_id: str, enabled: bool, kind: str):
+    """A row for ``server_id`` whose workspace switch is ``enabled`` and state is ``kind``."""
+    def check(note: dict) -> bool:
+        action = action_of(note)
+        if not action or note["params"]["channel"] != uri:
+            return False
+        if action["type"] == "session/customizationUpdated" and action["customization"]["id"] == server_id:
+            row = action["customization"]
+            return row["enablement"][0]["enabled"] is enabled and row["state"]["kind"] == kind
+        return False
+    return check
+
+
+async def test_claude_mcp_servers_switched_through_the_cli(tmp_path: Path) -> None:
+    pytest.importorskip("claude_agent_sdk")
+    from tests.backends.claude_fixtures import fake_api
+
+    from .test_claude_sessions import _env
+
+    home = tmp_path / "home"
+    home.mkdir()
+    script = tmp_path / "tiny_mcp.py"
+    script.write_text(TINY_SERVER)
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": {
+        "tiny": {"type": "stdio", "command": sys.executable, "args": [str(script)]},
+        "broken": {"type": "stdio", "command": "false"},
+    }}))
+    work = tmp_path / "work"
+    work.mkdir()
+    tiny, broken = "claude.mcp:tiny", "claude.mcp:broken"
+    with fake_api.FakeAnthropic().running() as api:
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
+                await alice.initialize("alice")
+                await bob.initialize("bob")
+                uri, _chat = await create(alice, work, provider="claude")
+                for who in (alice, bob):
+                    state = (await who.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                    fits("/$defs/SessionState", state)
+                servers = {c["id"]: c for c in state["customizations"] if c["type"] == "mcpServer"}
+                assert set(servers) == {tiny, broken}  # from the boot probe, before any CLI of its own
+                assert servers[tiny]["enablement"] == [{"kind": "workspace", "uri": work.as_uri(), "enabled": True}]
+
+                # Off: through the CLI's own switch, then read back for everyone.
+                await dispatch(alice, uri, {"type": "session/customizationToggled", "id": tiny,
+                                            "enablement": [{"kind": "session", "enabled": False}]}, 1)
+                for who in (alice, bob):
+                    notes = await until(who, _updated(uri, tiny, False, "stopped"), timeout=120)
+                    toggled = [n for n in notes if is_action("session/customizationToggled", uri)(n)]
+                    assert toggled and "rejectionReason" not in toggled[0]["params"]
+                state = (await bob.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                fits("/$defs/SessionState", state)
+                row = next(c for c in state["customizations"] if c["id"] == tiny)
+                assert row["state"] == {"kind": "stopped"} and row["enablement"][0]["enabled"] is False
+
+                # Start requested: switched on again, and ready.
+                await dispatch(bob, uri, {"type": "session/mcpServerStartRequested", "id": tiny}, 1)
+                for who in (alice, bob):
+                    notes = await until(who, _updated(uri, tiny, True, "ready"), timeout=120)
+                    started = [n for n in notes if is_action("session/mcpServerStartRequested", uri)(n)]
+                    assert started and "rejectionReason" not in started[0]["params"]
+
+                # Stop requested: straight through to the CLI's toggle.
+                await dispatch(alice, uri, {"type": "session/mcpServerStopRequested", "id": tiny}, 2)
+                for who in (alice, bob):
+                    await until(who, _updated(uri, tiny, False, "stopped"), timeout=120)
+
+                # A server that cannot start: asked to start, it is retried and
+                # says why it failed, in the protocol's words.
+                await dispatch(alice, uri, {"type": "session/mcpServerStartRequested", "id": broken}, 3)
+                for who in (alice, bob):
+                    notes = await until(who, lambda n: (is_action("session/mcpServerStateChanged", uri)(n)
+                                                        and action_of(n)["id"] == broken
+                                                        and action_of(n)["state"]["kind"] == "error"), timeout=120)
+                    assert action_of(notes[-1])["state"]["error"]["message"]
+
+                # A prompt: the CLI has no runtime switch; refused, the list goes out again.
+                prompts = next(c for c in state["customizations"] if c.get("contents") == "prompt")
+                compact = next(c for c in prompts["children"] if c["name"] == "compact")
+                await dispatch(bob, uri, {"type": "session/customizationToggled", "id": compact["id"],
+                                          "enablement": [{"kind": "session", "enabled": False}]}, 2)
+                notes = await until(bob, is_action("session/customizationsChanged", uri))
+                [refusal] = [n for n in notes if answered(2, uri)(n)]
+                assert "no runtime switch for a prompt" in refusal["params"]["rejectionReason"]
+                resent = action_of(notes[-1])["customizations"]
+                assert next(c for c in resent if c["id"] == prompts["id"])["children"] == prompts["children"]
+                await until(alice, is_action("session/customizationsChanged", uri))
+
+                # Backgrounding: the CLI never blocks on a starting server, so nothing changes.
+                await dispatch(alice, uri, {"type": "session/mcpServerBackgroundRequested", "id": tiny}, 4)
+                [note] = [n for n in await until(alice, answered(4, uri)) if answered(4, uri)(n)]
+                assert "rejectionReason" not in note["params"]
+            daemon.terminate()
+            assert await daemon.wait() == 0
