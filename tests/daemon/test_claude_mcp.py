@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .helpers import rpc, running_daemon
-from .test_customizations import answered
+from .test_customizations import answered, wire_checked
 from .test_sessions import action_of, create, dispatch, fits, is_action, until
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -86,8 +86,10 @@ async def test_claude_mcp_servers_switched_through_the_cli(tmp_path: Path) -> No
     work = tmp_path / "work"
     work.mkdir()
     tiny, broken = "claude.mcp:tiny", "claude.mcp:broken"
+    capture = tmp_path / "wire.jsonl"
     with fake_api.FakeAnthropic().running() as api:
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
+                                  env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
                 await alice.initialize("alice")
                 await bob.initialize("bob")
@@ -150,3 +152,4 @@ async def test_claude_mcp_servers_switched_through_the_cli(tmp_path: Path) -> No
                 assert "rejectionReason" not in note["params"]
             daemon.terminate()
             assert await daemon.wait() == 0
+    wire_checked(capture)

@@ -6,12 +6,21 @@ a client's plugin is copied into the daemon's own directory and reported
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import trio
 
 from .helpers import Rpc, rpc, running_daemon
 from .test_sessions import action_of, create, dispatch, fits, is_action, until
+
+
+def wire_checked(capture: Path) -> None:
+    """``ahpd wire-check`` finds nothing wrong in what the daemon said and heard."""
+    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def answered(seq: int, channel: str):
@@ -34,7 +43,8 @@ async def _pair(url_a: Rpc, url_b: Rpc, work: Path) -> tuple[str, str]:
 
 
 async def test_a_toggle_the_agent_cannot_do_is_refused_and_the_list_resent(tmp_path: Path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    capture = tmp_path / "wire.jsonl"
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
             uri, _chat = await _pair(alice, bob, tmp_path)
             state = (await alice.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
@@ -77,6 +87,7 @@ async def test_a_toggle_the_agent_cannot_do_is_refused_and_the_list_resent(tmp_p
                 assert not is_action("session/mcpServerBackgroundRequested")(stray), stray
         daemon.terminate()
         assert await daemon.wait() == 0
+    wire_checked(capture)
 
 
 def _plugin(root: Path) -> Path:
@@ -92,7 +103,8 @@ def _plugin(root: Path) -> Path:
 async def test_a_clients_plugins_are_copied_and_reported(tmp_path: Path) -> None:
     source = _plugin(tmp_path / "plug")
     data = tmp_path / "d"
-    async with running_daemon(data, "--sessions", "memory") as daemon:
+    capture = tmp_path / "wire.jsonl"
+    async with running_daemon(data, "--sessions", "memory", "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
             uri, _chat = await _pair(alice, bob, tmp_path)
             plugins = [
@@ -157,3 +169,4 @@ async def test_a_clients_plugins_are_copied_and_reported(tmp_path: Path) -> None
             assert all(not c.get("clientId") for c in state["customizations"])
         daemon.terminate()
         assert await daemon.wait() == 0
+    wire_checked(capture)
