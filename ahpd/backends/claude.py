@@ -364,6 +364,7 @@ class ClaudeConversation:
         self.root = root
         self._events = events
         self._label = f"{label}[{backend_id[:8]}]"
+        self._provider = label
         self._cancel_grace = cancel_grace
         self._client: ClaudeSDKClient | None = None
         self._mapper = StreamMapper()
@@ -529,6 +530,20 @@ class ClaudeConversation:
             if update.get("title"):
                 update["title"] = self._tools.title(name) or update["title"]
 
+    def _mcp_contributor(self, update: dict[str, Any]) -> None:
+        """A call of a configured MCP server's tool (``mcp__<server>__<tool>``)
+        is that server's: its contributor names the server's customization,
+        which is how a sign-in the server asks for is joined to the call."""
+        if update.get("sessionUpdate") not in ("tool_call", "tool_call_update"):
+            return
+        meta = update.get("_meta") or {}
+        name = (meta.get("claudeCode") or {}).get("toolName")
+        if CONTRIBUTOR_META in meta or not isinstance(name, str) or not name.startswith("mcp__"):
+            return
+        server = name[len("mcp__"):].split("__", 1)[0]
+        if server and server != CLIENT_TOOL_SERVER:
+            update["_meta"] = {**meta, CONTRIBUTOR_META: {"kind": "mcp", "customizationId": f"{self._provider}.mcp:{server}"}}
+
     # -- the CLI's side -------------------------------------------------------------------
 
     def _emit(self, event: Event) -> None:
@@ -598,6 +613,7 @@ class ClaudeConversation:
                 self._emit(Update({"sessionUpdate": "available_commands_update", "availableCommands": commands}))
         for update in self._mapper.feed(message):
             self._client_contributor(update)
+            self._mcp_contributor(update)
             self._emit(Update(update))
         if isinstance(message, AssistantMessage):
             for block in message.content or []:

@@ -40,6 +40,9 @@ log = logging.getLogger("ahpd.host")
 #: host says what it has.
 SETTLE_SECONDS = 30.0
 
+#: A chat's turn is over: nothing of it waits on a sign-in any more.
+_TURN_OVER = frozenset({"chat/turnComplete", "chat/turnCancelled", "chat/error"})
+
 _CONTAINER_KINDS = {"skills": "skill", "commands": "prompt", "agents": "agent", "rules": "rule"}
 
 
@@ -197,28 +200,32 @@ def _drive_soon(session: Session, entry: dict[str, Any], op: str) -> None:
 
 async def _drive(session: Session, entry: dict[str, Any], op: str) -> None:
     """``on``/``start``: switched on (``mcp_toggle``) when the CLI has it
-    off, else reconnected (how a signed-out or failed server is retried);
-    ``off``/``stop``: the CLI's own switch. Then read back."""
+    off, else reconnected (how a signed-out or failed server is retried,
+    and so how one is signed into); ``off``/``stop``: the CLI's own switch.
+    Then read back, whether or not the CLI took it: what the CLI then says
+    is the answer, a refusal included (a server that cannot start says why)."""
     name = entry["name"]
     chat = next(iter(session.chats.values()), None)
     if chat is None:
         return
     try:
         conversation = await chat.ensure_agent()
-        servers = {s["name"]: s for s in await conversation.mcp_status()}
-        if op in ("off", "stop"):
-            await conversation.toggle_mcp(name, False)
-        elif (servers.get(name) or {}).get("status") == "disabled":
-            await conversation.toggle_mcp(name, True)
-        else:
-            await conversation.reconnect_mcp(name)
-    except Exception as exc:  # noqa: BLE001 - the CLI's refusal is the server's state, said in protocol terms
+        try:
+            servers = {s["name"]: s for s in await conversation.mcp_status()}
+            if op in ("off", "stop"):
+                await conversation.toggle_mcp(name, False)
+            elif (servers.get(name) or {}).get("status") == "disabled":
+                await conversation.toggle_mcp(name, True)
+            else:
+                await conversation.reconnect_mcp(name)
+        except Exception as exc:  # noqa: BLE001 - said below, as the server's state the CLI reports
+            log.info("%s: MCP server %s: %s: %s", session.uri, name, op, exc)
+        await read_back(session, conversation)
+    except Exception as exc:  # noqa: BLE001 - no CLI to ask: said in protocol terms
         log.info("%s: MCP server %s: %s failed: %s", session.uri, name, op, exc)
         if session.uri in session.host.bus.channels:
             session.host.bus.emit(session.uri, {"type": "session/mcpServerStateChanged", "id": entry["id"], "state": {
                 "kind": "error", "error": {"errorType": "McpServerFailed", "message": f"{op} failed: {exc}"}}})
-        return
-    await read_back(session, conversation)
 
 
 async def read_back(session: Session, conversation: Any) -> None:
@@ -250,6 +257,87 @@ def publish(session: Session, entries: list[dict[str, Any]]) -> None:
             bus.emit(session.uri, {"type": "session/customizationUpdated", "customization": entry})
         elif before.get("state") != entry["state"]:
             bus.emit(session.uri, {"type": "session/mcpServerStateChanged", "id": entry["id"], "state": entry["state"]})
+        join_auth(session, entry["id"], entry["state"])
+
+
+def _calls_of(chat_state: dict[str, Any], server_id: str) -> list[dict[str, Any]]:
+    turn = chat_state.get("activeTurn") or {}
+    return [part["toolCall"] for part in turn.get("responseParts") or []
+            if part.get("kind") == "toolCall"
+            and (part["toolCall"].get("contributor") or {}).get("customizationId") == server_id]
+
+
+def _auth_request_id(call_id: str) -> str:
+    return f"auth:{call_id}"
+
+
+def join_auth(session: Session, server_id: str, state: dict[str, Any]) -> None:
+    """The SDK has no per-call sign-in moment, so the join is made here: a
+    server that asks for a sign-in blocks every call running against it
+    (``chat/toolCallAuthRequired``, and a ``toolAuthentication`` entry in the
+    session's ``inputNeeded``); once it is ready again each is resumed
+    (``chat/toolCallAuthResolved``) and its entry lifted."""
+    bus = session.host.bus
+    for chat in list(session.chats.values()):
+        channel = bus.channels.get(chat.uri)
+        if channel is None or not channel.state.get("activeTurn"):
+            continue
+        turn_id = channel.state["activeTurn"]["id"]
+        for call in _calls_of(channel.state, server_id):
+            call_id = call["toolCallId"]
+            if state["kind"] == "authRequired" and call.get("status") == "running":
+                auth = {k: v for k, v in state.items() if k != "kind"}
+                bus.emit(chat.uri, {"type": "chat/toolCallAuthRequired", "turnId": turn_id, "toolCallId": call_id,
+                                    "auth": auth})
+                paused = next((c for c in _calls_of(bus.channels[chat.uri].state, server_id)
+                               if c["toolCallId"] == call_id), None)
+                if paused is not None and paused.get("status") == "auth-required":
+                    bus.emit(session.uri, {"type": "session/inputNeededSet", "request": {
+                        "id": _auth_request_id(call_id), "chat": chat.uri, "kind": "toolAuthentication",
+                        "turnId": turn_id, "toolCall": paused}})
+            elif state["kind"] == "ready" and call.get("status") == "auth-required":
+                bus.emit(chat.uri, {"type": "chat/toolCallAuthResolved", "turnId": turn_id, "toolCallId": call_id})
+                bus.emit(session.uri, {"type": "session/inputNeededRemoved", "id": _auth_request_id(call_id)})
+
+
+#: How often a server is asked about itself while a call of its runs.
+WATCH_SECONDS = 1.0
+
+
+def _watch_call(host: Host, chat_uri: str, action: dict[str, Any]) -> None:
+    chat = host.sessions.chat_owner.get(chat_uri) if host.sessions is not None else None
+    if chat is None or chat.conversation is None or not hasattr(chat.conversation, "mcp_status"):
+        return
+    spawn(chat.session.nursery, f"watching MCP call {action['toolCallId']} in {chat_uri}", _watch, chat,
+          chat.conversation, action["toolCallId"], action["contributor"]["customizationId"])
+
+
+async def _watch(chat: Any, conversation: Any, call_id: str, server_id: str) -> None:
+    """While a call of an MCP server runs, the server's state is read now
+    and then: the CLI says nothing when one starts asking for a sign-in, and
+    that is the moment the call is blocked on it."""
+    bus = chat.session.host.bus
+    while chat.uri in bus.channels:
+        calls = [c for c in _calls_of(bus.channels[chat.uri].state, server_id) if c["toolCallId"] == call_id]
+        if not calls or calls[0].get("status") not in ("streaming", "pending-confirmation", "running", "auth-required"):
+            return
+        await trio.sleep(WATCH_SECONDS)
+        try:
+            servers = await conversation.mcp_status()
+        except Exception:  # noqa: BLE001 - a CLI that went away ends its calls too
+            return
+        _read_back[chat.session] = servers
+        publish(chat.session, [mcp_entry(chat.session.provider, s, chat.session.cwd) for s in servers])
+
+
+def _turn_over(host: Host, chat_uri: str) -> None:
+    """A turn that ended leaves no call waiting on a sign-in: its entries go."""
+    chat = host.sessions.chat_owner.get(chat_uri) if host.sessions is not None else None
+    if chat is None or chat.session.uri not in host.bus.channels:
+        return
+    for request in list(chat.session.state().get("inputNeeded") or []):
+        if request.get("kind") == "toolAuthentication" and request.get("chat") == chat_uri:
+            host.bus.emit(chat.session.uri, {"type": "session/inputNeededRemoved", "id": request["id"]})
 
 
 def agent_started(session: Session, conversation: Any) -> None:
@@ -269,6 +357,12 @@ def attach(host: Host) -> None:
 
 def _observed(host: Host, uri: str, action: dict[str, Any]) -> None:
     kind = action.get("type")
+    if kind in _TURN_OVER:
+        _turn_over(host, uri)
+        return
+    if kind == "chat/toolCallStart" and (action.get("contributor") or {}).get("kind") == "mcp":
+        _watch_call(host, uri, action)
+        return
     if kind not in ("session/activeClientSet", "session/activeClientRemoved"):
         return
     session = _session(host, uri)

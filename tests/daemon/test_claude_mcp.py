@@ -153,3 +153,84 @@ async def test_claude_mcp_servers_switched_through_the_cli(tmp_path: Path) -> No
             daemon.terminate()
             assert await daemon.wait() == 0
     wire_checked(capture)
+
+
+async def test_a_server_asking_for_a_sign_in_is_auth_required_in_the_protocols_words(tmp_path: Path) -> None:
+    """A call of a configured MCP server names the server as its
+    contributor. A server that starts asking for a sign-in is
+    ``authRequired`` with the resource to sign in to, for every subscriber;
+    started again once it stops asking (the CLI retries it), it is ready."""
+    pytest.importorskip("claude_agent_sdk")
+    import trio
+
+    from tests.backends.claude_fixtures import fake_api
+
+    from .locked_mcp import LockedMcp
+    from .test_claude_sessions import _env
+    from .test_sessions import start_turn
+
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    locked = "claude.mcp:locked"
+    capture = tmp_path / "wire.jsonl"
+
+    def server_state(kind: str):
+        def check(note: dict) -> bool:
+            action = action_of(note)
+            return bool(action) and action["type"] == "session/mcpServerStateChanged" \
+                and action["id"] == locked and action["state"]["kind"] == kind
+        return check
+
+    with fake_api.FakeAnthropic().running() as api, LockedMcp().running() as server:
+        (home / ".claude.json").write_text(json.dumps({"mcpServers": {"locked": {"type": "http", "url": server.url}}}))
+        api.add(fake_api.tool_use("toolu_mcp", "mcp__locked__hello", {}))
+        api.add(fake_api.text("Could not say hello."))
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
+                                  env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
+                await alice.initialize("alice")
+                await bob.initialize("bob")
+                uri, chat = await create(alice, work, provider="claude")
+                await bob.call("subscribe", {"channel": uri})
+                await alice.call("subscribe", {"channel": chat})
+                await dispatch(alice, chat, start_turn("say hello through the server"), 1)
+                notes = await until(alice, lambda n: is_action("session/inputNeededSet", uri)(n)
+                                    and action_of(n)["request"]["kind"] == "toolConfirmation", timeout=120)
+                request = action_of(notes[-1])["request"]
+                assert request["toolCall"]["contributor"] == {"kind": "mcp", "customizationId": locked}
+                await dispatch(alice, chat, {"type": "chat/toolCallConfirmed", "turnId": request["turnId"],
+                                             "toolCallId": "toolu_mcp", "approved": True,
+                                             "confirmed": "user-action"}, 2)
+                assert await trio.to_thread.run_sync(server.called.wait, 120), "the call never reached the server"
+
+                # The server asks for a sign-in mid-call: the CLI fails the call
+                # on the spot (it has no per-call moment to hold it at).
+                server.locked = True
+                server.release.set()
+                notes = await until(alice, is_action("chat/turnComplete", chat), timeout=120)
+                [done] = [action_of(n) for n in notes if is_action("chat/toolCallComplete", chat)(n)]
+                assert done["result"]["success"] is False
+
+                # Asked to start it again while it still asks: authRequired,
+                # with the resource a client signs in to.
+                await dispatch(alice, uri, {"type": "session/mcpServerStartRequested", "id": locked}, 3)
+                for who in (alice, bob):
+                    notes = await until(who, server_state("authRequired"), timeout=120)
+                    state = action_of(notes[-1])["state"]
+                    assert state["resource"]["resource"] == server.url and state["reason"] == "required"
+                snapshot = (await bob.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                fits("/$defs/SessionState", snapshot)
+                row = next(c for c in snapshot["customizations"] if c["id"] == locked)
+                assert row["state"]["kind"] == "authRequired"
+                assert not snapshot.get("inputNeeded")  # no call is left waiting on it
+
+                # Signed in (here: the server stops asking) and started again: ready.
+                server.locked = False
+                await dispatch(bob, uri, {"type": "session/mcpServerStartRequested", "id": locked}, 1)
+                for who in (alice, bob):
+                    await until(who, server_state("ready"), timeout=120)
+            daemon.terminate()
+            assert await daemon.wait() == 0
+    wire_checked(capture)
