@@ -859,10 +859,10 @@ class SessionManager:
             state["_meta"] = record["_meta"]  # ahpd.owner: the store's, not the transcript's
         if record.get("origin"):
             state["origin"] = record["origin"]  # an automation's run made it
-        known = self.harness_commands(session.provider)
-        if known:
-            # What the harness said at start-up, before any agent of this session runs.
-            state["customizations"] = session.customizations_of(known)
+        # What the harness said at start-up (commands, MCP servers), before any agent of this session runs.
+        listed = session.customizations_of(self.harness_commands(session.provider))
+        if listed:
+            state["customizations"] = listed
         self.host.bus.open(session.uri, "session", state)
         self.host.bus.open(annotations.channel_of(session.uri), "annotations",
                            {"annotations": record.get("annotations") or []})
