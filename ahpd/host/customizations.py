@@ -76,7 +76,8 @@ def mcp_entry(provider: str, server: dict[str, Any], cwd: Path) -> dict[str, Any
     a switched-off server per project)."""
     name = server["name"]
     return {
-        "type": "mcpServer", "id": f"{provider}.mcp:{name}", "uri": f"{(Path.home() / '.claude.json').as_uri()}#mcp:{name}",
+        "type": "mcpServer", "id": f"{provider}.mcp:{name}",
+        "uri": f"{(Path.home() / '.claude.json').as_uri()}#mcp:{name}",
         "name": name, "state": mcp_state(server),
         "enablement": [{"kind": "workspace", "uri": cwd.as_uri(), "enabled": server.get("status") != "disabled"}],
     }
@@ -151,8 +152,8 @@ def customization_toggled(host: Host, peer: Peer, channel: str, action: dict[str
     kind = entry.get("type")
     if kind == "mcpServer":
         if not _controls_mcp(session):
-            return _refuse_and_resend(session, f"{session.provider} cannot switch MCP server {entry['name']!r}: "
-                                               "the host hands an ACP agent its servers only when a conversation starts")
+            return _refuse_and_resend(session, f"{session.provider} cannot switch MCP server {entry['name']!r}: an "
+                                               "ACP agent is handed its servers only when a conversation starts")
         enabled = action["enablement"][0]["enabled"] if action["enablement"] else True
         return Apply(action, after=lambda: _drive_soon(session, entry, "on" if enabled else "off"))
     what = {"prompt": "a prompt", "skill": "a skill", "agent": "a subagent", "directory": "a directory of "
@@ -276,7 +277,8 @@ def join_auth(session: Session, server_id: str, state: dict[str, Any]) -> None:
     server that asks for a sign-in blocks every call running against it
     (``chat/toolCallAuthRequired``, and a ``toolAuthentication`` entry in the
     session's ``inputNeeded``); once it is ready again each is resumed
-    (``chat/toolCallAuthResolved``) and its entry lifted."""
+    (``chat/toolCallAuthResolved``) and its entry lifted. A server stopped
+    instead (or failed) lifts the entry too: there is nothing to sign in to."""
     bus = session.host.bus
     for chat in list(session.chats.values()):
         channel = bus.channels.get(chat.uri)
@@ -297,6 +299,9 @@ def join_auth(session: Session, server_id: str, state: dict[str, Any]) -> None:
                         "turnId": turn_id, "toolCall": paused}})
             elif state["kind"] == "ready" and call.get("status") == "auth-required":
                 bus.emit(chat.uri, {"type": "chat/toolCallAuthResolved", "turnId": turn_id, "toolCallId": call_id})
+                bus.emit(session.uri, {"type": "session/inputNeededRemoved", "id": _auth_request_id(call_id)})
+            elif state["kind"] in ("stopped", "error") and call.get("status") == "auth-required":
+                # Nobody can sign in to a server that is not running: nothing to ask any more.
                 bus.emit(session.uri, {"type": "session/inputNeededRemoved", "id": _auth_request_id(call_id)})
 
 
@@ -384,7 +389,8 @@ async def _take_plugins(host: Host, session: Session, client_id: str, plugins: l
         bus.emit(session.uri, {"type": "session/customizationRemoved", "id": gone})
     for pid, plugin in wanted.items():
         before = held.get(pid)
-        if before is not None and plugin.get("nonce") and (before.get("_meta") or {}).get("ahpd.nonce") == plugin["nonce"]:
+        nonce = plugin.get("nonce")
+        if before is not None and nonce and (before.get("_meta") or {}).get("ahpd.nonce") == nonce:
             continue  # unchanged since it was copied
         entry = {k: v for k, v in plugin.items() if k not in ("nonce", "childEnablement", "children", "load")}
         entry["clientId"] = client_id

@@ -165,27 +165,14 @@ def subagent_customizations(provider: str, subagents: list[dict[str, Any]], fold
     }]
 
 
-_MCP_STATES = {"connected": {"kind": "ready"}, "pending": {"kind": "starting"}, "disabled": {"kind": "stopped"}}
-
-
 def mcp_customizations(provider: str, servers: list[dict[str, Any]], config_file: Path) -> list[dict[str, Any]]:
     """A harness's MCP servers, each a top-level customization with its state
-    in the protocol's words (a server waiting for a sign-in is reported as an
-    error saying so: its status names no resource to sign in to)."""
-    out = []
-    for server in servers:
-        name = server.get("name")
-        if not isinstance(name, str) or not name:
-            continue
-        status = server.get("status")
-        state = _MCP_STATES.get(status) or {"kind": "error", "error": {
-            "errorType": "McpServerNeedsAuth" if status == "needs-auth" else "McpServerFailed",
-            "message": server.get("error") or ("the server needs a sign-in" if status == "needs-auth"
-                                               else f"the server is {status}"),
-        }}
-        out.append({"id": f"{provider}.mcp:{name}", "uri": f"{config_file.as_uri()}#mcp:{name}", "name": name,
-                    "type": "mcpServer", "state": state})
-    return out
+    in the protocol's words (``ahpd.host.customizations.mcp_state``)."""
+    from ahpd.host.customizations import mcp_state
+
+    return [{"id": f"{provider}.mcp:{s['name']}", "uri": f"{config_file.as_uri()}#mcp:{s['name']}", "name": s["name"],
+             "type": "mcpServer", "state": mcp_state(s)}
+            for s in servers if isinstance(s.get("name"), str) and s["name"]]
 
 
 def path_of(file_uri: str) -> Path:

@@ -164,3 +164,30 @@ async def test_a_turn_that_ends_leaves_no_sign_in_waiting(tmp_path: Path, monkey
                         and action_of(n)["id"] == "auth:call-1")
             session = (await alice.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             assert not session.get("inputNeeded")
+
+
+async def test_stopping_the_server_lifts_what_waited_on_its_sign_in(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(ahpd.host.customizations, "WATCH_SECONDS", 0.05)
+    backend = ScriptedBackend()
+    (tmp_path / "w").mkdir()
+    with trio.fail_after(60):
+        async with live_host(tmp_path, {"scripted": backend}) as live, rpc(live.url) as alice:
+            await alice.initialize("alice")
+            uri, chat = await create(alice, tmp_path / "w", provider="scripted")
+            await alice.call("subscribe", {"channel": chat})
+            await dispatch(alice, chat, start_turn("call the server"), 1)
+            await until(alice, is_action("chat/toolCallReady", chat))
+            backend.status = "needs-auth"
+            await until(alice, lambda n: is_action("session/inputNeededSet", uri)(n)
+                        and action_of(n)["request"]["kind"] == "toolAuthentication")
+            await dispatch(alice, uri, {"type": "session/mcpServerStopRequested", "id": LOCKED}, 2)
+            notes = await until(alice, lambda n: is_action("session/inputNeededRemoved", uri)(n)
+                                and action_of(n)["id"] == "auth:call-1")
+            assert any(is_action("session/mcpServerStopRequested", uri)(n) for n in notes)
+            assert backend.status == "disabled"  # carried through to the backend's own switch
+            session = (await alice.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+            fits("/$defs/SessionState", session)
+            assert not session.get("inputNeeded")
+            [server] = session["customizations"]
+            assert server["state"] == {"kind": "stopped"} and server["enablement"][0]["enabled"] is False
+            backend.finish.set()
