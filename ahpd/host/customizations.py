@@ -389,9 +389,8 @@ async def _take_plugins(host: Host, session: Session, client_id: str, plugins: l
         bus.emit(session.uri, {"type": "session/customizationRemoved", "id": gone})
     for pid, plugin in wanted.items():
         before = held.get(pid)
-        nonce = plugin.get("nonce")
-        if before is not None and nonce and (before.get("_meta") or {}).get("ahpd.nonce") == nonce:
-            continue  # unchanged since it was copied
+        if before is not None and _unchanged(before, plugin):
+            continue  # announced again as it was: copied once is enough, and saying it again would be a change
         entry = {k: v for k, v in plugin.items() if k not in ("nonce", "childEnablement", "children", "load")}
         entry["clientId"] = client_id
         if plugin.get("nonce"):
@@ -406,6 +405,15 @@ async def _take_plugins(host: Host, session: Session, client_id: str, plugins: l
             settled = {**entry, "load": {"kind": "error", "message": str(exc)}}
         if session.uri in bus.channels:
             bus.emit(session.uri, {"type": "session/customizationUpdated", "customization": settled})
+
+
+def _unchanged(held: dict[str, Any], plugin: dict[str, Any]) -> bool:
+    """The same plugin as the one held: by its nonce when it carries one,
+    else by where it is and what it is called."""
+    nonce = plugin.get("nonce")
+    if nonce:
+        return (held.get("_meta") or {}).get("ahpd.nonce") == nonce
+    return held.get("uri") == plugin.get("uri") and held.get("name") == plugin.get("name")
 
 
 def _safe(name: str) -> str:

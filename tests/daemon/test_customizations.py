@@ -153,9 +153,14 @@ async def test_a_clients_plugins_are_copied_and_reported(tmp_path: Path) -> None
                 [*_, note] = await until(who, is_action("session/customizationToggled", uri))
                 assert "rejectionReason" not in note["params"]
 
-            # Announcing again with the same nonce copies nothing; dropping one removes it.
-            client["customizations"] = plugins[:1]
+            # Announcing again (new tools; the same nonce, the same unversioned
+            # plugin) copies nothing; dropping one removes it.
+            client["tools"] = [{"name": "openFile", "description": "Opens a file", "inputSchema": {"type": "object"}}]
             await dispatch(alice, uri, {"type": "session/activeClientSet", "activeClient": client}, 2)
+            for who in (alice, bob):
+                await until(who, is_action("session/activeClientSet", uri))
+            client["customizations"] = plugins[:1]
+            await dispatch(alice, uri, {"type": "session/activeClientSet", "activeClient": client}, 3)
             for who in (alice, bob):
                 notes = await until(who, is_action("session/customizationRemoved", uri))
                 assert action_of(notes[-1])["id"] == "p-virtual"
