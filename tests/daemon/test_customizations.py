@@ -175,3 +175,48 @@ async def test_a_clients_plugins_are_copied_and_reported(tmp_path: Path) -> None
         daemon.terminate()
         assert await daemon.wait() == 0
     wire_checked(capture)
+
+
+async def test_a_plugin_an_automation_template_names_reaches_its_runs_session(tmp_path: Path) -> None:
+    """A run announces the Automation client carrying its template's plugins,
+    which is how one reaches a session nobody is connected to."""
+    from .test_automations import CAT, answered, definition, finished
+    from .test_automations import dispatch as dispatch_catalogue
+
+    source = _plugin(tmp_path / "plug")
+    work = tmp_path / "work"
+    work.mkdir()
+    data = tmp_path / "d"
+    async with running_daemon(data, "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("one", subscriptions=["ahp-root://", CAT])
+            chore = definition("hello", work)
+            chore["session"]["customizations"] = [
+                {"type": "plugin", "id": "p-chore", "uri": source.as_uri(), "name": "Chore kit", "nonce": "1"}]
+            await dispatch_catalogue(client, {"type": "automation/createRequested",
+                                              "resource": "ahp-automation:/chore", "definition": chore}, 1)
+            assert "rejectionReason" not in await answered(client, 1)
+            reply = await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/chore",
+                                                        "requestId": "r1"})
+            with trio.fail_after(120):  # generous: a loaded machine runs the agent slowly
+                while True:
+                    state = (await client.call("subscribe", {"channel": reply["result"]["resource"]},
+                                               timeout=60))["result"]["snapshot"]["state"]
+                    if finished(state):
+                        break
+                    await trio.sleep(0.2)
+            (session,) = state["sessions"]
+            with trio.fail_after(60):
+                while True:
+                    snapshot = (await client.call("subscribe", {"channel": session},
+                                                  timeout=60))["result"]["snapshot"]["state"]
+                    plugin = next((c for c in snapshot.get("customizations") or [] if c["id"] == "p-chore"), None)
+                    if plugin is not None and plugin["load"]["kind"] != "loading":
+                        break
+                    await trio.sleep(0.1)
+            fits("/$defs/SessionState", snapshot)
+            assert plugin["clientId"] == "automation" and plugin["load"] == {"kind": "loaded"}
+            assert {c["name"] for c in plugin["children"]} == {"tidy", "greet", "helper"}
+            assert data / "plugins" in Path(plugin["children"][0]["uri"].removeprefix("file://")).parents
+        daemon.terminate()
+        assert await daemon.wait() == 0
