@@ -217,6 +217,8 @@ async def test_a_server_asking_for_a_sign_in_is_auth_required_in_the_protocols_w
                 # with the resource a client signs in to.
                 await dispatch(alice, uri, {"type": "session/mcpServerStartRequested", "id": locked}, 3)
                 for who in (alice, bob):
+                    # (The call's watcher may have said it already: what counts is after the request.)
+                    await until(who, is_action("session/mcpServerStartRequested", uri), timeout=120)
                     notes = await until(who, server_state("authRequired"), timeout=120)
                     state = action_of(notes[-1])["state"]
                     assert state["resource"]["resource"] == server.url and state["reason"] == "required"
@@ -230,6 +232,7 @@ async def test_a_server_asking_for_a_sign_in_is_auth_required_in_the_protocols_w
                 server.locked = False
                 await dispatch(bob, uri, {"type": "session/mcpServerStartRequested", "id": locked}, 1)
                 for who in (alice, bob):
+                    await until(who, is_action("session/mcpServerStartRequested", uri), timeout=120)
                     await until(who, server_state("ready"), timeout=120)
             daemon.terminate()
             assert await daemon.wait() == 0
