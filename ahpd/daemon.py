@@ -93,6 +93,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
 
     automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
     host.automations = Automations(host, AutomationStore(automations_file))
+    host.plugins_root = data_dir / "plugins"
     host.worktrees_root = worktrees_root.expanduser().resolve() if worktrees_root is not None else None
     return host
 

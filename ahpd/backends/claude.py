@@ -370,6 +370,7 @@ class ClaudeConversation:
         self.root = root
         self._events = events
         self._label = f"{label}[{backend_id[:8]}]"
+        self._provider = label
         self._cancel_grace = cancel_grace
         self._client: ClaudeSDKClient | None = None
         self._mapper = StreamMapper()
@@ -468,6 +469,26 @@ class ClaudeConversation:
         """Every call waiting on ``client_id`` is answered as failed."""
         return self._tools.fail_client(client_id, message)
 
+    # -- MCP servers (ahpd.host.customizations drives these) ---------------------------------
+
+    async def mcp_status(self) -> list[dict[str, Any]]:
+        """The CLI's MCP servers as it reports them (``mcp_status``), without our own ``ahp``."""
+        status = await self._control().get_mcp_status()
+        return [s for s in status.get("mcpServers") or [] if isinstance(s, dict) and s.get("name") != CLIENT_TOOL_SERVER]
+
+    async def toggle_mcp(self, name: str, enabled: bool) -> None:
+        """The CLI's own switch for a server (``mcp_toggle``); it keeps it per project."""
+        await self._control().toggle_mcp_server(name, enabled)
+
+    async def reconnect_mcp(self, name: str) -> None:
+        """Connect a server again (``mcp_reconnect``): how a failed or signed-out one is retried."""
+        await self._control().reconnect_mcp_server(name)
+
+    def _control(self) -> ClaudeSDKClient:
+        if self._client is None or self.end_reason is not None:
+            raise BackendError(self.end_reason or "the conversation with Claude Code has ended")
+        return self._client
+
     async def _relist_client_tools(self) -> None:
         """Make the CLI list the ``ahp`` server's tools again. The CLI refuses
         ``mcp_reconnect`` for an in-process server, so the server is taken
@@ -514,6 +535,20 @@ class ClaudeConversation:
             update["_meta"] = {**meta, CONTRIBUTOR_META: {"kind": "client", "clientId": owner}}
             if update.get("title"):
                 update["title"] = self._tools.title(name) or update["title"]
+
+    def _mcp_contributor(self, update: dict[str, Any]) -> None:
+        """A call of a configured MCP server's tool (``mcp__<server>__<tool>``)
+        is that server's: its contributor names the server's customization,
+        which is how a sign-in the server asks for is joined to the call."""
+        if update.get("sessionUpdate") not in ("tool_call", "tool_call_update"):
+            return
+        meta = update.get("_meta") or {}
+        name = (meta.get("claudeCode") or {}).get("toolName")
+        if CONTRIBUTOR_META in meta or not isinstance(name, str) or not name.startswith("mcp__"):
+            return
+        server = name[len("mcp__"):].split("__", 1)[0]
+        if server and server != CLIENT_TOOL_SERVER:
+            update["_meta"] = {**meta, CONTRIBUTOR_META: {"kind": "mcp", "customizationId": f"{self._provider}.mcp:{server}"}}
 
     # -- the CLI's side -------------------------------------------------------------------
 
@@ -584,6 +619,7 @@ class ClaudeConversation:
                 self._emit(Update({"sessionUpdate": "available_commands_update", "availableCommands": commands}))
         for update in self._mapper.feed(message):
             self._client_contributor(update)
+            self._mcp_contributor(update)
             self._emit(Update(update))
         if isinstance(message, AssistantMessage):
             for block in message.content or []:

@@ -35,8 +35,9 @@ is ``session/creationFailed`` and a failed run. Time is the service's clock:
 
 Not said: whose work an automation is (``_meta['ahpd.owner']``), because this
 host is given no users directory and has nobody to name; event triggers,
-because it offers none; plugins on a template, because it has no directory
-to copy them into (a non-empty ``session.customizations`` is refused).
+because it offers none. Plugins on a template are refused only by a host
+with no directory to copy them into (``Host.plugins_root``); elsewhere they
+ride on the Automation client and are copied as a client's are.
 """
 
 from __future__ import annotations
@@ -268,8 +269,9 @@ class Automations:
                 seen.add(plugin["id"])
                 if not plugin.get("uri"):
                     return f"session.customizations[{i}] names no uri"
-            return ("this host has no directory to copy client plugins into, so a template's "
-                    "session.customizations must be empty")
+            if getattr(self.host, "plugins_root", None) is None:
+                return ("this host has no directory to copy client plugins into, so a template's "
+                        "session.customizations must be empty")
         return None
 
     async def create(self, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
@@ -571,8 +573,12 @@ class Automations:
         # Linked to the run as soon as it is a channel, before its first message.
         await self._update_run(run["resource"], lambda r: {**r, "sessions": [*r["sessions"], uri],
                                                            "primarySession": uri})
-        self.host.bus.emit(uri, {"type": "session/activeClientSet", "activeClient": {
-            "clientId": "automation", "displayName": "Automation", "tools": []}})
+        # The plugins the template names ride on the Automation client, as a
+        # client's would: copied into this host's directory and reported.
+        automation = {"clientId": "automation", "displayName": "Automation", "tools": []}
+        if template.get("customizations"):
+            automation["customizations"] = list(template["customizations"])
+        self.host.bus.emit(uri, {"type": "session/activeClientSet", "activeClient": automation})
         chat = next(iter(session.chats.values()))
         if problem is None:
             try:

@@ -83,6 +83,9 @@ class Host:
     #: Where ``isolation: worktree`` trees go (``<root>/<repo>/<name>``, set
     #: by ``--worktrees-root``); None: beside their repository.
     worktrees_root: Path | None = None
+    #: Where the plugins clients hand over are copied (``<data dir>/plugins``,
+    #: set by the daemon); None: a client's plugin is reported as not loaded.
+    plugins_root: Path | None = None
 
     def __init__(
         self,
@@ -128,6 +131,10 @@ class Host:
             telemetry.attach(self)
         #: Resource watches, each in its own nursery (``ahpd.host.watches``).
         self.watches = Watches(self)
+        if self.sessions is not None:
+            from ahpd.host import customizations
+
+            customizations.attach(self)  # the plugins clients hand over
         #: Called with a channel's URI after a client's action moved its
         #: state, so that what a user set can be written down.
         self.on_state_change = on_state_change

@@ -165,27 +165,14 @@ def subagent_customizations(provider: str, subagents: list[dict[str, Any]], fold
     }]
 
 
-_MCP_STATES = {"connected": {"kind": "ready"}, "pending": {"kind": "starting"}, "disabled": {"kind": "stopped"}}
-
-
 def mcp_customizations(provider: str, servers: list[dict[str, Any]], config_file: Path) -> list[dict[str, Any]]:
     """A harness's MCP servers, each a top-level customization with its state
-    in the protocol's words (a server waiting for a sign-in is reported as an
-    error saying so: its status names no resource to sign in to)."""
-    out = []
-    for server in servers:
-        name = server.get("name")
-        if not isinstance(name, str) or not name:
-            continue
-        status = server.get("status")
-        state = _MCP_STATES.get(status) or {"kind": "error", "error": {
-            "errorType": "McpServerNeedsAuth" if status == "needs-auth" else "McpServerFailed",
-            "message": server.get("error") or ("the server needs a sign-in" if status == "needs-auth"
-                                               else f"the server is {status}"),
-        }}
-        out.append({"id": f"{provider}.mcp:{name}", "uri": f"{config_file.as_uri()}#mcp:{name}", "name": name,
-                    "type": "mcpServer", "state": state})
-    return out
+    in the protocol's words (``ahpd.host.customizations.mcp_state``)."""
+    from ahpd.host.customizations import mcp_state
+
+    return [{"id": f"{provider}.mcp:{s['name']}", "uri": f"{config_file.as_uri()}#mcp:{s['name']}", "name": s["name"],
+             "type": "mcpServer", "state": mcp_state(s)}
+            for s in servers if isinstance(s.get("name"), str) and s["name"]]
 
 
 def path_of(file_uri: str) -> Path:
@@ -243,6 +230,9 @@ class Chat:
             self.conversation = await self.session.nursery.start(functools.partial(
                 run_supervised, f"the agent of {self.uri}", self._run_agent, report=self._agent_failed))
             self.backend_id = self.conversation.backend_id
+            from ahpd.host import customizations
+
+            customizations.agent_started(self.session, self.conversation)
             spawn(self.session.nursery, f"the idle clock of {self.uri}", self._stop_when_idle,
                   self.conversation, self._agent_ended)
             self.session.save()
@@ -487,8 +477,10 @@ class Session:
             self.manager.notify_summary(self, {"status": self.status()})
 
     def customizations_of(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from ahpd.host import customizations
+
         dirs = getattr(self.manager.backends.get(self.provider), "customization_dirs", None)
-        return command_customizations(self.provider, commands, self.cwd, dirs)
+        return customizations.session_list(self, command_customizations(self.provider, commands, self.cwd, dirs))
 
     def publish_commands(self, commands: list[dict[str, Any]]) -> None:
         """The agent's commands as the session's customizations; said only
@@ -858,10 +850,10 @@ class SessionManager:
             state["_meta"] = record["_meta"]  # ahpd.owner: the store's, not the transcript's
         if record.get("origin"):
             state["origin"] = record["origin"]  # an automation's run made it
-        known = self.harness_commands(session.provider)
-        if known:
-            # What the harness said at start-up, before any agent of this session runs.
-            state["customizations"] = session.customizations_of(known)
+        # What the harness said at start-up (commands, MCP servers), before any agent of this session runs.
+        listed = session.customizations_of(self.harness_commands(session.provider))
+        if listed:
+            state["customizations"] = listed
         self.host.bus.open(session.uri, "session", state)
         from ahpd.host import server_tools
 

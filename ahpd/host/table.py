@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, automations, changesets, chat_commands, commands, detached, dispatch, resources, session_commands,
+    annotations, auth, automations, changesets, chat_commands, commands, customizations, detached, dispatch, resources, session_commands,
     terminals, turns, watches, window,
 )
 from ahpd.host import server_tools
@@ -55,4 +55,5 @@ CLIENT_ACTIONS = _join(
     automations.CLIENT_ACTIONS,
     terminals.CLIENT_ACTIONS,
     changesets.CLIENT_ACTIONS,
+    customizations.CLIENT_ACTIONS,
 )
