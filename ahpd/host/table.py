@@ -16,6 +16,7 @@ from ahpd.host import (
     annotations, auth, automations, changesets, chat_commands, commands, detached, dispatch, resources, session_commands,
     terminals, turns, watches, window,
 )
+from ahpd.host import rewind
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -48,6 +49,7 @@ NOTIFICATIONS = _join(
 CLIENT_ACTIONS = _join(
     dispatch.CLIENT_ACTIONS,
     turns.CLIENT_ACTIONS,
+    rewind.CLIENT_ACTIONS,
     annotations.CLIENT_ACTIONS,
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,
