@@ -31,6 +31,7 @@ from ahpd.wire.cli import wire_check  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
 from .helpers import Rpc, rpc, running_daemon  # noqa: E402
+from .test_acp_tool_names import initialize  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
 from .test_sessions import create, dispatch, fits, start_turn  # noqa: E402
 
@@ -40,14 +41,6 @@ SHELL = {"command": "sleep 4; echo slept", "description": "Sleep a while", "run_
 TASK = {"description": "Look around", "prompt": "look around", "subagent_type": "general-purpose",
         "run_in_background": False}
 SEARCH = {"query": "anything"}
-
-
-async def initialize(client: Rpc, client_id: str) -> None:
-    """``initialize``, patient: the daemon loads the Claude SDK on its first use."""
-    reply = await client.call("initialize", {"channel": "ahp-root://", "protocolVersions": ["1.0.0"],
-                                             "clientId": client_id, "initialSubscriptions": ["ahp-root://"]},
-                              timeout=120)
-    assert "result" in reply, reply
 
 
 async def collect(client: Rpc, chat: str, *kinds: str, timeout: float = 180) -> list[dict]:
