@@ -31,7 +31,7 @@ from ahpd.wire.cli import wire_check  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
 from .helpers import Rpc, rpc, running_daemon  # noqa: E402
-from .test_acp_tool_names import initialize  # noqa: E402
+from .test_acp_tool_names import initialize, refused  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
 from .test_sessions import create, dispatch, fits, start_turn  # noqa: E402
 
@@ -151,3 +151,47 @@ async def test_tool_calls_stream_progress_and_background_shells(tmp_path: Path) 
 
     out = io.StringIO()
     assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+
+
+async def test_only_the_running_client_streams_into_its_call(tmp_path: Path) -> None:
+    """The client half of ``chat/toolCallContentChanged``: relayed from the
+    client named in the call's contributor, refused from anyone else and for
+    a call no client runs."""
+    from .test_claude_client_tools import _announced_and_called
+
+    home = tmp_path / "home"
+    home.mkdir()
+    owner_id = "editor-1"
+    with fake_api.FakeAnthropic().running() as api:
+        api.add(fake_api.tool_use("toolu_client", f"mcp__ahp__{owner_id}__openFile", {"path": "notes.txt"}),
+                fake_api.text("Opened."))
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as owner, rpc(daemon.url) as other:
+                await initialize(owner, owner_id)
+                await initialize(other, "someone-else")
+                uri, chat = await create(owner, tmp_path, provider="claude")
+                await other.call("subscribe", {"channel": chat})
+                turn, _ = await _announced_and_called(owner, uri, chat, owner_id, "toolu_client")
+                streamed = {"type": "chat/toolCallContentChanged", "turnId": turn["turnId"],
+                            "toolCallId": "toolu_client", "content": [{"type": "text", "text": "opening notes.txt"}]}
+
+                words = await refused(other, chat, streamed, 1)
+                assert owner_id in words and "only that client" in words
+                words = await refused(owner, chat, {**streamed, "toolCallId": "toolu_nobody"}, 10)
+                assert "not run by a client" in words
+
+                await dispatch(owner, chat, streamed, 11)
+                for each in (owner, other):
+                    changed = [a for a in await collect(each, chat, "chat/toolCallContentChanged")
+                               if a["type"] == "chat/toolCallContentChanged"]
+                    assert changed == [streamed]
+                state = (await other.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                [call] = [p["toolCall"] for p in state["activeTurn"]["responseParts"] if p["kind"] == "toolCall"]
+                assert call["status"] == "running" and call["content"] == streamed["content"]
+
+                await dispatch(owner, chat, {"type": "chat/toolCallComplete", "turnId": turn["turnId"],
+                                             "toolCallId": "toolu_client",
+                                             "result": {"success": True, "pastTenseMessage": "Opened notes.txt"}}, 12)
+                await collect(other, chat, "chat/turnComplete")
+            daemon.terminate()
+            assert await daemon.wait() == 0
