@@ -632,10 +632,11 @@ class ClaudeConversation:
 
     async def _read_loop(self) -> None:
         """Every message the CLI writes, in order, until it stops writing."""
-        assert self._client is not None
+        client = self._client
+        assert client is not None
         reason = "Claude Code exited"
         try:
-            async with aclosing(self._client.receive_messages()) as messages:
+            async with aclosing(client.receive_messages()) as messages:
                 async for message in messages:
                     self._on_message(message)
         except Exception as exc:  # noqa: BLE001 - a CLI that dies is said, not raised
@@ -644,7 +645,8 @@ class ClaudeConversation:
             tail = _tail(self)
             if tail:
                 reason = f"{reason}: {tail}"
-        self._die(reason)
+        if self._client is client:  # not a CLI a rewind let go of
+            self._die(reason)
 
     def _on_message(self, message: Any) -> None:
         if isinstance(message, SystemMessage) and message.subtype == "init" and self._on_init is not None:

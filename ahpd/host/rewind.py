@@ -88,7 +88,10 @@ def _point_before(chat: Chat, turns: list[dict[str, Any]]) -> str | None:
 def resumable(chat: Chat) -> bool:
     """Whether the chat's running turn, should it fail, can be run again:
     its backend rewinds, and where the conversation stood before it is known."""
-    return rewinds(chat) and _point_before(chat, list(chat.state().get("turns") or [])) is not None
+    channel = chat.host.bus.channels.get(chat.uri)
+    if channel is None or not rewinds(chat):
+        return False  # a chat being disposed runs nothing again
+    return _point_before(chat, list(channel.state.get("turns") or [])) is not None
 
 
 def _chat(host: Host, channel: str) -> Chat | None:

@@ -52,7 +52,8 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
-from ahpd.host import annotations, background_work, changesets, rewind
+from ahpd.host import annotations, changesets
+from ahpd.host import background_work, rewind
 from ahpd.host.auth import signed, who
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn, supervised
