@@ -1,7 +1,9 @@
 """``chat/truncated`` as a rewind and ``chat/turnResume`` as a re-run, for a
 Claude chat, through a real daemon and real WebSocket clients, the real
 bundled CLI against the fake Messages API (offline). What the model is sent
-afterwards is read off the fake API: the dropped turns are not in it."""
+afterwards is read off the fake API: the dropped turns are not in it. A
+turn rebuilt from a transcript has no rewind point, and truncating to one
+is refused."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ import trio
 
 pytest.importorskip("claude_agent_sdk")
 
+from ahpd.backends.claude import ClaudeBackend  # noqa: E402
 from ahpd.wire.cli import wire_check  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
+from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
 
 from .helpers import rpc, running_daemon  # noqa: E402
 from .test_acp_tool_names import initialize, refused  # noqa: E402
@@ -109,3 +113,47 @@ async def test_truncate_rewinds_and_an_errored_turn_runs_again(tmp_path: Path) -
             assert await daemon.wait() == 0
     out = io.StringIO()
     assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+
+
+async def test_a_turn_read_back_off_a_transcript_has_no_rewind_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in fake_api.CREDENTIAL_VARS:
+        monkeypatch.delenv(name, raising=False)
+    with fake_api.FakeAnthropic().running() as api:
+        for name, value in fake_api.cli_env(api.url, str(home)).items():
+            monkeypatch.setenv(name, value)
+        api.add(fake_api.text("ANSWER-PAST"), fake_api.text("ANSWER-LIVE"), fake_api.text("ANSWER-DROPPED"),
+                fake_api.text("ANSWER-NEXT"))
+        async with conversation(ClaudeBackend(), work) as (conv, _):
+            await conv.prompt("PROMPT-PAST")
+            uri = f"claude:/{conv.backend_id}"
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await initialize(client, "reader")
+                with trio.fail_after(60):
+                    while "error" in (opened := await client.call("subscribe", {"channel": uri}, timeout=60)):
+                        await trio.sleep(0.2)  # the catalogue is read in the background
+                chat = opened["result"]["snapshot"]["state"]["defaultChat"]
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                [past] = [t["id"] for t in state["turns"]]
+
+                for seq, text in enumerate(("PROMPT-LIVE", "PROMPT-DROPPED"), 1):
+                    await dispatch(client, chat, start_turn(text), seq)
+                    await collect(client, chat, "chat/turnComplete")
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                past, live, dropped = [t["id"] for t in state["turns"]]
+                words = await refused(client, chat, {"type": "chat/truncated", "turnId": past}, 5)
+                assert "no rewind point" in words and "transcript" in words
+                # A turn this host watched run has one, beside the rebuilt ones.
+                await dispatch(client, chat, {"type": "chat/truncated", "turnId": live}, 6)
+                await collect(client, chat, "chat/truncated")
+                await dispatch(client, chat, start_turn("PROMPT-NEXT"), 7)
+                await collect(client, chat, "chat/turnComplete")
+                assert fake_api.prompts(api.requests[-1]) == ["PROMPT-PAST", "PROMPT-LIVE", "PROMPT-NEXT"]
+            daemon.terminate()
+            assert await daemon.wait() == 0
