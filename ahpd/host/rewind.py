@@ -54,7 +54,8 @@ def _record(chat: Chat) -> _Record:
 
 def rewinds(chat: Chat) -> bool:
     """Whether the chat's backend can be resumed at a point of its conversation."""
-    return bool(getattr(chat.session.backend, "rewinds", False))
+    backend = chat.host.sessions.backends.get(chat.session.provider) if chat.host.sessions else None
+    return bool(getattr(backend, "rewinds", False))
 
 
 def remember(chat: Chat, turn_id: str, conversation: Any) -> None:
