@@ -27,6 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from ahpd.backends.port import SKILL_META
+from ahpd.backends.translate import CONTRIBUTOR_META
+
+#: The in-process MCP server of this host (a client's or the host's own
+#: tools): never a customization of the session, so never a contributor.
+OWN_SERVER = "ahp"
+#: A background task the session's ``backgroundWork`` lists, by its
+#: ``task_type``: the shells a Bash call left running.
+SHELL_TASK = "local_bash"
 
 #: The harness's tool names -> ACP tool kinds (the translator maps those on).
 TOOL_KINDS = {
@@ -86,14 +94,29 @@ def tool_title(name: str, tool_input: Mapping[str, Any] | None) -> str:
     return name
 
 
-def tool_call(call_id: str, name: str, tool_input: Mapping[str, Any] | None, status: str = "pending") -> dict[str, Any]:
+def mcp_contributor(name: str, provider: str = "claude") -> dict[str, Any] | None:
+    """``mcp__<server>__<tool>`` -> the AHP ``ToolCallMcpContributor`` naming
+    that server's customization (``<provider>.mcp:<server>``, the id the
+    session's customizations give it); None for any other name."""
+    parts = name.split("__", 2)
+    if len(parts) != 3 or parts[0] != "mcp" or not parts[1] or not parts[2] or parts[1] == OWN_SERVER:
+        return None
+    return {"kind": "mcp", "customizationId": f"{provider}.mcp:{parts[1]}"}
+
+
+def tool_call(call_id: str, name: str, tool_input: Mapping[str, Any] | None, status: str = "pending",
+              provider: str = "claude") -> dict[str, Any]:
+    meta: dict[str, Any] = {"claudeCode": {"toolName": name}}
+    contributor = mcp_contributor(name, provider)
+    if contributor is not None:
+        meta[CONTRIBUTOR_META] = contributor
     update: dict[str, Any] = {
         "sessionUpdate": "tool_call",
         "toolCallId": call_id,
         "title": tool_title(name, tool_input),
         "kind": tool_kind(name),
         "status": status,
-        "_meta": {"claudeCode": {"toolName": name}},
+        "_meta": meta,
     }
     if tool_input:
         update["rawInput"] = dict(tool_input)
@@ -127,7 +150,8 @@ def result_text(content: Any) -> str:
 class StreamMapper:
     """The SDK's message stream -> ACP ``session/update`` payloads."""
 
-    def __init__(self) -> None:
+    def __init__(self, provider: str = "claude") -> None:
+        self.provider = provider
         #: tool_use ids announced with ``tool_call``: the next word is an update.
         self.announced: set[str] = set()
         #: tool_use id -> tool name, for the result and for diffs.
@@ -139,17 +163,32 @@ class StreamMapper:
         self._message_id: str | None = None
         #: The model of the latest assistant message, for usage.
         self.model: str | None = None
+        #: tool_use id -> its input, once the finished block said it (a
+        #: background shell's command).
+        self.tool_inputs: dict[str, Mapping[str, Any]] = {}
+        #: task id -> its ``task_started`` (what the task is).
+        self._tasks: dict[str, Mapping[str, Any]] = {}
+        #: The task ids the latest ``background_tasks_changed`` listed.
+        self._live: set[str] = set()
+        #: id -> the ``BackgroundWork`` entry last said, for each one listed now.
+        self.background: dict[str, dict[str, Any]] = {}
+        #: The uuid of the latest entry of the main chain (an assistant frame
+        #: or a tool result of this conversation, not of a subagent): where
+        #: a resume that drops what came after starts.
+        self.point: str | None = None
 
     def announce(self, call_id: str, name: str, tool_input: Mapping[str, Any] | None) -> dict[str, Any]:
         """``tool_call`` the first time a call is named, ``tool_call_update`` after."""
         self.tool_names[call_id] = name
+        if tool_input:
+            self.tool_inputs[call_id] = tool_input
         if call_id in self.announced:
-            update = tool_call(call_id, name, tool_input)
+            update = tool_call(call_id, name, tool_input, provider=self.provider)
             update["sessionUpdate"] = "tool_call_update"
             del update["status"]
             return update
         self.announced.add(call_id)
-        return tool_call(call_id, name, tool_input)
+        return tool_call(call_id, name, tool_input, provider=self.provider)
 
     # -- the SDK's messages (as the SDK parses them, duck-typed) -------------------
 
@@ -163,7 +202,71 @@ class StreamMapper:
             return self._user(message)
         if kind == "SystemMessage" and getattr(message, "subtype", None) == "compact_boundary":
             return [compact_notification(getattr(message, "data", {}) or {})]
+        if hasattr(message, "subtype") and hasattr(message, "data"):  # SystemMessage and its task kinds
+            return self._system(message.subtype, message.data or {})
         return []
+
+    # -- tasks: a subagent's progress, the shells left running ----------------------
+
+    def _system(self, subtype: str, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+        task_id = data.get("task_id")
+        call_id = data.get("tool_use_id")
+        updates: list[dict[str, Any]] = []
+        if subtype == "task_started" and isinstance(task_id, str):
+            self._tasks[task_id] = dict(data)
+            if isinstance(call_id, str) and call_id in self.announced:
+                # The call that started the task is running now (the SDK says
+                # no other word for a call no one was asked about).
+                updates.append({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"})
+            updates += self._background_level()
+        elif subtype == "task_progress" and isinstance(call_id, str) and call_id in self.announced:
+            line = data.get("description")
+            if isinstance(line, str) and line.strip():
+                updates.append({"sessionUpdate": "tool_call_progress", "toolCallId": call_id, "message": line})
+        elif subtype == "background_tasks_changed" and isinstance(data.get("tasks"), list):
+            self._live = {t["task_id"] for t in data["tasks"]
+                          if isinstance(t, Mapping) and isinstance(t.get("task_id"), str) and not t.get("ambient")}
+            updates += self._background_level()
+        elif subtype in ("task_notification", "task_updated") and isinstance(task_id, str):
+            status = data.get("status") or (data.get("patch") or {}).get("status")
+            if status in ("completed", "failed", "stopped", "killed"):
+                self._live.discard(task_id)  # a terminal word ends one whatever the level says
+                updates += self._background_level()
+        return updates
+
+    def _background_level(self) -> list[dict[str, Any]]:
+        """The shells running now against the ones last said: each new or
+        changed one set whole, each gone one removed."""
+        updates: list[dict[str, Any]] = []
+        now: dict[str, dict[str, Any]] = {}
+        for task_id in sorted(self._live):
+            work = self._shell(task_id)
+            if work is not None:
+                now[work["id"]] = work
+        for work_id in [w for w in self.background if w not in now]:
+            del self.background[work_id]
+            updates.append({"sessionUpdate": "background_work_removed", "id": work_id})
+        for work_id, work in now.items():
+            said = self.background.get(work_id)
+            if said is not None:
+                work["startedAt"] = said["startedAt"]
+            if work != said:
+                self.background[work_id] = work
+                updates.append({"sessionUpdate": "background_work_set", "work": work})
+        return updates
+
+    def _shell(self, task_id: str) -> dict[str, Any] | None:
+        """A shell task as an AHP ``BackgroundShellWork``, once its
+        ``task_started`` said which Bash call started it (whose command it is)."""
+        started = self._tasks.get(task_id)
+        if started is None or started.get("task_type") != SHELL_TASK:
+            return None
+        command = (self.tool_inputs.get(str(started.get("tool_use_id"))) or {}).get("command")
+        if not isinstance(command, str):
+            return None
+        label = started.get("description")
+        return {"id": f"shell:{task_id}", "kind": "shell", "label": label if isinstance(label, str) and label else command,
+                "startedAt": _now(), "command": command}
 
     def _stream_event(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
         etype = event.get("type")
@@ -192,6 +295,13 @@ class StreamMapper:
             if dtype == "thinking_delta" and delta.get("thinking"):
                 self._mark("thinking")
                 return [_chunk("agent_thought_chunk", delta["thinking"])]
+            if dtype == "input_json_delta" and delta.get("partial_json"):
+                # A call's arguments as the model writes them (not ACP, which
+                # has no such moment): drawn while the call is still being written.
+                block = self._blocks.get(int(event.get("index", 0)))
+                if block is not None and block[0] == "tool_use" and block[1]:
+                    return [{"sessionUpdate": "tool_call_input_delta", "toolCallId": block[1],
+                             "content": delta["partial_json"]}]
         return []
 
     def _mark(self, kind: str) -> None:
@@ -203,6 +313,7 @@ class StreamMapper:
             self.model = message.model
         if getattr(message, "parent_tool_use_id", None) is not None:
             return []  # a subagent's own words stay in its own transcript
+        self.point = getattr(message, "uuid", None) or self.point
         message_id = getattr(message, "message_id", None)
         updates: list[dict[str, Any]] = []
         for block in message.content or []:
@@ -218,6 +329,9 @@ class StreamMapper:
         return updates
 
     def _user(self, message: Any) -> list[dict[str, Any]]:
+        if getattr(message, "parent_tool_use_id", None) is not None:
+            return []  # a subagent's tool results, like its words, are its own
+        self.point = getattr(message, "uuid", None) or self.point
         content = message.content
         if isinstance(content, str):
             return []
@@ -240,6 +354,12 @@ class StreamMapper:
                 update["content"] = [{"type": "content", "content": {"type": "text", "text": text}}]
             updates.append(update)
         return updates
+
+
+def _now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def compact_notification(data: Mapping[str, Any]) -> dict[str, Any]:

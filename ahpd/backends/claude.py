@@ -118,6 +118,9 @@ class ClaudeBackend:
     #: Where a person adds a command or a skill, relative to the session's
     #: folder: the containers its customizations are published under.
     customization_dirs = {"prompt": ".claude/commands", "skill": ".claude/skills", "agent": ".claude/agents"}
+    #: A conversation can be resumed at a point of its transcript
+    #: (:meth:`ClaudeConversation.rewind`): ``chat/truncated`` and ``chat/turnResume``.
+    rewinds = True
 
     def __init__(
         self,
@@ -222,7 +225,7 @@ class ClaudeBackend:
 
     def _options(
         self, root: Path, conversation: ClaudeConversation, *, resume_id: str | None,
-        session_id: str | None, api_key: str | None,
+        session_id: str | None, api_key: str | None, resume_at: str | None = None,
     ) -> ClaudeAgentOptions:
         # The daemon's own environment, then ours: whether or not the SDK
         # merges ``env`` over it, the CLI never starts on a lone credential.
@@ -236,6 +239,7 @@ class ClaudeBackend:
             env=env,
             model=self.model,
             resume=resume_id,
+            resume_session_at=resume_at,
             session_id=session_id,
             include_partial_messages=True,
             can_use_tool=conversation._can_use_tool,
@@ -281,11 +285,11 @@ class ClaudeBackend:
         conversation._tools.host_tools = host_tools  # the host's own, on the same server
         if client_tools or host_tools is not None:
             conversation._tools.set(client_tools or {})
-        options = self._options(
-            root, conversation, resume_id=resume_id, session_id=None if resume_id else backend_id, api_key=api_key,
-        )
-        client = ClaudeSDKClient(options, transport=self.transport_factory(options) if self.transport_factory else None)
-        try:
+
+        async def connect(resume: str | None, at: str | None = None) -> ClaudeSDKClient:
+            options = self._options(root, conversation, resume_id=resume, session_id=None if resume else backend_id,
+                                    api_key=api_key, resume_at=at)
+            client = ClaudeSDKClient(options, transport=self.transport_factory(options) if self.transport_factory else None)
             try:
                 with trio.fail_after(self.start_timeout):
                     await client.connect()
@@ -293,23 +297,37 @@ class ClaudeBackend:
                 raise BackendError(f"Claude Code did not start within {self.start_timeout:g} s") from None
             except Exception as exc:  # noqa: BLE001 - the SDK raises several kinds; all mean "did not start"
                 raise BackendError(f"Claude Code did not start: {_words(exc, conversation)}") from None
-            conversation._client = client
-            if self._learn(await client.get_server_info()):
+            return client
+
+        async def restart(point: str | None) -> ClaudeSDKClient:
+            """The CLI again, resumed at ``point`` (None: the conversation
+            begun again under its own id, its transcript deleted)."""
+            if point is None:
+                await _claude_transcripts.delete_conversation(backend_id)
+            return await connect(backend_id if point else None, point)
+
+        try:
+            conversation._client = await connect(resume_id)
+            if self._learn(await conversation._client.get_server_info()):
                 log.info("%s: the CLI reported %d models", self.provider, len(self._models))
             if self.commands:
                 conversation._emit(Update({"sessionUpdate": "available_commands_update",
                                            "availableCommands": self.commands}))
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(conversation._read_loop)
+                conversation._restart = restart
+                conversation._nursery = nursery
+                conversation._start_reading()
                 task_status.started(conversation)
                 await conversation._ended.wait()
                 nursery.cancel_scope.cancel()
             log.warning("%s[%s]: the conversation ended: %s", self.provider, backend_id, conversation.end_reason)
         finally:
             conversation._cancel_pending()
+            conversation._shells_gone()
             with trio.CancelScope(shield=True), trio.move_on_after(self.shutdown_timeout):
                 try:
-                    await client.disconnect()
+                    if conversation._client is not None:
+                        await conversation._client.disconnect()
                 except Exception:  # noqa: BLE001 - closing is best effort, and logged
                     log.exception("%s[%s]: closing the CLI failed", self.provider, backend_id)
 
@@ -373,7 +391,11 @@ class ClaudeConversation:
         self._provider = label
         self._cancel_grace = cancel_grace
         self._client: ClaudeSDKClient | None = None
-        self._mapper = StreamMapper()
+        self._mapper = StreamMapper(label)
+        #: Set by the backend once the CLI runs: the CLI started again at a point.
+        self._restart: Callable[[str | None], Any] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._reading: trio.CancelScope | None = None
         self._turn: _Turn | None = None
         self._asked: dict[str, _Asked] = {}
         self._ids = itertools.count(1)
@@ -419,6 +441,59 @@ class ClaudeConversation:
             await self._client.query(text)
         except Exception as exc:  # noqa: BLE001
             raise BackendError(self.end_reason or _words(exc, self)) from None
+
+    @property
+    def rewind_point(self) -> str | None:
+        """Where the conversation stands now: the uuid of the latest entry of
+        its main chain, which :meth:`rewind` takes to drop all after it."""
+        return self._mapper.point
+
+    async def rewind(self, point: str | None) -> None:
+        """Start the CLI again resumed at ``point``, a :attr:`rewind_point`
+        this conversation said, so what came after it is no longer in the
+        conversation; ``None`` begins it again before its first prompt. The
+        session id is kept: a later resume reaches the rewound conversation.
+        Raises :class:`BackendError` when the CLI does not start again (the
+        conversation has then ended)."""
+        if self._turn is not None:
+            raise BackendError("a turn is running in this conversation")
+        if self._restart is None or self._nursery is None or self.end_reason is not None:
+            raise BackendError(self.end_reason or "the conversation with Claude Code has ended")
+        if self._reading is not None:
+            self._reading.cancel()
+        old, self._client = self._client, None
+        with trio.CancelScope(shield=True), trio.move_on_after(self._cancel_grace):
+            try:
+                if old is not None:
+                    await old.disconnect()
+            except Exception as exc:  # noqa: BLE001 - the old CLI is gone either way
+                log.warning("%s: closing the CLI before a rewind failed: %s", self._label, exc)
+        try:
+            self._client = await self._restart(point)
+        except BackendError as err:
+            self._die(f"the CLI did not start again at the kept turn: {err.message}")
+            raise
+        self._shells_gone()
+        self._mapper = StreamMapper(self._mapper.provider)
+        self._mapper.point = point
+        self._start_reading()
+        log.info("%s: rewound to %s", self._label, point or "the start")
+
+    def _shells_gone(self) -> None:
+        """The CLI that ran them has gone, and its background shells with it."""
+        for work_id in list(self._mapper.background):
+            del self._mapper.background[work_id]
+            self._emit(Update({"sessionUpdate": "background_work_removed", "id": work_id}))
+
+    def _start_reading(self) -> None:
+        assert self._nursery is not None
+        scope = self._reading = trio.CancelScope()
+
+        async def read() -> None:
+            with scope:
+                await self._read_loop()
+
+        self._nursery.start_soon(read)
 
     async def cancel(self) -> None:
         turn = self._turn
@@ -598,10 +673,11 @@ class ClaudeConversation:
 
     async def _read_loop(self) -> None:
         """Every message the CLI writes, in order, until it stops writing."""
-        assert self._client is not None
+        client = self._client
+        assert client is not None
         reason = "Claude Code exited"
         try:
-            async with aclosing(self._client.receive_messages()) as messages:
+            async with aclosing(client.receive_messages()) as messages:
                 async for message in messages:
                     self._on_message(message)
         except Exception as exc:  # noqa: BLE001 - a CLI that dies is said, not raised
@@ -610,7 +686,8 @@ class ClaudeConversation:
             tail = _tail(self)
             if tail:
                 reason = f"{reason}: {tail}"
-        self._die(reason)
+        if self._client is client:  # not a CLI a rewind let go of
+            self._die(reason)
 
     def _on_message(self, message: Any) -> None:
         if isinstance(message, SystemMessage) and message.subtype == "init" and self._on_init is not None:

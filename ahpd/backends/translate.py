@@ -54,6 +54,23 @@ class _Tool:
     status: str = "streaming"  # streaming | pending-confirmation | running | done | denied
     content: list[dict[str, Any]] = attrs.Factory(list)
     contributor: dict[str, Any] | None = None
+    #: The ``_meta`` the call started with: an action carrying ``_meta``
+    #: replaces the call's, so a progress line is said beside it.
+    meta: dict[str, Any] = attrs.Factory(dict)
+    #: The progress line said last (``_meta.progressMessage``), if any.
+    progress: str | None = None
+
+
+def tool_name(update: dict[str, Any]) -> str:
+    """The harness's own name for a tool: Claude Code's (``Bash``, ``Read``,
+    ``mcp__<server>__<tool>``), which an ACP agent wrapping it also puts in
+    ``_meta.claudeCode.toolName``; otherwise the agent's own words for the
+    call (ACP carries no tool name, only a title and a ``kind``)."""
+    meta = update.get("_meta")
+    named = (meta.get("claudeCode") or {}).get("toolName") if isinstance(meta, dict) else None
+    if isinstance(named, str) and named:
+        return named
+    return update.get("title") or update.get("kind") or "tool"
 
 
 def repair(value: Any) -> Any:
@@ -154,6 +171,11 @@ class TurnTranslator:
         self.commands: list[dict[str, Any]] | None = None  # the agent's latest slash commands
         self.activity: str | None = None  # what the chat is doing, in the tool's own words
 
+    def continue_after(self, parts: int) -> None:
+        """The turn already holds ``parts`` response parts (a resumed turn):
+        new ones are numbered after them."""
+        self._parts = max(self._parts, parts)
+
     # -- helpers -------------------------------------------------------------
 
     def _action(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -171,16 +193,17 @@ class TurnTranslator:
 
     def _start(self, call_id: str, update: dict[str, Any]) -> list[dict[str, Any]]:
         title = update.get("title") or call_id
-        name = update.get("kind") or "tool"
+        name = tool_name(update)
         contributor = _contributor(update)
-        self.tools[call_id] = _Tool(name=name, title=title, raw_input=update.get("rawInput"), contributor=contributor)
+        hint = _TOOL_KIND.get(update.get("kind") or "")
+        tool = self.tools[call_id] = _Tool(name=name, title=title, raw_input=update.get("rawInput"),
+                                           contributor=contributor, meta={"toolKind": hint} if hint else {})
         self._open = None
         start = self._action("chat/toolCallStart", toolCallId=call_id, toolName=name, displayName=title)
         if contributor is not None:
             start["contributor"] = contributor
-        hint = _TOOL_KIND.get(name)
-        if hint:
-            start["_meta"] = {"toolKind": hint}
+        if tool.meta:
+            start["_meta"] = dict(tool.meta)
         return [start]
 
     def _ready(self, call_id: str, *, confirmed: str | None, options: list[dict] | None = None) -> dict[str, Any]:
@@ -214,6 +237,10 @@ class TurnTranslator:
             return self._tool_call(update)
         if kind == "tool_call_update":
             return self._tool_call_update(update)
+        if kind == "tool_call_input_delta":
+            return self._input_delta(update)
+        if kind == "tool_call_progress":
+            return self._progress(update)
         if kind == "available_commands_update":
             self.commands = list(update.get("availableCommands") or [])
         if kind == "system_notification":
@@ -239,6 +266,28 @@ class TurnTranslator:
     def _tool_activity(self) -> list[dict[str, Any]]:
         running = [t.title for t in self.tools.values() if t.status == "running"]
         return self._activity(running[-1] if running else None)
+
+    def _input_delta(self, update: dict[str, Any]) -> list[dict[str, Any]]:
+        """The call's arguments as they are written, appended to its
+        ``partialInput`` until the call is ready."""
+        tool = self.tools.get(update.get("toolCallId", ""))
+        content = update.get("content")
+        if tool is None or tool.status != "streaming" or not isinstance(content, str) or not content:
+            return []
+        return [self._action("chat/toolCallDelta", toolCallId=update["toolCallId"], content=content)]
+
+    def _progress(self, update: dict[str, Any]) -> list[dict[str, Any]]:
+        """A running call's line of progress (a subagent's): the reference
+        client's ``_meta.progressMessage``, never its content, which is what
+        the tool answers. The same line twice is said once."""
+        call_id = update.get("toolCallId", "")
+        tool = self.tools.get(call_id)
+        line = update.get("message")
+        if tool is None or tool.status != "running" or not isinstance(line, str) or line == tool.progress:
+            return []
+        tool.progress = line
+        return [self._action("chat/toolCallContentChanged", toolCallId=call_id, content=_result_content(tool.content),
+                             _meta={**tool.meta, "progressMessage": line})]
 
     def _tool_call(self, update: dict[str, Any]) -> list[dict[str, Any]]:
         call_id = update["toolCallId"]
@@ -292,7 +341,10 @@ class TurnTranslator:
         if not success:
             message = " ".join(c["text"] for c in content) or f"{tool.title} failed"
             result["error"] = {"message": message}
-        return [self._action("chat/toolCallComplete", toolCallId=call_id, result=result)]
+        complete = self._action("chat/toolCallComplete", toolCallId=call_id, result=result)
+        if tool.progress is not None:
+            complete["_meta"] = dict(tool.meta)  # the progress line comes off with the completion
+        return [complete]
 
     def permission(self, request: PermissionRequest) -> list[dict[str, Any]]:
         """The agent asks before running a tool: a confirmation somebody must give."""

@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, automations, changesets, chat_commands, commands, customizations, detached, dispatch, resources, session_commands,
-    terminals, turns, watches, window,
+    annotations, auth, automations, changesets, chat_commands, commands, customizations, detached, dispatch, resources,
+    rewind, server_tools, session_commands, terminals, turns, watches, window,
 )
-from ahpd.host import server_tools
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +49,7 @@ NOTIFICATIONS = _join(
 CLIENT_ACTIONS = _join(
     dispatch.CLIENT_ACTIONS,
     turns.CLIENT_ACTIONS,
+    rewind.CLIENT_ACTIONS,
     annotations.CLIENT_ACTIONS,
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,

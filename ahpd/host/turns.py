@@ -53,6 +53,7 @@ from ahpd.backends.port import (
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
 from ahpd.host import annotations, changesets
+from ahpd.host import background_work, rewind
 from ahpd.host.auth import signed, who
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn, supervised
@@ -185,6 +186,7 @@ class TurnRunner:
                     chat.turn = None
                 chat.rest()
         with supervised(f"after turn {self.turn_id} of {chat.uri}"):
+            rewind.remember(chat, self.turn_id, self.conversation)
             await changesets.turn_ended(chat.session, self.turn_id)
             chat.session.save()
             take_up_queued(chat)
@@ -199,6 +201,7 @@ class TurnRunner:
             return  # cancelled before it began: the agent never hears of it
         try:
             conversation = await chat.ensure_agent()
+            await rewind.catch_up(chat, conversation)
         except BackendError as err:
             self._fail(err.error_type, err.message)
             return
@@ -251,10 +254,10 @@ class TurnRunner:
             self._prompt_scope.cancel()
 
     def _fail(self, error_type: str, message: str) -> None:
-        self.end({
-            "type": "chat/error", "turnId": self.turn_id, "duration": self.duration(),
-            "part": {"kind": "error", "error": {"errorType": error_type, "message": message}},
-        })
+        part: dict[str, Any] = {"kind": "error", "error": {"errorType": error_type, "message": message}}
+        if not self.ended and rewind.resumable(self.chat):
+            part["resumable"] = True  # chat/turnResume runs it again
+        self.end({"type": "chat/error", "turnId": self.turn_id, "duration": self.duration(), "part": part})
 
 
 LEFT = "the client that provides this tool has left"
@@ -377,6 +380,8 @@ def on_event(chat: Chat, event: Event) -> None:
     """A backend event, in arrival order."""
     turn = chat.turn
     if isinstance(event, Update):
+        if background_work.said(chat, event.update):
+            return  # the chat's, whether or not a turn runs
         if event.update.get("sessionUpdate") == "available_commands_update":
             chat.commands = list(event.update.get("availableCommands") or [])
             if chat.host.bus.channels.get(chat.session.uri) is not None:
@@ -621,17 +626,6 @@ def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, 
     return Apply(action, after=lambda: take_up_queued(chat))
 
 
-def turn_resume(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
-    return Refuse("this chat's agent cannot re-run a turn that ended in an error; send the message again")
-
-
-def truncated(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
-    return Refuse(
-        "truncating is refused: the agent behind this chat cannot be rewound to an earlier turn, and dropping "
-        "turns from the screen alone would leave it answering the messages that were edited away"
-    )
-
-
 def title_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     if not action["title"].strip():
         return Refuse("a blank title is refused: an untitled row is one nobody can find again")
@@ -650,7 +644,5 @@ CLIENT_ACTIONS = {
     "chat/inputCompleted": input_completed,
     "chat/toolCallResultConfirmed": tool_call_result_confirmed,
     "chat/pendingMessageSet": pending_message_set,
-    "chat/turnResume": turn_resume,
-    "chat/truncated": truncated,
     "session/titleChanged": title_changed,
 }

@@ -15,7 +15,7 @@ order of things. The rules, by the name a problem reports:
                     its own connection or, for a connection's first, on any other connection
                     watching the channel at the snapshot's serverSeq
 ``subscription``    an action on a channel this connection never subscribed to
-``turn-ending``     a turn ended twice, ended while not running, or never ended (seen by no
+``turn-ending``     a turn ended twice (``chat/turnResume`` reopens one), ended while not running, or never ended (seen by no
                     connection, on one that did not close); an ending without a duration
 ``part-order``      a ``chat/delta``/``chat/reasoning``/tool call action before its part was opened,
                     or aimed at a part of another kind
@@ -398,6 +398,14 @@ class Checker:
             conn.running[uri] = turn_id
             return
         turn = conn.turns.get((uri, turn_id))
+        if kind == "chat/turnResume":
+            # The errored turn reopened (the host validated it): it runs, and ends, again.
+            if turn is None:
+                turn = conn.turns[(uri, turn_id)] = Turn(line)
+            turn.ended = None
+            conn.running[uri] = turn_id
+            self.ended.discard((uri, turn_id))
+            return
         if kind in ENDINGS:
             if turn is not None and turn.ended is not None:
                 self.report("turn-ending", f"turn {turn_id} ended twice (first at line {turn.ended})",

@@ -13,6 +13,7 @@ from ahpd.wire.check import Problem
 from ahpd.wire.cli import wire_check
 
 from .captures import (
+    CHAT,
     COMPLETE,
     DELTA,
     PART,
@@ -90,6 +91,24 @@ def test_a_turn_ended_twice(tmp_path: Path) -> None:
     lines.append(("s2c", "1", action(5, {"type": "chat/turnCancelled", "turnId": "t1", "duration": 1})))
     code, problems = check(tmp_path, render(lines))
     assert found(problems, "turn-ending") == [(COMPLETE + 1, "$.params.action.type")]
+
+
+def test_a_resumed_turn_runs_and_ends_again(tmp_path: Path) -> None:
+    error = {"type": "chat/error", "turnId": "t1", "duration": 1,
+             "part": {"kind": "error", "error": {"errorType": "AgentSilent", "message": "quiet"}, "resumable": True}}
+    resume = {"type": "chat/turnResume", "turnId": "t1"}
+    lines = conversation()[:-1] + [
+        ("s2c", "1", action(4, error)),
+        ("c2s", "1", rpc(method="dispatchAction", params={"channel": CHAT, "clientSeq": 2, "action": resume})),
+        ("s2c", "1", action(5, resume, {"clientId": "alice", "clientSeq": 2})),
+        ("s2c", "1", action(6, {"type": "chat/responsePart", "turnId": "t1",
+                                 "part": {"kind": "markdown", "id": "p2", "content": "again"}})),
+        ("s2c", "1", action(7, {"type": "chat/turnComplete", "turnId": "t1", "duration": 2})),
+    ]
+    assert check(tmp_path, render(lines)) == (0, [])
+    # Without the resume, the same frames end one turn twice.
+    code, problems = check(tmp_path, render(lines[:-4] + lines[-2:]))
+    assert code == 1 and "ended twice" in " ".join(p.message for p in problems if p.rule == "turn-ending")
 
 
 def test_a_duplicated_server_seq(tmp_path: Path) -> None:

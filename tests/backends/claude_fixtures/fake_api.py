@@ -22,6 +22,7 @@ independent of the test's trio loop and of how loaded the machine is.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections import deque
@@ -32,6 +33,8 @@ from typing import Any
 
 MODEL = "claude-sonnet-5-5"
 HOLD = "hold"  # a step in a reply: wait here until released
+#: Message ids: unique, since the CLI joins the frames of one message id into one message.
+_MESSAGE_IDS = itertools.count(1)
 
 
 class Reply(list):
@@ -45,7 +48,7 @@ def message(*blocks: tuple, stop_reason: str = "end_turn", model: str = MODEL,
     ``("tool_use", id, name, input)``. Text and thinking stream in two deltas.
     ``hold_after`` puts a :data:`HOLD` after that many events."""
     events: list[Any] = [{"type": "message_start", "message": {
-        "id": f"msg_{id(blocks):x}", "type": "message", "role": "assistant", "model": model, "content": [],
+        "id": f"msg_{next(_MESSAGE_IDS):04d}", "type": "message", "role": "assistant", "model": model, "content": [],
         "stop_reason": None, "stop_sequence": None,
         "usage": {"input_tokens": input_tokens, "output_tokens": 1,
                   "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": cache_write},
@@ -75,8 +78,10 @@ def message(*blocks: tuple, stop_reason: str = "end_turn", model: str = MODEL,
             _, call_id, name, tool_input = block
             events.append({"type": "content_block_start", "index": index,
                            "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}})
-            events.append({"type": "content_block_delta", "index": index,
-                           "delta": {"type": "input_json_delta", "partial_json": json.dumps(tool_input)}})
+            # The arguments arrive as the model writes them: in pieces.
+            for piece in json_pieces(json.dumps(tool_input)):
+                events.append({"type": "content_block_delta", "index": index,
+                               "delta": {"type": "input_json_delta", "partial_json": piece}})
         else:
             raise ValueError(f"unknown block kind {kind!r}")
         events.append({"type": "content_block_stop", "index": index})
@@ -86,6 +91,12 @@ def message(*blocks: tuple, stop_reason: str = "end_turn", model: str = MODEL,
     if hold_after is not None:
         events.insert(hold_after, HOLD)
     return Reply(events)
+
+
+def json_pieces(encoded: str, count: int = 3) -> list[str]:
+    """``encoded`` cut in ``count`` pieces (fewer when it is that short)."""
+    size = max(1, -(-len(encoded) // count))
+    return [encoded[i:i + size] for i in range(0, len(encoded), size)]
 
 
 def text(words: str, **kwargs: Any) -> Reply:
@@ -254,3 +265,17 @@ CREDENTIAL_VARS: Iterable[str] = (
     "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR",
     "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDECODE",
 )
+
+
+def prompts(body: dict[str, Any]) -> list[str]:
+    """The words of the user messages in one request, in order (the CLI's
+    ``<system-reminder>`` blocks left out): what the model is shown was said."""
+    out = []
+    for msg in body.get("messages", []):
+        if msg.get("role") != "user":
+            continue
+        content = msg.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        out += [b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+                and not b.get("text", "").startswith("<system-reminder>")]
+    return out

@@ -1,0 +1,36 @@
+"""What a chat's agent runs in the background: ``chat/backgroundWorkSet`` /
+``chat/backgroundWorkRemoved``.
+
+Background work outlives the turn that started it (a shell a Bash call left
+running ends long after), so it is said on the chat's channel whenever the
+backend reports it, turn or no turn. The backend says each entry whole and
+each removal once (Claude Code: ``shell:<task_id>`` off the harness's own
+task ids, its ``background_tasks_changed`` level and ``task_started``
+edges); a removal for an entry the chat was never told about changes
+nothing, and is not said.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ahpd.host.sessions import Chat
+
+
+def said(chat: Chat, update: dict[str, Any]) -> bool:
+    """Emit a backend's background-work update on the chat; False for any
+    other update."""
+    kind = update.get("sessionUpdate")
+    if kind not in ("background_work_set", "background_work_removed"):
+        return False
+    channel = chat.host.bus.channels.get(chat.uri)
+    if channel is None:
+        return True  # the chat is gone
+    if kind == "background_work_set" and isinstance(update.get("work"), dict):
+        chat.host.bus.emit(chat.uri, {"type": "chat/backgroundWorkSet", "work": update["work"]})
+    elif kind == "background_work_removed":
+        listed = {w.get("id") for w in channel.state.get("backgroundWork") or []}
+        if update.get("id") in listed:
+            chat.host.bus.emit(chat.uri, {"type": "chat/backgroundWorkRemoved", "id": update["id"]})
+    return True

@@ -1,0 +1,181 @@
+"""Rewinding a chat's agent: ``chat/truncated`` and ``chat/turnResume``.
+
+Both drop part of what the agent was told. ``chat/truncated`` drops the
+turns after a named one - the edit-and-resend flow - and is served as a
+rewind, because dropping them from the screen alone would leave the agent
+answering the messages that were edited away. ``chat/turnResume`` runs the
+latest errored turn again, with its message, under its own id.
+
+Only a backend that can be resumed at a point of its conversation does
+either (Claude Code: the CLI resumed at an entry of its transcript, the
+session id kept, so a later resume reaches the rewound conversation). The
+point of each turn is the backend's name for where the conversation stood
+when that turn ended, and it is recorded here only while this process
+watches the turn run: a turn read back off a transcript has none, and
+truncating to one is refused rather than half done. An ACP agent has no such
+moment, and both actions are refused for it, saying so.
+
+The rewind itself waits for the next turn: the action is applied when it is
+validated, and the agent is started again at the kept point just before the
+next prompt (a failure there ends that turn with ``chat/error``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ahpd.backends.port import BackendError
+from ahpd.host.dispatch import Apply, Refuse
+
+if TYPE_CHECKING:
+    from ahpd.host.host import Host, Peer
+    from ahpd.host.sessions import Chat
+
+#: What is remembered per chat: turn id -> its rewind point, and the point
+#: the agent is to be started again at before its next prompt.
+_RECORDS: weakref.WeakKeyDictionary[Chat, _Record] = weakref.WeakKeyDictionary()
+#: The rewind point "before the first prompt": the conversation begun again.
+START = ""
+
+
+class _Record:
+    def __init__(self) -> None:
+        self.points: dict[str, str] = {}
+        self.pending: str | None = None  # a point, START, or nothing to do
+
+
+def _record(chat: Chat) -> _Record:
+    record = _RECORDS.get(chat)
+    if record is None:
+        record = _RECORDS[chat] = _Record()
+    return record
+
+
+def rewinds(chat: Chat) -> bool:
+    """Whether the chat's backend can be resumed at a point of its conversation."""
+    backend = chat.host.sessions.backends.get(chat.session.provider) if chat.host.sessions else None
+    return bool(getattr(backend, "rewinds", False))
+
+
+def remember(chat: Chat, turn_id: str, conversation: Any) -> None:
+    """A turn ended: where its conversation stood then is that turn's point."""
+    point = getattr(conversation, "rewind_point", None)
+    if isinstance(point, str) and point:
+        _record(chat).points[turn_id] = point
+
+
+async def catch_up(chat: Chat, conversation: Any) -> None:
+    """Before a prompt: a rewind a client asked for is made now. Raises
+    :class:`BackendError` when the agent cannot be started again there."""
+    record = _RECORDS.get(chat)
+    if record is None or record.pending is None:
+        return
+    rewind = getattr(conversation, "rewind", None)
+    if rewind is None:
+        raise BackendError("this chat's agent cannot be rewound", "RewindFailed")
+    await rewind(record.pending or None)
+    record.pending = None
+
+
+def _point_before(chat: Chat, turns: list[dict[str, Any]]) -> str | None:
+    """Where a turn that follows ``turns`` starts: the last one's point,
+    :data:`START` before the chat's first turn, None when unknown."""
+    if not turns:
+        return START if not chat.session.older_turns.get(chat.uri) else None
+    return _record(chat).points.get(turns[-1]["id"])
+
+
+def resumable(chat: Chat) -> bool:
+    """Whether the chat's running turn, should it fail, can be run again:
+    its backend rewinds, and where the conversation stood before it is known."""
+    channel = chat.host.bus.channels.get(chat.uri)
+    if channel is None or not rewinds(chat):
+        return False  # a chat being disposed runs nothing again
+    return _point_before(chat, list(channel.state.get("turns") or [])) is not None
+
+
+def _chat(host: Host, channel: str) -> Chat | None:
+    return host.sessions.chat_owner.get(channel) if host.sessions else None
+
+
+def _running(chat: Chat) -> bool:
+    return chat.state().get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended)
+
+
+def truncated(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    chat = _chat(host, channel)
+    if chat is None:
+        return Refuse(f"{channel} is not a chat this host runs")
+    if not rewinds(chat):
+        return Refuse(
+            "truncating is refused: the agent behind this chat cannot be rewound to an earlier turn, and dropping "
+            "turns from the screen alone would leave it answering the messages that were edited away"
+        )
+    if "turnId" not in action:
+        return Refuse("clearing every turn is refused: as a rewind it is a cut before the first prompt, which names "
+                      "no point of the agent's conversation; name the turn to keep")
+    if _running(chat):
+        return Refuse("a turn is running in this chat: cancel it before truncating")
+    turn_id = action["turnId"]
+    ids = [t.get("id") for t in chat.state().get("turns") or []]
+    if turn_id not in ids:
+        return Refuse(f"turn {turn_id} is not a turn of this chat")
+    dropped = ids[ids.index(turn_id) + 1:]
+    if not dropped:
+        return Apply(action)  # nothing after it: nothing to rewind
+    record = _record(chat)
+    point = record.points.get(turn_id)
+    if point is None:
+        return Refuse(f"turn {turn_id} has no rewind point: it was read back off a transcript, and the agent's names "
+                      "for what it did are recorded only while this host watches a turn run")
+
+    def after() -> None:
+        record.pending = point
+        for gone in dropped:
+            record.points.pop(gone, None)
+
+    return Apply(action, after=after)
+
+
+def turn_resume(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    """The latest errored turn, run again: its message sent again to the
+    agent started at where it stood before that turn, under the same turn id."""
+    chat = _chat(host, channel)
+    if chat is None:
+        return Refuse(f"{channel} is not a chat this host runs")
+    if not rewinds(chat):
+        return Refuse("this chat's agent cannot re-run a turn that ended in an error; send the message again")
+    if _running(chat):
+        return Refuse("a turn is running in this chat")
+    turns = list(chat.state().get("turns") or [])
+    turn_id = action["turnId"]
+    if not turns or turns[-1].get("id") != turn_id:
+        return Refuse(f"turn {turn_id} is not the latest turn of this chat")
+    last = turns[-1]
+    parts = last.get("responseParts") or []
+    if last.get("state") != "error" or not parts or parts[-1].get("kind") != "error":
+        return Refuse(f"turn {turn_id} did not end in an error")
+    if not parts[-1].get("resumable"):
+        return Refuse(f"turn {turn_id} ended in an error this host cannot resume")
+    point = _point_before(chat, turns[:-1])
+    if point is None:
+        return Refuse(f"the turn before {turn_id} has no rewind point, so it cannot be run again")
+    if chat.session.provider not in host.sessions.backends:
+        return Refuse(f"no agent for provider {chat.session.provider} on this host")
+
+    def after() -> None:
+        from ahpd.host.turns import start_turn
+
+        _record(chat).pending = point
+        start_turn(chat, turn_id, last.get("message") or {})
+        if chat.turn is not None:
+            chat.turn.translator.continue_after(len(parts))
+
+    return Apply(action, after=after)
+
+
+CLIENT_ACTIONS = {
+    "chat/truncated": truncated,
+    "chat/turnResume": turn_resume,
+}

@@ -1,0 +1,159 @@
+"""``chat/truncated`` as a rewind and ``chat/turnResume`` as a re-run, for a
+Claude chat, through a real daemon and real WebSocket clients, the real
+bundled CLI against the fake Messages API (offline). What the model is sent
+afterwards is read off the fake API: the dropped turns are not in it. A
+turn rebuilt from a transcript has no rewind point, and truncating to one
+is refused."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import trio
+
+pytest.importorskip("claude_agent_sdk")
+
+from ahpd.backends.claude import ClaudeBackend  # noqa: E402
+from ahpd.wire.cli import wire_check  # noqa: E402
+from tests.backends.claude_fixtures import fake_api  # noqa: E402
+from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
+
+from .helpers import rpc, running_daemon  # noqa: E402
+from .test_acp_tool_names import initialize, refused  # noqa: E402
+from .test_claude_sessions import _env  # noqa: E402
+from .test_claude_tool_stream import collect  # noqa: E402
+from .test_sessions import ROOT, create, dispatch, fits, start_turn  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+async def test_truncate_rewinds_and_an_errored_turn_runs_again(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    capture = tmp_path / "rewind.jsonl"
+    with fake_api.FakeAnthropic().running() as api:
+        api.add(fake_api.text("ANSWER-ONE"), fake_api.text("ANSWER-TWO"), fake_api.text("ANSWER-THREE"),
+                fake_api.text("never finished", hold_after=2), fake_api.text("ANSWER-FOUR"))
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
+                                  env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client, rpc(daemon.url) as watcher:
+                await initialize(client, "driver")
+                await initialize(watcher, "watcher")
+                uri, chat = await create(client, work, provider="claude")
+                await watcher.call("subscribe", {"channel": chat})
+                seq = 0
+
+                async def turn(text: str, ending: str = "chat/turnComplete") -> tuple[str, list[dict]]:
+                    nonlocal seq
+                    seq += 1
+                    action = start_turn(text)
+                    await dispatch(client, chat, action, seq)
+                    seen = [await collect(each, chat, ending) for each in (client, watcher)]
+                    assert seen[0] == seen[1]
+                    return action["turnId"], seen[1]
+
+                one, _ = await turn("PROMPT-ONE")
+                two, _ = await turn("PROMPT-TWO")
+
+                # What a rewind cannot be.
+                words = await refused(client, chat, {"type": "chat/truncated"}, 50)
+                assert "names no point" in words
+                words = await refused(client, chat, {"type": "chat/truncated", "turnId": "nope"}, 51)
+                assert "nope is not a turn" in words
+                words = await refused(client, chat, {"type": "chat/turnResume", "turnId": two}, 52)
+                assert "did not end in an error" in words
+
+                # Keep the first turn: everyone sees the second go.
+                await dispatch(client, chat, {"type": "chat/truncated", "turnId": one}, 53)
+                for each in (client, watcher):
+                    [truncated] = [a for a in await collect(each, chat, "chat/truncated")
+                                   if a["type"] == "chat/truncated"]
+                    assert truncated == {"type": "chat/truncated", "turnId": one}
+                state = (await watcher.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                assert [t["id"] for t in state["turns"]] == [one]
+
+                three, _ = await turn("PROMPT-THREE")
+                assert fake_api.prompts(api.requests[-1]) == ["PROMPT-ONE", "PROMPT-THREE"]
+                assert "ANSWER-TWO" not in repr(api.requests[-1]["messages"])
+
+                # A turn the agent falls silent in ends in an error the host can resume.
+                await dispatch(client, ROOT, {"type": "root/configChanged", "config": {"agentSilenceTimeout": 2}}, 60)
+                four, seen = await turn("PROMPT-FOUR", ending="chat/error")
+                api.release()
+                error = seen[-1]
+                assert error["type"] == "chat/error" and error["turnId"] == four
+                assert error["part"]["resumable"] is True and error["part"]["error"]["errorType"] == "AgentSilent"
+                await dispatch(client, ROOT, {"type": "root/configChanged", "config": {"agentSilenceTimeout": 300}}, 61)
+
+                words = await refused(client, chat, {"type": "chat/turnResume", "turnId": three}, 62)
+                assert "not the latest turn" in words
+                await dispatch(client, chat, {"type": "chat/turnResume", "turnId": four}, 63)
+                resumed = [await collect(each, chat, "chat/turnComplete") for each in (client, watcher)]
+                assert resumed[0] == resumed[1]
+                kinds = [a["type"] for a in resumed[1]]
+                assert kinds[0] == "chat/turnResume" and kinds[-1] == "chat/turnComplete"
+                assert {a.get("turnId") for a in resumed[1]} == {four}
+                # The errored attempt is not in the conversation; its message is, once.
+                assert fake_api.prompts(api.requests[-1]) == ["PROMPT-ONE", "PROMPT-THREE", "PROMPT-FOUR"]
+
+                state = (await watcher.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                fits("/$defs/ChatState", state)
+                assert [t["id"] for t in state["turns"]] == [one, three, four]
+                last = state["turns"][-1]
+                assert last["state"] == "complete"
+                assert [p["kind"] for p in last["responseParts"]] == ["error", "markdown"]
+                assert last["responseParts"][-1]["content"] == "ANSWER-FOUR"
+                part_ids = [p.get("id") for p in last["responseParts"] if p.get("id")]
+                assert len(part_ids) == len(set(part_ids))
+            daemon.terminate()
+            assert await daemon.wait() == 0
+    out = io.StringIO()
+    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+
+
+async def test_a_turn_read_back_off_a_transcript_has_no_rewind_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    for name in fake_api.CREDENTIAL_VARS:
+        monkeypatch.delenv(name, raising=False)
+    with fake_api.FakeAnthropic().running() as api:
+        for name, value in fake_api.cli_env(api.url, str(home)).items():
+            monkeypatch.setenv(name, value)
+        api.add(fake_api.text("ANSWER-PAST"), fake_api.text("ANSWER-LIVE"), fake_api.text("ANSWER-DROPPED"),
+                fake_api.text("ANSWER-NEXT"))
+        async with conversation(ClaudeBackend(), work) as (conv, _):
+            await conv.prompt("PROMPT-PAST")
+            uri = f"claude:/{conv.backend_id}"
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await initialize(client, "reader")
+                with trio.fail_after(60):
+                    while "error" in (opened := await client.call("subscribe", {"channel": uri}, timeout=60)):
+                        await trio.sleep(0.2)  # the catalogue is read in the background
+                chat = opened["result"]["snapshot"]["state"]["defaultChat"]
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                [past] = [t["id"] for t in state["turns"]]
+
+                for seq, text in enumerate(("PROMPT-LIVE", "PROMPT-DROPPED"), 1):
+                    await dispatch(client, chat, start_turn(text), seq)
+                    await collect(client, chat, "chat/turnComplete")
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                past, live, dropped = [t["id"] for t in state["turns"]]
+                words = await refused(client, chat, {"type": "chat/truncated", "turnId": past}, 5)
+                assert "no rewind point" in words and "transcript" in words
+                # A turn this host watched run has one, beside the rebuilt ones.
+                await dispatch(client, chat, {"type": "chat/truncated", "turnId": live}, 6)
+                await collect(client, chat, "chat/truncated")
+                await dispatch(client, chat, start_turn("PROMPT-NEXT"), 7)
+                await collect(client, chat, "chat/turnComplete")
+                assert fake_api.prompts(api.requests[-1]) == ["PROMPT-PAST", "PROMPT-LIVE", "PROMPT-NEXT"]
+            daemon.terminate()
+            assert await daemon.wait() == 0
