@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, automations, changesets, chat_commands, commands, detached, dispatch, resources, session_commands,
-    terminals, turns, watches, window,
+    annotations, auth, automations, changesets, chat_commands, commands, detached, directories, dispatch, resources,
+    session_commands, session_config, terminals, turns, watches, window,
 )
 
 
@@ -53,4 +53,6 @@ CLIENT_ACTIONS = _join(
     automations.CLIENT_ACTIONS,
     terminals.CLIENT_ACTIONS,
     changesets.CLIENT_ACTIONS,
+    directories.CLIENT_ACTIONS,
+    session_config.CLIENT_ACTIONS,
 )
