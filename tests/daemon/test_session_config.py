@@ -4,6 +4,8 @@ whose ``settings`` trigger word says what it runs with."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -275,3 +277,31 @@ async def test_global_auto_approve_answers_by_the_setting(tmp_path) -> None:
             await until(ann, is_action("chat/turnComplete", chat), timeout=60)
         daemon.terminate()
         await daemon.wait()
+
+
+async def test_a_capture_of_config_and_directories_is_wire_check_clean(tmp_path) -> None:
+    work, extra = tmp_path / "work", tmp_path / "extra"
+    work.mkdir()
+    extra.mkdir()
+    capture = tmp_path / "wire.jsonl"
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
+        async with rpc(daemon.url) as ann:
+            await ann.initialize("ann")
+            await ann.call("resolveSessionConfig", {"channel": "ahp-root://", "provider": "demo",
+                                                    "config": {"model": "demo-deep"}}, timeout=60)
+            uri, chat = await create(ann, work, config={"model": "demo-deep"})
+            await _applied(ann, "ahp-root://", {"type": "root/configChanged",
+                                                "config": {"globalAutoApproveEnabled": True}}, 1)
+            await _applied(ann, uri, {"type": "session/configChanged", "config": {"effortLevel": "high"}}, 2)
+            await _refused(ann, uri, {"type": "session/configChanged", "config": {"model": "gpt-9"}}, 3)
+            await _applied(ann, uri, {"type": "session/workingDirectorySet", "directory": extra.as_uri()}, 4)
+            await _refused(ann, uri, {"type": "session/workingDirectoryRemoved", "directory": work.as_uri()}, 5)
+            notes, reply = await _turn(ann, chat, "mode auto, settings and the tool", 6,
+                                       model={"id": "demo-swift", "config": {"thinkingLevel": "low"}})
+            assert f"additional directories {extra}" in reply
+            assert any(is_action("session/configChanged", uri)(n) for n in notes)
+        daemon.terminate()
+        await daemon.wait()
+    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
