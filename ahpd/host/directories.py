@@ -151,7 +151,9 @@ def session_directory_replaced(host: Host, peer: Peer, channel: str, action: dic
 
 
 def _moved(session: Session) -> None:
+    """The catalogue row follows (its ``workingDirectories``), and the agents restart."""
     session.save()
+    session.manager.notify_summary(session, {"workingDirectories": list(session.state().get("workingDirectories") or [])})
     _restart(list(session.chats.values()))
 
 

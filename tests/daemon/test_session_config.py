@@ -176,6 +176,9 @@ async def test_working_directories_restart_the_agent_resumed(tmp_path) -> None:
             await _applied(ann, uri, set_extra, 2)
             heard = await until(bob, is_action("session/workingDirectorySet", uri))
             assert action_of(heard[-1]) == set_extra
+            row = await until(bob, lambda n: n.get("method") == "root/sessionSummaryChanged"
+                              and "workingDirectories" in n["params"]["changes"])
+            assert row[-1]["params"]["changes"]["workingDirectories"] == [work.as_uri(), extra.as_uri()]
             _, reply = await _turn(ann, chat, "settings", 3)
             assert f"cwd {work}, additional directories {extra}." in reply
             # Resumed, not started afresh: still the one conversation, which remembers.
