@@ -1,7 +1,7 @@
 """``python -m ahpd.backends._acp_probe SPEC``: an ACP agent's boot probe, in
 a process of its own (see :meth:`AcpBackend.probe`). SPEC is the backend as
 JSON; what the probe learned is printed as JSON: ``{"models": [...],
-"commands": [...]}`` (empty when the agent could not be asked, which it
+"commands": [...], "modes": ..., "configOptions": [...]}`` (empty when the agent could not be asked, which it
 says on standard error)."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ async def _learn(spec: dict) -> dict:
     backend = AcpBackend(spec["provider"], spec["command"], spec.get("args") or (), spec.get("env") or {},
                          call_timeout=float(spec.get("call_timeout") or 30))
     await backend.learn()
-    return {"models": backend.agent_info()["models"], "commands": backend.commands}
+    return {"models": backend.agent_info()["models"], "commands": backend.commands,
+            "modes": backend.modes, "configOptions": backend.config_options}
 
 
 def main() -> None:

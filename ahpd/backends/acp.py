@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 import ahpd
+from ahpd.backends import _acp_settings
 from ahpd.backends._paths import ignore, scratch_root, working_root
 from ahpd.backends.port import (
     BackendError,
@@ -156,6 +157,14 @@ class AcpBackend:
         #: ``AvailableCommand`` wire JSON): what a session shows before its
         #: own agent runs.
         self.commands: list[dict[str, Any]] = []
+        #: The session modes and config options (ACP wire JSON) the latest
+        #: new conversation was offered: what a session can be set to.
+        self.modes: dict[str, Any] | None = None
+        self.config_options: list[dict[str, Any]] = []
+
+    def config_properties(self) -> dict[str, dict[str, Any]]:
+        """The session config this agent takes (``SessionConfigPropertySchema``s)."""
+        return _acp_settings.properties(self.modes, self.config_options)
 
     def agent_info(self) -> dict[str, Any]:
         return {
@@ -207,6 +216,8 @@ class AcpBackend:
         commands = learned.get("commands") or []
         changed = models != self._models or commands != self.commands
         self._models, self.commands = models, commands
+        self.modes = learned.get("modes") or self.modes
+        self.config_options = learned.get("configOptions") or self.config_options
         return changed
 
     async def learn(self) -> bool:
@@ -242,7 +253,16 @@ class AcpBackend:
         models = models_from_config(self.provider, new.config_options) or self._models
         changed = models != self._models or commands != self.commands
         self._models, self.commands = models, commands
+        self._offered(answer)
         return changed
+
+    def _offered(self, answer: Any) -> None:
+        """Keep the modes and config options a conversation was offered."""
+        if isinstance(answer, dict):
+            if isinstance(answer.get("modes"), dict):
+                self.modes = answer["modes"]
+            if isinstance(answer.get("configOptions"), list):
+                self.config_options = answer["configOptions"]
 
     # -- conversations ----------------------------------------------------------
 
@@ -255,6 +275,8 @@ class AcpBackend:
         task_status: trio.TaskStatus[Conversation] = trio.TASK_STATUS_IGNORED,
         terminals: Any = None,
         host_tools: Any = None,
+        additional_directories: Sequence[Path] = (),
+        config: Mapping[str, Any] | None = None,
     ) -> None:
         """Start the agent in ``cwd`` with ``session/new`` (or ``session/load``
         of ``resume_id``, whose replayed history goes to ``events``), hand
@@ -274,7 +296,13 @@ class AcpBackend:
                     caps = init.agent_capabilities
                     # The host's own tools, as the MCP server it serves them on (ahpd.host.mcp_bridge).
                     servers = [await host_tools.mcp_server()] if host_tools is not None else []
-                    params = {"cwd": str(root), "mcpServers": servers}
+                    params: dict[str, Any] = {"cwd": str(root), "mcpServers": servers}
+                    if additional_directories:
+                        if caps and caps.session_capabilities and caps.session_capabilities.additional_directories:
+                            params["additionalDirectories"] = [str(working_root(d)) for d in additional_directories]
+                        else:
+                            log.info("%s: the agent takes no additional directories; it works in %s only",
+                                     self.provider, root)
                     if resume_id is not None:
                         if not (caps and caps.load_session):
                             raise BackendError(
@@ -282,7 +310,7 @@ class AcpBackend:
                                 "(its ACP agent does not offer loadSession)"
                             )
                         link.client.session_id = resume_id
-                        await link.call("session/load", {**params, "sessionId": resume_id}, "session/load")
+                        answer = await link.call("session/load", {**params, "sessionId": resume_id}, "session/load")
                         session_id = resume_id
                     else:
                         answer = await link.call("session/new", params, "session/new")
@@ -295,6 +323,7 @@ class AcpBackend:
                         models = models_from_config(self.provider, new.config_options)
                         if models:
                             self._models = models
+                    self._offered(answer)
             except trio.TooSlowError:
                 raise BackendError(
                     f"the {self.provider} agent did not start its conversation within {self.start_timeout:g} s"
@@ -302,6 +331,12 @@ class AcpBackend:
             prompt_caps = caps.prompt_capabilities if caps else None
             conversation = AcpConversation(link, session_id, prompt_caps)
             conversation.resumable = bool(caps and caps.load_session)
+            conversation.offered(answer)
+            if config:
+                try:
+                    await conversation.configure(config)
+                except BackendError as err:
+                    log.warning("%s: the agent kept its own settings: %s", link.agent.label, err.message)
             task_status.started(conversation)
             await link.agent.wait_exit()
             conversation.end_reason = link.agent.death_message()
@@ -490,6 +525,49 @@ class AcpConversation:
         #: Whether the agent can ``session/load`` this conversation after its
         #: process ended (set once the agent said at ``initialize``).
         self.resumable = False
+        #: Its modes and config options as the agent last said them (wire JSON).
+        self.modes: dict[str, Any] | None = None
+        self.config_options: list[dict[str, Any]] = []
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The session config values the agent runs with, in the host's keys."""
+        return _acp_settings.values(self.modes, self.config_options)
+
+    def offered(self, answer: Any) -> None:
+        if isinstance(answer, dict):
+            if isinstance(answer.get("modes"), dict):
+                self.modes = answer["modes"]
+            if isinstance(answer.get("configOptions"), list):
+                self.config_options = answer["configOptions"]
+
+    def heard(self, update: Mapping[str, Any]) -> None:
+        """The agent moved a setting on its own (``current_mode_update``,
+        ``config_option_update``): keep what it now runs with."""
+        kind = update.get("sessionUpdate")
+        if kind == "current_mode_update" and self.modes is not None:
+            self.modes = {**self.modes, "currentModeId": update.get("currentModeId")}
+        elif kind == "config_option_update" and isinstance(update.get("configOptions"), list):
+            self.config_options = list(update["configOptions"])
+
+    async def configure(self, values: Mapping[str, Any]) -> bool:
+        """Set what differs from what the agent runs with, live: a mode by
+        ``session/set_mode``, anything else by ``session/set_config_option``.
+        Raises :class:`BackendError` in the agent's words when it will not."""
+        current = self.settings
+        for key, value in values.items():
+            if current.get(key) == value:
+                continue
+            request = _acp_settings.request(key, value, self.modes, self.config_options)
+            if request is None:
+                raise BackendError(f"the agent offers no setting {key!r}")
+            method, params = request
+            answer = await self._link.call(method, {"sessionId": self.backend_id, **params}, method)
+            if method == "session/set_mode" and self.modes is not None:
+                self.modes = {**self.modes, "currentModeId": value}
+            elif isinstance(answer, dict) and isinstance(answer.get("configOptions"), list):
+                self.config_options = answer["configOptions"]
+        return True
 
     async def prompt(self, text: str, attachments: Sequence[dict[str, Any]] = ()) -> PromptResult:
         self._cancelled = False

@@ -181,6 +181,20 @@ class ClaudeBackend:
         """The CLI's slash commands, as ACP ``AvailableCommand`` wire JSON."""
         return available_commands((self.server_info or {}).get("commands"), self.skills)
 
+    def config_properties(self) -> dict[str, dict[str, Any]]:
+        """The session config the CLI takes: the model. Its thinking level is
+        each model's own ``configSchema`` (``thinkingLevel``), so no
+        session-wide effort key is offered beside it."""
+        if not self._models:
+            return {}
+        model: dict[str, Any] = {
+            "type": "string", "title": "Model", "enum": [m["id"] for m in self._models],
+            "enumLabels": [m["name"] for m in self._models], "sessionMutable": True,
+        }
+        if self.model in model["enum"]:
+            model["default"] = self.model
+        return {"model": model}
+
     def _learn(self, info: Mapping[str, Any] | None) -> bool:
         """Keep what the CLI said at ``initialize``; True when the models moved."""
         if not info:
@@ -227,6 +241,7 @@ class ClaudeBackend:
         self, root: Path, conversation: ClaudeConversation, *, resume_id: str | None,
         session_id: str | None, api_key: str | None, resume_at: str | None = None,
     ) -> ClaudeAgentOptions:
+        settings = conversation.settings
         # The daemon's own environment, then ours: whether or not the SDK
         # merges ``env`` over it, the CLI never starts on a lone credential.
         env = {k: v for k, v in os.environ.items() if k != "CLAUDECODE"}
@@ -237,7 +252,9 @@ class ClaudeBackend:
             cwd=str(root),
             cli_path=self.cli_path,
             env=env,
-            model=self.model,
+            model=settings.get("model") or self.model,
+            effort=settings.get("effortLevel"),
+            add_dirs=list(conversation.add_dirs),
             resume=resume_id,
             resume_session_at=resume_at,
             session_id=session_id,
@@ -262,6 +279,8 @@ class ClaudeBackend:
         session_id: str | None = None,
         client_tools: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
         host_tools: Any = None,
+        additional_directories: Sequence[Path] = (),
+        config: Mapping[str, Any] | None = None,
     ) -> None:
         """Start the CLI in ``cwd`` on a new conversation (under ``session_id``
         when given, a UUID the caller chose) or on ``resume_id``'s, hand over
@@ -285,6 +304,10 @@ class ClaudeBackend:
         conversation._tools.host_tools = host_tools  # the host's own, on the same server
         if client_tools or host_tools is not None:
             conversation._tools.set(client_tools or {})
+        # What the CLI starts with: it takes its directories and its effort
+        # only here, so a change of either starts it again, resumed.
+        conversation.add_dirs = [str(working_root(d)) for d in additional_directories]
+        conversation.settings = {k: v for k, v in (config or {}).items() if k in ("model", "effortLevel") and v}
 
         async def connect(resume: str | None, at: str | None = None) -> ClaudeSDKClient:
             options = self._options(root, conversation, resume_id=resume, session_id=None if resume else backend_id,
@@ -407,6 +430,24 @@ class ClaudeConversation:
         self._tools = ClientTools(self._client_call_joined)
         #: The announced set changed since the CLI last listed the server's tools.
         self._tools_changed = False
+        #: The session config it runs with (``model``, ``effortLevel``) and
+        #: the directories beside ``root`` it was started with.
+        self.settings: dict[str, Any] = {}
+        self.add_dirs: list[str] = []
+
+    async def configure(self, values: Mapping[str, Any]) -> bool:
+        """A model is set live (``set_model``); an effort only when the CLI
+        starts, so a new one answers False: start again, resumed."""
+        wanted = {k: v for k, v in values.items() if k in ("model", "effortLevel") and v}
+        if wanted.get("effortLevel") != self.settings.get("effortLevel"):
+            return False
+        if wanted.get("model") and wanted["model"] != self.settings.get("model") and self._client is not None:
+            try:
+                await self._client.set_model(wanted["model"])
+            except Exception as exc:  # noqa: BLE001 - the CLI's refusal, in its words
+                raise BackendError(f"Claude Code did not take the model {wanted['model']!r}: {exc}") from None
+            self.settings["model"] = wanted["model"]
+        return True
 
     # -- the port ---------------------------------------------------------------------
 

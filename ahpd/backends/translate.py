@@ -346,8 +346,9 @@ class TurnTranslator:
             complete["_meta"] = dict(tool.meta)  # the progress line comes off with the completion
         return [complete]
 
-    def permission(self, request: PermissionRequest) -> list[dict[str, Any]]:
-        """The agent asks before running a tool: a confirmation somebody must give."""
+    def permission(self, request: PermissionRequest, *, confirmed: str | None = None) -> list[dict[str, Any]]:
+        """The agent asks before running a tool: a confirmation somebody must
+        give, or (``confirmed``: ``"setting"``) one a standing setting gave."""
         call = repair(request.tool_call)
         call_id = call["toolCallId"]
         actions: list[dict[str, Any]] = []
@@ -362,6 +363,8 @@ class TurnTranslator:
             {"id": o.option_id, "label": o.name, "kind": "approve" if o.kind.startswith("allow") else "deny"}
             for o in request.options
         ]
+        if confirmed is not None:
+            return [*actions, self._ready(call_id, confirmed=confirmed)]
         ready = self._ready(call_id, confirmed=None, options=options)
         edits = [edit for _, edit in pending_edits(call_id, call.get("content") or [])]
         if edits:

@@ -69,6 +69,7 @@ from acp.schema import (
     PromptResponse,
     ResourceContentBlock,
     ResumeSessionResponse,
+    SessionAdditionalDirectoriesCapabilities,
     SessionCapabilities,
     SessionCloseCapabilities,
     SessionDeleteCapabilities,
@@ -78,6 +79,7 @@ from acp.schema import (
     SessionMode,
     SessionModeState,
     SessionResumeCapabilities,
+    SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     TextContentBlock,
     ToolCallLocation,
@@ -92,6 +94,7 @@ from acp.utils import normalize_result
 from ahpd import __version__
 from ahpd.demo_agent import mcp_calls
 from ahpd.demo_agent import script as sc
+from ahpd.demo_agent import settings as st
 from ahpd.demo_agent.store import Message, SessionRecord, SessionStore, new_id, now, valid_session_id
 
 log = logging.getLogger(__name__)
@@ -195,6 +198,8 @@ class DemoAgent:
         self._sessions: dict[str, _Session] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._delete_routed = False
+        #: Model, thinking level and directories, per session id (see ``settings``).
+        self._settings: dict[str, st.Settings] = {}
 
     # -- connection and handshake ---------------------------------------------------------
 
@@ -216,6 +221,7 @@ class DemoAgent:
             list=SessionListCapabilities(),
             resume=SessionResumeCapabilities(),
             close=SessionCloseCapabilities(),
+            additional_directories=SessionAdditionalDirectoriesCapabilities(),
         )
         if self._delete_routed:
             sessions.delete = SessionDeleteCapabilities()
@@ -246,7 +252,9 @@ class DemoAgent:
         session.mcp_servers = list(mcp_servers or [])
         self._sessions[session.id] = session
         self._soon(self._announce(session.id))
-        return NewSessionResponse(session_id=session.id, modes=_modes(session.record.mode))
+        settings = self._settings_of(session.id, additional_directories)
+        return NewSessionResponse(session_id=session.id, modes=_modes(session.record.mode),
+                                  config_options=st.options(settings))
 
     async def load_session(
         self,
@@ -266,7 +274,8 @@ class DemoAgent:
                 chunk_type(session_update=update_name, content=text_block(message.text), message_id=message.id),
             )
         await self._announce(session.id)
-        return LoadSessionResponse(modes=_modes(session.record.mode))
+        settings = self._settings_of(session.id, additional_directories)
+        return LoadSessionResponse(modes=_modes(session.record.mode), config_options=st.options(settings))
 
     async def resume_session(
         self,
@@ -279,7 +288,8 @@ class DemoAgent:
         session = self._open(session_id, cwd)
         session.mcp_servers = list(mcp_servers or [])
         await self._announce(session.id)
-        return ResumeSessionResponse(modes=_modes(session.record.mode))
+        settings = self._settings_of(session.id, additional_directories)
+        return ResumeSessionResponse(modes=_modes(session.record.mode), config_options=st.options(settings))
 
     async def list_sessions(
         self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
@@ -327,6 +337,35 @@ class DemoAgent:
         await self._update(session.id, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id))
         return SetSessionModeResponse()
 
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
+    ) -> SetSessionConfigOptionResponse:
+        session = self._active(session_id)
+        settings = self._settings_of(session.id)
+        refused = st.set_option(settings, config_id, value)
+        if refused is not None:
+            raise RequestError.invalid_params({"details": refused, "configId": config_id})
+        return SetSessionConfigOptionResponse(config_options=st.options(settings))
+
+    def _settings_of(self, session_id: str, additional: list[str] | None = None) -> st.Settings:
+        settings = self._settings.setdefault(session_id, st.Settings())
+        if additional is not None:
+            settings.additional = list(additional)
+        return settings
+
+    async def _before_turn(self, session: _Session, text: str) -> None:
+        """The settings' trigger words (``mode <id>``, ``settings``)."""
+        mode = st.mode_asked(text)
+        if mode is not None and mode in {m for m, _, _ in MODES} and mode != session.record.mode:
+            session.record.mode = mode
+            self._save(session)
+            await self._update(session.id, CurrentModeUpdate(session_update="current_mode_update",
+                                                             current_mode_id=mode))
+        if st.settings_asked(text):
+            line = st.describe(self._settings_of(session.id), session.record.mode, session.record.cwd)
+            await self._update(session.id, AgentMessageChunk(session_update="agent_message_chunk",
+                                                             content=text_block(line), message_id=new_id()))
+
     # -- turns ----------------------------------------------------------------------------
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
@@ -338,6 +377,7 @@ class DemoAgent:
                 session.record.title = sc.title_of(text) or "(empty prompt)"
             session.record.messages.append(Message("user", text))
             self._save(session)
+            await self._before_turn(session, text)
             turn = asyncio.get_running_loop().create_task(self._turn(session, text, announce_title=new_title))
             session.turn = turn
             try:

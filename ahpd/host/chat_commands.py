@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd.backends.port import SKILL_META
-from ahpd.host import worktrees
+from ahpd.host import session_config, worktrees
 from ahpd.host.bus import utc_now
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.host.session_commands import PROVIDER_NOT_FOUND, SESSION_NOT_FOUND
@@ -317,12 +317,21 @@ async def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSe
         if not path.is_dir():
             raise RpcError(INVALID_PARAMS, f"{path} is not a directory", {"path": "$.workingDirectory"})
     schema = _SESSION_SCHEMA
+    provider = params.provider or (host.sessions.default_provider if host.sessions is not None else None)
+    agent: dict[str, Any] = {"schema": schema, "values": {}}
+    if provider is not None:
+        await host.sessions.probed(provider)
+        agent = session_config.initial(host.sessions.backends[provider], params.config)
+        schema = agent["schema"]
     if params.workingDirectory is not None:
         facts = await trio.to_thread.run_sync(worktrees.repository_facts, path)
         if facts is not None:
             schema = {**schema, "properties": {**schema["properties"], **worktrees.properties(*facts)}}
-    values = {k: v for k, v in (params.config or {}).items() if k in schema["properties"]}
-    return {"schema": schema, "values": values}
+    # Iterative: what was answered comes back answered (the agent's keys only
+    # when it takes the value), and what was not comes back as its default.
+    values = {k: v for k, v in (params.config or {}).items()
+              if k in schema["properties"] and k not in agent["schema"]["properties"]}
+    return {"schema": schema, "values": {**values, **agent["values"]}}
 
 
 async def session_config_completions(host: Host, peer: Peer,

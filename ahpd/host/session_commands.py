@@ -18,7 +18,7 @@ from ahpd.host.auth import who
 from ahpd.backends.port import BackendError
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-from ahpd.host import worktrees
+from ahpd.host import session_config, worktrees
 from ahpd.host.sessions import IDLE, path_of, session_id
 from ahpd.ports.git import GitError
 from ahpd.protocol import model
@@ -70,6 +70,7 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
         raise RpcError(PROVIDER_NOT_FOUND, f"no agent provider {provider!r} here; this host has "
                        f"{', '.join(sessions.backends) or 'none'}")
     cwd = _working_directory(params)
+    more = _more_directories(params)
     preflight = getattr(sessions.backends[provider], "preflight", None)
     if preflight is not None:
         try:
@@ -90,6 +91,8 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
                               "createdAt": utc_now(), "title": "", **({"worktree": tree} if tree else {})}
     if (owner := who(host, peer)) is not None:
         record["_meta"] = {"ahpd.owner": owner}
+    record["config"] = session_config.initial(sessions.backends[provider], params.config)
+    record["workingDirectories"] = [Path(record["cwd"]).as_uri(), *more]
     session = await sessions.open(record, lifecycle="creating")
     if params.activeClient is not None:
         client = {"clientId": peer.client_id, "tools": [], **_client_fields(params.activeClient)}
@@ -106,6 +109,20 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
     session.announce()  # what the agent said while it was being announced follows now
     _progress(host, peer, params.progressToken, 2, "ready")
     return None
+
+
+def _more_directories(params: model.CreateSessionParams) -> list[str]:
+    """The directories granted beside the first one; each must be there."""
+    more = list(params.workingDirectories or [])[1:]
+    for index, uri in enumerate(more, 1):
+        try:
+            ok = path_of(uri).is_dir()
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RpcError(INVALID_PARAMS, f"working directory {uri} is not a directory",
+                           {"path": f"$.workingDirectories[{index}]"})
+    return more
 
 
 def _client_fields(active: model.SessionActiveClient) -> dict[str, Any]:

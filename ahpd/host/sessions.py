@@ -381,6 +381,14 @@ class Chat:
 
             extras["terminals"] = AgentTerminals(self.host.terminals, self.session.uri, self.uri,
                                                  lambda: self.turn.turn_id if self.turn is not None else None)
+        if "additional_directories" in accepts:
+            from ahpd.host.directories import additional
+
+            extras["additional_directories"] = additional(self)
+        if "config" in accepts:
+            from ahpd.host.session_config import desired
+
+            extras["config"] = desired(self)
         if "session_id" in accepts and self.backend_id is None and self.uri == default_chat_uri(self.session.uri):
             try:
                 extras["session_id"] = str(uuid.UUID(session_id(self.session.uri)))
@@ -546,6 +554,7 @@ class Session:
             "title": state["title"],
             "status": state["status"] & (IS_READ | IS_ARCHIVED),
             "config": state.get("config"),
+            "workingDirectories": state.get("workingDirectories"),
             "_meta": state.get("_meta"),
             "annotations": self.host.bus.channels[annotations.channel_of(self.uri)].state["annotations"],
             "origin": state.get("origin"),
@@ -634,6 +643,9 @@ class SessionManager:
                 customizations += subagent_customizations(provider, list(subagents), folder)
                 customizations += mcp_customizations(provider, list(servers), Path.home() / ".claude.json")
                 info = {**info, "customizations": customizations}
+            from ahpd.host.directories import advertise
+
+            info = advertise(info)
             if self.host.users is not None:
                 from ahpd.host.auth import USERS_RECORD
 
@@ -841,11 +853,15 @@ class SessionManager:
             "activeClients": [],
             "chats": summaries,
             "defaultChat": record.get("defaultChat") or summaries[0]["resource"],
-            "workingDirectories": [session.cwd.as_uri()],
+            "workingDirectories": record.get("workingDirectories") or [session.cwd.as_uri()],
             "project": {"uri": session.cwd.as_uri(), "displayName": session.cwd.name or str(session.cwd)},
         }
         if record.get("config"):
             state["config"] = record["config"]
+        elif session.provider in self.backends:
+            from ahpd.host.session_config import initial
+
+            state["config"] = initial(self.backends[session.provider], None)
         if record.get("_meta"):
             state["_meta"] = record["_meta"]  # ahpd.owner: the store's, not the transcript's
         if record.get("origin"):

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, automations, changesets, chat_commands, commands, customizations, detached, dispatch, resources,
-    rewind, server_tools, session_commands, terminals, turns, watches, window,
+    annotations, auth, automations, changesets, chat_commands, commands, customizations, detached, directories, dispatch,
+    resources, rewind, server_tools, session_commands, session_config, terminals, turns, watches, window,
 )
 
 
@@ -56,4 +56,6 @@ CLIENT_ACTIONS = _join(
     terminals.CLIENT_ACTIONS,
     changesets.CLIENT_ACTIONS,
     customizations.CLIENT_ACTIONS,
+    directories.CLIENT_ACTIONS,
+    session_config.CLIENT_ACTIONS,
 )

@@ -52,8 +52,7 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
-from ahpd.host import annotations, changesets
-from ahpd.host import background_work, rewind
+from ahpd.host import annotations, auto_approve, background_work, changesets, rewind, session_config
 from ahpd.host.auth import signed, who
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn, supervised
@@ -202,6 +201,7 @@ class TurnRunner:
         try:
             conversation = await chat.ensure_agent()
             await rewind.catch_up(chat, conversation)
+            conversation = await session_config.settle(chat, conversation)
         except BackendError as err:
             self._fail(err.error_type, err.message)
             return
@@ -343,6 +343,7 @@ def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str) -> list[d
 
 def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
     """Run a turn whose ``chat/turnStarted`` has been applied."""
+    session_config.from_message(chat, message)
     turn = chat.turn = TurnRunner(chat, turn_id, previous=chat.turn)
     attachments = annotations.resolve(chat.host, list(message.get("attachments") or []))
     chat.session.nursery.start_soon(turn.run, message.get("text", ""), attachments,
@@ -386,6 +387,8 @@ def on_event(chat: Chat, event: Event) -> None:
             chat.commands = list(event.update.get("availableCommands") or [])
             if chat.host.bus.channels.get(chat.session.uri) is not None:
                 chat.session.publish_commands(chat.commands)
+        if event.update.get("sessionUpdate") in session_config.AGENT_UPDATES:
+            session_config.agent_said(chat, event.update)
         if turn is None or turn.ended or not turn.live:
             return  # history replayed on resume, or a straggler of a turn that ended
         actions = turn.translator.feed(event.update)
@@ -402,6 +405,8 @@ def on_event(chat: Chat, event: Event) -> None:
     elif isinstance(event, PermissionRequest):
         if turn is None or turn.ended or not turn.live:
             _answer_later(chat, event)
+            return
+        if auto_approve.approved(chat, turn, event):
             return
         call_id = event.tool_call["toolCallId"]
         for block, edit in pending_edits(call_id, event.tool_call.get("content") or []):

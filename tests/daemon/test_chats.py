@@ -90,7 +90,8 @@ async def test_completions_and_session_config(tmp_path) -> None:
             resolved = (await client.call("resolveSessionConfig", {
                 "provider": "demo", "workingDirectory": work.as_uri(), "config": {"unknownKey": 1}}))["result"]
             fits("/commands/resolveSessionConfig/result", resolved)
-            assert resolved["values"] == {}
+            # The unknown key is dropped; the demo agent's own defaults come back.
+            assert resolved["values"] == {"model": "demo-swift", "effortLevel": "medium", "mode": "default"}
             bad = await client.call("resolveSessionConfig", {"provider": "nope"})
             assert bad["error"]["code"] == -32002
             items = await client.call("sessionConfigCompletions", {"property": "branch", "query": ""})

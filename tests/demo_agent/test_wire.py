@@ -45,7 +45,7 @@ def test_initialize_advertises_capabilities(tmp_path: Path) -> None:
             caps = raw["agentCapabilities"]
             assert caps["loadSession"] is True
             assert caps["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": True}
-            assert set(caps["sessionCapabilities"]) == {"list", "delete", "resume", "close"}
+            assert set(caps["sessionCapabilities"]) == {"list", "delete", "resume", "close", "additionalDirectories"}
             assert raw["agentInfo"]["name"] == "ahpd-demo-agent"
             assert raw["authMethods"] == []
 
