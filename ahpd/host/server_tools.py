@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ahpd.host import jsonrpc
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.protocol import codec, model
 
@@ -668,6 +669,8 @@ async def ahp_resource(host: Host, chat: Chat, args: dict[str, Any]) -> str:
         raise ToolError("params must be an object (the command's params)")
     decoded = host.decode_params(method, params)
     answer = await resources.COMMANDS[method](host, AgentPeer(chat), decoded)
+    if isinstance(answer, jsonrpc.Encoded):  # a read answered in its JSON form already
+        answer = json.loads("".join(answer.parts))
     return _dump(answer if answer is None or isinstance(answer, dict) else codec.encode(answer))
 
 
