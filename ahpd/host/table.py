@@ -16,6 +16,7 @@ from ahpd.host import (
     annotations, auth, automations, changesets, chat_commands, commands, detached, dispatch, resources, session_commands,
     terminals, turns, watches, window,
 )
+from ahpd.host import chat_moves, summaries
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -33,6 +34,7 @@ COMMANDS = _join(
     auth.COMMANDS,
     session_commands.COMMANDS,
     chat_commands.COMMANDS,
+    chat_moves.COMMANDS,
     resources.COMMANDS,
     window.COMMANDS,
     automations.COMMANDS,
@@ -48,6 +50,7 @@ NOTIFICATIONS = _join(
 CLIENT_ACTIONS = _join(
     dispatch.CLIENT_ACTIONS,
     turns.CLIENT_ACTIONS,
+    summaries.CLIENT_ACTIONS,
     annotations.CLIENT_ACTIONS,
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,

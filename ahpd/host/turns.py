@@ -632,15 +632,6 @@ def truncated(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> R
     )
 
 
-def title_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    if not action["title"].strip():
-        return Refuse("a blank title is refused: an untitled row is one nobody can find again")
-    session = host.sessions.sessions.get(channel) if host.sessions else None
-    if session is None:
-        return Apply(action)
-    return Apply(action, after=lambda: host.sessions.notify_summary(session, {"title": action["title"]}))
-
-
 CLIENT_ACTIONS = {
     "chat/turnStarted": turn_started,
     "chat/turnCancelled": turn_cancelled,
@@ -652,5 +643,4 @@ CLIENT_ACTIONS = {
     "chat/pendingMessageSet": pending_message_set,
     "chat/turnResume": turn_resume,
     "chat/truncated": truncated,
-    "session/titleChanged": title_changed,
 }
