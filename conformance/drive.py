@@ -147,7 +147,7 @@ async def drive(url: str, work: Path) -> dict[str, Any]:
         await until(alice, "chat/turnComplete", SIDE_CHAT)
         await settle(alice, bob)
         await call(alice, "fetchTurns", {"channel": chat, "cursor": "made-up"})
-        await call(alice, "moveChat", {"channel": SIDE_CHAT, "destination": {"kind": "newSession"}})
+        await call(alice, "moveChat", {"channel": SIDE_CHAT, "destination": {"kind": "session", "session": SESSION}})
         await alice.notify("unsubscribe", {"channel": SIDE_CHAT})
         await call(alice, "disposeChat", {"channel": SIDE_CHAT}, bob)
         await send(SESSION, {"type": "session/isReadChanged", "isRead": True})

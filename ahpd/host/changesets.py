@@ -731,8 +731,8 @@ async def advertise(session: Session) -> None:
 async def refresh_git(session: Session, uncommitted: int | None = None) -> None:
     """``_meta.git`` on the session and its catalogue row: the branch, its
     upstream and how far apart, the uncommitted count, and the base branch
-    of a worktree. Said only when it moved; the rest of ``_meta`` is kept,
-    because ``session/metaChanged`` replaces it whole."""
+    of a worktree. Said only when it moved, through the one place that
+    says ``_meta`` (``ahpd.host.summaries.set_meta``): it is replaced whole."""
     try:
         facts = await _run(lambda: gitport.Repo(session.cwd).facts(uncommitted))
     except gitport.GitError:
@@ -743,15 +743,9 @@ async def refresh_git(session: Session, uncommitted: int | None = None) -> None:
     base = (getattr(session, "worktree", None) or {}).get("base")
     if base:
         facts["baseBranchName"] = base
-    host = session.host
-    if session.disposed or session.uri not in host.bus.channels:
-        return
-    meta = dict(session.state().get("_meta") or {})
-    if meta.get("git") == facts:
-        return
-    meta["git"] = facts
-    host.bus.emit(session.uri, {"type": "session/metaChanged", "_meta": meta})
-    session.manager.notify_summary(session, {"_meta": meta})
+    from ahpd.host.summaries import set_meta
+
+    set_meta(session, "git", facts)
 
 
 def refresh_git_soon(session: Session, uncommitted: int | None = None) -> None:

@@ -1,4 +1,4 @@
-"""The chat commands: createChat, disposeChat, moveChat, fetchTurns,
+"""The chat commands: createChat, disposeChat, fetchTurns,
 completions, and the session config pair resolveSessionConfig and
 sessionConfigCompletions.
 """
@@ -112,6 +112,7 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
     now = utc_now()
     state: dict[str, Any] = {
         "resource": uri, "title": "", "status": IDLE, "modifiedAt": now, "turns": turns, "origin": origin,
+        "movable": True,  # not its session's default, running nothing (ahpd.host.chat_moves)
     }
     if directories:
         state["workingDirectories"] = list(directories)
@@ -120,7 +121,7 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
     chat.preamble = preamble
     session.chats[uri] = chat
     host.sessions.chat_owner[uri] = chat
-    summary = {"resource": uri, "title": "", "status": IDLE, "modifiedAt": now, "origin": origin}
+    summary = {"resource": uri, "title": "", "status": IDLE, "modifiedAt": now, "origin": origin, "movable": True}
     host.bus.emit(session.uri, {"type": "session/chatAdded", "summary": summary})
     session.save()
     if params.initialMessage is not None:
@@ -154,13 +155,10 @@ async def dispose_chat(host: Host, peer: Peer, params: model.DisposeChatParams) 
     host.sessions.chat_owner.pop(chat.uri, None)
     host.bus.emit(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     if was_default:
-        host.bus.emit(session.uri, {"type": "session/defaultChatChanged", "defaultChat": next(iter(session.chats))})
+        successor = next(iter(session.chats.values()))
+        host.bus.emit(session.uri, {"type": "session/defaultChatChanged", "defaultChat": successor.uri})
+        host.sessions.sync_summary(successor)  # default is a role: the successor is not movable
     session.save()
-
-
-def move_chat(host: Host, peer: Peer, params: model.MoveChatParams) -> None:
-    raise RpcError(INVALID_PARAMS, "moveChat is not served yet: no chat here can be moved, because no backend "
-                   "this host runs can hand a conversation to another session")
 
 
 async def fetch_turns(host: Host, peer: Peer, params: model.FetchTurnsParams) -> dict[str, Any]:
@@ -351,7 +349,6 @@ async def session_config_completions(host: Host, peer: Peer,
 COMMANDS = {
     "createChat": create_chat,
     "disposeChat": dispose_chat,
-    "moveChat": move_chat,
     "fetchTurns": fetch_turns,
     "completions": completions,
     "resolveSessionConfig": resolve_session_config,

@@ -53,6 +53,9 @@ Rule = Callable[["Host", "Peer", str, dict[str, Any]], Refuse | Apply]
 #: Host actions a client may still say on a channel it publishes (a watch
 #: over its own resources); their rule checks that it is that client.
 OWNER_DISPATCHED = frozenset({"resourceWatch/changed"})
+#: Session actions a client may dispatch on a chat's channel, meaning that
+#: chat (a chat renamed: ``ahpd.host.summaries.title_changed``).
+ON_A_CHAT = frozenset({"session/titleChanged"})
 
 
 async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
@@ -125,7 +128,7 @@ def _why_not(host: Host, action_type: str, channel: str) -> str | None:
     if target is None:
         return f"no channel {channel} on this host"
     kind = reducers.channel_of_action(action_type)
-    if kind != target.kind:
+    if kind != target.kind and not (target.kind == "chat" and action_type in ON_A_CHAT):
         return f"{action_type} is a {kind} action, and {channel} is a {target.kind} channel"
     return None
 

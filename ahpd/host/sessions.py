@@ -187,6 +187,9 @@ class Chat:
         self.session = session
         self.uri = uri
         self.backend_id = backend_id
+        #: The folder the chat's agent works in when it is not its session's
+        #: (a chat moved from a session working elsewhere: ``ahpd.host.chat_moves``).
+        self.folder: Path | None = None
         self.conversation: Conversation | None = None
         self.scope: trio.CancelScope | None = None  # the agent's
         self.turn: TurnRunner | None = None
@@ -260,7 +263,7 @@ class Chat:
             with trio.CancelScope() as scope:
                 self.scope = scope
                 await self.session.backend.run_conversation(
-                    cwd=self.session.cwd,
+                    cwd=self.folder or self.session.cwd,
                     events=self._on_event,
                     resume_id=self.backend_id,
                     task_status=Started,  # type: ignore[arg-type]
@@ -563,6 +566,7 @@ class Session:
                 {
                     "uri": chat.uri,
                     "backendId": chat.backend_id,
+                    **({"cwd": str(chat.folder)} if chat.folder is not None else {}),
                     "state": _resting(self.host.bus.channels[chat.uri].state, self.older_turns.get(chat.uri, [])),
                 }
                 for chat in self.chats.values()
@@ -828,6 +832,7 @@ class SessionManager:
         summaries = []
         for chat_record in chats:
             chat = Chat(session, chat_record["uri"], chat_record.get("backendId"))
+            chat.folder = Path(chat_record["cwd"]) if chat_record.get("cwd") else None
             chat_state = chat_record.get("state") or {
                 "resource": chat.uri, "title": record.get("title", ""), "status": IDLE,
                 "modifiedAt": now, "turns": [],
@@ -843,7 +848,7 @@ class SessionManager:
             self.chat_owner[chat.uri] = chat
             summaries.append({
                 "resource": chat.uri, "title": chat_state["title"], "status": chat_state["status"],
-                "modifiedAt": chat_state["modifiedAt"],
+                "modifiedAt": chat_state["modifiedAt"], **({"movable": True} if chat_state.get("movable") else {}),
             })
         state: dict[str, Any] = {
             "provider": session.provider,
@@ -950,27 +955,11 @@ class SessionManager:
             self.host.automations.session_gone(session.uri)
 
     def sync_summary(self, chat: Chat) -> None:
-        """Keep the session's catalogue row of ``chat``, and the root catalogue
-        row of its session, in step with the chat's own state. Only a row that
-        actually moved is sent: a summary re-sent per token is a list redrawn
-        per token."""
-        session = chat.session
-        state = chat.state()
-        session_state = session.state()
-        row = next((c for c in session_state["chats"] if c["resource"] == chat.uri), None)
-        if row is None:
-            return
-        changes = {k: state[k] for k in ("title", "status", "modifiedAt") if k in state and row.get(k) != state[k]}
-        if row.get("activity") != state.get("activity"):
-            changes["activity"] = state.get("activity")
-        changes = {k: v for k, v in changes.items() if v is not None}
-        if not changes:
-            return
-        self.host.bus.emit(session.uri, {"type": "session/chatUpdated", "chat": chat.uri, "changes": changes})
-        summary = session.summary()
-        root_changes = {k: summary[k] for k in ("status", "modifiedAt") if k in summary}
-        root_changes["chats"] = summary["chats"]
-        self.notify_summary(session, root_changes)
+        """Keep the catalogue rows of ``chat`` and its session in step with
+        the chat's own state (``ahpd.host.summaries``)."""
+        from ahpd.host.summaries import sync_chat
+
+        sync_chat(chat)
 
     def notify_summary(self, session: Session, changes: dict[str, Any]) -> None:
         from ahpd.host.session_commands import notify_summary

@@ -248,6 +248,15 @@ def _name(uri: str) -> str:
     return hashlib.sha256(uri.encode()).hexdigest()[:32]
 
 
+def _chat_head(chat: dict[str, Any]) -> dict[str, Any]:
+    """What a session's head keeps of one chat: its name, its agent's id,
+    and the folder it works in when that is not its session's."""
+    head = {"uri": chat["uri"], "backendId": chat.get("backendId")}
+    if isinstance(chat.get("cwd"), str):
+        head["cwd"] = chat["cwd"]
+    return head
+
+
 class ChatLog:
     """What the store knows of one chat: what it last recorded, and the
     lines not yet on disk. Turns are compared by reference first: a reducer
@@ -270,6 +279,9 @@ class ChatLog:
         self.length = 0
         self.dead = 0
         self.index: journal.Index | None = None
+        #: Where the journal still is when the chat moved to another session
+        #: and its file has not followed yet (see ``move_chat``).
+        self.moved_from: Path | None = None
 
     def record(self, state: dict[str, Any]) -> None:
         """The chat as the host holds it now; what moved becomes lines to
@@ -349,7 +361,7 @@ class SessionLog:
         # changeset reviews...) is the head: a key the store does not know is
         # still the host's to keep.
         head = {**{k: record.get(k) for k in HEAD_KEYS}, **{k: v for k, v in record.items() if k != "chats"}}
-        head["chats"] = [{"uri": c["uri"], "backendId": c.get("backendId")} for c in record.get("chats") or []]
+        head["chats"] = [_chat_head(c) for c in record.get("chats") or []]
         if head != self.head:
             json.dumps(head, allow_nan=False)  # refused here, not in the writer
             self.head, self.head_dirty = head, True
@@ -411,6 +423,25 @@ class MemorySessionStore:
         session.head_dirty = False
         session.gone.clear()
 
+    def move_chat(self, chat_uri: str, source_uri: str, target_uri: str) -> None:
+        """A chat changes session: what the store knows of it - its journal,
+        with every turn, and what is not written yet - goes with it, so the
+        source's next save does not take it for a chat it dropped, and the
+        target's appends where the journal left off. The file follows at the
+        target's next write, which comes after the source's (the two saves
+        are asked in that order), so a crash between them loses no turn."""
+        source = self.sessions.get(source_uri)
+        chat = source.chats.pop(chat_uri, None) if source is not None else None
+        if chat is None:
+            return
+        target = self.sessions.get(target_uri)
+        if target is None:
+            target = self.sessions[target_uri] = SessionLog(target_uri, self._folder(target_uri))
+        if chat.path is not None:
+            chat.moved_from = chat.moved_from or chat.path
+            chat.path = target.chat_path(chat_uri)
+        target.chats[chat_uri] = chat
+
     def delete(self, uri: str) -> None:
         session = self.sessions.pop(uri, None)
         if session is not None:
@@ -429,7 +460,7 @@ class MemorySessionStore:
         lo, before = max(0, before - count), min(before, chat.total)
         if lo >= chat.base or chat.path is None:
             return list(chat.written[max(0, lo - chat.base):max(0, before - chat.base)])
-        path, length, index = chat.path, chat.length, chat.index
+        path, length, index = chat.moved_from or chat.path, chat.length, chat.index
         turns, chat.index = await trio.to_thread.run_sync(
             journal.read_turns, path, length, lo, min(before, chat.base), index)
         return turns + chat.written[:max(0, before - chat.base)]
@@ -529,7 +560,7 @@ class FileSessionStore(MemorySessionStore):
             return None
         session = SessionLog(head["uri"], folder)
         session.head = {**{k: head.get(k) for k in HEAD_KEYS}, **{k: v for k, v in head.items() if k != "chats"},
-                        "chats": [{"uri": c["uri"], "backendId": c.get("backendId")} for c in head.get("chats") or []]}
+                        "chats": [_chat_head(c) for c in head.get("chats") or []]}
         for chat in session.head["chats"]:
             path = session.chat_path(chat["uri"])
             assert path is not None
@@ -583,15 +614,20 @@ class FileSessionStore(MemorySessionStore):
             data = b"".join(chat.unwritten)
             size = chat.length + len(data)
             compact = size >= COMPACT_MIN and chat.dead * COMPACT_RATIO > size
-            if data or compact:
-                chats.append((chat, chat.path, chat.length, data, len(chat.unwritten), compact and chat.dead))
+            if data or compact or chat.moved_from is not None:
+                chats.append((chat, chat.path, chat.length, data, len(chat.unwritten), compact and chat.dead,
+                              chat.moved_from))
         head = session.head if session.head_dirty else None
         head_data = json.dumps(head, allow_nan=False).encode() if head is not None else None
         gone, legacy = list(session.gone), session.legacy
 
         def write() -> Callable[[], None]:
             results = []
-            for chat, path, at, data, _, compact in chats:
+            for chat, path, at, data, _, compact, moved_from in chats:
+                if moved_from is not None:
+                    folder.mkdir(mode=0o700, exist_ok=True)
+                    with contextlib.suppress(FileNotFoundError):  # a chat whose journal was never written
+                        os.replace(moved_from, path)
                 length = journal.append(path, at, data) if data else at
                 if compact:
                     length, _ = journal.compact(path, length)
@@ -606,7 +642,9 @@ class FileSessionStore(MemorySessionStore):
                 legacy.unlink(missing_ok=True)
 
             def then() -> None:
-                for (chat, _, _, _, count, compact), length in zip(chats, results):
+                for (chat, _, _, _, count, compact, moved_from), length in zip(chats, results):
+                    if moved_from is not None and chat.moved_from is moved_from:
+                        chat.moved_from = None
                     del chat.unwritten[:count]
                     chat.length = length
                     if compact:  # what died since the snapshot is still dead

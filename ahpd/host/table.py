@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host import (
-    annotations, auth, automations, changesets, chat_commands, commands, customizations, detached, directories, dispatch,
-    resources, rewind, server_tools, session_commands, session_config, terminals, turns, watches, window,
+    annotations, auth, automations, changesets, chat_commands, chat_moves, commands, customizations, detached, directories,
+    dispatch, resources, rewind, server_tools, session_commands, session_config, summaries, terminals, turns, watches,
+    window,
 )
 
 
@@ -33,6 +34,7 @@ COMMANDS = _join(
     auth.COMMANDS,
     session_commands.COMMANDS,
     chat_commands.COMMANDS,
+    chat_moves.COMMANDS,
     resources.COMMANDS,
     window.COMMANDS,
     automations.COMMANDS,
@@ -50,6 +52,7 @@ CLIENT_ACTIONS = _join(
     dispatch.CLIENT_ACTIONS,
     turns.CLIENT_ACTIONS,
     rewind.CLIENT_ACTIONS,
+    summaries.CLIENT_ACTIONS,
     annotations.CLIENT_ACTIONS,
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,

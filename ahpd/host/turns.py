@@ -631,15 +631,6 @@ def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, 
     return Apply(action, after=lambda: take_up_queued(chat))
 
 
-def title_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    if not action["title"].strip():
-        return Refuse("a blank title is refused: an untitled row is one nobody can find again")
-    session = host.sessions.sessions.get(channel) if host.sessions else None
-    if session is None:
-        return Apply(action)
-    return Apply(action, after=lambda: host.sessions.notify_summary(session, {"title": action["title"]}))
-
-
 CLIENT_ACTIONS = {
     "chat/turnStarted": turn_started,
     "chat/turnCancelled": turn_cancelled,
@@ -649,5 +640,4 @@ CLIENT_ACTIONS = {
     "chat/inputCompleted": input_completed,
     "chat/toolCallResultConfirmed": tool_call_result_confirmed,
     "chat/pendingMessageSet": pending_message_set,
-    "session/titleChanged": title_changed,
 }

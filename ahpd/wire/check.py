@@ -65,6 +65,11 @@ class Problem(NamedTuple):
         return dict(self._asdict())
 
 
+def _clears_activity(params: Any) -> bool:
+    changes = params.get("changes") if isinstance(params, dict) else None
+    return isinstance(changes, dict) and "activity" in changes and changes["activity"] is None
+
+
 def excerpt(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) and value.startswith(("{", "[")) else json.dumps(
         value, ensure_ascii=False, separators=(",", ":"), default=str)
@@ -284,6 +289,10 @@ class Checker:
             # A refusal hands the sender its own action back as sent, however
             # wrong: that was judged on the dispatch; the envelope is judged here.
             checked = {**params, "action": _ANY_ACTION}
+        elif method == "root/sessionSummaryChanged" and _clears_activity(params):
+            # Served outside the protocol, whose type says string: a row that
+            # went idle says so with null, the way the reference host does.
+            checked = {**params, "changes": {k: v for k, v in params["changes"].items() if k != "activity"}}
         valid = self.fits(where, checked, "$.params", method)
         if method != "action":
             if isinstance(params, dict) and "serverSeq" in params:
