@@ -16,6 +16,7 @@ from ahpd.host import (
     annotations, auth, automations, changesets, chat_commands, commands, detached, dispatch, resources, session_commands,
     terminals, turns, watches, window,
 )
+from ahpd.host import input_answers
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -53,4 +54,5 @@ CLIENT_ACTIONS = _join(
     automations.CLIENT_ACTIONS,
     terminals.CLIENT_ACTIONS,
     changesets.CLIENT_ACTIONS,
+    input_answers.CLIENT_ACTIONS,
 )
