@@ -1,7 +1,7 @@
 """``python -m ahpd.backends._acp_probe SPEC``: an ACP agent's boot probe, in
 a process of its own (see :meth:`AcpBackend.probe`). SPEC is the backend as
 JSON; what the probe learned is printed as JSON: ``{"models": [...],
-"commands": [...]}`` (empty when the agent could not be asked, which it
+"commands": [...], "conversations": [...]}`` (empty when the agent could not be asked, which it
 says on standard error)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+import attrs
 import trio
 
 from ahpd.backends.acp import AcpBackend
@@ -18,7 +19,8 @@ async def _learn(spec: dict) -> dict:
     backend = AcpBackend(spec["provider"], spec["command"], spec.get("args") or (), spec.get("env") or {},
                          call_timeout=float(spec.get("call_timeout") or 30))
     await backend.learn()
-    return {"models": backend.agent_info()["models"], "commands": backend.commands}
+    return {"models": backend.agent_info()["models"], "commands": backend.commands,
+            "conversations": [attrs.asdict(c) for c in backend.listed]}
 
 
 def main() -> None:
