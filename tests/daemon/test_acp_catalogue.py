@@ -9,6 +9,8 @@ resumes it under its own id, and disposing deletes the agent's copy.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import trio
@@ -26,7 +28,7 @@ async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
     is read in the background, after the agent's boot probe."""
     with trio.fail_after(90):
         while True:
-            result = (await client.call("listSessions", {}))["result"]
+            result = (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]
             fits("/commands/listSessions/result", result)
             if any(r["resource"] == uri for r in result["items"]) == present:
                 return result["items"]
@@ -54,7 +56,7 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
         other = conv.backend_id
     uri, other_uri = f"demo:/{kept}", f"demo:/{other}"
 
-    async with running_daemon(data, "--sessions", "memory") as daemon:
+    async with running_daemon(data, "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("reader")
             rows = await _listed(client, uri)
@@ -102,3 +104,11 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
             assert (await client.call("subscribe", {"channel": other_uri}))["error"]["code"] == -32001
         daemon.terminate()
         assert await daemon.wait() == 0
+    _wire_clean(tmp_path / "wire.jsonl")
+
+
+def _wire_clean(capture: Path) -> None:
+    """The traffic of the test, captured by the daemon, reads clean under ``ahpd wire-check``."""
+    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -9,6 +9,8 @@ after the moment it would have been sent shows everything sent before it.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,7 @@ async def _expiry(client: Rpc) -> dict:
 
 async def _told_nothing(client: Rpc) -> None:
     """Nothing of ``auth/required`` reached ``client`` before now."""
-    assert "result" in await client.call("ping")
+    assert "result" in await client.call("ping", {"channel": ROOT})
     assert not [n for n in client.notes if _expired(n)], client.notes
 
 
@@ -49,7 +51,8 @@ async def test_a_token_that_runs_out_is_said_to_its_own_connection_only(tmp_path
 
     home = tmp_path / "home"
     home.mkdir()
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(None, str(home))) as daemon:
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl"),
+                              env=_env(None, str(home))) as daemon:
         async with rpc(daemon.url) as a, rpc(daemon.url) as b:
             init = await a.initialize("a")
             await b.initialize("b")
@@ -79,6 +82,7 @@ async def test_a_token_that_runs_out_is_said_to_its_own_connection_only(tmp_path
             assert refused["error"]["data"] == {"path": "$.resource", "resources": [record]}
         daemon.terminate()
         assert await daemon.wait() == 0
+    _wire_clean(tmp_path / "wire.jsonl")
 
 
 async def test_authenticate_on_a_plain_install_says_nothing_is_advertised(tmp_path: Path) -> None:
@@ -99,6 +103,13 @@ async def test_authenticate_on_a_plain_install_says_nothing_is_advertised(tmp_pa
             assert error["code"] == -32602
             assert "no agent on this host advertises one" in error["message"] and ANTHROPIC in error["message"]
             assert error["data"] == {"path": "$.resource", "resources": []}
-            assert "result" in await client.call("ping")  # and it goes on serving
+            assert "result" in await client.call("ping", {"channel": ROOT})  # and it goes on serving
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+def _wire_clean(capture: Path) -> None:
+    """The traffic of the test, captured by the daemon, reads clean under ``ahpd wire-check``."""
+    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -5,6 +5,10 @@ the agent when ``chat/inputCompleted`` carries none of its own. A real
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 from .helpers import rpc, running_daemon
 from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
 
@@ -14,7 +18,7 @@ def _answer(value: str) -> dict:
 
 
 async def test_answers_typed_so_far_show_on_the_session_and_reach_the_agent(tmp_path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")) as daemon:
         async with rpc(daemon.url) as asker, rpc(daemon.url) as watcher:
             await asker.initialize("asker")
             await watcher.initialize("watcher")
@@ -60,3 +64,13 @@ async def test_answers_typed_so_far_show_on_the_session_and_reach_the_agent(tmp_
             state = (await asker.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             reply = "".join(p.get("content", "") for p in state["turns"][-1]["responseParts"] if p["kind"] == "markdown")
             assert "you answered **no**" in reply, reply
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    _wire_clean(tmp_path / "wire.jsonl")
+
+
+def _wire_clean(capture: Path) -> None:
+    """The traffic of the test, captured by the daemon, reads clean under ``ahpd wire-check``."""
+    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
