@@ -166,6 +166,18 @@ async def _ask(backend: AcpBackend, *argv: str) -> Any:
     return answer
 
 
+async def listed_by_probe(link: Any, caps: Any) -> list[StoredConversation] | None:
+    """:func:`listed`, for the boot probe: a listing that fails (None) costs
+    the catalogue its first reading, never the probe what it came for."""
+    from ahpd.backends.acp import ValidationError
+
+    try:
+        return await listed(link, caps)
+    except (BackendError, ValidationError) as exc:
+        log.warning("%s: listing its conversations failed: %s", link.agent.label, exc)
+        return None
+
+
 def probe_listed(backend: AcpBackend, learned: Any) -> None:
     """Keep what the boot probe listed (it runs the agent anyway); called
     while the probe still holds ``backend.probing``."""

@@ -20,7 +20,7 @@ async def _learn(spec: dict) -> dict:
                          call_timeout=float(spec.get("call_timeout") or 30))
     await backend.learn()
     return {"models": backend.agent_info()["models"], "commands": backend.commands,
-            "conversations": [attrs.asdict(c) for c in backend.listed]}
+            "conversations": None if backend.listed is None else [attrs.asdict(c) for c in backend.listed]}
 
 
 def main() -> None:

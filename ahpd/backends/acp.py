@@ -163,7 +163,7 @@ class AcpBackend:
         self.probing = trio.Lock()
         #: What the agent keeps, as its boot probe listed it: (when, rows).
         self.probe_listing: tuple[float, list[StoredConversation]] | None = None
-        self.listed: list[StoredConversation] = []  # the same, in the probe's own process
+        self.listed: list[StoredConversation] | None = None  # the same, in the probe's own process
         #: The slash commands the boot probe's conversation was offered (ACP
         #: ``AvailableCommand`` wire JSON): what a session shows before its
         #: own agent runs.
@@ -244,7 +244,7 @@ class AcpBackend:
                 async with self._open_agent(root, listen) as link:
                     caps = (await link.initialize()).agent_capabilities
                     # What it keeps, asked while it runs anyway (and before the probe's own conversation).
-                    self.listed = await _acp_catalogue.listed(link, caps)
+                    self.listed = await _acp_catalogue.listed_by_probe(link, caps)
                     if not (caps and caps.session_capabilities and caps.session_capabilities.delete):
                         return False
                     answer = await link.call("session/new", {"cwd": str(root), "mcpServers": []}, "session/new")
