@@ -26,22 +26,22 @@ async def test_answers_typed_so_far_show_on_the_session_and_reach_the_agent(tmp_
             await watcher.call("subscribe", {"channel": uri})  # the session only, not the chat
 
             await dispatch(asker, chat, start_turn("ask me"), 1)
-            notes = await until(asker, is_action("chat/inputRequested", chat))
+            notes = await until(asker, is_action("chat/inputRequested", chat), timeout=90)
             request = action_of(notes[-1])["request"]
             [question] = request["questions"]
-            await until(watcher, is_action("session/inputNeededSet", uri))
+            await until(watcher, is_action("session/inputNeededSet", uri), timeout=90)
 
             # Somebody types an answer: the watcher, who holds no chat, sees it on the session.
             await dispatch(asker, chat, {"type": "chat/inputAnswerChanged", "requestId": request["id"],
                                          "questionId": question["id"], "answer": _answer("yes")}, 2)
-            notes = await until(watcher, is_action("session/inputNeededSet", uri))
+            notes = await until(watcher, is_action("session/inputNeededSet", uri), timeout=90)
             entry = action_of(notes[-1])["request"]
             assert entry["id"] == request["id"] and entry["kind"] == "chatInput"
             assert entry["request"]["answers"] == {question["id"]: _answer("yes")}
             # ...and changes their mind; a client arriving now reads the latest from the snapshot.
             await dispatch(asker, chat, {"type": "chat/inputAnswerChanged", "requestId": request["id"],
                                          "questionId": question["id"], "answer": _answer("no")}, 3)
-            await until(watcher, is_action("session/inputNeededSet", uri))
+            await until(watcher, is_action("session/inputNeededSet", uri), timeout=90)
             async with rpc(daemon.url) as late:
                 await late.initialize("late")
                 state = (await late.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
@@ -59,8 +59,8 @@ async def test_answers_typed_so_far_show_on_the_session_and_reach_the_agent(tmp_
             # Completed with no answers of its own: the agent is handed what was synced.
             await dispatch(asker, chat, {"type": "chat/inputCompleted", "requestId": request["id"],
                                          "response": "accept"}, 5)
-            await until(watcher, is_action("session/inputNeededRemoved", uri))
-            await until(asker, is_action("chat/turnComplete", chat))
+            await until(watcher, is_action("session/inputNeededRemoved", uri), timeout=90)
+            await until(asker, is_action("chat/turnComplete", chat), timeout=90)
             state = (await asker.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             reply = "".join(p.get("content", "") for p in state["turns"][-1]["responseParts"] if p["kind"] == "markdown")
             assert "you answered **no**" in reply, reply
