@@ -1,14 +1,15 @@
 """``python -m ahpd.backends._acp_probe SPEC``: an ACP agent's boot probe, in
 a process of its own (see :meth:`AcpBackend.probe`). SPEC is the backend as
 JSON; what the probe learned is printed as JSON: ``{"models": [...],
-"commands": [...], "modes": ..., "configOptions": [...]}`` (empty when the agent could not be asked, which it
-says on standard error)."""
+"commands": [...], "modes": ..., "configOptions": [...], "conversations": [...]}``
+(empty when the agent could not be asked, which it says on standard error)."""
 
 from __future__ import annotations
 
 import json
 import sys
 
+import attrs
 import trio
 
 from ahpd.backends.acp import AcpBackend
@@ -19,7 +20,8 @@ async def _learn(spec: dict) -> dict:
                          call_timeout=float(spec.get("call_timeout") or 30))
     await backend.learn()
     return {"models": backend.agent_info()["models"], "commands": backend.commands,
-            "modes": backend.modes, "configOptions": backend.config_options}
+            "modes": backend.modes, "configOptions": backend.config_options,
+            "conversations": None if backend.listed is None else [attrs.asdict(c) for c in backend.listed]}
 
 
 def main() -> None:

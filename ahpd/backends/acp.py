@@ -40,13 +40,14 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 import ahpd
-from ahpd.backends import _acp_settings
+from ahpd.backends import _acp_catalogue, _acp_settings
 from ahpd.backends._paths import ignore, scratch_root, working_root
 from ahpd.backends.port import (
     BackendError,
     Conversation,
     Event,
     EventSink,
+    HistoryTurn,
     InputRequest,
     PermissionOption,
     PermissionRequest,
@@ -120,9 +121,11 @@ _CLIENT_CAPABILITIES = {
     "terminal": True,
     "elicitation": {"form": {}, "url": {}},
 }
-_MAX_LIST_PAGES = 50
 #: Seconds the boot probe waits for the commands a new conversation is offered.
 PROBE_COMMANDS_WAIT = 2.0
+#: Seconds a listing of the agent's stored conversations stays good: asking
+#: again starts the agent, so it is not asked after every turn.
+RELIST_AFTER = 300.0
 
 
 class AcpBackend:
@@ -153,6 +156,14 @@ class AcpBackend:
         self.call_timeout = call_timeout
         self.shutdown_grace = shutdown_grace
         self._models: list[dict[str, Any]] = []
+        #: See :data:`RELIST_AFTER` (read by the session catalogue).
+        self.relist_after = RELIST_AFTER
+        #: Held by the boot probe and by a listing, so a listing never sees
+        #: the conversation the probe makes and deletes again.
+        self.probing = trio.Lock()
+        #: What the agent keeps, as its boot probe listed it: (when, rows).
+        self.probe_listing: tuple[float, list[StoredConversation]] | None = None
+        self.listed: list[StoredConversation] | None = None  # the same, in the probe's own process
         #: The slash commands the boot probe's conversation was offered (ACP
         #: ``AvailableCommand`` wire JSON): what a session shows before its
         #: own agent runs.
@@ -201,11 +212,14 @@ class AcpBackend:
                 "call_timeout": self.call_timeout}
         try:
             with trio.fail_after(self.call_timeout + 30):
-                done = await trio.run_process(
-                    [sys.executable, "-m", "ahpd.backends._acp_probe", json.dumps(spec)],
-                    capture_stdout=True, stderr=None, check=False,
-                )
-            learned = json.loads(done.stdout or b"null")
+                async with self.probing:
+                    done = await trio.run_process(
+                        [sys.executable, "-m", "ahpd.backends._acp_probe", json.dumps(spec)],
+                        capture_stdout=True, stderr=None, check=False,
+                    )
+                    learned = json.loads(done.stdout or b"null")
+                    if done.returncode == 0:
+                        _acp_catalogue.probe_listed(self, learned)
         except (OSError, ValueError, trio.TooSlowError) as exc:
             log.warning("%s: the boot probe failed: %s", self.provider, exc)
             return False
@@ -239,6 +253,8 @@ class AcpBackend:
             with trio.fail_after(self.call_timeout):
                 async with self._open_agent(root, listen) as link:
                     caps = (await link.initialize()).agent_capabilities
+                    # What it keeps, asked while it runs anyway (and before the probe's own conversation).
+                    self.listed = await _acp_catalogue.listed_by_probe(link, caps)
                     if not (caps and caps.session_capabilities and caps.session_capabilities.delete):
                         return False
                     answer = await link.call("session/new", {"cwd": str(root), "mcpServers": []}, "session/new")
@@ -343,28 +359,12 @@ class AcpBackend:
             log.warning("%s: the conversation ended: %s", link.agent.label, conversation.end_reason)
 
     async def list_conversations(self) -> list[StoredConversation]:
-        """``session/list``, when the agent offers it (a short-lived process)."""
-        _load()
-        try:
-            with trio.fail_after(self.call_timeout):
-                async with self._open_agent(scratch_root(), ignore) as link:
-                    init = await link.initialize()
-                    caps = init.agent_capabilities
-                    if not (caps and caps.session_capabilities and caps.session_capabilities.list):
-                        return []
-                    sessions = []
-                    cursor: str | None = None
-                    for _ in range(_MAX_LIST_PAGES):
-                        answer = await link.call("session/list", {"cursor": cursor} if cursor else {}, "session/list")
-                        page = ListSessionsResponse.model_validate(answer)
-                        sessions.extend(page.sessions)
-                        cursor = page.next_cursor
-                        if not cursor:
-                            break
-                    return stored_conversations(sessions)
-        except (BackendError, ValidationError, trio.TooSlowError) as exc:
-            log.warning("%s: listing conversations failed: %s", self.provider, _reason(exc))
-            return []
+        """``session/list``, when the agent offers it (a short-lived process, ``_acp_catalogue``)."""
+        return await _acp_catalogue.list_conversations(self)
+
+    async def read_history(self, backend_id: str) -> list[HistoryTurn]:
+        """A stored conversation's turns, from ``session/load``'s replay (a short-lived process)."""
+        return await _acp_catalogue.read_history(self, backend_id)
 
     async def delete_conversation(self, backend_id: str) -> bool:
         """``session/delete``, when the agent offers it (a short-lived process)."""

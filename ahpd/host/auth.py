@@ -18,6 +18,7 @@ token. A host with no directory names nobody.
 
 from __future__ import annotations
 
+import math
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,25 @@ USERS_RECORD = {"resource": USERS_RESOURCE, "resource_name": "the people who use
 
 
 def advertised(host: Host) -> set[str]:
+    return set(records(host))
+
+
+def records(host: Host) -> dict[str, dict[str, Any]]:
+    """Each advertised resource's RFC 9728 record, by resource."""
     agents = host.bus.channels[ROOT].state.get("agents", [])
-    return {r["resource"] for a in agents for r in a.get("protectedResources") or []}
+    return {r["resource"]: r for a in agents for r in a.get("protectedResources") or []}
+
+
+def _not_advertised(resource: str, known: dict[str, dict[str, Any]]) -> RpcError:
+    """A refusal that says what could have been asked for: the resources the
+    agents here advertise, or that none does, which is a plain install's case."""
+    if not known:
+        why = (f"{resource} is not a protected resource here: no agent on this host advertises one, "
+               "so there is nothing to authenticate for")
+    else:
+        why = (f"{resource} is not a protected resource any agent here advertises; "
+               f"they are: {', '.join(sorted(known))}")
+    return RpcError(INVALID_PARAMS, why, {"path": "$.resource", "resources": list(known.values())})
 
 
 def who(host: Host, peer: Peer | None) -> str | None:
@@ -70,15 +88,39 @@ def signed(action: dict[str, Any], sender: str | None) -> dict[str, Any]:
 async def authenticate(host: Host, peer: Peer, params: model.AuthenticateParams) -> dict[str, Any]:
     if params.resource == USERS_RESOURCE and host.users is not None:
         return await _sign_in(host, peer, params.token)
-    if params.resource not in advertised(host):
-        raise RpcError(INVALID_PARAMS, f"{params.resource} is not a protected resource any agent here advertises",
-                       {"path": "$.resource"})
+    known = records(host)
+    if params.resource not in known:
+        raise _not_advertised(params.resource, known)
+    clock = peer.token_clocks.pop(params.resource, None)
+    if clock is not None:
+        clock.cancel()  # the token it timed is replaced or withdrawn
     if not params.token:
         peer.tokens.pop(params.resource, None)  # signing out
         return {}
     expires = trio.current_time() + params.expiresIn if params.expiresIn else None
-    peer.tokens[params.resource] = (params.token, expires)
+    held = peer.tokens[params.resource] = (params.token, expires)
+    nursery = host.sessions.nursery if host.sessions is not None else None
+    if expires is not None and nursery is not None:
+        clock = peer.token_clocks[params.resource] = trio.CancelScope()
+        nursery.start_soon(_run_out, host, peer, known[params.resource], held, clock)
     return {}
+
+
+async def _run_out(host: Host, peer: Peer, record: dict[str, Any], held: tuple[str, float | None],
+                   clock: trio.CancelScope) -> None:
+    """At the moment a lent token runs out, it is dropped and the connection
+    that lent it - only that one: the token was theirs - is told
+    ``auth/required`` with ``reason: 'expired'`` and the resource's whole
+    record, so it knows where to sign in again."""
+    resource = record["resource"]
+    with clock:
+        await trio.sleep_until(held[1] or math.inf)
+        if peer.tokens.get(resource) is held:
+            del peer.tokens[resource]
+            if peer in host.peers:
+                host.bus.notify([peer], "auth/required", {"channel": ROOT, "resource": record, "reason": "expired"})
+    if peer.token_clocks.get(resource) is clock:
+        del peer.token_clocks[resource]
 
 
 async def _sign_in(host: Host, peer: Peer, token: str) -> dict[str, Any]:

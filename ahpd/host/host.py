@@ -50,6 +50,8 @@ class Peer:
         self.config: dict[str, Any] = {}
         #: Tokens lent with ``authenticate``: resource -> (token, expiry or None).
         self.tokens: dict[str, tuple[str, float | None]] = {}
+        #: The clock of each lent token that expires (``ahpd.host.auth``).
+        self.token_clocks: dict[str, trio.CancelScope] = {}
         #: The user this connection signed in as (``ahpd://users``), if any.
         self.user: str | None = None
         #: Requests this host sent the client that wait for its answer.
@@ -210,6 +212,8 @@ class Host:
         finally:
             self.peers.discard(peer)
             peer.outgoing.fail_all(f"client {peer.client_id} disconnected")
+            for clock in peer.token_clocks.values():
+                clock.cancel()  # its tokens go with it
             for uri in list(peer.subscriptions):
                 self.leave(peer, uri)
             if self.sessions is not None and peer.client_id is not None and not any(

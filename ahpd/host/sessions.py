@@ -616,6 +616,7 @@ class SessionManager:
         #: the last answer of its ``list_conversations``.
         self.catalogue: dict[str, dict[str, StoredConversation]] = {}
         self._refreshing: dict[str, bool] = {}  # provider -> asked again meanwhile
+        self._listed_at: dict[str, float] = {}  # provider -> when its catalogue was last read
         self._waking: dict[str, trio.Event] = {}
         #: Whether the agents' boot probes were started (once, at the first hello).
         self._probes_started = False
@@ -714,13 +715,22 @@ class SessionManager:
     # -- the catalogue of what backends keep ----------------------------------
 
     def _browsable(self, provider: str) -> bool:
-        """Only a backend that reads its conversations without an agent
-        process is catalogued: listing and opening must never wait on one."""
+        """Only a backend that can read its conversations back is catalogued:
+        Claude Code's transcripts are files, and an ACP agent that lists them
+        replays one in a short-lived process. Listing never waits on either
+        (the answer is cached); opening waits only on that replay."""
         backend = self.backends.get(provider)
         return backend is not None and hasattr(backend, "read_history") and hasattr(backend, "list_conversations")
 
+    def _fresh(self, provider: str) -> bool:
+        """Whether ``provider``'s last listing still stands: a backend whose
+        listing starts its agent says for how long (``relist_after``), and is
+        not asked again after every turn or for every name it does not hold."""
+        fresh_for = getattr(self.backends[provider], "relist_after", 0.0)
+        return bool(fresh_for) and trio.current_time() < self._listed_at.get(provider, -math.inf) + fresh_for
+
     def refresh_catalogue_soon(self, provider: str) -> None:
-        if self.nursery is None or not self._browsable(provider):
+        if self.nursery is None or not self._browsable(provider) or self._fresh(provider):
             return
         if provider in self._refreshing:
             self._refreshing[provider] = True  # once more when this one is done
@@ -750,6 +760,7 @@ class SessionManager:
             log.exception("%s: listing its conversations failed", provider)
             return
         self.catalogue[provider] = {c.backend_id: c for c in listed}
+        self._listed_at[provider] = trio.current_time()
         after = self._unknown(provider)
         if ROOT not in self.host.bus.channels:
             return
@@ -794,7 +805,7 @@ class SessionManager:
         backend_id = rest.strip("/")
         if not sep or not backend_id or "/" in backend_id or not self._browsable(provider):
             return None
-        if backend_id not in self.catalogue.get(provider, {}):
+        if backend_id not in self.catalogue.get(provider, {}) and not self._fresh(provider):
             await self.refresh_catalogue(provider)
         conversation = self._unknown(provider).get(backend_id)
         return (provider, conversation) if conversation is not None else None

@@ -14,8 +14,8 @@ from typing import Any
 
 from ahpd.host import (
     annotations, auth, automations, changesets, chat_commands, chat_moves, commands, customizations, detached, directories,
-    dispatch, resources, rewind, server_tools, session_commands, session_config, summaries, terminals, turns, watches,
-    window,
+    dispatch, input_answers, resources, rewind, server_tools, session_commands, session_config, summaries, terminals,
+    turns, watches, window,
 )
 
 
@@ -61,4 +61,5 @@ CLIENT_ACTIONS = _join(
     customizations.CLIENT_ACTIONS,
     directories.CLIENT_ACTIONS,
     session_config.CLIENT_ACTIONS,
+    input_answers.CLIENT_ACTIONS,
 )

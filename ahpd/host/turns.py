@@ -591,13 +591,16 @@ def input_completed(host: Host, peer: Peer, channel: str, action: dict[str, Any]
     request = turn.inputs.get(action["requestId"]) if turn else None
     if request is None:
         return Refuse(f"input request {action['requestId']} is not open")
+    from ahpd.host.input_answers import synced
+
+    answers = synced(chat, action["requestId"], action.get("answers"))
 
     def after() -> None:
         turn.inputs.pop(action["requestId"], None)
         turn._emit_session({"type": "session/inputNeededRemoved", "id": action["requestId"]})
         turn.heard()
         if chat.conversation is not None:
-            chat.conversation.answer_input(request.request_id, action["response"], action.get("answers"))
+            chat.conversation.answer_input(request.request_id, action["response"], answers)
 
     return Apply(action, after=after)
 
