@@ -556,15 +556,9 @@ def artifacts_of(session: Session) -> list[dict[str, Any]]:
 def keep_artifacts(session: Session, held: list[dict[str, Any]]) -> None:
     """``_meta`` rebuilt whole with ``held`` (the key gone when none is left),
     told to the session and its row, and written down."""
-    meta = dict(session.state().get("_meta") or {})
-    if held:
-        meta[ARTIFACTS] = held
-    else:
-        meta.pop(ARTIFACTS, None)
-    host = session.host
-    host.bus.emit(session.uri, {"type": "session/metaChanged", "_meta": meta})
-    session.manager.notify_summary(session, {"_meta": meta})
-    session.save()
+    from ahpd.host.summaries import set_meta
+
+    set_meta(session, ARTIFACTS, held or None)
 
 
 def _noun(entry: dict[str, Any]) -> str:

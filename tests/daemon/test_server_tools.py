@@ -106,7 +106,7 @@ async def publish(editor: Rpc) -> None:
 
 def artifacts_in(notes: list[dict], uri: str) -> list[list[dict[str, Any]]]:
     """Every ``_meta[KEY]`` the session's ``session/metaChanged`` said, in order."""
-    return [(action_of(n)["_meta"] or {}).get(KEY, []) for n in notes
+    return [(action_of(n).get("_meta") or {}).get(KEY, []) for n in notes
             if is_action("session/metaChanged", uri)(n)]
 
 
@@ -148,7 +148,8 @@ async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restar
             assert lines[0] == f"Added reference: {ids[0]} (website, reference) Docs — https://example.com/docs"
             seen_by_bob = await until(bob, is_action("session/metaChanged", uri))
             assert artifacts_in(seen_by_bob, uri)[-1] == held
-            rows = [n["params"] for n in turns.notes if n.get("method") == "root/sessionSummaryChanged"]
+            rows = [n["params"] for n in turns.notes
+                    if n.get("method") == "root/sessionSummaryChanged" and "_meta" in n["params"]["changes"]]
             assert rows and rows[-1]["changes"]["_meta"][KEY] == held
             fits("/notifications/root~1sessionSummaryChanged", rows[-1])
             again, _ = await turns.tool("add_artifact_or_reference", {"items": items[:1]})
@@ -240,6 +241,7 @@ async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restar
             reply = await alice.call("vscode/removeSessionArtifact", {"session": uri, "artifactId": ids[1]})
             assert reply["result"] == {}, reply
             notes = await until(alice, is_action("session/metaChanged", uri))
-            assert KEY not in (action_of(notes[-1])["_meta"] or {})  # the last one takes the key with it
-            [row] = (await alice.call("listSessions", {"channel": ROOT}))["result"]["items"]
+            assert KEY not in (action_of(notes[-1]).get("_meta") or {})  # the last one takes the key with it
+            rows = (await alice.call("listSessions", {"channel": ROOT}))["result"]["items"]
+            [row] = [r for r in rows if r["resource"] == uri]
             assert KEY not in (row.get("_meta") or {})
