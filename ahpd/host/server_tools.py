@@ -81,103 +81,104 @@ _SESSION_REF = "a session URI from `list_sessions`"
 
 SESSION_TOOLS: list[dict[str, Any]] = [
     {"name": "list_sessions", "title": "List Sessions",
-     "description": "List sessions and their compact metadata (status, activity, working directory, project, "
-                    "git info, timestamps). Pass `session` to fetch one known session. Archived sessions are "
-                    "left out unless asked for.",
+     "description": "The sessions on this host, one short record each: status, what it is doing, its folder, "
+                    "project, git facts and times. `session` narrows it to one. Archived sessions appear only "
+                    "when asked for.",
      "inputSchema": {"type": "object", "properties": {
-         "session": _s("Return only the session with this URI (ignores the other filters)."),
+         "session": _s("One session by its URI; the other filters are then ignored."),
          "status": {"type": "array", "items": {"type": "string", "enum": list(STATUS_WORDS)},
-                    "description": "Only sessions whose status is one of these (`archived` implies "
-                                   "`includeArchived`)."},
-         "workspace": _s("Only sessions whose working directory is this folder (absolute path or URI)."),
-         "withChanges": _b("When true, only sessions with uncommitted changes."),
-         "unread": _b("When true, only sessions with updates the user has not seen yet."),
-         "withPullRequest": _b("When true, only sessions with a linked pull request."),
-         "includeArchived": _b("Whether to include archived sessions. Defaults to false."),
-         "createdAfter": _s("Only sessions created at or after this time (ISO-8601)."),
-         "createdBefore": _s("Only sessions created at or before this time (ISO-8601)."),
+                    "description": "Keep sessions in any of these states (asking for `archived` "
+                                   "also turns on `includeArchived`)."},
+         "workspace": _s("Keep sessions working in this folder (a path from the root, or a URI)."),
+         "withChanges": _b("Keep sessions whose tree has changes nobody committed."),
+         "unread": _b("Keep sessions with news the user has not read."),
+         "withPullRequest": _b("Keep sessions tied to a pull request."),
+         "includeArchived": _b("List archived sessions too (off unless set)."),
+         "createdAfter": _s("Keep sessions begun no earlier than this ISO-8601 time."),
+         "createdBefore": _s("Keep sessions begun no later than this ISO-8601 time."),
      }},
      "annotations": {"readOnlyHint": True}},
     {"name": "get_current_session", "title": "Get Current Session",
-     "description": "Get the metadata of the session this conversation runs in.",
+     "description": "The record of the session you are running in.",
      "inputSchema": {"type": "object", "properties": {}},
      "annotations": {"readOnlyHint": True}},
     {"name": "create_session", "title": "Create Session",
-     "description": "Create a session in a workspace and start it with an initial prompt.",
+     "description": "Open a new session in a folder and give it its first message.",
      "inputSchema": {"type": "object", "properties": {
-         "workspace": _s("Absolute folder path, workspace URI, or a working directory from an existing session."),
-         "prompt": _s("Initial prompt to send to the new session."),
-         "model": _s("Optional model ID or display name."),
+         "workspace": _s("Where it works: a folder path from the root, a workspace URI, or a folder another session works in."),
+         "prompt": _s("The first message the new session receives."),
+         "model": _s("A model to use, by id or by name (optional)."),
      }, "required": ["workspace", "prompt"]},
      "annotations": {"readOnlyHint": False}},
     {"name": "create_chat", "title": "Create Chat",
-     "description": "Add a new chat to an existing session (the current one when `session` is omitted) and "
-                    "start it with an initial prompt.",
+     "description": "Open another chat in a session (yours unless `session` names one) and give it its first "
+                    "message.",
      "inputSchema": {"type": "object", "properties": {
-         "session": _s(f"Optional session to add the chat to: {_SESSION_REF}. Defaults to the current session."),
-         "prompt": _s("Initial prompt to send to the new chat."),
-         "title": _s("Optional title for the new chat."),
-         "model": _s("Optional model ID or display name. Defaults to the session's model."),
+         "session": _s(f"The session to open it in: {_SESSION_REF}. Yours when left out."),
+         "prompt": _s("The first message the new chat receives."),
+         "title": _s("A title for the chat (optional)."),
+         "model": _s("A model to use, by id or by name; the session's when left out."),
      }, "required": ["prompt"]},
      "annotations": {"readOnlyHint": False}},
     {"name": "send_message", "title": "Send Message",
-     "description": "Send a message to an existing session or chat, starting a new turn there (or queued "
-                    "behind the running one). Delivered asynchronously: the reply is not waited for.",
+     "description": "Say something to another session or chat: it starts a turn there, or waits behind the one "
+                    "running. Returns at once; the answer is not awaited.",
      "inputSchema": {"type": "object", "properties": {
-         "session": _s(f"The session or chat to message: {_SESSION_REF}, or a chat URI."),
-         "message": _s("The message to send."),
+         "session": _s(f"Who to tell: {_SESSION_REF}, or a chat URI."),
+         "message": _s("What to say."),
      }, "required": ["session", "message"]},
      "annotations": {"readOnlyHint": False}},
     {"name": "get_session_context", "title": "Get Session Context",
-     "description": "Read the recent conversation of a session or chat: a compacted transcript of its turns.",
+     "description": "The latest turns of a session or chat, as a shortened transcript.",
      "inputSchema": {"type": "object", "properties": {
-         "session": _s(f"The session or chat to read: {_SESSION_REF}, or a chat URI."),
+         "session": _s(f"Whose turns: {_SESSION_REF}, or a chat URI."),
          "detail": {"type": "string", "enum": ["summary", "digest", "full"],
-                    "description": "`summary` (default): each message and a snippet of the reply. `digest`: "
-                                   "the whole reply and tool-call names. `full`: also tool-call inputs."},
+                    "description": "How much of each turn: `summary` (the default) gives the message and the "
+                                   "start of the answer, `digest` the whole answer and the tools called, "
+                                   "`full` the tools' inputs as well."},
          "transcriptLimit": {"type": "number",
-                             "description": "Most-recent turns to include. Defaults to 10; capped at 50."},
+                             "description": "How many of the newest turns (10 unless set, 50 at most)."},
      }, "required": ["session"]},
      "annotations": {"readOnlyHint": True}},
     {"name": "delete_session", "title": "Delete Session",
-     "description": "Permanently delete a session, including its stored data. Cannot be undone. Refuses to "
-                    "delete the current session.",
+     "description": "Remove a session and everything stored for it, for good. Your own session cannot be "
+                    "removed.",
      "inputSchema": {"type": "object", "properties": {
-         "session": _s(f"The session to delete: {_SESSION_REF}."),
+         "session": _s(f"The session to remove: {_SESSION_REF}."),
      }, "required": ["session"]},
      "annotations": {"readOnlyHint": False, "destructiveHint": True}},
 ]
 
 _ARTIFACT_ITEM = {"type": "object", "properties": {
-    "type": _s("The kind of artifact or reference. Use `resource` only when no other kind applies.",
+    "type": _s("What it is; `resource` is for what fits no other kind.",
                enum=list(ARTIFACT_TYPES)),
-    "label": _s("Short label shown to the user."),
-    "isArtifact": _b("Required. `true` for an artifact (something this session produced or changed), "
-                     "`false` for a reference (an existing resource worth looking at)."),
-    "link": _s("URL of the pull request, issue, commit or website. Required for those kinds."),
-    "uri": _s("Absolute URI including its scheme (a local file as `file:///...`). Required for the `file` "
+    "label": _s("A few words the user sees."),
+    "isArtifact": _b("Always given: `true` when this session made or changed it (an artifact), "
+                     "`false` for something that already existed and is worth a look (a reference)."),
+    "link": _s("Its URL, needed for a pull request, issue, commit or website."),
+    "uri": _s("Its full URI with the scheme (`file:///...` for a file here), needed for the `file` "
               "and `resource` kinds."),
-    "commitHash": _s("The commit hash. Required for the `commit` kind."),
+    "commitHash": _s("The commit's hash, needed for the `commit` kind."),
 }, "required": ["type", "label", "isArtifact"]}
 
 ARTIFACT_TOOLS: list[dict[str, Any]] = [
     {"name": "add_artifact_or_reference", "title": "Add Artifact or Reference",
-     "description": "Record one or more artifacts or references so they are surfaced next to the chat input. "
-                    "Batch related entries in one call. Registration is optional; record deliverables and "
-                    "noteworthy resources, not routine or scratch files.",
+     "description": "Note things this session made or found, so the user sees them beside the chat input. "
+                    "Give related ones together. Only results worth keeping belong here, not scratch "
+                    "files.",
      "inputSchema": {"type": "object", "properties": {
          "items": {"type": "array", "minItems": 1, "items": _ARTIFACT_ITEM,
-                   "description": "Artifacts and references to record in this call."},
+                   "description": "What to note."},
      }, "required": ["items"]},
      "annotations": {"readOnlyHint": False}},
     {"name": "remove_artifact_or_reference", "title": "Remove Artifact or Reference",
-     "description": "Remove an artifact or reference from this session by id.",
+     "description": "Take a noted artifact or reference off this session, by its id.",
      "inputSchema": {"type": "object", "properties": {
-         "id": _s("The id returned by `add_artifact_or_reference` or `list_artifacts_and_references`."),
+         "id": _s("Its id, as `add_artifact_or_reference` or `list_artifacts_and_references` gave it."),
      }, "required": ["id"]},
      "annotations": {"readOnlyHint": False, "destructiveHint": True}},
     {"name": "list_artifacts_and_references", "title": "List Artifacts and References",
-     "description": "List the artifacts and references recorded on this session, with their ids.",
+     "description": "What this session has noted, each with its id.",
      "inputSchema": {"type": "object", "properties": {}},
      "annotations": {"readOnlyHint": True}},
 ]
