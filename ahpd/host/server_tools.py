@@ -560,6 +560,7 @@ def keep_artifacts(session: Session, held: list[dict[str, Any]]) -> None:
     from ahpd.host.summaries import set_meta
 
     set_meta(session, ARTIFACTS, held or None)
+    session.save()
 
 
 def _noun(entry: dict[str, Any]) -> str:

@@ -142,7 +142,9 @@ def set_meta(session: Session, key: str, value: Any) -> None:
     """Put ``value`` under ``_meta[key]`` (None takes the key away): the
     whole ``_meta`` is rebuilt from what the session holds and said as
     ``session/metaChanged``, and the root row follows; nothing when it did
-    not move."""
+    not move. Writing it down is the caller's to decide: what is derived
+    (the git facts, re-read at every open) is not, what was recorded (an
+    agent's artifacts) is."""
     host = session.host
     if session.disposed or session.uri not in host.bus.channels:
         return
@@ -155,7 +157,6 @@ def set_meta(session: Session, key: str, value: Any) -> None:
     host.bus.emit(session.uri, {"type": "session/metaChanged", "_meta": meta} if meta
                   else {"type": "session/metaChanged"})
     session.manager.notify_summary(session, {"_meta": meta})
-    session.save()
 
 
 # -- what clients dispatch ----------------------------------------------------------
