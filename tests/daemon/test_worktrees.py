@@ -39,14 +39,17 @@ async def test_resolve_session_config_and_branch_completions(tmp_path) -> None:
                 "channel": "ahp-root://", "workingDirectory": repo.as_uri(), "config": {"isolation": "worktree"}})
             fits("/commands/resolveSessionConfig/result", reply["result"])
             props = reply["result"]["schema"]["properties"]
-            assert set(props) == {"isolation", "branch", "worktreeIncludeFiles", "worktreeSymlinkFolders",
-                                  "worktreeBranchPrefix", "worktreeCreateNewBranch", "worktreeBranchTrack"}
-            assert {k: props[k].get("default") for k in props} == {
+            tree = {"isolation", "branch", "worktreeIncludeFiles", "worktreeSymlinkFolders",
+                    "worktreeBranchPrefix", "worktreeCreateNewBranch", "worktreeBranchTrack"}
+            assert set(props) == tree | {"model", "effortLevel", "mode"}  # the agent's own beside the tree's
+            assert {k: props[k].get("default") for k in tree} == {
                 "isolation": "folder", "branch": "main", "worktreeIncludeFiles": [], "worktreeSymlinkFolders": [],
                 "worktreeBranchPrefix": "", "worktreeCreateNewBranch": "true", "worktreeBranchTrack": "false"}
             assert props["worktreeCreateNewBranch"]["enum"] == props["worktreeBranchTrack"]["enum"] == ["true", "false"]
             assert props["branch"]["enum"][0] == "feature/login" and props["branch"]["default"] == "main"
-            assert reply["result"]["values"] == {"isolation": "worktree"}  # what was answered stays answered
+            # What was answered stays answered; the agent's own keys come with its defaults.
+            assert reply["result"]["values"] == {"isolation": "worktree", "model": "demo-swift",
+                                                 "effortLevel": "medium", "mode": "default"}
             outside = await client.call("resolveSessionConfig", {"channel": "ahp-root://",
                                                                  "workingDirectory": plain.as_uri()})
             assert "isolation" not in outside["result"]["schema"]["properties"]
