@@ -12,6 +12,7 @@ for a log line of its own either.
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import logging.handlers
 import re
@@ -102,6 +103,9 @@ def setup(level: str) -> None:
     """Log at ``level`` (a name such as ``"info"``) to stderr, through
     ``SafeFormatter``. The level is ahpd's own; the libraries' debug chatter
     (a line per WebSocket frame) stays at info even under ``debug``."""
+    # A crash below Python (a native extension's fault) would otherwise end
+    # the process without a line: say where each thread was, on stderr.
+    faulthandler.enable()
     wanted = getattr(logging, level.upper())
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(SafeFormatter(FORMAT))
