@@ -339,7 +339,8 @@ class TurnTranslator:
         if content:
             result["content"] = content
         if not success:
-            message = " ".join(c["text"] for c in content) or f"{tool.title} failed"
+            # Only text says why: a failed command's terminal is a reference, not a reason.
+            message = " ".join(c["text"] for c in content if c.get("type") == "text") or f"{tool.title} failed"
             result["error"] = {"message": message}
         complete = self._action("chat/toolCallComplete", toolCallId=call_id, result=result)
         if tool.progress is not None:

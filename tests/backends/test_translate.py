@@ -148,6 +148,19 @@ def test_a_failed_tool_is_completed_unsuccessfully() -> None:
     replay(actions)
 
 
+def test_a_failed_command_without_words_says_its_title_failed() -> None:
+    """A failed call whose content is only a terminal has no text to quote:
+    its error names the call rather than the translator failing on it."""
+    t = TurnTranslator(TURN)
+    actions = t.feed({"sessionUpdate": "tool_call", "toolCallId": "c6", "title": "Run make", "status": "in_progress"})
+    actions += t.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c6", "status": "failed",
+                       "content": [{"type": "terminal", "terminalId": "ahp-terminal:/t1"}]})
+    complete = next(a for a in actions if a["type"] == "chat/toolCallComplete")
+    assert complete["result"]["error"]["message"] == "Run make failed"
+    assert complete["result"]["content"][0]["type"] == "terminal"
+    replay(actions)
+
+
 def test_an_update_for_a_call_never_started_starts_it() -> None:
     t = TurnTranslator(TURN)
     actions = t.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c5", "title": "x", "status": "completed"})
