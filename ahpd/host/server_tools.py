@@ -69,6 +69,12 @@ class ToolError(Exception):
     """A call refused: its message is the tool's error result."""
 
 
+#: The session ``_meta`` key saying how many ``create_session`` calls deep a
+#: session was made (the reference host's key), and how deep one may be.
+SPAWN_DEPTH = "agentHost/sessionSpawnDepth"
+MAX_SPAWN_DEPTH = 3
+
+
 def _s(description: str, **more: Any) -> dict[str, Any]:
     return {"type": "string", "description": description, **more}
 
@@ -461,14 +467,36 @@ async def _target(host: Host, uri: str) -> Chat:
     return chat
 
 
-def _send(host: Host, sender: Chat, target: Chat, text: str) -> None:
+def _model(session: Session, wanted: str | None) -> dict[str, Any] | None:
+    """The ``ModelSelection`` an agent asked for by id or by name, checked
+    against what the session's backend offers before anything is made, so a
+    typo is the tool's error rather than a session on the wrong model."""
+    if wanted is None:
+        return None
+    offered = [m for m in session.backend.agent_info().get("models") or [] if isinstance(m.get("id"), str)]
+    for model_info in offered:
+        if wanted == model_info["id"]:
+            return {"id": model_info["id"]}
+    for model_info in offered:
+        if wanted.casefold() == str(model_info.get("name") or "").casefold():
+            return {"id": model_info["id"]}
+    if not offered:
+        raise ToolError(f"the {session.provider} agent offers no choice of model; leave `model` out")
+    names = ", ".join(f"{m['id']} ({m['name']})" if m.get("name") else m["id"] for m in offered)
+    raise ToolError(f"no model {wanted!r}: the {session.provider} agent offers {names}")
+
+
+def _send(host: Host, sender: Chat, target: Chat, text: str, model_selection: dict[str, Any] | None = None) -> None:
     """Queue ``text`` on ``target``; it is taken up at once when the chat is free."""
     from ahpd.host.turns import take_up_queued
 
     if sender.lender is not None:
         target.lender = sender.lender  # the turn is started for whom the sender acts, as a client's would be
+    message: dict[str, Any] = {"text": text, "origin": {"kind": "agent"}}
+    if model_selection is not None:
+        message["model"] = model_selection  # the turn's model becomes the session's (session_config.from_message)
     host.bus.emit(target.uri, {"type": "chat/pendingMessageSet", "kind": "queued", "id": f"m-{uuid.uuid4().hex[:12]}",
-                               "message": {"text": text, "origin": {"kind": "agent"}}})
+                               "message": message})
     take_up_queued(target)
 
 
@@ -478,16 +506,31 @@ async def send_message(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     return _dump({"session": target.session.uri, "chat": target.uri, "sent": True})
 
 
+def spawn_depth(session: Session) -> int:
+    """How many ``create_session`` calls deep ``session`` was made (0: by a person)."""
+    value = (session.state().get("_meta") or {}).get(SPAWN_DEPTH)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 async def create_session(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     from ahpd.host.session_commands import create_session as create
+    from ahpd.host.summaries import set_meta
 
+    depth = spawn_depth(chat.session)
+    if depth >= MAX_SPAWN_DEPTH:
+        raise ToolError(f"no session is made {MAX_SPAWN_DEPTH + 1} levels deep: this one was itself made by an "
+                        f"agent {depth} level(s) down, and an agent that makes sessions that make sessions has no "
+                        f"end; do the work here, or open a chat with create_chat")
     workspace, prompt = _text(args, "workspace"), _text(args, "prompt")
     folder = _folder(workspace)
+    picked = _model(chat.session, _text(args, "model", required=False))
     uri = f"ahp-session:/{uuid.uuid4()}"
     params = model.CreateSessionParams(channel=uri, provider=chat.session.provider, workingDirectories=[folder])
     await create(host, AgentPeer(chat), params)
     target = await _target(host, uri)
-    _send(host, chat, target, prompt)
+    set_meta(target.session, SPAWN_DEPTH, depth + 1)
+    target.session.save()  # recorded, not derived: the bound holds across a restart
+    _send(host, chat, target, prompt, picked)
     return _dump({"session": uri, "chat": target.uri, "workingDirectory": folder})
 
 
@@ -499,10 +542,11 @@ async def create_chat(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     _text(args, "title", required=False)  # checked; a chat is named after its first message
     if host.sessions is None or not await host.ensure_channel(session_uri) or session_uri not in host.sessions.sessions:
         raise ToolError(f"no session {session_uri}")
+    picked = _model(host.sessions.sessions[session_uri], _text(args, "model", required=False))
     uri = f"ahp-chat:/{uuid.uuid4()}"
     await create(host, AgentPeer(chat), model.CreateChatParams(channel=session_uri, chat=uri))
     target = host.sessions.chat_owner[uri]
-    _send(host, chat, target, prompt)
+    _send(host, chat, target, prompt, picked)
     return _dump({"session": session_uri, "chat": uri})
 
 

@@ -400,8 +400,12 @@ class Chat:
         return extras
 
     def close(self) -> None:
-        """The chat is gone: its agent and its turn end with it."""
+        """The chat is gone: its agent and its turn end with it, and the
+        secret its agent's MCP relay was given opens nothing any more."""
         self.closed = True
+        bridge = getattr(self.host, "mcp_bridge", None)
+        if bridge is not None:
+            bridge.forget(self.uri)
         if self.scope is not None:
             self.scope.cancel()
         turn = self.turn

@@ -136,6 +136,13 @@ async def test_the_mcp_socket_answers_only_a_secret_it_gave_out(tmp_path) -> Non
                                       "No artifacts or references recorded for this session."}], "isError": False}
         # The host is none the worse: its session still answers.
         assert "result" in await alice.call("subscribe", {"channel": uri})
+        # Once the session is disposed its chat's secret opens nothing: a
+        # relay left behind by its agent is closed on like a stranger.
+        assert "error" not in await alice.call("disposeSession", {"channel": uri})
+        late = await trio.open_unix_socket(env["AHPD_MCP_SOCKET"])
+        await late.send_all(env["AHPD_MCP_SECRET"].encode() + b"\n" + json.dumps(requests[0]).encode() + b"\n")
+        assert await _frames(late, 1) == []
+        await late.aclose()
 
 
 def test_the_relay_says_what_it_lacks(tmp_path) -> None:
@@ -147,3 +154,46 @@ def test_the_relay_says_what_it_lacks(tmp_path) -> None:
     run = subprocess.run([sys.executable, "-m", "ahpd.mcp_relay"], capture_output=True, text=True, timeout=60,
                          env={**base, "AHPD_MCP_SOCKET": missing, "AHPD_MCP_SECRET": "s"}, stdin=subprocess.DEVNULL)
     assert run.returncode == 1 and f"cannot reach the daemon at {missing}" in run.stderr
+
+
+async def test_agents_make_sessions_only_so_deep_and_on_a_model_offered(tmp_path) -> None:
+    """``create_session`` stamps each session it makes one level deeper
+    (kept in its ``_meta``) and refuses past the bound; ``model`` is checked
+    against what the agent offers, by id or by name, before anything is made."""
+    work = tmp_path / "work"
+    work.mkdir()
+    async with live_host(tmp_path) as live, rpc(live.url) as alice:
+        await alice.initialize("alice")
+        _uri, chat = await create(alice, work)
+        offered = live.host.sessions.chat_owner[chat].session.backend.agent_info().get("models") or []
+        assert offered, "the demo agent offers models"
+        wrong = await server_tools.call(live.host, chat, "create_session",
+                                        {"workspace": str(work), "prompt": "hi", "model": "no-such-model"})
+        assert wrong["isError"] and "no model 'no-such-model'" in wrong["content"][0]["text"]
+        assert offered[0]["id"] in wrong["content"][0]["text"]
+        assert len(live.host.sessions.sessions) == 1  # nothing was made
+
+        by_name = offered[-1]
+        depths = []
+        for _level in range(server_tools.MAX_SPAWN_DEPTH):
+            answer = await server_tools.call(live.host, chat, "create_session", {
+                "workspace": str(work), "prompt": "hello", "model": by_name.get("name") or by_name["id"]})
+            assert not answer["isError"], answer
+            made = json.loads(answer["content"][0]["text"])
+            session = live.host.sessions.sessions[made["session"]]
+            depths.append(server_tools.spawn_depth(session))
+            chat = made["chat"]  # the next one is made from inside the one just made
+        assert depths == list(range(1, server_tools.MAX_SPAWN_DEPTH + 1))
+        # The first message carried the model, which became the session's.
+        message = {"text": "hello", "origin": {"kind": "agent"}, "model": {"id": by_name["id"]}}
+        pending = live.host.bus.channels[chat].state
+        said = [t["message"] for t in pending.get("turns") or []] + \
+               [m["message"] for m in pending.get("queuedMessages") or []] + \
+               ([pending["activeTurn"]["message"]] if pending.get("activeTurn") else [])
+        assert message in said, said
+        deep = await server_tools.call(live.host, chat, "create_session", {"workspace": str(work), "prompt": "hi"})
+        assert deep["isError"] and f"{server_tools.MAX_SPAWN_DEPTH} level(s) down" in deep["content"][0]["text"]
+        assert len(live.host.sessions.sessions) == 1 + server_tools.MAX_SPAWN_DEPTH
+        # A chat in the deepest session is still allowed: it makes no new level.
+        answer = await server_tools.call(live.host, chat, "create_chat", {"prompt": "a side note"})
+        assert not answer["isError"], answer
