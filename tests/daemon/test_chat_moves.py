@@ -11,12 +11,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from ahpd.host.store import _name
 from ahpd.wire.cli import wire_check
 
-from .helpers import Rpc, rpc, running_daemon
+from .helpers import Rpc, rpc, running_daemon, until
 from .test_sessions import ROOT, action_of, create, dispatch, fits, is_action, start_turn
 
 
@@ -27,20 +25,6 @@ async def hello(client: Rpc, client_id: str) -> None:
         "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": client_id, "initialSubscriptions": [ROOT],
     }, timeout=120)
     assert "result" in reply, reply
-
-
-async def until(client: Rpc, predicate, timeout: float = 180) -> list[dict]:
-    """Notes up to and including the first ``predicate`` accepts; a hang
-    guard only (agents start slowly on a loaded machine)."""
-    seen = []
-    with trio.fail_after(timeout):
-        while True:
-            note = await client.next_note(timeout=timeout)
-            if note.get("method") == "action":
-                fits("/notifications/action", note["params"])
-            seen.append(note)
-            if predicate(note):
-                return seen
 
 
 def is_note(method: str, session: str | None = None):
