@@ -156,6 +156,11 @@ def _detach(chat: Chat) -> tuple[list[str], list[dict[str, Any]] | None]:
     return order, source.older_turns.pop(chat.uri, None)
 
 
+def _words(exc: Exception) -> str:
+    """Why an agent did not start: a backend's own words, or what failed."""
+    return exc.message if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+
+
 def _give_back(chat: Chat, source: Session, target: Session, order: list[str], folder: Any) -> None:
     """A move that did not take: the chat back in ``source`` at the place
     ``order`` had it, with the folder it worked in, and the store told the
@@ -164,6 +169,8 @@ def _give_back(chat: Chat, source: Session, target: Session, order: list[str], f
     older = target.older_turns.pop(chat.uri, None)
     if older:
         source.older_turns[chat.uri] = older
+    if chat.scope is not None:
+        chat.scope.cancel()  # an agent begun under the destination (a request given up mid-start) goes too
     chat.session, chat.folder = source, folder
     source.chats[chat.uri] = chat
     _set_order(source, [u for u in order if u in source.chats])
@@ -181,12 +188,15 @@ async def _transfer(host: Host, chat: Chat, source: Session, target: Session, af
     if chat.backend_id is not None:
         try:
             await chat.ensure_agent()
-        except BackendError as err:
-            # The destination's agent will not take it: back where it was.
+        except BaseException as exc:
+            # The destination's agent will not take it (or the request was
+            # given up meanwhile): back where it was, nothing said.
             _give_back(chat, source, target, order, folder)
             target.save()
             source.save()
-            raise RpcError(INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {err.message}",
+            if not isinstance(exc, Exception):
+                raise
+            raise RpcError(INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {_words(exc)}",
                            {"path": "$.destination.session"}) from None
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     host.bus.emit(target.uri, {"type": "session/chatAdded", "summary": summaries.chat_row(chat)})
@@ -250,10 +260,10 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
             sessions.dispose(target)  # never announced: no client knows it, and the backend keeps its conversation
             if not isinstance(exc, Exception):
                 raise
-            why = exc.message if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
-            log.warning("%s: its agent did not start in a new session (%s); it stays in %s", chat.uri, why, source.uri)
-            raise RpcError(INVALID_PARAMS, f"a new session did not take {chat.uri}, which stays in {source.uri}: {why}",
-                           {"path": "$.destination"}) from None
+            log.warning("%s: its agent did not start in a new session (%s); it stays in %s",
+                        chat.uri, _words(exc), source.uri)
+            raise RpcError(INVALID_PARAMS, f"a new session did not take {chat.uri}, which stays in {source.uri}: "
+                           f"{_words(exc)}", {"path": "$.destination"}) from None
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     summaries.follow_movable(chat)  # the default chat of its session now
     sessions.announce_count()
