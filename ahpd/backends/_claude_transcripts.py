@@ -110,7 +110,8 @@ def _history(session_id: str) -> list[HistoryTurn]:
     def close() -> None:
         if text is not None:
             usage = usage_info(totals, model=mapper.model) if totals else None
-            turns.append(HistoryTurn(text=repair(text), updates=list(updates), usage=usage))
+            # The turn's rewind point, as a live turn records it: its last main-chain entry.
+            turns.append(HistoryTurn(text=repair(text), updates=list(updates), usage=usage, point=mapper.point))
 
     for entry in get_session_messages(session_id):
         raw = entry.message if isinstance(entry.message, dict) else {}
@@ -119,6 +120,7 @@ def _history(session_id: str) -> list[HistoryTurn]:
             if said is not None:
                 close()
                 text, updates, totals, counted = said, [], {}, set()
+                mapper.point = None  # one of this turn's own entries, or none
                 continue
         message = parse_message({"type": entry.type, "message": raw, "session_id": session_id,
                                  "parent_tool_use_id": entry.parent_tool_use_id, "uuid": entry.uuid})

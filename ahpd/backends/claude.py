@@ -529,10 +529,11 @@ class ClaudeConversation:
     def _start_reading(self) -> None:
         assert self._nursery is not None
         scope = self._reading = trio.CancelScope()
+        client = self._client  # bound now: a rewind may replace it before this task first runs
 
         async def read() -> None:
             with scope:
-                await self._read_loop()
+                await self._read_loop(client)
 
         self._nursery.start_soon(read)
 
@@ -712,9 +713,8 @@ class ClaudeConversation:
             return PermissionResultDeny(message="The tool call was cancelled.", interrupt=True)
         return PermissionResultDeny(message=_DENIED)
 
-    async def _read_loop(self) -> None:
-        """Every message the CLI writes, in order, until it stops writing."""
-        client = self._client
+    async def _read_loop(self, client: ClaudeSDKClient | None) -> None:
+        """Every message ``client`` writes, in order, until it stops writing."""
         assert client is not None
         reason = "Claude Code exited"
         try:

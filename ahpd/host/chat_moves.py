@@ -17,7 +17,10 @@ and nothing changes.
   take the conversation there leaves the chat where it was, answered with
   the agent's own error.
 - To a new session: one whose id is the chat's backend id, with the moved
-  chat, under the URI it already had, as its non-movable default chat.
+  chat, under the URI it already had, as its non-movable default chat. Its
+  agent is started there before the session is announced; one that will not
+  start undoes the move (the session made for it disposed unannounced, the
+  chat back at its place), answered with the agent's own error.
 
 Ownership and order are committed and written before anything is said, so
 a client is never told the chat is in two places or in none: the source is
@@ -153,6 +156,27 @@ def _detach(chat: Chat) -> tuple[list[str], list[dict[str, Any]] | None]:
     return order, source.older_turns.pop(chat.uri, None)
 
 
+def _words(exc: Exception) -> str:
+    """Why an agent did not start: a backend's own words, or what failed."""
+    return exc.message if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+
+
+def _give_back(chat: Chat, source: Session, target: Session, order: list[str], folder: Any) -> None:
+    """A move that did not take: the chat back in ``source`` at the place
+    ``order`` had it, with the folder it worked in, and the store told the
+    journal is the source's again (the caller saves)."""
+    target.chats.pop(chat.uri, None)
+    older = target.older_turns.pop(chat.uri, None)
+    if older:
+        source.older_turns[chat.uri] = older
+    if chat.scope is not None:
+        chat.scope.cancel()  # an agent begun under the destination (a request given up mid-start) goes too
+    chat.session, chat.folder = source, folder
+    source.chats[chat.uri] = chat
+    _set_order(source, [u for u in order if u in source.chats])
+    source.manager.store.move_chat(chat.uri, target.uri, source.uri)
+
+
 async def _transfer(host: Host, chat: Chat, source: Session, target: Session, after: str | None) -> None:
     store = host.sessions.store
     order, older = _detach(chat)
@@ -164,17 +188,15 @@ async def _transfer(host: Host, chat: Chat, source: Session, target: Session, af
     if chat.backend_id is not None:
         try:
             await chat.ensure_agent()
-        except BackendError as err:
-            # The destination's agent will not take it: back where it was.
-            del target.chats[chat.uri]
-            target.older_turns.pop(chat.uri, None)
-            chat.session, chat.folder = source, folder
-            source.chats[chat.uri] = chat
-            _set_order(source, [u for u in order if u in source.chats])
-            store.move_chat(chat.uri, target.uri, source.uri)
+        except BaseException as exc:
+            # The destination's agent will not take it (or the request was
+            # given up meanwhile): back where it was, nothing said.
+            _give_back(chat, source, target, order, folder)
             target.save()
             source.save()
-            raise RpcError(INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {err.message}",
+            if not isinstance(exc, Exception):
+                raise
+            raise RpcError(INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {_words(exc)}",
                            {"path": "$.destination.session"}) from None
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     host.bus.emit(target.uri, {"type": "session/chatAdded", "summary": summaries.chat_row(chat)})
@@ -222,10 +244,26 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
     sessions.chat_owner[chat.uri] = chat
     if older:
         target.older_turns[chat.uri] = older
-    chat.session, chat.folder = target, None
+    folder, chat.session, chat.folder = chat.folder, target, None
     sessions.store.move_chat(chat.uri, source.uri, uri)
     source.save()
     target.save()
+    if chat.backend_id is not None:
+        # Started again under its new session before anyone is told of it:
+        # an agent that will not take the conversation there undoes the
+        # move, and nobody ever sees the new session.
+        try:
+            await chat.ensure_agent()
+        except BaseException as exc:
+            _give_back(chat, source, target, order, folder)
+            source.save()
+            sessions.dispose(target)  # never announced: no client knows it, and the backend keeps its conversation
+            if not isinstance(exc, Exception):
+                raise
+            log.warning("%s: its agent did not start in a new session (%s); it stays in %s",
+                        chat.uri, _words(exc), source.uri)
+            raise RpcError(INVALID_PARAMS, f"a new session did not take {chat.uri}, which stays in {source.uri}: "
+                           f"{_words(exc)}", {"path": "$.destination"}) from None
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     summaries.follow_movable(chat)  # the default chat of its session now
     sessions.announce_count()
@@ -234,11 +272,6 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
     })
     summaries.follow_activity(source)
     summaries.notify_row(source, activity=True)
-    if chat.backend_id is not None:
-        try:
-            await chat.ensure_agent()  # started again under its new session
-        except BackendError as err:
-            log.warning("%s: its agent did not start in %s: %s; the next turn tries again", chat.uri, uri, err.message)
     log.info("%s moved from %s to a new session %s", chat.uri, source.uri, uri)
     return uri
 

@@ -10,14 +10,21 @@ Only a backend that can be resumed at a point of its conversation does
 either (Claude Code: the CLI resumed at an entry of its transcript, the
 session id kept, so a later resume reaches the rewound conversation). The
 point of each turn is the backend's name for where the conversation stood
-when that turn ended, and it is recorded here only while this process
-watches the turn run: a turn read back off a transcript has none, and
-truncating to one is refused rather than half done. An ACP agent has no such
-moment, and both actions are refused for it, saying so.
+when that turn ended: recorded as this process watches the turn run, or,
+for a turn read back off a transcript, read there with it (the turn's last
+main-chain entry). A turn whose point cannot be found - one a store kept
+before points were kept, one past the newest :data:`KEPT` - is refused
+rather than half rewound. An ACP agent has no such moment, and both actions
+are refused for it, saying so.
 
 The rewind itself waits for the next turn: the action is applied when it is
 validated, and the agent is started again at the kept point just before the
 next prompt (a failure there ends that turn with ``chat/error``).
+
+The points and a rewind still pending are kept with the chat in the session
+store (:func:`saved`, :func:`restore`), so a restart neither forgets where a
+turn can be rewound to nor a truncation a client was already told of: the
+next turn after it resumes the truncated conversation, not the whole one.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ if TYPE_CHECKING:
 _RECORDS: weakref.WeakKeyDictionary[Chat, _Record] = weakref.WeakKeyDictionary()
 #: The rewind point "before the first prompt": the conversation begun again.
 START = ""
+#: The points of a chat's newest turns the store keeps: a chat's head is
+#: written whole when one changes, so a long chat must not make it grow for ever.
+KEPT = 100
 
 
 class _Record:
@@ -65,6 +75,38 @@ def remember(chat: Chat, turn_id: str, conversation: Any) -> None:
         _record(chat).points[turn_id] = point
 
 
+def saved(chat: Chat) -> dict[str, Any]:
+    """What the store keeps of the chat's rewinds (``Session.record``), or nothing."""
+    record = _RECORDS.get(chat)
+    if record is None or (not record.points and record.pending is None):
+        return {}
+    kept: dict[str, Any] = {"points": dict(list(record.points.items())[-KEPT:])}
+    if record.pending is not None:
+        kept["pending"] = record.pending
+    return {"rewind": kept}
+
+
+def restore(chat: Chat, kept: Any) -> None:
+    """The chat's rewinds as the store kept them (:func:`saved`) or as a
+    transcript named them (:func:`from_history`); what is not of that shape
+    is left out, as if never kept."""
+    if not isinstance(kept, dict):
+        return
+    points = kept.get("points")
+    record = _record(chat)
+    if isinstance(points, dict):
+        record.points.update({t: p for t, p in points.items() if isinstance(p, str) and p})
+    if isinstance(kept.get("pending"), str):
+        record.pending = kept["pending"]
+
+
+def from_history(turns: list[dict[str, Any]], history: list[Any]) -> dict[str, Any]:
+    """The points of turns rebuilt from a backend's record (one turn per
+    ``HistoryTurn``, in order), as :func:`restore` takes them."""
+    points = {turn["id"]: past.point for turn, past in zip(turns, history, strict=False) if past.point}
+    return {"rewind": {"points": points}} if points else {}
+
+
 async def catch_up(chat: Chat, conversation: Any) -> None:
     """Before a prompt: a rewind a client asked for is made now. Raises
     :class:`BackendError` when the agent cannot be started again there."""
@@ -76,6 +118,7 @@ async def catch_up(chat: Chat, conversation: Any) -> None:
         raise BackendError("this chat's agent cannot be rewound", "RewindFailed")
     await rewind(record.pending or None)
     record.pending = None
+    chat.session.save()  # done: a restart now must not rewind again
 
 
 def _point_before(chat: Chat, turns: list[dict[str, Any]]) -> str | None:
@@ -127,8 +170,8 @@ def truncated(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> R
     record = _record(chat)
     point = record.points.get(turn_id)
     if point is None:
-        return Refuse(f"turn {turn_id} has no rewind point: it was read back off a transcript, and the agent's names "
-                      "for what it did are recorded only while this host watches a turn run")
+        return Refuse(f"turn {turn_id} has no rewind point: where the agent's conversation stood after it was "
+                      "not recorded, nor found in its transcript, so the agent cannot be started again there")
 
     def after() -> None:
         record.pending = point

@@ -43,6 +43,7 @@ import trio
 
 from ahpd.backends.port import SKILL_META, Backend, BackendError, Conversation, StoredConversation
 from ahpd.host import annotations, changesets
+from ahpd.host import rewind
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.store import MemorySessionStore, SessionStore
 from ahpd.host.supervise import run_supervised, spawn, supervised
@@ -571,6 +572,7 @@ class Session:
                     "uri": chat.uri,
                     "backendId": chat.backend_id,
                     **({"cwd": str(chat.folder)} if chat.folder is not None else {}),
+                    **rewind.saved(chat),
                     "state": _resting(self.host.bus.channels[chat.uri].state, self.older_turns.get(chat.uri, [])),
                 }
                 for chat in self.chats.values()
@@ -824,14 +826,16 @@ class SessionManager:
         at = conversation.modified_at or conversation.created_at or utc_now()
         cwd = Path(conversation.cwd) if conversation.cwd and Path(conversation.cwd).is_dir() else Path.home()
         chat_uri = default_chat_uri(uri)
+        turns = rebuild_turns(history, prefix=f"turn-{conversation.backend_id[:8]}", at=at)
         chat_state = {
             "resource": chat_uri, "title": conversation.title, "status": IDLE | IS_READ, "modifiedAt": at,
-            "turns": rebuild_turns(history, prefix=f"turn-{conversation.backend_id[:8]}", at=at),
+            "turns": turns,
         }
         await self.open({
             "uri": uri, "provider": provider, "cwd": str(cwd),
             "createdAt": conversation.created_at or at, "title": conversation.title, "status": IS_READ,
-            "chats": [{"uri": chat_uri, "backendId": conversation.backend_id, "state": chat_state}],
+            "chats": [{"uri": chat_uri, "backendId": conversation.backend_id, "state": chat_state,
+                       **rewind.from_history(turns, history)}],
             "defaultChat": chat_uri,
         }, lifecycle="ready")
 
@@ -848,6 +852,7 @@ class SessionManager:
         for chat_record in chats:
             chat = Chat(session, chat_record["uri"], chat_record.get("backendId"))
             chat.folder = Path(chat_record["cwd"]) if chat_record.get("cwd") else None
+            rewind.restore(chat, chat_record.get("rewind"))
             chat_state = chat_record.get("state") or {
                 "resource": chat.uri, "title": record.get("title", ""), "status": IDLE,
                 "modifiedAt": now, "turns": [],

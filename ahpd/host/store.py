@@ -250,10 +250,13 @@ def _name(uri: str) -> str:
 
 def _chat_head(chat: dict[str, Any]) -> dict[str, Any]:
     """What a session's head keeps of one chat: its name, its agent's id,
-    and the folder it works in when that is not its session's."""
+    the folder it works in when that is not its session's, and its rewind
+    points."""
     head = {"uri": chat["uri"], "backendId": chat.get("backendId")}
     if isinstance(chat.get("cwd"), str):
         head["cwd"] = chat["cwd"]
+    if isinstance(chat.get("rewind"), dict):
+        head["rewind"] = chat["rewind"]  # where its turns can be rewound to (ahpd.host.rewind)
     return head
 
 

@@ -88,3 +88,28 @@ async def test_no_rewind_while_a_turn_runs(api: fake_api.FakeAnthropic, tmp_path
             with pytest.raises(BackendError, match="a turn is running"):
                 await conv.rewind(None)
             api.release()
+
+
+async def test_the_transcript_names_each_turns_point_and_a_resumed_cli_is_rewound_there_at_once(
+    api: fake_api.FakeAnthropic, tmp_path: Path,
+) -> None:
+    """A past turn read off the transcript has the point the live turn
+    had, and a CLI resumed and rewound before it ever read a message (the
+    next turn after a daemon restart) drops what came after."""
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    api.add(fake_api.text("ANSWER-ONE"), fake_api.text("ANSWER-TWO"), fake_api.text("ANSWER-THREE"))
+    backend = ClaudeBackend()
+    async with conversation(backend, cwd) as (conv, _):
+        await conv.prompt("PROMPT-ONE")
+        one = conv.rewind_point
+        await conv.prompt("PROMPT-TWO")
+        two = conv.rewind_point
+        backend_id = conv.backend_id
+    history = await backend.read_history(backend_id)
+    assert [(h.text, h.point) for h in history] == [("PROMPT-ONE", one), ("PROMPT-TWO", two)]
+    async with conversation(backend, cwd, resume_id=backend_id) as (conv, _):
+        await conv.rewind(history[0].point)
+        await conv.prompt("PROMPT-THREE")
+    assert fake_api.prompts(api.requests[-1]) == ["PROMPT-ONE", "PROMPT-THREE"]
+    assert "ANSWER-TWO" not in repr(api.requests[-1]["messages"])

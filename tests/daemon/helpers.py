@@ -15,6 +15,8 @@ from typing import Any
 import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
+from ahpd.protocol.strict_schema import validator
+
 READY = "ahpd ready: "
 
 
@@ -108,3 +110,25 @@ class Rpc:
 async def rpc(url: str) -> AsyncIterator[Rpc]:
     async with open_websocket_url(url, max_message_size=64 * 2**20) as ws:
         yield Rpc(ws)
+
+
+def fits(pointer: str, value: Any) -> None:
+    """``value`` is valid against the protocol's schema at ``pointer``."""
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator(pointer).iter_errors(value)]
+    assert errors == [], errors
+
+
+async def until(client: Rpc, predicate, timeout: float = 240) -> list[dict]:
+    """Notes up to and including the first one ``predicate`` accepts, each
+    action checked against the schema. ``timeout`` is a hang guard only (an
+    agent starting on a loaded machine may be silent for a while); it
+    governs the whole wait, not each note's own."""
+    seen = []
+    with trio.fail_after(timeout):
+        while True:
+            note = await client.next_note(timeout=timeout)
+            if note.get("method") == "action":
+                fits("/notifications/action", note["params"])
+            seen.append(note)
+            if predicate(note):
+                return seen

@@ -11,12 +11,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from ahpd.host.store import _name
 from ahpd.wire.cli import wire_check
 
-from .helpers import Rpc, rpc, running_daemon
+from .helpers import Rpc, rpc, running_daemon, until
 from .test_sessions import ROOT, action_of, create, dispatch, fits, is_action, start_turn
 
 
@@ -27,20 +25,6 @@ async def hello(client: Rpc, client_id: str) -> None:
         "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": client_id, "initialSubscriptions": [ROOT],
     }, timeout=120)
     assert "result" in reply, reply
-
-
-async def until(client: Rpc, predicate, timeout: float = 180) -> list[dict]:
-    """Notes up to and including the first ``predicate`` accepts; a hang
-    guard only (agents start slowly on a loaded machine)."""
-    seen = []
-    with trio.fail_after(timeout):
-        while True:
-            note = await client.next_note(timeout=timeout)
-            if note.get("method") == "action":
-                fits("/notifications/action", note["params"])
-            seen.append(note)
-            if predicate(note):
-                return seen
 
 
 def is_note(method: str, session: str | None = None):
@@ -245,3 +229,76 @@ async def test_a_destination_that_will_not_take_the_conversation_leaves_the_chat
             assert chat not in [c["resource"] for c in (await state_of(ann, s2))["chats"]]
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+async def test_a_new_session_whose_agent_will_not_start_is_undone_unseen(tmp_path) -> None:
+    """moveChat to a new session, the agent unable to load the conversation
+    there: the request is answered with the agent's error, and no watcher -
+    of the root, the source session or the chat - is told anything moved;
+    the chat is back at its place, on disk too, and stays there across a
+    restart."""
+    data = tmp_path / "d"
+    home = data / "demo-agent"
+    (tmp_path / "one").mkdir()
+    capture = tmp_path / "undone.jsonl"
+    async with running_daemon(data, "--wire", str(capture)) as daemon:
+        async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
+            await hello(ann, "ann")
+            await hello(bob, "bob")
+            s1, default1 = await create(ann, tmp_path / "one")
+            chat = await new_chat(ann, s1)
+            side = await new_chat(ann, s1)
+            await ann.call("moveChat", {"channel": side, "destination": {"kind": "session", "session": s1}})
+            await ann.call("moveChat", {"channel": chat, "destination": {"kind": "session", "session": s1,
+                                                                         "after": side}})
+            order = [side, chat, default1]
+            for channel in (s1, chat):
+                await state_of(bob, channel)
+                await state_of(ann, channel)
+            await turn(ann, chat, "words to lose", 1)
+            await until(bob, lambda n: is_action("chat/movableChanged", chat)(n) and action_of(n)["movable"])
+            stored = conversation_with(home, "words to lose")
+            would_be = f"demo:/{stored['sessionId']}"
+            for path in home.glob("*.json"):  # the agent's own record gone: it cannot load the conversation
+                if "words to lose" in path.read_text():
+                    path.unlink()
+            before = await ann.call("listSessions", {"channel": ROOT})
+
+            reply = await ann.call("moveChat", {"channel": chat, "destination": {"kind": "newSession"}}, timeout=120)
+            error = reply.get("error")
+            assert error is not None and error["code"] == -32602, reply
+            assert "did not take" in error["message"] and f"stays in {s1}" in error["message"], error
+            assert error["data"]["path"] == "$.destination"
+
+            # A fence: what bob heard before ann's next change is everything the failed move said.
+            fence = await new_chat(ann, s1)
+            seen = await until(bob, lambda n: is_action("session/chatAdded", s1)(n)
+                               and action_of(n)["summary"]["resource"] == fence)
+            heard = [n.get("method") for n in seen] + [a["type"] for n in seen if (a := action_of(n))]
+            for said_nothing in ("root/sessionAdded", "root/sessionRemoved", "session/chatRemoved",
+                                 "session/chatsReordered", "chat/movableChanged"):
+                assert said_nothing not in heard, (said_nothing, seen)
+            assert "root/activeSessionsChanged" not in heard
+            assert [c["resource"] for c in (await state_of(bob, s1))["chats"]] == [*order, fence]
+            assert (await state_of(bob, chat))["movable"] is True
+            after = await ann.call("listSessions", {"channel": ROOT})
+            listed = [s["resource"] for s in after["result"]["items"]]
+            assert would_be not in listed and sorted(listed) == sorted(s["resource"] for s in before["result"]["items"])
+            gone = await bob.call("subscribe", {"channel": would_be}, timeout=60)
+            assert "error" in gone, gone
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+    sessions = data / "sessions"
+    assert (sessions / _name(s1) / f"{_name(chat)}.jsonl").exists()
+    assert not (sessions / _name(would_be)).exists()
+    async with running_daemon(data) as daemon:
+        async with rpc(daemon.url) as cat:
+            await hello(cat, "cat")
+            assert [c["resource"] for c in (await state_of(cat, s1))["chats"]] == [*order, fence]
+            moved = await state_of(cat, chat)
+            assert [t["message"]["text"] for t in moved["turns"]] == ["words to lose"]
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    out = io.StringIO()
+    assert wire_check([str(capture)], out=out) == 0, out.getvalue()

@@ -2,12 +2,14 @@
 Claude chat, through a real daemon and real WebSocket clients, the real
 bundled CLI against the fake Messages API (offline). What the model is sent
 afterwards is read off the fake API: the dropped turns are not in it. A
-turn rebuilt from a transcript has no rewind point, and truncating to one
-is refused."""
+turn rebuilt from a transcript is rewound to at the point the transcript
+names; the points and a truncation not yet acted on survive a restart, and a
+turn whose point was never kept is refused."""
 
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import trio
 pytest.importorskip("claude_agent_sdk")
 
 from ahpd.backends.claude import ClaudeBackend  # noqa: E402
+from ahpd.host.store import _name  # noqa: E402
 from ahpd.wire.cli import wire_check  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
@@ -115,7 +118,7 @@ async def test_truncate_rewinds_and_an_errored_turn_runs_again(tmp_path: Path) -
     assert wire_check([str(capture)], out=out) == 0, out.getvalue()
 
 
-async def test_a_turn_read_back_off_a_transcript_has_no_rewind_point(
+async def test_a_turn_read_back_off_a_transcript_is_rewound_to_where_the_transcript_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     home = tmp_path / "home"
@@ -127,10 +130,11 @@ async def test_a_turn_read_back_off_a_transcript_has_no_rewind_point(
     with fake_api.FakeAnthropic().running() as api:
         for name, value in fake_api.cli_env(api.url, str(home)).items():
             monkeypatch.setenv(name, value)
-        api.add(fake_api.text("ANSWER-PAST"), fake_api.text("ANSWER-LIVE"), fake_api.text("ANSWER-DROPPED"),
-                fake_api.text("ANSWER-NEXT"))
+        api.add(fake_api.text("ANSWER-PAST"), fake_api.text("ANSWER-GONE"), fake_api.text("ANSWER-LIVE"),
+                fake_api.text("ANSWER-DROPPED"), fake_api.text("ANSWER-NEXT"))
         async with conversation(ClaudeBackend(), work) as (conv, _):
             await conv.prompt("PROMPT-PAST")
+            await conv.prompt("PROMPT-GONE")
             uri = f"claude:/{conv.backend_id}"
         async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
@@ -140,20 +144,108 @@ async def test_a_turn_read_back_off_a_transcript_has_no_rewind_point(
                         await trio.sleep(0.2)  # the catalogue is read in the background
                 chat = opened["result"]["snapshot"]["state"]["defaultChat"]
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
-                [past] = [t["id"] for t in state["turns"]]
+                past, gone = [t["id"] for t in state["turns"]]
 
-                for seq, text in enumerate(("PROMPT-LIVE", "PROMPT-DROPPED"), 1):
-                    await dispatch(client, chat, start_turn(text), seq)
-                    await collect(client, chat, "chat/turnComplete")
-                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
-                past, live, dropped = [t["id"] for t in state["turns"]]
-                words = await refused(client, chat, {"type": "chat/truncated", "turnId": past}, 5)
-                assert "no rewind point" in words and "transcript" in words
-                # A turn this host watched run has one, beside the rebuilt ones.
-                await dispatch(client, chat, {"type": "chat/truncated", "turnId": live}, 6)
+                # Both rebuilt turns are dropped back to the first, which the transcript names a point for.
+                await dispatch(client, chat, {"type": "chat/truncated", "turnId": past}, 1)
                 await collect(client, chat, "chat/truncated")
-                await dispatch(client, chat, start_turn("PROMPT-NEXT"), 7)
+                await dispatch(client, chat, start_turn("PROMPT-LIVE"), 2)
+                await collect(client, chat, "chat/turnComplete")
+                assert fake_api.prompts(api.requests[-1]) == ["PROMPT-PAST", "PROMPT-LIVE"]
+                assert "ANSWER-GONE" not in repr(api.requests[-1]["messages"])
+                # A turn this host watched run has one too, beside the rebuilt one.
+                await dispatch(client, chat, start_turn("PROMPT-DROPPED"), 3)
+                await collect(client, chat, "chat/turnComplete")
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                assert [t["id"] for t in state["turns"]][0] == past and gone not in [t["id"] for t in state["turns"]]
+                live = state["turns"][1]["id"]
+                await dispatch(client, chat, {"type": "chat/truncated", "turnId": live}, 4)
+                await collect(client, chat, "chat/truncated")
+                await dispatch(client, chat, start_turn("PROMPT-NEXT"), 5)
                 await collect(client, chat, "chat/turnComplete")
                 assert fake_api.prompts(api.requests[-1]) == ["PROMPT-PAST", "PROMPT-LIVE", "PROMPT-NEXT"]
             daemon.terminate()
             assert await daemon.wait() == 0
+
+
+async def _turn(client, chat: str, text: str, seq: int) -> str:
+    action = start_turn(text)
+    await dispatch(client, chat, action, seq)
+    await collect(client, chat, "chat/turnComplete")
+    return action["turnId"]
+
+
+async def _truncate(client, chat: str, turn_id: str, seq: int) -> None:
+    await dispatch(client, chat, {"type": "chat/truncated", "turnId": turn_id}, seq)
+    [truncated] = [a for a in await collect(client, chat, "chat/truncated") if a["type"] == "chat/truncated"]
+    assert truncated["turnId"] == turn_id
+
+
+async def test_rewinds_survive_a_restart(tmp_path: Path) -> None:
+    """A truncation accepted just before a restart is made at the next turn
+    after it (the dropped turns are not sent), and a turn made before the
+    restart can still be rewound to. A store that kept no point for a turn
+    (one an older ahpd wrote) is refused, saying so."""
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    data = tmp_path / "d"
+    with fake_api.FakeAnthropic().running() as api:
+        api.add(*(fake_api.text(f"ANSWER-{n}") for n in ("ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX")))
+        async with running_daemon(data, env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await initialize(client, "before")
+                uri, chat = await create(client, work, provider="claude")
+                one = await _turn(client, chat, "PROMPT-ONE", 1)
+                await _turn(client, chat, "PROMPT-TWO", 2)
+                await _turn(client, chat, "PROMPT-THREE", 3)
+                await _truncate(client, chat, one, 4)  # told to everyone; the agent hears of it at the next turn
+            daemon.terminate()
+            assert await daemon.wait() == 0
+        assert len(api.requests) == 3
+
+        async with running_daemon(data, env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await initialize(client, "after")
+                await client.call("subscribe", {"channel": uri}, timeout=60)
+                state = (await client.call("subscribe", {"channel": chat}, timeout=60))["result"]["snapshot"]["state"]
+                assert [t["id"] for t in state["turns"]] == [one]
+                four = await _turn(client, chat, "PROMPT-FOUR", 1)
+                assert fake_api.prompts(api.requests[-1]) == ["PROMPT-ONE", "PROMPT-FOUR"]
+                assert "ANSWER-TWO" not in repr(api.requests[-1]["messages"])
+                assert "ANSWER-THREE" not in repr(api.requests[-1]["messages"])
+            daemon.terminate()
+            assert await daemon.wait() == 0
+
+        async with running_daemon(data, env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await initialize(client, "again")
+                await client.call("subscribe", {"channel": uri}, timeout=60)
+                await client.call("subscribe", {"channel": chat}, timeout=60)
+                await _turn(client, chat, "PROMPT-FIVE", 1)
+                # Back to a turn made two restarts ago, and nothing is pending: the next turn resumes there.
+                await _truncate(client, chat, four, 2)
+                await _turn(client, chat, "PROMPT-SIX", 3)
+                assert fake_api.prompts(api.requests[-1]) == ["PROMPT-ONE", "PROMPT-FOUR", "PROMPT-SIX"]
+                assert "ANSWER-FIVE" not in repr(api.requests[-1]["messages"])
+            daemon.terminate()
+            assert await daemon.wait() == 0
+
+        # A store an older ahpd wrote kept no points: truncating is refused, not half done.
+        head_file = data / "sessions" / _name(uri) / "session.json"
+        head = json.loads(head_file.read_text())
+        assert [c.get("rewind", {}).get("pending") for c in head["chats"]] == [None]
+        for kept in head["chats"]:
+            kept.pop("rewind", None)
+        head_file.write_text(json.dumps(head))
+        async with running_daemon(data, env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await initialize(client, "older")
+                await client.call("subscribe", {"channel": uri}, timeout=60)
+                await client.call("subscribe", {"channel": chat}, timeout=60)
+                words = await refused(client, chat, {"type": "chat/truncated", "turnId": one}, 1)
+                assert f"turn {one} has no rewind point" in words
+            daemon.terminate()
+            assert await daemon.wait() == 0
+        assert len(api.requests) == 6  # the refusal reached no model

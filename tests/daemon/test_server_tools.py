@@ -22,7 +22,7 @@ import trio
 from ahpd.wire.check import check_frames
 from ahpd.wire.reader import read_frames
 
-from .helpers import Daemon, Rpc, rpc, running_daemon
+from .helpers import Daemon, Rpc, rpc, running_daemon, until
 from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn
 
 ROOT = "ahp-root://"
@@ -70,20 +70,6 @@ class Turns:
         reply = "".join(p.get("content", "") for p in turn["responseParts"] if p["kind"] == "markdown")
         [call] = [p["toolCall"] for p in turn["responseParts"] if p["kind"] == "toolCall"]
         return reply, call
-
-
-async def until(client: Rpc, predicate, timeout: float = 240) -> list[dict]:
-    """Notes up to the first ``predicate`` accepts. A hang guard only: an agent
-    starting on a loaded machine may be silent for a while."""
-    seen = []
-    with trio.fail_after(timeout):
-        while True:
-            note = await client.next_note(timeout=timeout)
-            if note.get("method") == "action":
-                fits("/notifications/action", note["params"])
-            seen.append(note)
-            if predicate(note):
-                return seen
 
 
 PUBLISHED: list[dict[str, Any]] = []

@@ -11,25 +11,10 @@ from typing import Any
 
 import trio
 
-from .helpers import Rpc, rpc, running_daemon
+from .helpers import Rpc, rpc, running_daemon, until
 from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn
 
 DEMO_SETTINGS = "Settings: model {model}, thinking {effort}, mode {mode}, cwd {cwd}, additional directories {extra}."
-
-
-async def until(client: Rpc, predicate, timeout: float = 90) -> list[dict]:
-    """Notes up to and including the first one ``predicate`` accepts (each
-    checked against the schema), however long an agent takes to start on a
-    busy machine, up to ``timeout``."""
-    seen = []
-    with trio.fail_after(timeout):
-        while True:
-            note = await client.next_note(timeout=timeout)
-            if note.get("method") == "action":
-                fits("/notifications/action", note["params"])
-            seen.append(note)
-            if predicate(note):
-                return seen
 
 
 async def _turn(client: Rpc, chat: str, text: str, seq: int, **message: Any) -> tuple[list[dict], str]:

@@ -13,29 +13,10 @@ from typing import Any
 import trio
 
 from ahpd import state as reducers
-from ahpd.protocol.strict_schema import validator
 
-from .helpers import Rpc, rpc, running_daemon
+from .helpers import Rpc, fits, rpc, running_daemon, until  # noqa: F401 - shared with the other files
 
 ROOT = "ahp-root://"
-
-
-def fits(pointer: str, value: Any) -> None:
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator(pointer).iter_errors(value)]
-    assert errors == [], errors
-
-
-async def until(client: Rpc, predicate, timeout: float = 30) -> list[dict]:
-    """Notes up to and including the first one ``predicate`` accepts."""
-    seen = []
-    with trio.fail_after(timeout):  # this hang guard governs, not each note's own
-        while True:
-            note = await client.next_note(timeout=timeout)
-            if note.get("method") == "action":
-                fits("/notifications/action", note["params"])
-            seen.append(note)
-            if predicate(note):
-                return seen
 
 
 def action_of(note: dict) -> dict | None:

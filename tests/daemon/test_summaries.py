@@ -15,8 +15,8 @@ from ahpd.protocol import model
 from ahpd.wire.cli import wire_check
 
 from ..gitrepo import make_repo
-from .helpers import Rpc, rpc, running_daemon
-from .test_chat_moves import hello, until
+from .helpers import Rpc, rpc, running_daemon, until
+from .test_chat_moves import hello
 from .test_sessions import ROOT, action_of, create, dispatch, is_action, start_turn
 
 IS_READ, IS_ARCHIVED = 32, 64
