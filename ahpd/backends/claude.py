@@ -229,10 +229,10 @@ class ClaudeBackend:
                 if servers != self.mcp_servers:
                     self.mcp_servers = servers
                     changed = True
-                plugins = _claude_plugins.loaded(await _claude_plugins.reload(client))
-                if plugins != self.plugins:
-                    self.plugins = plugins
-                    changed = True
+                try:  # a seed for the sessions' lists; AgentInfo does not carry them
+                    self.plugins = _claude_plugins.loaded(await _claude_plugins.reload(client))
+                except Exception as exc:  # noqa: BLE001 - a CLI that lists no plugins spoils nothing else
+                    log.info("%s: the boot probe read no plugins: %s", self.provider, exc)
             return changed
         except Exception as exc:  # noqa: BLE001 - a probe that fails leaves the list as it was
             log.warning("%s: the boot probe failed: %s", self.provider, _words(exc, conversation))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn
+from ahpd.ports.decisions import DecisionStore
 
 if TYPE_CHECKING:
     from ahpd.host.sessions import Chat, Session
@@ -36,8 +37,9 @@ log = logging.getLogger("ahpd.host")
 
 #: The plugins a session's own agent last said it loads.
 _reported: weakref.WeakKeyDictionary[Session, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
-#: Per session, plugin id -> the enablement its clients last gave it.
-_decided: weakref.WeakKeyDictionary[Session, dict[str, list[dict[str, Any]]]] = weakref.WeakKeyDictionary()
+#: Per session, plugin id -> the session's own decision (its ``session``
+#: entry); the folder's and everyone's are kept by the host's decision store.
+_decided: weakref.WeakKeyDictionary[Session, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
 #: Per session, plugin id -> its last row, so a plugin switched off (and so
 #: no longer reported) stays listed where the client can switch it on.
 _known: weakref.WeakKeyDictionary[Session, dict[str, dict[str, Any]]] = weakref.WeakKeyDictionary()
@@ -46,6 +48,22 @@ _known: weakref.WeakKeyDictionary[Session, dict[str, dict[str, Any]]] = weakref.
 def enabled(enablement: list[dict[str, Any]] | None) -> bool:
     """The effective value: the most specific decision, else on."""
     return bool(enablement[0]["enabled"]) if enablement else True
+
+
+def _store(session: Session) -> DecisionStore:
+    """The host's decisions for a folder and for every session (in memory
+    when the daemon was given no file for them)."""
+    store = getattr(session.host, "decisions", None)
+    if store is None:
+        store = session.host.decisions = DecisionStore()
+    return store
+
+
+def enablement_of(session: Session, pid: str) -> list[dict[str, Any]]:
+    """Every decision on ``pid`` that reaches the session, most specific
+    first: its own, the one for its folder, the one for every session."""
+    own = _decided.get(session, {}).get(pid)
+    return ([own] if own else []) + _store(session).enablement(pid, session.cwd.as_uri())
 
 
 def runs_plugins(session: Session) -> bool:
@@ -78,7 +96,7 @@ def _row(session: Session, plugin: dict[str, Any]) -> dict[str, Any]:
         row["version"] = plugin["version"]
     if folder is not None and folder.is_dir():
         row["children"] = children_of(pid, folder)
-    decided = _decided.get(session, {}).get(pid)
+    decided = enablement_of(session, pid)
     if decided:
         row["enablement"] = decided
     return row
@@ -106,17 +124,17 @@ def own(session: Session) -> list[dict[str, Any]]:
     known = _known.setdefault(session, {})
     known.update({r["id"]: r for r in rows})
     listed = {r["id"] for r in rows}
-    for pid, enablement in _decided.get(session, {}).items():
-        if pid not in listed and pid in known and not enabled(enablement):
-            rows.append({**known[pid], "enablement": enablement})
+    for pid, row in known.items():
+        decided = enablement_of(session, pid)
+        if pid not in listed and not enabled(decided):
+            rows.append({**row, "enablement": decided})
     return rows
 
 
 def switches(session: Session) -> dict[str, bool]:
     """The session's decisions as the agent takes them: source -> on."""
-    known = _known.get(session, {})
-    return {known[pid]["_meta"]["ahpd.source"]: enabled(enablement)
-            for pid, enablement in _decided.get(session, {}).items() if pid in known}
+    return {row["_meta"]["ahpd.source"]: enabled(decided) for pid, row in _known.get(session, {}).items()
+            if (decided := enablement_of(session, pid))}
 
 
 def toggled(session: Session, entry: dict[str, Any], action: dict[str, Any]) -> Apply | Refuse:
@@ -127,15 +145,36 @@ def toggled(session: Session, entry: dict[str, Any], action: dict[str, Any]) -> 
     if not runs_plugins(session) or not (entry.get("_meta") or {}).get("ahpd.source"):
         return _refuse_and_resend(session, f"{session.provider} has no runtime switch for a plugin "
                                            f"({entry.get('name')!r}); it stays as it is")
-    _decided.setdefault(session, {})[entry["id"]] = list(action["enablement"])
-    return Apply(action, after=lambda: spawn(session.nursery, f"switching plugin {entry['name']} of {session.uri}",
-                                             _switch, session, entry["id"]))
+    pid = entry["id"]
+    mine = next((e for e in action["enablement"] if e.get("kind") == "session"), None)
+    if mine is None:
+        _decided.get(session, {}).pop(pid, None)
+    else:
+        _decided.setdefault(session, {})[pid] = dict(mine)
+    moved = _store(session).decide(pid, session.cwd.as_uri(), action["enablement"])
+
+    def after() -> None:
+        spawn(session.nursery, f"switching plugin {entry['name']} of {session.uri}", _switch, session, pid)
+        if moved:
+            _reach_others(session, pid)
+
+    return Apply(action, after=after)
+
+
+def _reach_others(session: Session, pid: str) -> None:
+    """A decision for a folder or for everyone reaches every other running
+    session it concerns, which hears it and tells its agent."""
+    sessions = session.host.sessions.sessions.values() if session.host.sessions is not None else ()
+    for other in list(sessions):
+        if (other is not session and other.provider == session.provider and other.nursery is not None
+                and pid in _known.get(other, {})):
+            spawn(other.nursery, f"switching plugin {pid} of {other.uri}", _switch, other, pid)
 
 
 async def _switch(session: Session, pid: str) -> None:
-    """Every running CLI of the session is told; the first answer is read
-    back. One that did not take the switch says so on the row."""
-    wanted = enabled(_decided.get(session, {}).get(pid))
+    """Every running CLI of the session is told, and what each then loads is
+    read back. One that did not take the switch says so on the row."""
+    wanted = enabled(enablement_of(session, pid))
     source = _known.get(session, {}).get(pid, {}).get("_meta", {}).get("ahpd.source")
     problem = None
     for chat in list(session.chats.values()):

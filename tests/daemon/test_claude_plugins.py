@@ -169,3 +169,64 @@ async def test_claude_plugins_listed_switched_and_handed_over(tmp_path: Path) ->
             daemon.terminate()
             assert await daemon.wait() == 0
     wire_checked(capture)
+
+
+async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart(tmp_path: Path) -> None:
+    """The host keeps a decision for the folder a session works in: a new
+    session there carries it (and its CLI starts with the plugin off), one
+    elsewhere does not, and it survives the daemon starting again."""
+    pytest.importorskip("claude_agent_sdk")
+    from tests.backends.claude_fixtures import fake_api
+
+    from .test_claude_sessions import _env
+
+    home = _home(tmp_path)
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    data = tmp_path / "d"
+    capture = tmp_path / "wire.jsonl"
+    folder_off = [{"kind": "workspace", "uri": work.as_uri(), "enabled": False}]
+
+    def row(state: dict) -> dict:
+        return next(c for c in state["customizations"] if c["id"] == OWN)
+
+    with fake_api.FakeAnthropic().running() as api:
+        api.add(fake_api.text("Reply"))
+        async with running_daemon(data, "--sessions", "file", "--wire", str(capture),
+                                  env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as alice:
+                await alice.initialize("alice")
+                first, _chat = await create(alice, work, provider="claude")
+                await dispatch(alice, first, {"type": "session/customizationToggled", "id": OWN,
+                                              "enablement": folder_off}, 1)
+                notes = await until(alice, _row_updated(first, OWN, False), timeout=120)
+                assert not [n for n in notes if answered(1, first)(n) and "rejectionReason" in n["params"]]
+
+                second, chat = await create(alice, work, provider="claude")
+                assert row(await _state(alice, second))["enablement"] == folder_off  # decided nothing itself
+                await _turn(alice, chat, "hello")
+                state = await _eventually(alice, second, lambda s: "tidy-kit:tidy" not in _commands(s))
+                assert row(state)["enablement"] == folder_off  # the CLI started with it off; still listed
+
+                third, _chat = await create(alice, elsewhere, provider="claude")
+                assert "enablement" not in row(await _state(alice, third))
+            daemon.terminate()
+            assert await daemon.wait() == 0
+        wire_checked(capture)
+        assert json.loads((data / "customizations.json").read_text())["workspace"] == {work.as_uri(): {OWN: False}}
+
+        async with running_daemon(data, "--sessions", "file", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as alice:
+                await alice.initialize("alice")
+                fourth, _chat = await create(alice, work, provider="claude")
+                assert row(await _state(alice, fourth))["enablement"] == folder_off
+                # Taken back: every scope left out.
+                await dispatch(alice, fourth, {"type": "session/customizationToggled", "id": OWN,
+                                               "enablement": []}, 1)
+                await until(alice, lambda n: is_action("session/customizationUpdated", fourth)(n)
+                            and action_of(n)["customization"]["id"] == OWN, timeout=120)
+                assert "enablement" not in row(await _state(alice, fourth))
+            daemon.terminate()
+            assert await daemon.wait() == 0
+        assert json.loads((data / "customizations.json").read_text()) == {"global": {}, "workspace": {}}
