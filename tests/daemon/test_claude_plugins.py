@@ -8,12 +8,14 @@ started again, resumed, when the set changes between turns."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import trio
 
 from .helpers import Rpc, rpc, running_daemon
+from .test_claude_mcp import TINY_SERVER
 from .test_customizations import answered, wire_checked
 from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
 
@@ -230,3 +232,42 @@ async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart
             daemon.terminate()
             assert await daemon.wait() == 0
         assert json.loads((data / "customizations.json").read_text()) == {"global": {}, "workspace": {}}
+
+
+async def test_a_plugin_handed_over_before_the_first_turn_reaches_a_cli_that_said_nothing(tmp_path: Path) -> None:
+    """A CLI started before any turn (here: to stop an MCP server) has no
+    transcript to resume; a change of the clients' plugins starts it anew,
+    and the first turn runs with the plugin loaded."""
+    pytest.importorskip("claude_agent_sdk")
+    from tests.backends.claude_fixtures import fake_api
+
+    from .test_claude_sessions import _env
+
+    home = tmp_path / "home"
+    home.mkdir()
+    script = tmp_path / "tiny_mcp.py"
+    script.write_text(TINY_SERVER)
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": {
+        "tiny": {"type": "stdio", "command": sys.executable, "args": [str(script)]}}}))
+    work = tmp_path / "work"
+    work.mkdir()
+    handed = _plugin(tmp_path / "handed", "hello-kit", "hi")
+    with fake_api.FakeAnthropic().running() as api:
+        api.add(fake_api.text("Reply"))
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as alice:
+                await alice.initialize("alice")
+                uri, chat = await create(alice, work, provider="claude")
+                await dispatch(alice, uri, {"type": "session/mcpServerStopRequested", "id": "claude.mcp:tiny"}, 1)
+                await until(alice, lambda n: (is_action("session/customizationUpdated", uri)(n)
+                                              and action_of(n)["customization"]["state"]["kind"] == "stopped"),
+                            timeout=120)  # a CLI runs, and has said nothing yet
+                client = {"clientId": "alice", "displayName": "Alice", "tools": [], "customizations": [
+                    {"type": "plugin", "id": "p-hello", "uri": handed.as_uri(), "name": "Hello", "nonce": "1"}]}
+                await dispatch(alice, uri, {"type": "session/activeClientSet", "activeClient": client}, 2)
+                await _eventually(alice, uri, lambda s: any(
+                    c["id"] == "p-hello" and c.get("load", {}).get("kind") == "loaded" for c in s["customizations"]))
+                await _turn(alice, chat, "first")
+                await _eventually(alice, uri, lambda s: "hello-kit:hi" in _commands(s))
+            daemon.terminate()
+            assert await daemon.wait() == 0
