@@ -151,8 +151,7 @@ def customization_toggled(host: Host, peer: Peer, channel: str, action: dict[str
         return Refuse(f"no customization {action['id']!r} in this session")
     if entry.get("clientId") or (container or {}).get("clientId"):
         # A client's plugin is this host's to answer: the agent never heard of it.
-        # Switched, it is handed to the agent (or not) from its next start.
-        return Apply(action, after=lambda: agent_plugins.clients_changed(session))
+        return agent_plugins.client_toggled(session, entry, action)
     kind = entry.get("type")
     if kind == "plugin" and container is None:
         return agent_plugins.toggled(session, entry, action)
@@ -403,8 +402,12 @@ async def _take_plugins(host: Host, session: Session, client_id: str, plugins: l
         before = held.get(pid)
         if before is not None and _unchanged(before, plugin):
             continue  # announced again as it was: copied once is enough, and saying it again would be a change
-        entry = {k: v for k, v in plugin.items() if k not in ("nonce", "childEnablement", "children", "load")}
+        entry = {k: v for k, v in plugin.items()
+                 if k not in ("nonce", "childEnablement", "children", "load", "enablement")}
         entry["clientId"] = client_id
+        decided = agent_plugins.client_enablement(session, pid, plugin.get("enablement") or [])
+        if decided:
+            entry["enablement"] = decided
         if plugin.get("nonce"):
             entry["_meta"] = {**(entry.get("_meta") or {}), "ahpd.nonce": plugin["nonce"]}
         bus.emit(session.uri, {"type": "session/customizationUpdated",

@@ -238,6 +238,44 @@ def client_dirs(session: Session) -> list[Path]:
     return out
 
 
+def client_enablement(session: Session, cid: str, announced: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A client's plugin's decisions: the session's own as announced, the
+    one this host keeps for the folder, then the global one - the client's
+    own when it says one (it is authoritative there), else the one kept."""
+    kept = _store(session).enablement(cid, session.cwd.as_uri())
+    mine = [e for e in announced if e.get("kind") == "session"][:1]
+    workspace = [e for e in kept if e["kind"] == "workspace"]
+    everywhere = [e for e in announced if e.get("kind") == "global"][:1] or [e for e in kept if e["kind"] == "global"]
+    return mine + workspace + everywhere
+
+
+def client_toggled(session: Session, entry: dict[str, Any], action: dict[str, Any]) -> Apply:
+    """A client's plugin switched: this host's to answer. Its folder and
+    global decisions are kept, and reach the other sessions holding it; the
+    agents are handed the plugin, or not, from their next start."""
+    cid = entry["id"]
+    moved = entry.get("type") == "plugin" and _store(session).decide(cid, session.cwd.as_uri(), action["enablement"])
+
+    def after() -> None:
+        clients_changed(session)
+        if not moved:
+            return
+        for other in list(session.host.sessions.sessions.values() if session.host.sessions is not None else ()):
+            channel = session.host.bus.channels.get(other.uri)
+            rows = (channel.state.get("customizations") or []) if channel is not None else []
+            held = next((c for c in rows if c.get("id") == cid and c.get("clientId")), None)
+            if other is session or held is None:
+                continue
+            decided = client_enablement(other, cid, held.get("enablement") or [])
+            if decided != (held.get("enablement") or []):
+                row = {k: v for k, v in held.items() if k != "enablement"}
+                session.host.bus.emit(other.uri, {"type": "session/customizationUpdated",
+                                                  "customization": {**row, **({"enablement": decided} if decided else {})}})
+                clients_changed(other)
+
+    return Apply(action, after=after)
+
+
 def for_agent(session: Session) -> dict[str, Any]:
     """What an agent of the session starts with: the clients' plugins and the switches."""
     return {"plugins": client_dirs(session), "plugin_switches": switches(session)}
