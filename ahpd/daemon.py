@@ -26,6 +26,7 @@ import trio
 from ahpd.host import Host, rootconfig
 from ahpd.host.bus import ROOT
 from ahpd.host.seqstore import FileSeqStore
+from ahpd.ports.decisions import DecisionStore
 from ahpd.ports.pty import PtyPort
 
 log = logging.getLogger("ahpd")
@@ -94,6 +95,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
     automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
     host.automations = Automations(host, AutomationStore(automations_file))
     host.plugins_root = data_dir / "plugins"
+    host.decisions = DecisionStore(data_dir / "customizations.json" if sessions == "file" else None)
     host.worktrees_root = worktrees_root.expanduser().resolve() if worktrees_root is not None else None
     return host
 

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ahpd.backends import _claude_transcripts
+from ahpd.backends import _claude_plugins, _claude_transcripts
 from ahpd.backends._claude_tools import CONTRIBUTOR_META, ENDED, LEFT, ClientCall, ClientTools
 from ahpd.backends._claude_tools import PREFIX as CLIENT_TOOL_PREFIX
 from ahpd.backends._claude_tools import SERVER_NAME as CLIENT_TOOL_SERVER
@@ -169,6 +169,8 @@ class ClaudeBackend:
     #: The MCP servers the CLI has configured (its ``mcp_status``), from the
     #: probe; our own in-process ``ahp`` server is not among them.
     mcp_servers: list[dict[str, Any]] = []
+    #: The plugins the CLI loads (its ``reload_plugins`` answer), from the probe.
+    plugins: list[dict[str, Any]] = []
 
     @property
     def subagents(self) -> list[dict[str, Any]]:
@@ -227,6 +229,10 @@ class ClaudeBackend:
                 if servers != self.mcp_servers:
                     self.mcp_servers = servers
                     changed = True
+                try:  # a seed for the sessions' lists; AgentInfo does not carry them
+                    self.plugins = _claude_plugins.loaded(await _claude_plugins.reload(client))
+                except Exception as exc:  # noqa: BLE001 - a CLI that lists no plugins spoils nothing else
+                    log.info("%s: the boot probe read no plugins: %s", self.provider, exc)
             return changed
         except Exception as exc:  # noqa: BLE001 - a probe that fails leaves the list as it was
             log.warning("%s: the boot probe failed: %s", self.provider, _words(exc, conversation))
@@ -262,6 +268,8 @@ class ClaudeBackend:
             can_use_tool=conversation._can_use_tool,
             stderr=conversation._stderr,
             mcp_servers={CLIENT_TOOL_SERVER: conversation._tools.server_config()},
+            plugins=_claude_plugins.local(conversation.plugins),
+            settings=_claude_plugins.settings(conversation.plugin_switches),
             # When to record an artifact, said where the CLI's prompt takes an append.
             system_prompt=({"type": "preset", "preset": "claude_code", "append": instructions}
                            if (instructions := getattr(conversation._tools.host_tools, "instructions", None))
@@ -281,6 +289,8 @@ class ClaudeBackend:
         host_tools: Any = None,
         additional_directories: Sequence[Path] = (),
         config: Mapping[str, Any] | None = None,
+        plugins: Sequence[Path] = (),
+        plugin_switches: Mapping[str, bool] | None = None,
     ) -> None:
         """Start the CLI in ``cwd`` on a new conversation (under ``session_id``
         when given, a UUID the caller chose) or on ``resume_id``'s, hand over
@@ -293,7 +303,10 @@ class ClaudeBackend:
         this *return*, with the reason in ``conversation.end_reason``.
 
         ``client_tools`` is what the session's active clients announce
-        (client id -> ``ToolDefinition`` list), offered from the start."""
+        (client id -> ``ToolDefinition`` list), offered from the start.
+        ``plugins`` are plugin directories the CLI loads beside its own, and
+        ``plugin_switches`` the session's ``enabledPlugins`` (source -> on);
+        the CLI takes directories only when it starts."""
         _load()
         root = working_root(cwd)
         if session_id is not None and not _is_uuid(session_id):
@@ -308,6 +321,9 @@ class ClaudeBackend:
         # only here, so a change of either starts it again, resumed.
         conversation.add_dirs = [str(working_root(d)) for d in additional_directories]
         conversation.settings = {k: v for k, v in (config or {}).items() if k in ("model", "effortLevel") and v}
+        conversation.plugins = [str(p) for p in plugins]
+        conversation.plugin_switches = dict(plugin_switches or {})
+        conversation._on_commands = self._commands_now
 
         async def connect(resume: str | None, at: str | None = None) -> ClaudeSDKClient:
             options = self._options(root, conversation, resume_id=resume, session_id=None if resume else backend_id,
@@ -353,6 +369,12 @@ class ClaudeBackend:
                         await conversation._client.disconnect()
                 except Exception:  # noqa: BLE001 - closing is best effort, and logged
                     log.exception("%s[%s]: closing the CLI failed", self.provider, backend_id)
+
+    def _commands_now(self, commands: Any) -> list[dict[str, Any]]:
+        """The commands a reload answered (a plugin switched moves them): kept, and re-marked."""
+        if isinstance(commands, list):
+            self.server_info = {**(self.server_info or {}), "commands": commands}
+        return self.commands
 
     def _learn_init(self, data: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         """A turn's ``init`` system message: which commands are skills. The
@@ -434,6 +456,11 @@ class ClaudeConversation:
         #: the directories beside ``root`` it was started with.
         self.settings: dict[str, Any] = {}
         self.add_dirs: list[str] = []
+        #: The plugin directories it was started with, and the session's
+        #: ``enabledPlugins`` switches (:mod:`~ahpd.backends._claude_plugins`).
+        self.plugins: list[str] = []
+        self.plugin_switches: dict[str, bool] = {}
+        self._on_commands: Callable[[Any], list[dict[str, Any]]] | None = None
 
     async def configure(self, values: Mapping[str, Any]) -> bool:
         """A model is set live (``set_model``); an effort only when the CLI
@@ -600,6 +627,22 @@ class ClaudeConversation:
     async def reconnect_mcp(self, name: str) -> None:
         """Connect a server again (``mcp_reconnect``): how a failed or signed-out one is retried."""
         await self._control().reconnect_mcp_server(name)
+
+    # -- plugins (ahpd.host.plugins drives these) -------------------------------------------
+
+    async def loaded_plugins(self) -> list[dict[str, Any]]:
+        """The plugins the CLI loads now (``reload_plugins``)."""
+        return _claude_plugins.loaded(await _claude_plugins.reload(self._control()))
+
+    async def switch_plugins(self, switches: Mapping[str, bool]) -> list[dict[str, Any]]:
+        """The session's ``enabledPlugins``, set live; the plugins the CLI
+        then loads. Its slash commands move with them, and are said again."""
+        answer = await _claude_plugins.switch(self._control(), switches)
+        self.plugin_switches = dict(switches)
+        if self._on_commands is not None and isinstance(answer.get("commands"), list):
+            self._emit(Update({"sessionUpdate": "available_commands_update",
+                               "availableCommands": self._on_commands(answer["commands"])}))
+        return _claude_plugins.loaded(answer)
 
     def _control(self) -> ClaudeSDKClient:
         if self._client is None or self.end_reason is not None:

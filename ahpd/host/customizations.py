@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ahpd.host import plugins as agent_plugins
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn
 
@@ -89,8 +90,9 @@ _read_back: weakref.WeakKeyDictionary[Session, list[dict[str, Any]]] = weakref.W
 
 def session_list(session: Session, own: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The whole list: the backend's containers, its MCP servers (what the
-    session's CLI said, else the boot probe's), then the clients' plugins
-    the session holds - laid after the backend's own."""
+    session's CLI said, else the boot probe's), its plugins
+    (:mod:`ahpd.host.plugins`), then the clients' plugins the session
+    holds - laid after the backend's own."""
     servers = _read_back.get(session)
     if servers is None:
         servers = [s for s in getattr(session.backend, "mcp_servers", None) or []
@@ -98,7 +100,8 @@ def session_list(session: Session, own: list[dict[str, Any]]) -> list[dict[str, 
     channel = session.host.bus.channels.get(session.uri)
     held = (channel.state.get("customizations") or []) if channel is not None else []
     plugins = [c for c in held if c.get("clientId")]
-    return [*own, *(mcp_entry(session.provider, s, session.cwd) for s in servers), *plugins]
+    return [*own, *(mcp_entry(session.provider, s, session.cwd) for s in servers),
+            *agent_plugins.own(session), *plugins]
 
 
 # -- client actions -------------------------------------------------------------
@@ -148,8 +151,10 @@ def customization_toggled(host: Host, peer: Peer, channel: str, action: dict[str
         return Refuse(f"no customization {action['id']!r} in this session")
     if entry.get("clientId") or (container or {}).get("clientId"):
         # A client's plugin is this host's to answer: the agent never heard of it.
-        return Apply(action)
+        return agent_plugins.client_toggled(session, entry, action)
     kind = entry.get("type")
+    if kind == "plugin" and container is None:
+        return agent_plugins.toggled(session, entry, action)
     if kind == "mcpServer":
         if not _controls_mcp(session):
             return _refuse_and_resend(session, f"{session.provider} cannot switch MCP server {entry['name']!r}: an "
@@ -346,9 +351,12 @@ def _turn_over(host: Host, chat_uri: str) -> None:
 
 
 def agent_started(session: Session, conversation: Any) -> None:
-    """A session's own CLI is up: its word on the servers replaces the boot probe's."""
+    """A session's own CLI is up: its word on the servers and the plugins
+    replaces the boot probe's."""
     if hasattr(conversation, "mcp_status"):
         spawn(session.nursery, f"reading the MCP servers of {session.uri}", read_back, session, conversation)
+    if hasattr(conversation, "loaded_plugins"):
+        spawn(session.nursery, f"reading the plugins of {session.uri}", agent_plugins.read_back, session, conversation)
 
 
 # -- the plugins a client hands over ----------------------------------------------
@@ -364,6 +372,9 @@ def _observed(host: Host, uri: str, action: dict[str, Any]) -> None:
     kind = action.get("type")
     if kind in _TURN_OVER:
         _turn_over(host, uri)
+        chat = host.sessions.chat_owner.get(uri) if host.sessions is not None else None
+        if chat is not None:
+            agent_plugins.turn_over(chat)
         return
     if kind == "chat/toolCallStart" and (action.get("contributor") or {}).get("kind") == "mcp":
         _watch_call(host, uri, action)
@@ -391,8 +402,12 @@ async def _take_plugins(host: Host, session: Session, client_id: str, plugins: l
         before = held.get(pid)
         if before is not None and _unchanged(before, plugin):
             continue  # announced again as it was: copied once is enough, and saying it again would be a change
-        entry = {k: v for k, v in plugin.items() if k not in ("nonce", "childEnablement", "children", "load")}
+        entry = {k: v for k, v in plugin.items()
+                 if k not in ("nonce", "childEnablement", "children", "load", "enablement")}
         entry["clientId"] = client_id
+        decided = agent_plugins.client_enablement(session, pid, plugin.get("enablement") or [])
+        if decided:
+            entry["enablement"] = decided
         if plugin.get("nonce"):
             entry["_meta"] = {**(entry.get("_meta") or {}), "ahpd.nonce": plugin["nonce"]}
         bus.emit(session.uri, {"type": "session/customizationUpdated",
@@ -405,6 +420,7 @@ async def _take_plugins(host: Host, session: Session, client_id: str, plugins: l
             settled = {**entry, "load": {"kind": "error", "message": str(exc)}}
         if session.uri in bus.channels:
             bus.emit(session.uri, {"type": "session/customizationUpdated", "customization": settled})
+    agent_plugins.clients_changed(session)
 
 
 def _unchanged(held: dict[str, Any], plugin: dict[str, Any]) -> bool:

@@ -389,6 +389,10 @@ class Chat:
             from ahpd.host.directories import additional
 
             extras["additional_directories"] = additional(self)
+        if "plugins" in accepts:
+            from ahpd.host import plugins
+
+            extras.update(plugins.for_agent(self.session))
         if "config" in accepts:
             from ahpd.host.session_config import desired
 

@@ -69,7 +69,7 @@ async def test_claude_commands_and_skills(tmp_path: Path) -> None:
                 await client.initialize("claude-cmds")
                 uri, chat = await create(client, work, provider="claude")
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
-                prompts = {c["contents"]: c for c in state["customizations"]}["prompt"]
+                prompts = {c["contents"]: c for c in state["customizations"] if c["type"] == "directory"}["prompt"]
                 assert prompts["uri"] == (work / ".claude" / "commands").as_uri()
                 names = {c["name"]: c for c in prompts["children"]}
                 assert {"compact", "my-cmd"} <= set(names)
@@ -83,7 +83,7 @@ async def test_claude_commands_and_skills(tmp_path: Path) -> None:
                 assert changed, "the skills were not published"
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
                 fits("/$defs/SessionState", state)
-                by_kind = {c["contents"]: c for c in state["customizations"]}
+                by_kind = {c["contents"]: c for c in state["customizations"] if c["type"] == "directory"}
                 assert by_kind["skill"]["uri"] == (work / ".claude" / "skills").as_uri()
                 skills = {c["name"]: c for c in by_kind["skill"]["children"]}
                 assert skills["my-skill"]["type"] == "skill"

@@ -220,3 +220,49 @@ async def test_a_plugin_an_automation_template_names_reaches_its_runs_session(tm
             assert data / "plugins" in Path(plugin["children"][0]["uri"].removeprefix("file://")).parents
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+async def test_a_folder_decision_on_a_clients_plugin_reaches_the_sessions_in_that_folder(tmp_path: Path) -> None:
+    """The host keeps the decision a client made for the folder a session
+    works in: another session there holding the same plugin hears it, a new
+    one there is handed it with the plugin, and one elsewhere is not."""
+    source = _plugin(tmp_path / "plug")
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    folder_off = [{"kind": "workspace", "uri": work.as_uri(), "enabled": False}]
+    client = {"clientId": "alice", "displayName": "Alice", "tools": [], "customizations": [
+        {"type": "plugin", "id": "p-files", "uri": source.as_uri(), "name": "Files", "nonce": "n1"}]}
+
+    async def announced(who: Rpc, folder: Path) -> tuple[str, dict]:
+        uri, _chat = await create(who, folder)
+        await dispatch(who, uri, {"type": "session/activeClientSet", "activeClient": client}, 1)
+        notes = await until(who, lambda n: is_action("session/customizationUpdated", uri)(n)
+                            and action_of(n)["customization"]["load"]["kind"] == "loaded")
+        return uri, action_of(notes[-1])["customization"]
+
+    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as alice:
+            await alice.initialize("alice")
+            first, row = await announced(alice, work)
+            assert "enablement" not in row
+            second, _row = await announced(alice, work)
+            third, _row = await announced(alice, elsewhere)
+
+            await dispatch(alice, first, {"type": "session/customizationToggled", "id": "p-files",
+                                          "enablement": folder_off}, 2)
+            notes = await until(alice, lambda n: is_action("session/customizationUpdated", second)(n))
+            assert action_of(notes[-1])["customization"]["enablement"] == folder_off
+            [toggled] = [n for n in notes if answered(2, first)(n)]
+            assert "rejectionReason" not in toggled["params"]
+            assert not [n for n in notes if is_action("session/customizationUpdated", third)(n)]
+            for uri in (second, third):
+                state = (await alice.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                fits("/$defs/SessionState", state)
+                held = next(c for c in state["customizations"] if c["id"] == "p-files")
+                assert held.get("enablement") == (folder_off if uri == second else None)
+
+            fourth, row = await announced(alice, work)  # decided nothing itself
+            assert row["enablement"] == folder_off
+        daemon.terminate()
+        assert await daemon.wait() == 0
