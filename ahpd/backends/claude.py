@@ -291,6 +291,7 @@ class ClaudeBackend:
         config: Mapping[str, Any] | None = None,
         plugins: Sequence[Path] = (),
         plugin_switches: Mapping[str, bool] | None = None,
+        resume_at: str | None = None,
     ) -> None:
         """Start the CLI in ``cwd`` on a new conversation (under ``session_id``
         when given, a UUID the caller chose) or on ``resume_id``'s, hand over
@@ -306,12 +307,20 @@ class ClaudeBackend:
         (client id -> ``ToolDefinition`` list), offered from the start.
         ``plugins`` are plugin directories the CLI loads beside its own, and
         ``plugin_switches`` the session's ``enabledPlugins`` (source -> on);
-        the CLI takes directories only when it starts."""
+        the CLI takes directories only when it starts. ``resume_at`` is a
+        :attr:`ClaudeConversation.rewind_point` to resume ``resume_id`` at
+        (a rewind still to be made), said back as ``resumed_at``."""
         _load()
         root = working_root(cwd)
         if session_id is not None and not _is_uuid(session_id):
             raise BackendError(f"a Claude session id must be a UUID, not {session_id!r}")
         backend_id = resume_id or session_id or str(uuid.uuid4())
+        if resume_id is not None and await trio.to_thread.run_sync(_claude_transcripts.state_file, resume_id) is None:
+            # A CLI that never had a turn wrote no transcript, and the CLI
+            # refuses to resume one it cannot find ("No conversation found"):
+            # there is nothing to resume, so it starts anew under the same id.
+            log.info("%s[%s]: no transcript to resume; starting it anew under its id", self.provider, resume_id)
+            resume_id = None
         conversation = ClaudeConversation(backend_id, events, root, self.provider, cancel_grace=self.cancel_grace)
         conversation._on_init = self._learn_init
         conversation._tools.host_tools = host_tools  # the host's own, on the same server
@@ -346,7 +355,9 @@ class ClaudeBackend:
             return await connect(backend_id if point else None, point)
 
         try:
-            conversation._client = await connect(resume_id)
+            at = resume_at if resume_id is not None else None
+            conversation._client = await connect(resume_id, at)
+            conversation.resumed_at = at
             if self._learn(await conversation._client.get_server_info()):
                 log.info("%s: the CLI reported %d models", self.provider, len(self._models))
             if self.commands:
@@ -460,6 +471,8 @@ class ClaudeConversation:
         #: ``enabledPlugins`` switches (:mod:`~ahpd.backends._claude_plugins`).
         self.plugins: list[str] = []
         self.plugin_switches: dict[str, bool] = {}
+        #: The rewind point the CLI was started at, if it was started at one.
+        self.resumed_at: str | None = None
         self._on_commands: Callable[[Any], list[dict[str, Any]]] | None = None
 
     async def configure(self, values: Mapping[str, Any]) -> bool:

@@ -294,12 +294,8 @@ def clients_changed(session: Session) -> None:
 
 
 def _restart(chat: Chat) -> None:
-    """Stop the agent; its next turn starts it again, resumed. One that has
-    said nothing yet has no transcript to resume (the CLI refuses: no
-    conversation found), so it starts anew, under the same name where it can."""
-    state_file = getattr(chat.session.backend, "state_file", None)
-    if chat.backend_id is not None and state_file is not None and state_file(chat.backend_id) is None:
-        chat.backend_id = None
+    """Stop the agent; its next turn starts it again, resumed (one that has
+    said nothing yet has no transcript, and the backend starts it anew)."""
     log.info("%s: the clients' plugins changed; the agent starts again at its next turn", chat.uri)
     spawn(chat.session.nursery, f"restarting the agent of {chat.uri} for its plugins", chat.stop_agent)
 

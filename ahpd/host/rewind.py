@@ -113,12 +113,24 @@ async def catch_up(chat: Chat, conversation: Any) -> None:
     record = _RECORDS.get(chat)
     if record is None or record.pending is None:
         return
+    if record.pending and getattr(conversation, "resumed_at", None) == record.pending:
+        record.pending = None  # the agent was started there (see pending_point): nothing left to do
+        chat.session.save()
+        return
     rewind = getattr(conversation, "rewind", None)
     if rewind is None:
         raise BackendError("this chat's agent cannot be rewound", "RewindFailed")
     await rewind(record.pending or None)
     record.pending = None
     chat.session.save()  # done: a restart now must not rewind again
+
+
+def pending_point(chat: Chat) -> str | None:
+    """The point a truncation still waits to rewind to, for an agent about
+    to start: started there at once rather than resumed whole and then
+    started again (as after a restart with a truncation pending)."""
+    record = _RECORDS.get(chat)
+    return record.pending if record is not None and record.pending else None
 
 
 def _point_before(chat: Chat, turns: list[dict[str, Any]]) -> str | None:

@@ -393,6 +393,11 @@ class Chat:
             from ahpd.host import plugins
 
             extras.update(plugins.for_agent(self.session))
+        if "resume_at" in accepts and self.backend_id is not None:
+            from ahpd.host.rewind import pending_point
+
+            if (point := pending_point(self)) is not None:
+                extras["resume_at"] = point
         if "config" in accepts:
             from ahpd.host.session_config import desired
 

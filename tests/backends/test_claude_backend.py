@@ -250,12 +250,24 @@ async def test_session_ids_token_and_resume_reach_the_cli(cwd: Path) -> None:
     assert seen[0].env["ANTHROPIC_API_KEY"] == "sk-pushed"
     assert seen[0].can_use_tool is not None and seen[0].include_partial_messages
 
+    # The CLI wrote a transcript of it (a turn was had): it is resumed.
+    transcript = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects" / "-w" / f"{chosen}.jsonl"
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    transcript.write_text("")
     claude = backend(FakeCLI([]), seen)
     async with conversation(claude, cwd, resume_id=chosen) as (conv, _):
         assert conv.backend_id == chosen
     assert seen[1].resume == chosen and seen[1].session_id is None
     assert seen[1].env.get("ANTHROPIC_API_KEY") != "sk-pushed"
     assert seen[1].env.get("PATH") == os.environ.get("PATH")  # on top of the daemon's, never instead
+
+    # One that never had a turn left no transcript, which the CLI refuses to
+    # resume: it starts anew under the same id.
+    unsaid = "0b8e7d6c-5a4f-4e3d-8c2b-1a0f9e8d7c6b"
+    claude = backend(FakeCLI([]), seen)
+    async with conversation(claude, cwd, resume_id=unsaid) as (conv, _):
+        assert conv.backend_id == unsaid
+    assert seen[2].resume is None and seen[2].session_id == unsaid
 
     with pytest.raises(BackendError, match="UUID"):
         await claude.run_conversation(cwd=cwd, events=lambda e: None, session_id="not-a-uuid")

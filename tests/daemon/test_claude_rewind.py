@@ -217,6 +217,10 @@ async def test_rewinds_survive_a_restart(tmp_path: Path) -> None:
                 assert "ANSWER-THREE" not in repr(api.requests[-1]["messages"])
             daemon.terminate()
             assert await daemon.wait() == 0
+        # The CLI was started at the kept point once, not resumed whole and
+        # then started again under a conversation already being read.
+        logged = (data / "logs" / "ahpd.log").read_text()
+        assert "ERROR" not in logged and "Traceback" not in logged, logged
 
         async with running_daemon(data, env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
