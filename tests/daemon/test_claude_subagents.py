@@ -105,6 +105,12 @@ async def test_a_subagent_runs_in_a_read_only_worker_chat(tmp_path: Path) -> Non
                 words = await refused(client, worker, {"type": "chat/pendingMessageSet", "kind": "queued", "id": "q1",
                                                        "message": {"text": "later", "origin": {"kind": "user"}}}, 3)
                 assert "read-only" in words
+                # A chat a tool started is not offered to attach.
+                other = "ahp-chat:/side"
+                await client.call("createChat", {"channel": uri, "chat": other})
+                offered = (await client.call("completions", {
+                    "channel": other, "kind": "userMessage", "text": "#chat:", "offset": 6}))["result"]
+                assert [i["attachment"]["resource"] for i in offered["items"]] == [chat]
                 # Nor does it move on its own.
                 moved = await client.call("moveChat", {"channel": worker, "destination": {"kind": "session",
                                                                                         "session": uri}})
