@@ -33,7 +33,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from ahpd.backends.port import BackendError
-from ahpd.host import summaries
+from ahpd.host import summaries, workers
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.chat_commands import _chat
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
@@ -176,6 +176,7 @@ async def _transfer(host: Host, chat: Chat, source: Session, target: Session, af
             source.save()
             raise RpcError(INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {err.message}",
                            {"path": "$.destination.session"}) from None
+    workers.carry(chat, source, target)
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     host.bus.emit(target.uri, {"type": "session/chatAdded", "summary": summaries.chat_row(chat)})
     _say_order(target)
@@ -226,6 +227,7 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
     sessions.store.move_chat(chat.uri, source.uri, uri)
     source.save()
     target.save()
+    workers.carry(chat, source, target)
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     summaries.follow_movable(chat)  # the default chat of its session now
     sessions.announce_count()

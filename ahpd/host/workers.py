@@ -224,3 +224,42 @@ def background_removed(parent: Chat, work_id: Any) -> None:
     worker = next((w for w in parent.workers.values() if w.work_id == work_id), None)
     if worker is not None:
         end(parent, worker, "complete")
+
+
+def of(chat_uri: str, session: Any) -> list[Chat]:
+    """The worker chats that the tool calls of chat ``chat_uri`` spawned in ``session``."""
+    channels = session.host.bus.channels
+    return [c for c in session.chats.values()
+            if c.uri in channels and (channels[c.uri].state.get("origin") or {}).get("kind") == "tool"
+            and channels[c.uri].state["origin"].get("chat") == chat_uri]
+
+
+def carry(chat: Chat, source: Any, target: Any) -> None:
+    """``chat`` has moved from session ``source`` to ``target``: its workers
+    go with it, each under the URI it was given, right after it. Written
+    down first, then said (``session/chatRemoved`` on the source,
+    ``session/chatAdded`` on the destination); the caller then says the
+    chat's own move and the destination's order."""
+    from ahpd.host import summaries
+
+    moved = of(chat.uri, source)
+    if not moved:
+        return
+    for worker in moved:
+        del source.chats[worker.uri]
+        older = source.older_turns.pop(worker.uri, None)
+        if older:
+            target.older_turns[worker.uri] = older
+        worker.session = target
+        worker.folder = worker.folder or (source.cwd if source.cwd != target.cwd else None)
+        chat.host.sessions.store.move_chat(worker.uri, source.uri, target.uri)
+    order = [u for u in target.chats if u not in {w.uri for w in moved}]
+    at = order.index(chat.uri) + 1 if chat.uri in order else len(order)
+    placed = order[:at] + [w.uri for w in moved] + order[at:]
+    target.chats = {uri: (target.chats.get(uri) or next(w for w in moved if w.uri == uri)) for uri in placed}
+    source.save()
+    target.save()
+    for worker in moved:
+        chat.host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": worker.uri})
+        chat.host.bus.emit(target.uri, {"type": "session/chatAdded", "summary": summaries.chat_row(worker)})
+    log.info("%s took its workers %s to %s", chat.uri, [w.uri for w in moved], target.uri)

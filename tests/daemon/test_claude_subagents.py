@@ -229,3 +229,45 @@ async def test_a_backgrounded_subagent_is_background_work_naming_its_worker(tmp_
     [turn] = snapshot["turns"]
     said = [p["content"] for p in turn["responseParts"] if p["kind"] == "markdown"]
     assert len(said) == 1 and said[0] in reports  # its report, said once
+
+
+async def test_a_chat_moved_to_another_session_takes_its_workers(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    with fake_api.FakeAnthropic().running() as api:
+        api.add(fake_api.tool_use("toolu_mv", "Task", TASK), fake_api.text("Nothing much here."),
+                fake_api.text("All done."))
+        async with running_daemon(tmp_path / "d", "--sessions", "file", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await initialize(client, "driver")
+                first, _ = await create(client, work, provider="claude")
+                second, _ = await create(client, work, provider="claude")
+                side = "ahp-chat:/side-with-a-worker"
+                await client.call("createChat", {"channel": first, "chat": side})
+                await client.call("subscribe", {"channel": side})
+                worker = worker_uri(first, "toolu_mv")  # named in the session it was spawned in, and kept
+                await dispatch(client, side, start_turn("delegate it"), 1)
+                await collect(client, lambda s: bool(on(s, side, "chat/turnComplete")))
+                before = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
+
+                moved = await client.call("moveChat", {"channel": side, "destination": {"kind": "session",
+                                                                                      "session": second}}, timeout=120)
+                assert moved.get("result") == {"session": second}, moved
+                said = await collect(client, lambda s: len(on(s, second, "session/chatAdded")) == 2
+                                     and len(on(s, first, "session/chatRemoved")) == 2)
+                src = (await client.call("subscribe", {"channel": first}))["result"]["snapshot"]["state"]
+                dst = (await client.call("subscribe", {"channel": second}))["result"]["snapshot"]["state"]
+                after = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
+            daemon.terminate()
+            assert await daemon.wait() == 0
+
+    assert [c["resource"] for c in src["chats"]] == [src["defaultChat"]]
+    assert [c["resource"] for c in dst["chats"]] == [side, worker, dst["defaultChat"]]  # first, its worker after it
+    [row] = [c for c in dst["chats"] if c["resource"] == worker]
+    assert row["origin"] == {"kind": "tool", "chat": side, "toolCallId": "toolu_mv"}  # provenance is never rewritten
+    assert row["interactivity"] == "read-only"
+    assert after["turns"] == before["turns"]
+    assert worker in [a["chat"] for a in on(said, first, "session/chatRemoved")]
+    assert worker in [a["summary"]["resource"] for a in on(said, second, "session/chatAdded")]
