@@ -388,14 +388,12 @@ class TurnTranslator:
         result: dict[str, Any] = {"success": success, "pastTenseMessage": tool.title}
         content = _result_content(update.get("content") or tool.content)
         if not success:
-            message = " ".join(c["text"] for c in content) or f"{tool.title} failed"
-        worker = subagent_content(tool.meta, tool.title) if self._subagent(call_id) else None
-        if worker is not None:
-            content.append(worker)
+            result["error"] = {"message": " ".join(c["text"] for c in content) or f"{tool.title} failed"}
+        link = subagent_content(tool.meta, tool.title) if self._subagent(call_id) else None
+        if link is not None:
+            content.append(link)  # the worker chat, whose origin names this call back
         if content:
             result["content"] = content
-        if not success:
-            result["error"] = {"message": message}
         complete = self._action("chat/toolCallComplete", toolCallId=call_id, result=result)
         if tool.progress is not None:
             complete["_meta"] = dict(tool.meta)  # the progress line comes off with the completion
