@@ -160,7 +160,7 @@ async def test_a_subagent_runs_in_a_read_only_worker_chat(tmp_path: Path) -> Non
         assert kinds == ["toolCall", "markdown"], turn["responseParts"]
         call = turn["responseParts"][0]["toolCall"]
         assert call["toolCallId"] == "toolu_sub" and call["toolName"] == "Bash" and call["status"] == "completed"
-        assert call["result"]["content"] == [{"type": "text", "text": "hi"}] if "result" in call else True
+        assert call["success"] is True and call["content"] == [{"type": "text", "text": "hi"}]
         # Its report, which the CLI hands back only as the task's summary.
         assert turn["responseParts"][1]["content"] == "Nothing much here."
 
@@ -169,7 +169,7 @@ async def test_a_subagent_runs_in_a_read_only_worker_chat(tmp_path: Path) -> Non
         [spawned] = [p["toolCall"] for p in state["turns"][0]["responseParts"]
                      if p["kind"] == "toolCall" and p["toolCall"]["toolCallId"] == "toolu_task"]
         assert spawned["_meta"] == {**HINTS, "subagentChatUri": worker}
-        assert spawned["content"][-1] == link if "content" in spawned else spawned["result"]["content"][-1] == link
+        assert spawned["status"] == "completed" and spawned["content"][-1] == link
         [row] = [c for c in session["chats"] if c["resource"] == worker]
         assert row["origin"] == origin and row["interactivity"] == "read-only"
 
