@@ -206,6 +206,17 @@ class StreamMapper:
         self.announced.add(call_id)
         return tool_call(call_id, name, tool_input, provider=self.provider)
 
+    def announce_for(self, agent_id: str | None, call_id: str, name: str,
+                     tool_input: Mapping[str, Any] | None) -> dict[str, Any]:
+        """:meth:`announce` a call the CLI asks permission for: in the mapper
+        of the subagent ``agent_id`` names (its task id), tagged with the
+        call that runs it, when it is a subagent's."""
+        started = self._tasks.get(agent_id) if agent_id else None
+        spawner = started.get("tool_use_id") if started and started.get("task_type") == AGENT_TASK else None
+        if self.parent is not None or not isinstance(spawner, str):
+            return self.announce(call_id, name, tool_input)
+        return self._worker_said(spawner, [self._worker(spawner).announce(call_id, name, tool_input)])[0]
+
     # -- the SDK's messages (as the SDK parses them, duck-typed) -------------------
 
     def feed(self, message: Any) -> list[dict[str, Any]]:

@@ -141,7 +141,8 @@ class TurnRunner:
         if self._silence is None:
             return
         timeout = float(self.chat.host.config("agentSilenceTimeout") or 0)
-        waiting = self.permissions or self.inputs or self.client_calls
+        waiting = (self.permissions or self.inputs or self.client_calls
+                   or any(w.permissions for w in self.chat.workers.values()))  # a subagent's question
         self._silence.deadline = math.inf if waiting or timeout <= 0 else trio.current_time() + timeout
 
     def _emit_session(self, action: dict[str, Any]) -> None:
@@ -407,6 +408,8 @@ def on_event(chat: Chat, event: Event) -> None:
         if any(a["type"] == "chat/activityChanged" for a in actions):
             chat.host.sessions.sync_summary(chat)
     elif isinstance(event, PermissionRequest):
+        if workers.asks(chat, event):
+            return  # a subagent's call: asked in its worker chat
         if turn is None or turn.ended or not turn.live:
             _answer_later(chat, event)
             return
@@ -532,6 +535,9 @@ def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any])
 
 
 def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    answered = workers.tool_call_confirmed(host, channel, action)
+    if answered is not None:
+        return answered  # a subagent's call, asked in its worker chat
     chat = _chat(host, channel)
     turn = chat.turn if chat else None
     request = turn.permissions.get(action["toolCallId"]) if turn and turn.turn_id == action["turnId"] else None

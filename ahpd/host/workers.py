@@ -19,6 +19,10 @@ calls - is drawn in a chat of its own, which the protocol calls a worker:
   the spawning turn ends first (cancelled with it); a subagent the harness
   runs in the background outlives both, and ends when its background entry
   is removed;
+* asked in, when the subagent stops a call of its own to ask a person:
+  the confirmation is drawn in the worker chat, the session's
+  ``inputNeeded`` entry names it, and ``chat/toolCallConfirmed`` is answered
+  there - the one thing a client may say in a worker;
 * kept like any chat of its session (stored, restored, disposed with it),
   and refused anything a client would use to talk to it.
 """
@@ -32,9 +36,10 @@ from urllib.parse import quote
 
 import attrs
 
-from ahpd.backends.port import PARENT_CALL_META
+from ahpd.backends.port import PARENT_CALL_META, PermissionRequest
 from ahpd.backends.translate import TurnTranslator
 from ahpd.host.bus import utc_now
+from ahpd.host.dispatch import Apply
 from ahpd.host.sessions import IDLE, Chat, default_chat_uri
 
 if TYPE_CHECKING:
@@ -74,6 +79,8 @@ class Worker:
     background: bool = False
     #: Its entry on the spawning chat's ``backgroundWork``, once listed.
     work_id: str | None = None
+    #: toolCallId -> the subagent's call waiting to be allowed.
+    permissions: dict[str, PermissionRequest] = attrs.Factory(dict)
 
     def emit(self, action: dict[str, Any]) -> None:
         self.chat.host.bus.emit(self.chat.uri, action)
@@ -136,9 +143,8 @@ def route(parent: Chat, update: dict[str, Any]) -> bool:
     """A subagent's update (tagged with its spawning call) goes to that
     call's worker chat, opened now if the call never said it was ready;
     False for any other update."""
-    meta = update.get("_meta")
-    call_id = meta.get(PARENT_CALL_META) if isinstance(meta, dict) else None
-    if not isinstance(call_id, str):
+    call_id, untagged = _untagged(update)
+    if call_id is None:
         return False
     worker = parent.workers.get(call_id)
     if worker is None:
@@ -148,20 +154,102 @@ def route(parent: Chat, update: dict[str, Any]) -> bool:
         worker = open_worker(parent, call_id, call.raw_input if call is not None else None)
         if worker is None:
             return True
-    untagged = {**update, "_meta": {k: v for k, v in meta.items() if k != PARENT_CALL_META}}
-    if not untagged["_meta"]:
-        del untagged["_meta"]
     actions = worker.translator.feed(untagged)
     for action in actions:
         worker.emit(action)
     if any(a["type"] == "chat/activityChanged" for a in actions):
         parent.host.sessions.sync_summary(worker.chat)
+    if parent.turn is not None:
+        parent.turn.heard()  # the silence clock stands still while a person is asked
     return True
 
 
+def _untagged(update: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """The spawning call an update is tagged with, and the update without the tag."""
+    meta = update.get("_meta")
+    call_id = meta.get(PARENT_CALL_META) if isinstance(meta, dict) else None
+    if not isinstance(call_id, str):
+        return None, update
+    untagged = {**update, "_meta": {k: v for k, v in meta.items() if k != PARENT_CALL_META}}
+    if not untagged["_meta"]:
+        del untagged["_meta"]
+    return call_id, untagged
+
+
+def asks(parent: Chat, event: PermissionRequest) -> bool:
+    """A subagent's call waiting to be allowed: drawn in its worker chat and
+    put on the session's ``inputNeeded`` naming that chat. One whose worker
+    is not running is told no. False for a call of the chat's own."""
+    call_id, call = _untagged(event.tool_call)
+    if call_id is None:
+        return False
+    worker = parent.workers.get(call_id)
+    if worker is None:
+        if parent.conversation is not None:
+            parent.conversation.answer_permission(event.request_id, None)
+        return True
+    request = PermissionRequest(event.request_id, call, event.options)
+    for action in worker.translator.permission(request):
+        worker.emit(action)
+    asked = call["toolCallId"]
+    worker.permissions[asked] = request
+    active = worker.chat.state().get("activeTurn") or {}
+    state = next((p["toolCall"] for p in active.get("responseParts", [])
+                  if p.get("kind") == "toolCall" and p["toolCall"].get("toolCallId") == asked), None)
+    if state is not None:
+        parent.host.bus.emit(parent.session.uri, {"type": "session/inputNeededSet", "request": {
+            "id": request.request_id, "chat": worker.chat.uri, "kind": "toolConfirmation",
+            "turnId": worker.turn_id, "toolCall": state}})
+    parent.host.sessions.sync_summary(worker.chat)
+    if parent.turn is not None:
+        parent.turn.heard()  # the silence clock stands still while a person is asked
+    return True
+
+
+def _lift(parent: Chat, worker: Worker, call_id: str, option: str | None) -> None:
+    request = worker.permissions.pop(call_id, None)
+    if request is None:
+        return
+    parent.host.bus.emit(parent.session.uri, {"type": "session/inputNeededRemoved", "id": request.request_id})
+    if parent.conversation is not None:
+        parent.conversation.answer_permission(request.request_id, option)
+    if parent.turn is not None:
+        parent.turn.heard()
+
+
+def tool_call_confirmed(host: Host, channel: str, action: dict[str, Any]) -> Apply | None:
+    """``chat/toolCallConfirmed`` on a worker chat, for a call its subagent
+    asked about: the answer goes to the spawning chat's agent. None for
+    anything else (the usual rule answers it)."""
+    owner = host.sessions.chat_owner if host.sessions is not None else {}
+    target = host.bus.channels.get(channel)
+    origin = (target.state.get("origin") or {}) if target is not None else {}
+    parent = owner.get(origin.get("chat", "")) if origin.get("kind") == "tool" else None
+    worker = parent.workers.get(origin.get("toolCallId", "")) if parent is not None else None
+    request = worker.permissions.get(action["toolCallId"]) if worker and worker.turn_id == action["turnId"] else None
+    if request is None:
+        return None
+    approved = bool(action.get("approved"))
+    option = action.get("selectedOptionId")
+    if option not in {o.option_id for o in request.options}:
+        wanted = "allow" if approved else "reject"
+        option = next((o.option_id for o in request.options if o.kind.startswith(wanted)), None)
+
+    def after() -> None:
+        for extra in worker.translator.confirmed(action["toolCallId"], approved):
+            worker.emit(extra)
+        _lift(parent, worker, action["toolCallId"], option)
+        host.sessions.sync_summary(worker.chat)
+
+    return Apply(action, after=after)
+
+
 def end(parent: Chat, worker: Worker, how: str, message: str | None = None) -> None:
-    """The worker's one turn ends: ``complete``, ``cancelled`` or ``error``."""
+    """The worker's one turn ends: ``complete``, ``cancelled`` or ``error``;
+    nobody is asked anything in it any more."""
     parent.workers.pop(worker.call_id, None)
+    for call_id in list(worker.permissions):
+        _lift(parent, worker, call_id, None)
     if worker.chat.uri not in parent.host.bus.channels:
         return
     duration = max(0, round((time.monotonic() - worker.started) * 1000))

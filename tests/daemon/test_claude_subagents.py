@@ -271,3 +271,48 @@ async def test_a_chat_moved_to_another_session_takes_its_workers(tmp_path: Path)
     assert after["turns"] == before["turns"]
     assert worker in [a["chat"] for a in on(said, first, "session/chatRemoved")]
     assert worker in [a["summary"]["resource"] for a in on(said, second, "session/chatAdded")]
+
+
+async def test_a_subagents_question_is_asked_and_answered_in_its_worker_chat(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    target = work / "found.txt"
+    with fake_api.FakeAnthropic().running() as api:
+        api.add(fake_api.tool_use("toolu_ask", "Task", TASK),
+                fake_api.tool_use("toolu_write", "Write", {"file_path": str(target), "content": "found\n"}),
+                fake_api.text("Wrote it."), fake_api.text("All done."))
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await initialize(client, "driver")
+                uri, chat = await create(client, work, provider="claude")
+                worker = worker_uri(uri, "toolu_ask")
+                await dispatch(client, chat, start_turn("delegate a write"), 1)
+                seen = await collect(client, lambda s: bool(on(s, uri, "session/inputNeededSet")))
+                [asked] = on(seen, uri, "session/inputNeededSet")
+                fits("/$defs/SessionInputNeededSetAction", asked)
+                request = asked["request"]
+                assert request["chat"] == worker and request["kind"] == "toolConfirmation"
+                assert request["toolCall"]["toolCallId"] == "toolu_write"
+                assert request["toolCall"]["status"] == "pending-confirmation"
+                # Nothing of it in the spawning chat.
+                assert [a for a in on(seen, chat) if a.get("toolCallId") == "toolu_write"] == []
+                waiting = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
+                assert waiting["activeTurn"]["responseParts"][-1]["toolCall"]["toolCallId"] == "toolu_write"
+                # The one thing a client says in a worker: the answer (on the spawning chat it names no call).
+                answer = {"type": "chat/toolCallConfirmed", "turnId": request["turnId"], "toolCallId": "toolu_write",
+                          "approved": True, "confirmed": "user-action"}
+                assert "not waiting" in await refused(client, chat, answer, 2)
+                await dispatch(client, worker, answer, 3)
+                seen = await collect(client, lambda s: bool(on(s, chat, "chat/turnComplete")))
+                done = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
+            daemon.terminate()
+            assert await daemon.wait() == 0
+
+    assert target.read_text() == "found\n"
+    assert [a["id"] for a in on(seen, uri, "session/inputNeededRemoved")] == [request["id"]]
+    [turn] = done["turns"]
+    [call] = [p["toolCall"] for p in turn["responseParts"] if p["kind"] == "toolCall"]
+    assert call["toolCallId"] == "toolu_write" and call["status"] == "completed" and call["success"] is True
+    assert call["confirmed"] == "user-action"
