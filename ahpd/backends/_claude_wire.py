@@ -13,7 +13,14 @@ remembering only what it must:
   whichever comes first - the stream naming the tool, the finished block, or
   the CLI asking permission for it (the SDK hands the permission question to
   another task, so it may overtake the stream); everything after is an update;
-* a tool result completes (or fails) the call with its text.
+* a tool result completes (or fails) the call with its text;
+* a subagent's messages (``parent_tool_use_id`` set: the Task or Agent call
+  that runs it) go through a mapper of their own, one per spawning call, and
+  come out tagged with that call's id (``_meta["ahpd.parentToolCallId"]``),
+  so the host can draw them in the subagent's own chat rather than the
+  spawning one. Its final report, which the CLI hands back only as the
+  task's summary when the subagent ran in the foreground, is said as its
+  last words.
 
 Everything here is a function of its input, so it is tested without a CLI.
 """
@@ -26,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ahpd.backends.port import SKILL_META
+from ahpd.backends.port import PARENT_CALL_META, SKILL_META
 from ahpd.backends.translate import CONTRIBUTOR_META
 
 #: The in-process MCP server of this host (a client's or the host's own
@@ -35,6 +42,8 @@ OWN_SERVER = "ahp"
 #: A background task the session's ``backgroundWork`` lists, by its
 #: ``task_type``: the shells a Bash call left running.
 SHELL_TASK = "local_bash"
+#: ... and the subagents a Task or Agent call left running.
+AGENT_TASK = "local_agent"
 
 #: The harness's tool names -> ACP tool kinds (the translator maps those on).
 TOOL_KINDS = {
@@ -150,8 +159,15 @@ def result_text(content: Any) -> str:
 class StreamMapper:
     """The SDK's message stream -> ACP ``session/update`` payloads."""
 
-    def __init__(self, provider: str = "claude") -> None:
+    def __init__(self, provider: str = "claude", parent: str | None = None) -> None:
         self.provider = provider
+        #: The spawning call of the subagent this mapper follows (None: the
+        #: conversation itself).
+        self.parent = parent
+        #: spawning call id -> the mapper of the subagent that call runs.
+        self.workers: dict[str, StreamMapper] = {}
+        #: The text said last (a subagent's report is not said twice).
+        self.last_text: str | None = None
         #: tool_use ids announced with ``tool_call``: the next word is an update.
         self.announced: set[str] = set()
         #: tool_use id -> tool name, for the result and for diffs.
@@ -190,12 +206,26 @@ class StreamMapper:
         self.announced.add(call_id)
         return tool_call(call_id, name, tool_input, provider=self.provider)
 
+    def announce_for(self, agent_id: str | None, call_id: str, name: str,
+                     tool_input: Mapping[str, Any] | None) -> dict[str, Any]:
+        """:meth:`announce` a call the CLI asks permission for: in the mapper
+        of the subagent ``agent_id`` names (its task id), tagged with the
+        call that runs it, when it is a subagent's."""
+        started = self._tasks.get(agent_id) if agent_id else None
+        spawner = started.get("tool_use_id") if started and started.get("task_type") == AGENT_TASK else None
+        if self.parent is not None or not isinstance(spawner, str):
+            return self.announce(call_id, name, tool_input)
+        return self._worker_said(spawner, [self._worker(spawner).announce(call_id, name, tool_input)])[0]
+
     # -- the SDK's messages (as the SDK parses them, duck-typed) -------------------
 
     def feed(self, message: Any) -> list[dict[str, Any]]:
         kind = type(message).__name__
+        parent = getattr(message, "parent_tool_use_id", None)
+        if parent is not None and self.parent is None and kind in ("StreamEvent", "AssistantMessage", "UserMessage"):
+            return self._worker_said(parent, self._worker(parent).feed(message))
         if kind == "StreamEvent":
-            return self._stream_event(message.event or {}) if message.parent_tool_use_id is None else []
+            return self._stream_event(message.event or {})
         if kind == "AssistantMessage":
             return self._assistant(message)
         if kind == "UserMessage":
@@ -205,6 +235,35 @@ class StreamMapper:
         if hasattr(message, "subtype") and hasattr(message, "data"):  # SystemMessage and its task kinds
             return self._system(message.subtype, message.data or {})
         return []
+
+    # -- subagents: their own words, tagged with the call that runs them -------------
+
+    def _worker(self, call_id: str) -> StreamMapper:
+        worker = self.workers.get(call_id)
+        if worker is None:
+            worker = self.workers[call_id] = StreamMapper(self.provider, parent=call_id)
+        return worker
+
+    @staticmethod
+    def _worker_said(call_id: str, updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for update in updates:
+            update["_meta"] = {**(update.get("_meta") or {}), PARENT_CALL_META: call_id}
+        return updates
+
+    def _report(self, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A subagent's task ended: its summary is its final report, said in
+        its own chat unless its last words already said it (the CLI streams
+        a background subagent's report, and not a foreground one's)."""
+        call_id, summary = data.get("tool_use_id"), data.get("summary")
+        started = self._tasks.get(str(data.get("task_id")))
+        if (not isinstance(call_id, str) or not isinstance(summary, str) or not summary.strip()
+                or started is None or started.get("task_type") != AGENT_TASK):
+            return []
+        worker = self._worker(call_id)
+        if worker.last_text is not None and worker.last_text.strip() == summary.strip():
+            return []
+        worker.last_text = summary
+        return self._worker_said(call_id, [_chunk("agent_message_chunk", summary)])
 
     # -- tasks: a subagent's progress, the shells left running ----------------------
 
@@ -228,6 +287,8 @@ class StreamMapper:
                           if isinstance(t, Mapping) and isinstance(t.get("task_id"), str) and not t.get("ambient")}
             updates += self._background_level()
         elif subtype in ("task_notification", "task_updated") and isinstance(task_id, str):
+            if subtype == "task_notification":
+                updates += self._report(data)
             status = data.get("status") or (data.get("patch") or {}).get("status")
             if status in ("completed", "failed", "stopped", "killed"):
                 self._live.discard(task_id)  # a terminal word ends one whatever the level says
@@ -235,12 +296,12 @@ class StreamMapper:
         return updates
 
     def _background_level(self) -> list[dict[str, Any]]:
-        """The shells running now against the ones last said: each new or
-        changed one set whole, each gone one removed."""
+        """The shells and subagents running now against the ones last said:
+        each new or changed one set whole, each gone one removed."""
         updates: list[dict[str, Any]] = []
         now: dict[str, dict[str, Any]] = {}
         for task_id in sorted(self._live):
-            work = self._shell(task_id)
+            work = self._shell(task_id) or self._subagent(task_id)
             if work is not None:
                 now[work["id"]] = work
         for work_id in [w for w in self.background if w not in now]:
@@ -251,9 +312,24 @@ class StreamMapper:
             if said is not None:
                 work["startedAt"] = said["startedAt"]
             if work != said:
+                update: dict[str, Any] = {"sessionUpdate": "background_work_set", "work": work}
+                if work["kind"] == "subagent":
+                    # Its chat is the host's to name, after the call that runs it.
+                    update["toolCallId"] = self._tasks[work_id.removeprefix("subagent:")]["tool_use_id"]
                 self.background[work_id] = work
-                updates.append({"sessionUpdate": "background_work_set", "work": work})
+                updates.append(update)
         return updates
+
+    def _subagent(self, task_id: str) -> dict[str, Any] | None:
+        """A backgrounded subagent as an AHP ``BackgroundSubagentWork``, but
+        for its ``chat``, which the host adds: the worker chat of the call
+        that started it."""
+        started = self._tasks.get(task_id)
+        if (started is None or started.get("task_type") != AGENT_TASK or not started.get("is_backgrounded")
+                or not isinstance(started.get("tool_use_id"), str)):
+            return None
+        label = started.get("description") or started.get("subagent_type") or "Subagent"
+        return {"id": f"subagent:{task_id}", "kind": "subagent", "label": str(label), "startedAt": _now()}
 
     def _shell(self, task_id: str) -> dict[str, Any] | None:
         """A shell task as an AHP ``BackgroundShellWork``, once its
@@ -311,9 +387,8 @@ class StreamMapper:
     def _assistant(self, message: Any) -> list[dict[str, Any]]:
         if getattr(message, "model", None) and message.model != "<synthetic>":
             self.model = message.model
-        if getattr(message, "parent_tool_use_id", None) is not None:
-            return []  # a subagent's own words stay in its own transcript
-        self.point = getattr(message, "uuid", None) or self.point
+        if self.parent is None:
+            self.point = getattr(message, "uuid", None) or self.point
         message_id = getattr(message, "message_id", None)
         updates: list[dict[str, Any]] = []
         for block in message.content or []:
@@ -321,6 +396,7 @@ class StreamMapper:
             if btype == "TextBlock":
                 if (message_id, "text") not in self._streamed and block.text:
                     updates.append(_chunk("agent_message_chunk", block.text))
+                self.last_text = block.text or self.last_text
             elif btype == "ThinkingBlock":
                 if (message_id, "thinking") not in self._streamed and block.thinking:
                     updates.append(_chunk("agent_thought_chunk", block.thinking))
@@ -329,9 +405,8 @@ class StreamMapper:
         return updates
 
     def _user(self, message: Any) -> list[dict[str, Any]]:
-        if getattr(message, "parent_tool_use_id", None) is not None:
-            return []  # a subagent's tool results, like its words, are its own
-        self.point = getattr(message, "uuid", None) or self.point
+        if self.parent is None:
+            self.point = getattr(message, "uuid", None) or self.point
         content = message.content
         if isinstance(content, str):
             return []

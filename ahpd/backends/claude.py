@@ -749,7 +749,8 @@ class ClaudeConversation:
             return PermissionResultAllow(updated_input=tool_input)
         number = next(self._ids)
         call_id = context.tool_use_id or f"claude-call-{number}"
-        announced = self._mapper.announce(call_id, tool_name, tool_input)
+        # A subagent's call is its own mapper's, and asked in its worker chat.
+        announced = self._mapper.announce_for(getattr(context, "agent_id", None), call_id, tool_name, tool_input)
         if announced["sessionUpdate"] == "tool_call":
             self._emit(Update(announced))  # asked before the stream named it
         call = {**announced, "sessionUpdate": "tool_call_update", "status": "pending"}

@@ -86,6 +86,10 @@ Event = Update | PermissionRequest | InputRequest | ClientToolCall
 #: ``available_commands_update``) that says the command is a skill rather
 #: than a prompt; ACP itself does not tell them apart.
 SKILL_META = "ahpd.skill"
+#: The ``_meta`` key on an update a subagent produced: the id of the tool
+#: call (a Task or Agent call) that runs it. The host draws such updates in
+#: that call's worker chat, never in the chat that made the call.
+PARENT_CALL_META = "ahpd.parentToolCallId"
 EventSink = Callable[[Event], None]
 
 

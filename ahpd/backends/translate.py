@@ -17,6 +17,13 @@ what it must to say it right:
 * a call whose update carries ``_meta["ahpd.contributor"]`` (an AHP
   ``ToolCallContributor``: a tool an active client runs) says so on its
   ``chat/toolCallStart`` and ``chat/toolCallReady``;
+* a Task or Agent call (a subagent) carries the reference's
+  ``_meta.toolKind: "subagent"`` with ``subagentDescription`` and
+  ``subagentAgentName`` from its input, and, where the host names worker
+  chats (``worker_chat``), ``subagentChatUri`` on every action that carries
+  the call's ``_meta`` and a ``ToolResultSubagentContent`` in its result;
+  an update a subagent produced (``_meta["ahpd.parentToolCallId"]``) is its
+  worker chat's, and says nothing here;
 * an agent's text is UTF-16 cut where the agent cut it: a string with a
   lone surrogate (half an emoji, from an agent that truncates by code unit)
   has no JSON form, so each is repaired to U+FFFD on the way in rather than
@@ -29,14 +36,14 @@ always gives the same actions.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import attrs
 
-from ahpd.backends.port import PermissionRequest
+from ahpd.backends.port import PARENT_CALL_META, PermissionRequest
 
 #: The ``_meta`` key of an ACP tool call update that names the call's AHP
 #: ``ToolCallContributor``.
@@ -44,6 +51,8 @@ CONTRIBUTOR_META = "ahpd.contributor"
 
 # ACP tool kinds -> the reference client's ``_meta.toolKind`` renderer hint.
 _TOOL_KIND = {"execute": "terminal", "read": "read", "search": "search", "fetch": "search"}
+#: The harness's tools that run a subagent.
+SUBAGENT_TOOLS = ("Task", "Agent")
 
 
 @attrs.define
@@ -96,6 +105,33 @@ def repair(value: Any) -> Any:
         items = [repair(v) for v in value]
         return value if all(a is b for a, b in zip(items, value, strict=True)) else items
     return value
+
+
+def subagent_meta(raw_input: Any, chat_uri: str | None) -> dict[str, Any]:
+    """A Task or Agent call's ``_meta``: the reference client's subagent row
+    hints, from the call's input as far as it is known yet."""
+    meta: dict[str, Any] = {"toolKind": "subagent"}
+    args = raw_input if isinstance(raw_input, dict) else {}
+    for key, arg in (("subagentDescription", "description"), ("subagentAgentName", "subagent_type")):
+        if isinstance(args.get(arg), str) and args[arg]:
+            meta[key] = args[arg]
+    if chat_uri is not None:
+        meta["subagentChatUri"] = chat_uri
+    return meta
+
+
+def subagent_content(meta: dict[str, Any], title: str) -> dict[str, Any] | None:
+    """The spawning call's forward link to its worker chat (an AHP
+    ``ToolResultSubagentContent``), from the call's subagent ``_meta``."""
+    if not meta.get("subagentChatUri"):
+        return None
+    block: dict[str, Any] = {"type": "subagent", "resource": meta["subagentChatUri"],
+                             "title": meta.get("subagentDescription") or title}
+    if meta.get("subagentAgentName"):
+        block["agentName"] = meta["subagentAgentName"]
+    if meta.get("subagentDescription"):
+        block["description"] = meta["subagentDescription"]
+    return block
 
 
 def _text_of(content: Any) -> str | None:
@@ -170,6 +206,8 @@ class TurnTranslator:
         self.tools: dict[str, _Tool] = {}
         self.commands: list[dict[str, Any]] | None = None  # the agent's latest slash commands
         self.activity: str | None = None  # what the chat is doing, in the tool's own words
+        #: tool call id -> its subagent's worker chat URI, where the host names one.
+        self.worker_chat: Callable[[str], str] | None = None
 
     def continue_after(self, parts: int) -> None:
         """The turn already holds ``parts`` response parts (a resumed turn):
@@ -198,6 +236,7 @@ class TurnTranslator:
         hint = _TOOL_KIND.get(update.get("kind") or "")
         tool = self.tools[call_id] = _Tool(name=name, title=title, raw_input=update.get("rawInput"),
                                            contributor=contributor, meta={"toolKind": hint} if hint else {})
+        self._subagent(call_id)
         self._open = None
         start = self._action("chat/toolCallStart", toolCallId=call_id, toolName=name, displayName=title)
         if contributor is not None:
@@ -206,9 +245,19 @@ class TurnTranslator:
             start["_meta"] = dict(tool.meta)
         return [start]
 
+    def _subagent(self, call_id: str) -> bool:
+        """Keep a subagent call's hints up with its input; True for one."""
+        tool = self.tools[call_id]
+        if tool.name not in SUBAGENT_TOOLS:
+            return False
+        tool.meta = subagent_meta(tool.raw_input, self.worker_chat(call_id) if self.worker_chat else None)
+        return True
+
     def _ready(self, call_id: str, *, confirmed: str | None, options: list[dict] | None = None) -> dict[str, Any]:
         tool = self.tools[call_id]
         ready = self._action("chat/toolCallReady", toolCallId=call_id, invocationMessage=tool.title)
+        if self._subagent(call_id):
+            ready["_meta"] = dict(tool.meta)  # the input is whole now: the hints are too
         if tool.contributor is not None:
             ready["contributor"] = tool.contributor
         tool_input = _tool_input(tool.raw_input)
@@ -228,6 +277,8 @@ class TurnTranslator:
     def feed(self, update: dict[str, Any]) -> list[dict[str, Any]]:
         """One ACP ``session/update`` payload -> the chat actions it means."""
         update = repair(update)
+        if PARENT_CALL_META in (update.get("_meta") or {}):
+            return []  # a subagent's: its worker chat's to draw
         kind = update.get("sessionUpdate")
         if kind == "agent_message_chunk":
             return self._text("markdown", "chat/delta", _text_of(update.get("content")) or "")
@@ -336,12 +387,15 @@ class TurnTranslator:
         success = update.get("status") == "completed"
         result: dict[str, Any] = {"success": success, "pastTenseMessage": tool.title}
         content = _result_content(update.get("content") or tool.content)
-        if content:
-            result["content"] = content
         if not success:
             # Only text says why: a failed command's terminal is a reference, not a reason.
             message = " ".join(c["text"] for c in content if c.get("type") == "text") or f"{tool.title} failed"
             result["error"] = {"message": message}
+        link = subagent_content(tool.meta, tool.title) if self._subagent(call_id) else None
+        if link is not None:
+            content.append(link)  # the worker chat, whose origin names this call back
+        if content:
+            result["content"] = content
         complete = self._action("chat/toolCallComplete", toolCallId=call_id, result=result)
         if tool.progress is not None:
             complete["_meta"] = dict(tool.meta)  # the progress line comes off with the completion

@@ -4,8 +4,9 @@
 Background work outlives the turn that started it (a shell a Bash call left
 running ends long after), so it is said on the chat's channel whenever the
 backend reports it, turn or no turn. The backend says each entry whole and
-each removal once (Claude Code: ``shell:<task_id>`` off the harness's own
-task ids, its ``background_tasks_changed`` level and ``task_started``
+each removal once (Claude Code: ``shell:<task_id>`` and ``subagent:<task_id>``
+off the harness's own task ids - a subagent's entry names its worker chat,
+``ahpd.host.workers`` - its ``background_tasks_changed`` level and ``task_started``
 edges); a removal for an entry the chat was never told about changes
 nothing, and is not said.
 """
@@ -13,6 +14,8 @@ nothing, and is not said.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from ahpd.host import workers
 
 if TYPE_CHECKING:
     from ahpd.host.sessions import Chat
@@ -28,9 +31,10 @@ def said(chat: Chat, update: dict[str, Any]) -> bool:
     if channel is None:
         return True  # the chat is gone
     if kind == "background_work_set" and isinstance(update.get("work"), dict):
-        chat.host.bus.emit(chat.uri, {"type": "chat/backgroundWorkSet", "work": update["work"]})
+        chat.host.bus.emit(chat.uri, {"type": "chat/backgroundWorkSet", "work": workers.background_set(chat, update)})
     elif kind == "background_work_removed":
         listed = {w.get("id") for w in channel.state.get("backgroundWork") or []}
         if update.get("id") in listed:
             chat.host.bus.emit(chat.uri, {"type": "chat/backgroundWorkRemoved", "id": update["id"]})
+        workers.background_removed(chat, update.get("id"))
     return True

@@ -218,9 +218,9 @@ async def completions(host: Host, peer: Peer, params: model.CompletionsParams) -
     elif word.startswith("#chat:") or (word.startswith("#") and "chat:".startswith(word[1:])):
         query = word[6:].lower() if word.startswith("#chat:") else ""
         for other in chat.session.chats.values():
-            if other is chat:
-                continue
             state = other.state()
+            if other is chat or (state.get("origin") or {}).get("kind") == "tool":
+                continue  # a chat a tool started is its tool's, not a thing to attach
             if query and query not in state.get("title", "").lower():
                 continue
             attachment: dict[str, Any] = {"type": "chat", "label": state.get("title") or other.uri,

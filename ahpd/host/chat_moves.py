@@ -36,7 +36,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from ahpd.backends.port import BackendError
-from ahpd.host import summaries
+from ahpd.host import summaries, workers
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.chat_commands import _chat
 from ahpd.host.jsonrpc import INVALID_PARAMS, RpcError
@@ -198,6 +198,7 @@ async def _transfer(host: Host, chat: Chat, source: Session, target: Session, af
                 raise
             raise RpcError(INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {_words(exc)}",
                            {"path": "$.destination.session"}) from None
+    workers.carry(chat, source, target)
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     host.bus.emit(target.uri, {"type": "session/chatAdded", "summary": summaries.chat_row(chat)})
     _say_order(target)
@@ -264,6 +265,7 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
                         chat.uri, _words(exc), source.uri)
             raise RpcError(INVALID_PARAMS, f"a new session did not take {chat.uri}, which stays in {source.uri}: "
                            f"{_words(exc)}", {"path": "$.destination"}) from None
+    workers.carry(chat, source, target)
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     summaries.follow_movable(chat)  # the default chat of its session now
     sessions.announce_count()

@@ -130,7 +130,9 @@ def _why_not(host: Host, action_type: str, channel: str) -> str | None:
     kind = reducers.channel_of_action(action_type)
     if kind != target.kind and not (target.kind == "chat" and action_type in ON_A_CHAT):
         return f"{action_type} is a {kind} action, and {channel} is a {target.kind} channel"
-    return None
+    from ahpd.host.workers import read_only
+
+    return read_only(host, action_type, channel)
 
 
 def _refuse(host: Host, peer: Peer, channel: str, action: dict[str, Any], client_seq: Any, reason: str) -> None:

@@ -194,6 +194,8 @@ class Chat:
         self.conversation: Conversation | None = None
         self.scope: trio.CancelScope | None = None  # the agent's
         self.turn: TurnRunner | None = None
+        #: The subagents its tool calls run now, by call id (``ahpd.host.workers``).
+        self.workers: dict[str, Any] = {}
         self.commands: list[dict[str, Any]] = []
         #: What the agent is handed on the first prompt only (a side chat's
         #: or a fork's source conversation).
@@ -878,6 +880,7 @@ class SessionManager:
             summaries.append({
                 "resource": chat.uri, "title": chat_state["title"], "status": chat_state["status"],
                 "modifiedAt": chat_state["modifiedAt"], **({"movable": True} if chat_state.get("movable") else {}),
+                **{k: chat_state[k] for k in ("origin", "interactivity") if k in chat_state},
             })
         state: dict[str, Any] = {
             "provider": session.provider,

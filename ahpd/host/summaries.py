@@ -52,6 +52,8 @@ def why_not_movable(chat: Chat) -> str | None:
     conversation again by its own id."""
     if is_default(chat):
         return "it is its session's default chat"
+    if (chat.state().get("origin") or {}).get("kind") == "tool":
+        return "it is the worker chat of a tool call, and moves only with the chat that spawned it"
     if chat.turn is not None and not chat.turn.ended:
         return "a turn is running in it"
     if chat.conversation is not None and not getattr(chat.conversation, "resumable", True):
@@ -66,7 +68,7 @@ def movable(chat: Chat) -> bool:
 def chat_row(chat: Chat) -> dict[str, Any]:
     """The chat's ``ChatSummary`` as its session's catalogue holds it."""
     state = chat.state()
-    row = {k: state[k] for k in ("resource", *ROW_FIELDS, "activity", "origin", "workingDirectories") if k in state}
+    row = {k: state[k] for k in ("resource", *ROW_FIELDS, "activity", "origin", "interactivity", "workingDirectories") if k in state}
     if state.get("movable"):
         row["movable"] = True
     return row

@@ -52,7 +52,7 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
-from ahpd.host import annotations, auto_approve, background_work, changesets, rewind, session_config
+from ahpd.host import annotations, auto_approve, background_work, changesets, rewind, session_config, workers
 from ahpd.host.auth import signed, who
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn, supervised
@@ -77,6 +77,7 @@ class TurnRunner:
         self.live = False
         self.done = trio.Event()
         self.translator = TurnTranslator(turn_id)
+        self.translator.worker_chat = lambda call_id: workers.chat_uri(chat.session.uri, call_id)
         self.started = time.monotonic()
         self.ended = False
         #: toolCallId -> (permission request id, options) awaiting an answer
@@ -98,6 +99,7 @@ class TurnRunner:
 
     def emit(self, action: dict[str, Any]) -> None:
         self.chat.host.bus.emit(self.chat.uri, action)
+        workers.follow(self.chat, action)
 
     def end(self, action: dict[str, Any]) -> None:
         """The one ending; anything after it is dropped."""
@@ -139,7 +141,8 @@ class TurnRunner:
         if self._silence is None:
             return
         timeout = float(self.chat.host.config("agentSilenceTimeout") or 0)
-        waiting = self.permissions or self.inputs or self.client_calls
+        waiting = (self.permissions or self.inputs or self.client_calls
+                   or any(w.permissions for w in self.chat.workers.values()))  # a subagent's question
         self._silence.deadline = math.inf if waiting or timeout <= 0 else trio.current_time() + timeout
 
     def _emit_session(self, action: dict[str, Any]) -> None:
@@ -381,6 +384,8 @@ def on_event(chat: Chat, event: Event) -> None:
     """A backend event, in arrival order."""
     turn = chat.turn
     if isinstance(event, Update):
+        if workers.route(chat, event.update):
+            return  # a subagent's: its worker chat's, whether or not a turn runs
         if background_work.said(chat, event.update):
             return  # the chat's, whether or not a turn runs
         if event.update.get("sessionUpdate") == "available_commands_update":
@@ -403,6 +408,8 @@ def on_event(chat: Chat, event: Event) -> None:
         if any(a["type"] == "chat/activityChanged" for a in actions):
             chat.host.sessions.sync_summary(chat)
     elif isinstance(event, PermissionRequest):
+        if workers.asks(chat, event):
+            return  # a subagent's call: asked in its worker chat
         if turn is None or turn.ended or not turn.live:
             _answer_later(chat, event)
             return
@@ -518,6 +525,7 @@ def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any])
     def after() -> None:
         turn.ended = True  # this action is the ending
         turn.lift_all()
+        workers.turn_ended(chat, cancelled=True)
         for extra in turn.translator.finish():
             turn.emit(extra)
         host.sessions.sync_summary(chat)
@@ -527,6 +535,9 @@ def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any])
 
 
 def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    answered = workers.tool_call_confirmed(host, channel, action)
+    if answered is not None:
+        return answered  # a subagent's call, asked in its worker chat
     chat = _chat(host, channel)
     turn = chat.turn if chat else None
     request = turn.permissions.get(action["toolCallId"]) if turn and turn.turn_id == action["turnId"] else None

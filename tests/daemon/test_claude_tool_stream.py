@@ -8,7 +8,8 @@ Messages API (offline):
 * a ``mcp__<server>__<tool>`` call carries a ``ToolCallMcpContributor``;
 * a subagent's progress on its running Task call, as
   ``chat/toolCallContentChanged`` with ``_meta.progressMessage``, taken off
-  by the completion; the subagent's own tool calls stay out of the chat;
+  by the completion; the subagent's own tool calls stay out of the chat
+  (they are its worker chat's: ``test_claude_subagents.py``);
 * a Bash call left running in the background is ``chat/backgroundWorkSet``
   (``shell:<task_id>``) while it runs and ``chat/backgroundWorkRemoved`` once
   it stopped.
@@ -123,15 +124,17 @@ async def test_tool_calls_stream_progress_and_background_shells(tmp_path: Path) 
 
     # The Task call: running, its subagent's progress on it, taken off by the completion.
     task = _of(actions, "toolu_task")
-    assert task[0]["toolName"] == "Task" and "_meta" not in task[0]
+    assert task[0]["toolName"] == "Task" and task[0]["_meta"]["toolKind"] == "subagent"
     kinds = [a["type"] for a in task]
     assert kinds.index("chat/toolCallReady") < kinds.index("chat/toolCallContentChanged")
     [progress] = [a for a in task if a["type"] == "chat/toolCallContentChanged"]
     fits("/$defs/ChatToolCallContentChangedAction", progress)
-    assert progress["_meta"] == {"progressMessage": "Running Say hi"} and progress["content"] == []
+    hints = {"toolKind": "subagent", "subagentDescription": TASK["description"],
+             "subagentAgentName": TASK["subagent_type"], "subagentChatUri": task[0]["_meta"]["subagentChatUri"]}
+    assert progress["_meta"] == {**hints, "progressMessage": "Running Say hi"} and progress["content"] == []
     complete = task[-1]
-    assert complete["type"] == "chat/toolCallComplete" and complete["_meta"] == {}
-    # The subagent's own call stays in its own transcript.
+    assert complete["type"] == "chat/toolCallComplete" and complete["_meta"] == hints
+    # The subagent's own call is drawn in its worker chat (tests/daemon/test_claude_subagents.py), not here.
     assert _of(actions, "toolu_sub") == []
 
     # The MCP call is the server's customization's.
