@@ -154,11 +154,31 @@ def toggled(session: Session, entry: dict[str, Any], action: dict[str, Any]) -> 
     moved = _store(session).decide(pid, session.cwd.as_uri(), action["enablement"])
 
     def after() -> None:
+        session.save()  # the session's own switch is kept with it (saved)
         spawn(session.nursery, f"switching plugin {entry['name']} of {session.uri}", _switch, session, pid)
         if moved:
             _reach_others(session, pid)
 
     return Apply(action, after=after)
+
+
+def saved(session: Session) -> dict[str, Any]:
+    """The session's own switches, as the session store keeps them: a
+    plugin switched off for this session stays off across a restart."""
+    decided = _decided.get(session)
+    return {"pluginDecisions": {pid: dict(e) for pid, e in decided.items()}} if decided else {}
+
+
+def restore(session: Session, kept: Any) -> None:
+    """The switches :func:`saved` kept; what is not a session decision is
+    left out, as if never kept."""
+    if not isinstance(kept, dict):
+        return
+    decided = {pid: {"kind": "session", "enabled": e["enabled"]} for pid, e in kept.items()
+               if isinstance(pid, str) and isinstance(e, dict) and e.get("kind") == "session"
+               and isinstance(e.get("enabled"), bool)}
+    if decided:
+        _decided[session] = decided
 
 
 def _reach_others(session: Session, pid: str) -> None:

@@ -43,7 +43,7 @@ import trio
 
 from ahpd.backends.port import SKILL_META, Backend, BackendError, Conversation, StoredConversation
 from ahpd.host import annotations, changesets
-from ahpd.host import rewind
+from ahpd.host import plugins, rewind
 from ahpd.host.bus import ROOT, utc_now
 from ahpd.host.store import MemorySessionStore, SessionStore
 from ahpd.host.supervise import run_supervised, spawn, supervised
@@ -589,6 +589,7 @@ class Session:
                 for chat in self.chats.values()
             ],
             **changesets.record_of(self),
+            **plugins.saved(self),
         }
 
     def save(self) -> None:
@@ -857,6 +858,7 @@ class SessionManager:
         if self.nursery is None:
             raise RuntimeError("the session manager is not running")
         session = Session(self, record)
+        plugins.restore(session, record.get("pluginDecisions"))
         chats = record.get("chats") or [{"uri": default_chat_uri(session.uri)}]
         now = utc_now()
         summaries = []

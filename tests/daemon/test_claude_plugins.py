@@ -189,6 +189,7 @@ async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart
     data = tmp_path / "d"
     capture = tmp_path / "wire.jsonl"
     folder_off = [{"kind": "workspace", "uri": work.as_uri(), "enabled": False}]
+    session_off = [{"kind": "session", "enabled": False}]
 
     def row(state: dict) -> dict:
         return next(c for c in state["customizations"] if c["id"] == OWN)
@@ -213,6 +214,10 @@ async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart
 
                 third, _chat = await create(alice, elsewhere, provider="claude")
                 assert "enablement" not in row(await _state(alice, third))
+                # A switch for that one session alone is kept with the session.
+                await dispatch(alice, third, {"type": "session/customizationToggled", "id": OWN,
+                                              "enablement": session_off}, 2)
+                await until(alice, _row_updated(third, OWN, False), timeout=120)
             daemon.terminate()
             assert await daemon.wait() == 0
         wire_checked(capture)
@@ -223,6 +228,7 @@ async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart
                 await alice.initialize("alice")
                 fourth, _chat = await create(alice, work, provider="claude")
                 assert row(await _state(alice, fourth))["enablement"] == folder_off
+                assert row(await _state(alice, third))["enablement"] == session_off  # kept across the restart
                 # Taken back: every scope left out.
                 await dispatch(alice, fourth, {"type": "session/customizationToggled", "id": OWN,
                                                "enablement": []}, 1)
