@@ -37,4 +37,17 @@ def said(chat: Chat, update: dict[str, Any]) -> bool:
         if update.get("id") in listed:
             chat.host.bus.emit(chat.uri, {"type": "chat/backgroundWorkRemoved", "id": update["id"]})
         workers.background_removed(chat, update.get("id"))
+    chat.rest()  # the idle clock waits while anything runs in the background
     return True
+
+
+def agent_gone(chat: Chat) -> None:
+    """The chat's agent process ended (stopped, or died): whatever it ran in
+    the background ended with it, and a list still naming it would be a
+    running indicator nothing will ever clear."""
+    channel = chat.host.bus.channels.get(chat.uri)
+    if channel is None:
+        return
+    for work in list(channel.state.get("backgroundWork") or []):
+        chat.host.bus.emit(chat.uri, {"type": "chat/backgroundWorkRemoved", "id": work["id"]})
+        workers.background_removed(chat, work["id"])

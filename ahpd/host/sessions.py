@@ -281,6 +281,10 @@ class Chat:
             if mine is not None and self.conversation is mine:
                 self.conversation = None
             self._gone = mine
+            if mine is not None:
+                from ahpd.host import background_work
+
+                background_work.agent_gone(self)
             turn = self.turn
             while mine is not None and turn is not None:
                 turn.agent_gone(mine, stopped=not on_its_own)
@@ -311,13 +315,19 @@ class Chat:
         """A turn is running, or a cancelled one still waits on its prompt."""
         return self.turn is not None and not self.turn.done.is_set()
 
+    def _in_use(self) -> bool:
+        """Busy, or the agent runs something in the background, which
+        stopping its process for idleness would end."""
+        channel = self.host.bus.channels.get(self.uri)
+        return self._busy() or bool(channel is not None and channel.state.get("backgroundWork"))
+
     def rest(self) -> None:
         """(Re)start the idle clock: it runs while no turn does, for
         ``agentIdleTimeout`` seconds (a root config value; 0 stops it)."""
         if self._idle is None:
             return
         timeout = float(self.host.config("agentIdleTimeout") or 0)
-        self._idle.deadline = math.inf if self._busy() or timeout <= 0 else trio.current_time() + timeout
+        self._idle.deadline = math.inf if self._in_use() or timeout <= 0 else trio.current_time() + timeout
 
     async def _stop_when_idle(self, conversation: Conversation, ended: trio.Event) -> None:
         """Beside a running agent: stop its process once it has had no turn
@@ -333,7 +343,7 @@ class Chat:
                 self._idle = None
             if not idle.cancelled_caught or self.conversation is not conversation:
                 return
-            if not self._busy():
+            if not self._in_use():
                 break
         if not getattr(conversation, "resumable", True):
             self._resume_by_transcript()

@@ -34,7 +34,7 @@ from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from .helpers import Rpc, rpc, running_daemon  # noqa: E402
 from .test_acp_tool_names import initialize, refused  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
-from .test_sessions import create, dispatch, fits, start_turn  # noqa: E402
+from .test_sessions import ROOT, create, dispatch, fits, start_turn  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -196,5 +196,45 @@ async def test_only_the_running_client_streams_into_its_call(tmp_path: Path) -> 
                                              "toolCallId": "toolu_client",
                                              "result": {"success": True, "pastTenseMessage": "Opened notes.txt"}}, 12)
                 await collect(other, chat, "chat/turnComplete")
+            daemon.terminate()
+            assert await daemon.wait() == 0
+
+
+async def test_background_work_ends_with_the_agent_that_ran_it(tmp_path: Path) -> None:
+    """A shell left running is the CLI's child: when the agent process is
+    stopped (here, to start again in a folder the session was given) the
+    chat's list is emptied at once, rather than naming a shell nobody will
+    ever say has stopped; and while anything runs in the background the
+    idle clock does not stop the agent under it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    work, more = tmp_path / "work", tmp_path / "more"
+    work.mkdir()
+    more.mkdir()
+    long_shell = {"command": "sleep 600", "description": "Sleep long", "run_in_background": True}
+    with fake_api.FakeAnthropic().running() as api:
+        api.add(fake_api.tool_use("toolu_long", "Bash", long_shell), fake_api.text("Left it running."))
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await initialize(client, "driver")
+                await client.call("subscribe", {"channel": ROOT})
+                await dispatch(client, ROOT, {"type": "root/configChanged", "config": {"agentIdleTimeout": 1}}, 1)
+                uri, chat = await create(client, work, provider="claude")
+                await dispatch(client, chat, start_turn("start something long"), 2)
+                actions = await collect(client, chat, "chat/turnComplete", "chat/backgroundWorkSet")
+                [work_set] = [a for a in actions if a["type"] == "chat/backgroundWorkSet"]
+                # Well past the idle timeout, the shell is still listed: the agent was not stopped.
+                await trio.sleep(4)
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                assert [w["id"] for w in state.get("backgroundWork") or []] == [work_set["work"]["id"]]
+                assert not [n for n in client.notes if (n.get("params") or {}).get("action", {}).get("type")
+                            == "chat/backgroundWorkRemoved"]
+                # The agent is stopped to start again in a new folder: its shell went with it.
+                await client.call("subscribe", {"channel": uri})
+                await dispatch(client, uri, {"type": "session/workingDirectorySet", "directory": more.as_uri()}, 2)
+                removed = await collect(client, chat, "chat/backgroundWorkRemoved", timeout=120)
+                assert [a["id"] for a in removed if a["type"] == "chat/backgroundWorkRemoved"] == [work_set["work"]["id"]]
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                assert "backgroundWork" not in state
             daemon.terminate()
             assert await daemon.wait() == 0
