@@ -137,11 +137,22 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
 
 
 async def dispose_chat(host: Host, peer: Peer, params: model.DisposeChatParams) -> None:
+    from ahpd.host import workers
+
     chat = await _chat(host, params.channel)
     session = chat.session
-    if len(session.chats) == 1:
+    # The chats its subagents worked in go with it: a worker is a view of one
+    # of its calls, and outliving the chat that holds the call names nothing.
+    spawned = workers.of(chat.uri, session)
+    if len(session.chats) <= 1 + len(spawned):
         raise RpcError(INVALID_PARAMS, f"{chat.uri} is the last chat of {session.uri}: dispose the session instead")
     backend = host.sessions.backends.get(session.provider)
+    for worker in spawned:
+        worker.close()
+        host.bus.close(worker.uri)
+        del session.chats[worker.uri]
+        host.sessions.chat_owner.pop(worker.uri, None)
+        host.bus.emit(session.uri, {"type": "session/chatRemoved", "chat": worker.uri})
     chat.close()
     if backend is not None and chat.backend_id:
         try:

@@ -260,9 +260,19 @@ async def test_a_chat_moved_to_another_session_takes_its_workers(tmp_path: Path)
                 src = (await client.call("subscribe", {"channel": first}))["result"]["snapshot"]["state"]
                 dst = (await client.call("subscribe", {"channel": second}))["result"]["snapshot"]["state"]
                 after = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
+
+                # Disposing the chat disposes the worker its call spawned.
+                client.notes.clear()
+                assert "error" not in await client.call("disposeChat", {"channel": side})
+                gone = await collect(client, lambda s: len(on(s, second, "session/chatRemoved")) == 2)
+                left = (await client.call("subscribe", {"channel": second}))["result"]["snapshot"]["state"]
+                lost = await client.call("subscribe", {"channel": worker})
             daemon.terminate()
             assert await daemon.wait() == 0
 
+    assert {a["chat"] for a in on(gone, second, "session/chatRemoved")} == {side, worker}
+    assert [c["resource"] for c in left["chats"]] == [left["defaultChat"]]
+    assert "error" in lost, lost
     assert [c["resource"] for c in src["chats"]] == [src["defaultChat"]]
     assert [c["resource"] for c in dst["chats"]] == [side, worker, dst["defaultChat"]]  # first, its worker after it
     [row] = [c for c in dst["chats"] if c["resource"] == worker]
