@@ -42,8 +42,9 @@ def said(chat: Chat, update: dict[str, Any]) -> bool:
 
 
 def agent_gone(chat: Chat) -> None:
-    """The chat's agent process ended (stopped, or died): whatever it ran in
-    the background ended with it, and a list still naming it would be a
+    """The chat's agent process ended (stopped, or died): what it ran in the
+    background is no longer any agent's to report - one started again
+    begins with an empty list - so a list still naming it would be a
     running indicator nothing will ever clear."""
     channel = chat.host.bus.channels.get(chat.uri)
     if channel is None:

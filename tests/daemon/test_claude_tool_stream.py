@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import uuid
 from pathlib import Path
 
 import pytest
@@ -201,17 +204,44 @@ async def test_only_the_running_client_streams_into_its_call(tmp_path: Path) -> 
 
 
 async def test_background_work_ends_with_the_agent_that_ran_it(tmp_path: Path) -> None:
-    """A shell left running is the CLI's child: when the agent process is
-    stopped (here, to start again in a folder the session was given) the
-    chat's list is emptied at once, rather than naming a shell nobody will
-    ever say has stopped; and while anything runs in the background the
-    idle clock does not stop the agent under it."""
+    """When the agent process is stopped (here, to start again in a folder
+    the session was given) the chat's list is emptied at once: a CLI
+    started again knows nothing of what the last one ran, so nothing would
+    ever say it stopped. While anything runs in the background the idle
+    clock does not stop the agent under it."""
     home = tmp_path / "home"
     home.mkdir()
     work, more = tmp_path / "work", tmp_path / "more"
     work.mkdir()
     more.mkdir()
-    long_shell = {"command": "sleep 600", "description": "Sleep long", "run_in_background": True}
+    marker = f"ahpd-test-{uuid.uuid4().hex}"
+    long_shell = {"command": f"sleep 90 # {marker}", "description": "Sleep long", "run_in_background": True}
+    try:
+        await _runs_in_the_background(tmp_path, home, work, more, long_shell)
+    finally:
+        _kill_marked(marker)  # the CLI's shell outlives the CLI: never leave it behind
+
+
+def _kill_marked(marker: str) -> None:
+    """The shells whose command line carries ``marker``, and their children."""
+    parents: dict[int, int] = {}
+    marked: set[int] = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit():
+                parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if marker.encode() in (proc / "cmdline").read_bytes():
+                    marked.add(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            pass
+    for pid in marked | {p for p, parent in parents.items() if parent in marked}:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+async def _runs_in_the_background(tmp_path: Path, home: Path, work: Path, more: Path, long_shell: dict) -> None:
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.tool_use("toolu_long", "Bash", long_shell), fake_api.text("Left it running."))
         async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
