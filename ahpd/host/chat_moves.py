@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ahpd.backends.port import BackendError
@@ -177,6 +178,22 @@ def _give_back(chat: Chat, source: Session, target: Session, order: list[str], f
     source.manager.store.move_chat(chat.uri, target.uri, source.uri)
 
 
+async def _started_or_undone(chat: Chat, undo: Callable[[], None]) -> str | None:
+    """Start the moved chat's agent where it now is. If it will not start
+    (or the request is given up meanwhile) the move is undone, nothing said:
+    the agent's words, or None once it runs there."""
+    if chat.backend_id is None:
+        return None
+    try:
+        await chat.ensure_agent()
+    except BaseException as exc:
+        undo()
+        if not isinstance(exc, Exception):
+            raise
+        return _words(exc)
+    return None
+
+
 async def _transfer(host: Host, chat: Chat, source: Session, target: Session, after: str | None) -> None:
     store = host.sessions.store
     order, older = _detach(chat)
@@ -185,19 +202,15 @@ async def _transfer(host: Host, chat: Chat, source: Session, target: Session, af
     store.move_chat(chat.uri, source.uri, target.uri)
     source.save()  # the source lets go first: a crash between the two loses the chat from neither
     target.save()
-    if chat.backend_id is not None:
-        try:
-            await chat.ensure_agent()
-        except BaseException as exc:
-            # The destination's agent will not take it (or the request was
-            # given up meanwhile): back where it was, nothing said.
-            _give_back(chat, source, target, order, folder)
-            target.save()
-            source.save()
-            if not isinstance(exc, Exception):
-                raise
-            raise RpcError(INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {_words(exc)}",
-                           {"path": "$.destination.session"}) from None
+    def undo() -> None:
+        _give_back(chat, source, target, order, folder)
+        target.save()
+        source.save()
+
+    why = await _started_or_undone(chat, undo)
+    if why is not None:
+        raise RpcError(INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {why}",
+                       {"path": "$.destination.session"})
     workers.carry(chat, source, target)
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     host.bus.emit(target.uri, {"type": "session/chatAdded", "summary": summaries.chat_row(chat)})
@@ -249,22 +262,19 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
     sessions.store.move_chat(chat.uri, source.uri, uri)
     source.save()
     target.save()
-    if chat.backend_id is not None:
-        # Started again under its new session before anyone is told of it:
-        # an agent that will not take the conversation there undoes the
-        # move, and nobody ever sees the new session.
-        try:
-            await chat.ensure_agent()
-        except BaseException as exc:
-            _give_back(chat, source, target, order, folder)
-            source.save()
-            sessions.dispose(target)  # never announced: no client knows it, and the backend keeps its conversation
-            if not isinstance(exc, Exception):
-                raise
-            log.warning("%s: its agent did not start in a new session (%s); it stays in %s",
-                        chat.uri, _words(exc), source.uri)
-            raise RpcError(INVALID_PARAMS, f"a new session did not take {chat.uri}, which stays in {source.uri}: "
-                           f"{_words(exc)}", {"path": "$.destination"}) from None
+    def undo() -> None:
+        _give_back(chat, source, target, order, folder)
+        source.save()
+        sessions.dispose(target)  # never announced: no client knows it, and the backend keeps its conversation
+
+    # Started again under its new session before anyone is told of it: an
+    # agent that will not take the conversation there undoes the move, and
+    # nobody ever sees the new session.
+    why = await _started_or_undone(chat, undo)
+    if why is not None:
+        log.warning("%s: its agent did not start in a new session (%s); it stays in %s", chat.uri, why, source.uri)
+        raise RpcError(INVALID_PARAMS, f"a new session did not take {chat.uri}, which stays in {source.uri}: {why}",
+                       {"path": "$.destination"})
     workers.carry(chat, source, target)
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     summaries.follow_movable(chat)  # the default chat of its session now
