@@ -450,12 +450,15 @@ async def get_current_session(host: Host, chat: Chat, args: dict[str, Any]) -> s
     return _dump({**_compact(chat.session.summary()), "chat": chat.uri})
 
 
-async def _target(host: Host, uri: str) -> Chat:
+async def _target(host: Host, uri: str, *, to_message: bool = True) -> Chat:
     """The chat a session or chat URI names (a session's default chat)."""
     if host.sessions is None or not await host.ensure_channel(uri):
         raise ToolError(f"no session or chat {uri}")
     chat = host.sessions.chat_owner.get(uri)
     if chat is not None:
+        if to_message and chat.state().get("interactivity") == "read-only":
+            raise ToolError(f"{uri} is read-only: a subagent's worker chat takes no messages; "
+                            f"message the chat that spawned it")
         return chat
     session = host.sessions.sessions.get(uri)
     if session is None:
@@ -564,7 +567,7 @@ def _turn_lines(turn: dict[str, Any], detail: str) -> dict[str, Any]:
 
 
 async def get_session_context(host: Host, chat: Chat, args: dict[str, Any]) -> str:
-    target = await _target(host, _text(args, "session"))
+    target = await _target(host, _text(args, "session"), to_message=False)
     detail = args.get("detail", "summary")
     if detail not in ("summary", "digest", "full"):
         raise ToolError("detail must be summary, digest or full")

@@ -196,3 +196,26 @@ async def test_agents_make_sessions_only_so_deep_and_on_a_model_offered(tmp_path
         # A chat in the deepest session is still allowed: it makes no new level.
         answer = await server_tools.call(live.host, chat, "create_chat", {"prompt": "a side note"})
         assert not answer["isError"], answer
+
+
+async def test_a_worker_chat_is_read_but_never_messaged_through_the_tools(tmp_path) -> None:
+    """``send_message`` would queue a turn on a subagent's worker chat and
+    start an agent there; it is refused like a client's message is, while
+    ``get_session_context`` still reads it."""
+    from ahpd.host import workers
+
+    work = tmp_path / "work"
+    work.mkdir()
+    async with live_host(tmp_path) as live, rpc(live.url) as alice:
+        await alice.initialize("alice")
+        uri, chat = await create(alice, work)
+        parent = live.host.sessions.chat_owner[chat]
+        worker = workers.open_worker(parent, "toolu_x", {"description": "Look around", "prompt": "look"})
+        assert worker is not None
+        refused = await server_tools.call(live.host, chat, "send_message",
+                                          {"session": worker.chat.uri, "message": "hello"})
+        assert refused["isError"] and "read-only" in refused["content"][0]["text"], refused
+        assert live.host.bus.channels[worker.chat.uri].state.get("queuedMessages") is None
+        read = await server_tools.call(live.host, chat, "get_session_context", {"session": worker.chat.uri})
+        assert not read["isError"], read
+        assert json.loads(read["content"][0]["text"])["activeTurn"]["message"] == "look"
