@@ -26,7 +26,6 @@ import trio
 from ahpd.host import Host, rootconfig
 from ahpd.host.bus import ROOT
 from ahpd.host.seqstore import FileSeqStore
-from ahpd.ports.decisions import DecisionStore
 from ahpd.ports.pty import PtyPort
 
 log = logging.getLogger("ahpd")
@@ -64,12 +63,13 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
 def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None,
               worktrees_root: Path | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
-    from ahpd.host.store import FileSessionStore, MemorySessionStore, RootConfigStore
+    from ahpd.host.store import FileSessionStore, MemorySessionStore, DecisionStore, RootConfigStore
     from ahpd.host.telemetry import Telemetry
     from ahpd.ports.users import UserDirectory
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
+    decisions = DecisionStore(data_dir / "customizations.json" if sessions == "file" else None)
     session_store = FileSessionStore(data_dir / "sessions") if sessions == "file" else MemorySessionStore()
     telemetry = Telemetry()
     host: Host
@@ -84,7 +84,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         on_state_change=on_state_change,
         backends=backends if backends is not None else {},
         session_store=session_store,
-        stores=(config_store, telemetry),
+        stores=(config_store, decisions, telemetry),
         users=UserDirectory.configured(data_dir),
         telemetry=telemetry,
         terminals=PtyPort(),
@@ -95,7 +95,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
     automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
     host.automations = Automations(host, AutomationStore(automations_file))
     host.plugins_root = data_dir / "plugins"
-    host.decisions = DecisionStore(data_dir / "customizations.json" if sessions == "file" else None)
+    host.decisions = decisions
     host.worktrees_root = worktrees_root.expanduser().resolve() if worktrees_root is not None else None
     return host
 

@@ -89,7 +89,7 @@ class Host:
     #: set by the daemon); None: a client's plugin is reported as not loaded.
     plugins_root: Path | None = None
     #: The customization decisions kept for a folder and for every session
-    #: (``ahpd.ports.decisions.DecisionStore``, set by the daemon); None:
+    #: (``ahpd.host.store.DecisionStore``, set by the daemon); None:
     #: kept in memory from first use (``ahpd.host.plugins``).
     decisions: Any = None
 

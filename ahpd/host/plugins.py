@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ahpd.host.dispatch import Apply, Refuse
 from ahpd.host.supervise import spawn
-from ahpd.ports.decisions import DecisionStore
+from ahpd.host.store import DecisionStore
 
 if TYPE_CHECKING:
     from ahpd.host.sessions import Chat, Session

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
-from ahpd.ports.decisions import DecisionStore
+import trio
+
+from ahpd.host import store as store_module
+from ahpd.host.store import DecisionStore
 
 
 def test_decisions_survive_a_new_store_and_stay_in_their_folder(tmp_path: Path) -> None:
@@ -29,13 +33,42 @@ def test_decisions_survive_a_new_store_and_stay_in_their_folder(tmp_path: Path) 
     assert [p.name for p in path.parent.iterdir()] == ["customizations.json"]  # no temporary left behind
 
 
-def test_an_unreadable_file_keeps_nothing_and_is_not_fatal(tmp_path: Path) -> None:
+def test_an_unreadable_file_is_set_aside_not_written_over(tmp_path: Path) -> None:
     path = tmp_path / "customizations.json"
     path.write_text("{not json")
     store = DecisionStore(path)
     assert store.enablement("p", "file:///x") == []
+    assert (tmp_path / "customizations.json.damaged").read_text() == "{not json"  # kept for whoever looks
     store.decide("p", "file:///x", [{"kind": "global", "enabled": False}])
     assert DecisionStore(path).enablement("p", "file:///y") == [{"kind": "global", "enabled": False}]
+
+
+async def test_a_write_the_disk_refuses_is_retried_off_the_loop(tmp_path: Path, monkeypatch) -> None:
+    """The decision is kept in memory at once and written by the store's
+    writer in a thread; a refused write (a full disk) is retried until the
+    disk takes it, nothing raised to the client's dispatch."""
+    path = tmp_path / "customizations.json"
+    refusals = []
+    real = store_module.write_atomic
+
+    def full_once(target: Path, data: bytes, **kwargs) -> None:
+        if not refusals:
+            refusals.append(target)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(target, data, **kwargs)
+
+    monkeypatch.setattr(store_module, "write_atomic", full_once)
+    store = DecisionStore(path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        assert store.decide("p", "file:///x", [{"kind": "global", "enabled": False}])
+        assert store.enablement("p", "file:///x") == [{"kind": "global", "enabled": False}]
+        with trio.fail_after(30):
+            while not path.exists():
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    assert refusals == [path]
+    assert json.loads(path.read_text()) == {"global": {"p": False}, "workspace": {}}
 
 
 def test_in_memory_it_writes_nothing(tmp_path: Path) -> None:
