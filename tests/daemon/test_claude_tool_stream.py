@@ -217,9 +217,21 @@ async def test_background_work_ends_with_the_agent_that_ran_it(tmp_path: Path) -
     marker = f"ahpd-test-{uuid.uuid4().hex}"
     long_shell = {"command": f"sleep 90 # {marker}", "description": "Sleep long", "run_in_background": True}
     try:
-        await _runs_in_the_background(tmp_path, home, work, more, long_shell)
+        await _runs_in_the_background(tmp_path, home, work, more, long_shell, marker)
     finally:
-        _kill_marked(marker)  # the CLI's shell outlives the CLI: never leave it behind
+        _kill_marked(marker)  # a daemon killed on a failure leaves its CLI's shell behind
+
+
+def _marked(marker: str) -> set[int]:
+    return {int(p.name) for p in Path("/proc").iterdir()
+            if p.name.isdigit() and _cmdline(p) is not None and marker.encode() in _cmdline(p)}
+
+
+def _cmdline(proc: Path) -> bytes | None:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return None
 
 
 def _kill_marked(marker: str) -> None:
@@ -241,7 +253,8 @@ def _kill_marked(marker: str) -> None:
             pass
 
 
-async def _runs_in_the_background(tmp_path: Path, home: Path, work: Path, more: Path, long_shell: dict) -> None:
+async def _runs_in_the_background(tmp_path: Path, home: Path, work: Path, more: Path, long_shell: dict,
+                                  marker: str) -> None:
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.tool_use("toolu_long", "Bash", long_shell), fake_api.text("Left it running."))
         async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
@@ -253,6 +266,7 @@ async def _runs_in_the_background(tmp_path: Path, home: Path, work: Path, more: 
                 await dispatch(client, chat, start_turn("start something long"), 2)
                 actions = await collect(client, chat, "chat/turnComplete", "chat/backgroundWorkSet")
                 [work_set] = [a for a in actions if a["type"] == "chat/backgroundWorkSet"]
+                assert _marked(marker), "the shell runs"
                 # Well past the idle timeout, the shell is still listed: the agent was not stopped.
                 await trio.sleep(4)
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
@@ -266,5 +280,9 @@ async def _runs_in_the_background(tmp_path: Path, home: Path, work: Path, more: 
                 assert [a["id"] for a in removed if a["type"] == "chat/backgroundWorkRemoved"] == [work_set["work"]["id"]]
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 assert "backgroundWork" not in state
+                # And the shell itself ended with the CLI that ran it.
+                with trio.fail_after(60):
+                    while _marked(marker):
+                        await trio.sleep(0.2)
             daemon.terminate()
             assert await daemon.wait() == 0
