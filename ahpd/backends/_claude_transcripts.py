@@ -12,6 +12,7 @@ import logging
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import trio
@@ -98,6 +99,31 @@ def _user_text(content: Any) -> str | None:
 
 def _history(session_id: str) -> list[HistoryTurn]:
     from claude_agent_sdk import get_session_messages
+
+    return _turns(session_id, get_session_messages(session_id))
+
+
+def _subagents(session_id: str) -> dict[str, HistoryTurn]:
+    """Each subagent's own transcript (``<id>/subagents/agent-*.jsonl``), as
+    the one turn its worker chat holds, by the call that spawned it."""
+    from claude_agent_sdk import get_subagent_messages, list_subagents
+
+    found: dict[str, HistoryTurn] = {}
+    for agent_id in list_subagents(session_id):
+        entries = get_subagent_messages(session_id, agent_id)
+        call_id = next((e.parent_tool_use_id for e in entries if e.parent_tool_use_id), None)
+        # Its entries read as a conversation of their own: the first message
+        # is the prompt, what follows the subagent's words and calls.
+        turns = _turns(session_id, [SimpleNamespace(type=e.type, message=e.message, parent_tool_use_id=None,
+                                                    uuid=e.uuid) for e in entries])
+        if isinstance(call_id, str) and turns:
+            first = turns[0]
+            found[call_id] = HistoryTurn(text=first.text, updates=[u for t in turns for u in t.updates],
+                                         usage=first.usage)
+    return found
+
+
+def _turns(session_id: str, entries: Any) -> list[HistoryTurn]:
     from claude_agent_sdk._internal.message_parser import parse_message
 
     turns: list[HistoryTurn] = []
@@ -113,7 +139,7 @@ def _history(session_id: str) -> list[HistoryTurn]:
             # The turn's rewind point, as a live turn records it: its last main-chain entry.
             turns.append(HistoryTurn(text=repair(text), updates=list(updates), usage=usage, point=mapper.point))
 
-    for entry in get_session_messages(session_id):
+    for entry in entries:
         raw = entry.message if isinstance(entry.message, dict) else {}
         if entry.type == "user" and entry.parent_tool_use_id is None:
             said = _user_text(raw.get("content"))
@@ -135,6 +161,16 @@ def _history(session_id: str) -> list[HistoryTurn]:
                     totals[key] = totals.get(key, 0) + usage[key]
     close()
     return turns
+
+
+async def read_subagents(session_id: str) -> dict[str, HistoryTurn]:
+    """The subagents of a past session, by spawning call; empty when there
+    are none or they cannot be read."""
+    try:
+        return await trio.to_thread.run_sync(_subagents, session_id)
+    except Exception as exc:  # noqa: BLE001 - a subagent the SDK cannot read leaves its call unlinked
+        log.warning("claude: reading the subagents of %s failed: %s", session_id, exc)
+        return {}
 
 
 async def read_history(session_id: str) -> list[HistoryTurn]:

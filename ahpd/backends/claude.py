@@ -411,6 +411,11 @@ class ClaudeBackend:
         """Delete the session's transcript; False when there is none."""
         return await _claude_transcripts.delete_conversation(backend_id)
 
+    async def read_subagents(self, backend_id: str) -> dict[str, _claude_transcripts.HistoryTurn]:
+        """A past session's subagents, each as its worker chat's one turn, by
+        the call that spawned it (a file read, no CLI)."""
+        return await _claude_transcripts.read_subagents(backend_id)
+
     async def read_history(self, backend_id: str) -> list[_claude_transcripts.HistoryTurn]:
         """A past session's turns as a live one would have streamed them
         (a file read, no CLI): feed each turn's updates to a

@@ -207,7 +207,7 @@ class TurnTranslator:
         self.commands: list[dict[str, Any]] | None = None  # the agent's latest slash commands
         self.activity: str | None = None  # what the chat is doing, in the tool's own words
         #: tool call id -> its subagent's worker chat URI, where the host names one.
-        self.worker_chat: Callable[[str], str] | None = None
+        self.worker_chat: Callable[[str], str | None] | None = None
 
     def continue_after(self, parts: int) -> None:
         """The turn already holds ``parts`` response parts (a resumed turn):

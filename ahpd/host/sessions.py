@@ -841,14 +841,19 @@ class SessionManager:
     async def _open_from_catalogue(self, provider: str, conversation: StoredConversation) -> None:
         """Open a stored conversation dormant: its turns rebuilt from what the
         backend recorded, no agent started, the backend id its own."""
+        from ahpd.host import workers
         from ahpd.host.turns import rebuild_turns
 
         uri = catalogue_uri(provider, conversation.backend_id)
-        history = await self.backends[provider].read_history(conversation.backend_id)  # type: ignore[attr-defined]
+        backend = self.backends[provider]
+        history = await backend.read_history(conversation.backend_id)  # type: ignore[attr-defined]
+        read_subagents = getattr(backend, "read_subagents", None)
+        subagents = await read_subagents(conversation.backend_id) if read_subagents is not None else {}
         at = conversation.modified_at or conversation.created_at or utc_now()
         cwd = Path(conversation.cwd) if conversation.cwd and Path(conversation.cwd).is_dir() else Path.home()
         chat_uri = default_chat_uri(uri)
-        turns = rebuild_turns(history, prefix=f"turn-{conversation.backend_id[:8]}", at=at)
+        turns = rebuild_turns(history, prefix=f"turn-{conversation.backend_id[:8]}", at=at,
+                              worker_chat=lambda call_id: workers.chat_uri(uri, call_id) if call_id in subagents else None)
         chat_state = {
             "resource": chat_uri, "title": conversation.title, "status": IDLE | IS_READ, "modifiedAt": at,
             "turns": turns,
@@ -857,7 +862,8 @@ class SessionManager:
             "uri": uri, "provider": provider, "cwd": str(cwd),
             "createdAt": conversation.created_at or at, "title": conversation.title, "status": IS_READ,
             "chats": [{"uri": chat_uri, "backendId": conversation.backend_id, "state": chat_state,
-                       **rewind.from_history(turns, history)}],
+                       **rewind.from_history(turns, history)},
+                      *workers.rebuilt(uri, chat_uri, turns, subagents, at)],
             "defaultChat": chat_uri,
         }, lifecycle="ready")
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -315,7 +316,8 @@ def client_gone(chat: Chat, client_id: str) -> None:
         fail(client_id, LEFT)
 
 
-def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str) -> list[dict[str, Any]]:
+def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str, origin: str = "user",
+                  worker_chat: Callable[[str], str | None] | None = None) -> list[dict[str, Any]]:
     """A stored conversation's turns, built the way a live turn is: each past
     turn's updates go through a :class:`TurnTranslator` and its actions
     through the chat reducer, from an empty chat. So a rebuilt turn has
@@ -324,14 +326,17 @@ def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str) -> list[d
     and one builder cannot drift from the other.
 
     Turn ids are ``<prefix>-<n>``; ``at`` is when they are said to have
-    started (a transcript dates its conversation, not each turn)."""
+    started (a transcript dates its conversation, not each turn). ``origin``
+    is who said each turn's message; ``worker_chat`` names the worker chat
+    of a subagent call that has one (its calls then link it)."""
     chat: dict[str, Any] = {"resource": "", "title": "", "status": 1, "modifiedAt": at, "turns": []}
     for number, past in enumerate(history, 1):
         turn_id = f"{prefix}-{number}"
         translator = TurnTranslator(turn_id)
+        translator.worker_chat = worker_chat
         actions: list[dict[str, Any]] = [{
             "type": "chat/turnStarted", "turnId": turn_id, "startedAt": at,
-            "message": {"text": past.text, "origin": {"kind": "user"}},
+            "message": {"text": past.text, "origin": {"kind": origin}},
         }]
         for update in past.updates:
             actions += translator.feed(update)

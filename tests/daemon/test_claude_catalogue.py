@@ -124,3 +124,63 @@ async def test_a_past_session_is_listed_opened_resumed_and_disposed(
             daemon.terminate()
             assert await daemon.wait() == 0
     assert await ClaudeBackend().list_conversations() == []
+
+
+async def test_a_past_subagent_is_opened_in_its_worker_chat(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A conversation read back off its transcript gets the worker chats its
+    subagents worked in, rebuilt from their own transcripts: the Task call
+    links its worker, whose one turn is the prompt, the subagent's call and
+    its report, read-only and naming the call that spawned it."""
+    from .test_claude_subagents import worker_uri
+
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    task = {"description": "Look around", "prompt": "look around the folder", "subagent_type": "general-purpose",
+            "run_in_background": False}
+    with fake_api.FakeAnthropic().running() as api:
+        for name, value in fake_api.cli_env(api.url, str(home)).items():
+            monkeypatch.setenv(name, value)
+        api.add(
+            fake_api.tool_use("toolu_past_task", "Task", task),
+            fake_api.tool_use("toolu_past_sub", "Bash", {"command": "echo hi", "description": "Say hi"}),
+            fake_api.text("Nothing much here."),
+            fake_api.text("All done."),
+        )
+        async with conversation(ClaudeBackend(), cwd) as (conv, rec):
+            rec.on_permission = lambda req: "allow"
+            await conv.prompt("delegate a look around")
+            kept = conv.backend_id
+
+        uri = f"claude:/{kept}"
+        worker = worker_uri(uri, "toolu_past_task")
+        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as client:
+                await client.initialize("reader")
+                await _listed(client, uri)
+                session = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                fits("/$defs/SessionState", session)
+                chat = session["defaultChat"]
+                [row] = [c for c in session["chats"] if c["resource"] == worker]
+                assert row["origin"] == {"kind": "tool", "chat": chat, "toolCallId": "toolu_past_task"}
+                assert row["interactivity"] == "read-only" and row["title"] == "Look around"
+                state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+                [call] = [p["toolCall"] for p in state["turns"][0]["responseParts"] if p["kind"] == "toolCall"]
+                assert call["toolCallId"] == "toolu_past_task" and call["_meta"]["subagentChatUri"] == worker
+                assert {"type": "subagent", "resource": worker, "title": "Look around", "agentName": "general-purpose",
+                        "description": "Look around"} in call["content"]
+                inside = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
+                fits("/$defs/ChatState", inside)
+                [turn] = inside["turns"]
+                assert turn["message"] == {"text": "look around the folder", "origin": {"kind": "agent"}}
+                parts = turn["responseParts"]
+                assert [p["toolCall"]["toolCallId"] for p in parts if p["kind"] == "toolCall"] == ["toolu_past_sub"]
+                assert parts[-1]["kind"] == "markdown" and parts[-1]["content"] == "Nothing much here."
+                # Read-only here too: nobody talks to a subagent that has finished.
+                await client.call("subscribe", {"channel": worker})
+                await dispatch(client, worker, start_turn("hello?"), 1)
+                await until(client, lambda n: n.get("method") == "action"
+                            and n["params"]["channel"] == worker and "rejectionReason" in n["params"])
+            daemon.terminate()
+            assert await daemon.wait() == 0
