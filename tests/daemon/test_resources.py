@@ -31,6 +31,7 @@ from ahpd.wire.check import check_frames
 from ahpd.wire.reader import read_frames
 
 from .helpers import Daemon, Rpc, rpc, running_daemon
+from .test_boot_probe import children_of
 from .test_sessions import fits
 
 ROOT = "ahp-root://"
@@ -296,9 +297,12 @@ def _growth_from_here(pid: int) -> Any:
 
 async def test_fifty_megabytes_in_base64_both_ways_in_a_few_times_the_file(tmp_path: Path) -> None:
     """Written from a client and read back, in base64: the daemon's peak RSS
-    never rises more than 4x the file above where it stood (the base64 text
-    alone is 1.33x; receiving it, trio-websocket holds its pieces and their
-    join at once). No capture here: ``--wire`` holds a frame's line too."""
+    never rises more than 5x the file above where it stood. That is the
+    most that can coexist: the base64 text is 1.33x, and receiving it
+    trio-websocket holds its pieces and their join (2.67x), the decoded
+    JSON string another 1.33x, then the bytes (1x); most runs measure
+    2.5-4x, depending on when the allocator hands pages back. No capture
+    here: ``--wire`` holds a frame's line too."""
     work = tmp_path / "work"
     work.mkdir()
     payload = os.urandom(BIG)
@@ -317,6 +321,14 @@ async def test_fifty_megabytes_in_base64_both_ways_in_a_few_times_the_file(tmp_p
         async with open_websocket_url(daemon.url, max_message_size=128 * 2**20) as ws:
             c = Rpc(ws)
             await c.initialize("big", subscriptions=())
+            # Measured from a settled daemon: the boot probe its first client
+            # started has ended, and the resource path has been walked once
+            # (what it imports is not what a big file costs).
+            with trio.fail_after(120):
+                while children_of(pid):
+                    await trio.sleep(0.1)
+            await ok(c, "resourceWrite", 60, uri=(work / "small.bin").as_uri(), data="AAAA", encoding="base64")
+            await ok(c, "resourceRead", 60, uri=(work / "small.bin").as_uri(), encoding="base64")
             grown = _growth_from_here(pid)
             await ok(c, "resourceWrite", 300, uri=(work / "big.bin").as_uri(), data=coded, encoding="base64")
             writing = grown()
@@ -330,7 +342,7 @@ async def test_fifty_megabytes_in_base64_both_ways_in_a_few_times_the_file(tmp_p
             del read
         print(f"daemon peak RSS rose {writing / BIG:.1f}x the file writing it, {reading / BIG:.1f}x reading it")
         for what, rise in (("write", writing), ("read", reading)):
-            assert rise < 4 * BIG, f"a {what} of {BIG // 2**20} MiB raised the daemon by {rise / 2**20:.0f} MiB"
+            assert rise < 5 * BIG, f"a {what} of {BIG // 2**20} MiB raised the daemon by {rise / 2**20:.0f} MiB"
 
 
 # -- resources a client publishes ---------------------------------------------------------
