@@ -73,6 +73,8 @@ class ToolError(Exception):
 #: session was made (the reference host's key), and how deep one may be.
 SPAWN_DEPTH = "agentHost/sessionSpawnDepth"
 MAX_SPAWN_DEPTH = 3
+#: The longest title ``rename_chat`` takes (the reference schema's bound).
+TITLE_MAX = 200
 
 
 def _s(description: str, **more: Any) -> dict[str, Any]:
@@ -125,6 +127,15 @@ SESSION_TOOLS: list[dict[str, Any]] = [
          "title": _s("A title for the chat (optional)."),
          "model": _s("A model to use, by id or by name; the session's when left out."),
      }, "required": ["prompt"]},
+     "annotations": {"readOnlyHint": False}},
+    {"name": "rename_chat", "title": "Rename Chat",
+     "description": "Give a chat a short title it can be found by, a few words (yours unless `chat` names "
+                    "another). A session that has no chat but its default one takes the title too.",
+     "inputSchema": {"type": "object", "properties": {
+         "session": _s(f"The session the chat is in: {_SESSION_REF}. Given with `chat`, it must be that chat's."),
+         "chat": _s("The chat to rename: a chat URI, or a session's (its default chat). Yours when left out."),
+         "title": {**_s("The new title, a few words."), "maxLength": TITLE_MAX},
+     }, "required": ["title"]},
      "annotations": {"readOnlyHint": False}},
     {"name": "send_message", "title": "Send Message",
      "description": "Say something to another session or chat: it starts a turn there, or waits behind the one "
@@ -503,6 +514,25 @@ def _send(host: Host, sender: Chat, target: Chat, text: str, model_selection: di
     take_up_queued(target)
 
 
+async def rename_chat(host: Host, chat: Chat, args: dict[str, Any]) -> str:
+    from ahpd.host import summaries
+
+    title = " ".join((_text(args, "title") or "").split())  # a blank one is refused by _text
+    if len(title) > TITLE_MAX:
+        raise ToolError(f"a title is at most {TITLE_MAX} characters; this one has {len(title)}")
+    named, session_ref = _text(args, "chat", required=False), _text(args, "session", required=False)
+    target = await _target(host, named or session_ref, to_message=False) if (named or session_ref) else chat
+    if named and session_ref and session_ref != target.session.uri:
+        raise ToolError(f"{named} is a chat of {target.session.uri}, not of {session_ref}")
+    summaries.rename_chat(target, title)
+    session = target.session
+    if len(session.chats) == 1 and session.state().get("title") != title:
+        # Its only chat: the session is what people look for, so it is named too.
+        host.bus.emit(session.uri, {"type": "session/titleChanged", "title": title})
+        host.sessions.notify_summary(session, {"title": title})
+    return _dump({"session": session.uri, "chat": target.uri, "title": title})
+
+
 async def send_message(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     target = await _target(host, _text(args, "session"))
     _send(host, chat, target, _text(args, "message"))
@@ -722,6 +752,7 @@ _RUNNERS: dict[str, Runner] = {
     "get_current_session": get_current_session,
     "create_session": create_session,
     "create_chat": create_chat,
+    "rename_chat": rename_chat,
     "send_message": send_message,
     "get_session_context": get_session_context,
     "delete_session": delete_session,

@@ -205,6 +205,17 @@ def session_flag_changed(host: Host, peer: Peer, channel: str, action: dict[str,
     return Apply(action, after=(lambda: notify_row(session)) if session is not None else None)
 
 
+def rename_chat(chat: Chat, title: str) -> None:
+    """One chat's own title: set on its state, and its row follows as
+    ``session/chatUpdated``. No chat action carries a title, so the chat's
+    subscribers hear of it through the session's catalogue."""
+    channel = chat.host.bus.channels[chat.uri]
+    if channel.state.get("title") != title:
+        channel.state = {**channel.state, "title": title}
+        sync_chat(chat)
+        chat.session.save()
+
+
 def title_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     """A session renamed; or, dispatched on a chat's channel, that one chat
     (the way the reference host reads it): the chat's title is set and its
@@ -215,11 +226,7 @@ def title_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) 
         return Refuse("a blank title is refused: an untitled row is one nobody can find again")
     chat = _chat(host, channel)
     if chat is not None:
-        bus_channel = host.bus.channels[chat.uri]
-        if bus_channel.state.get("title") != title:
-            bus_channel.state = {**bus_channel.state, "title": title}
-            sync_chat(chat)
-            chat.session.save()
+        rename_chat(chat, title)
         return Apply(action)  # the chat's reducer takes no session action: answered as it is
     session = _session(host, channel)
     if session is None:

@@ -27,7 +27,7 @@ from .test_sessions import action_of, create, dispatch, fits, is_action, start_t
 
 ROOT = "ahp-root://"
 KEY = "agentHost/sessionArtifacts"
-TOOLS = ["list_sessions", "get_current_session", "create_session", "create_chat", "send_message",
+TOOLS = ["list_sessions", "get_current_session", "create_session", "create_chat", "rename_chat", "send_message",
          "get_session_context", "delete_session", "add_artifact_or_reference", "remove_artifact_or_reference",
          "list_artifacts_and_references", "ahp_resource"]
 

@@ -219,3 +219,48 @@ async def test_a_worker_chat_is_read_but_never_messaged_through_the_tools(tmp_pa
         read = await server_tools.call(live.host, chat, "get_session_context", {"session": worker.chat.uri})
         assert not read["isError"], read
         assert json.loads(read["content"][0]["text"])["activeTurn"]["message"] == "look"
+
+
+async def test_rename_chat_names_a_chat_and_a_session_that_has_only_it(tmp_path) -> None:
+    """The seed's ``session/titleChanged`` row: an agent renames a chat with
+    ``rename_chat``. Every subscriber sees the chat's row move; a session
+    whose only chat it is takes the title too; another chat's title is its own."""
+    work = tmp_path / "work"
+    work.mkdir()
+    async with live_host(tmp_path) as live, rpc(live.url) as alice, rpc(live.url) as bob:
+        await alice.initialize("alice")
+        await bob.initialize("bob")
+        uri, chat = await create(alice, work)
+        await bob.call("subscribe", {"channel": uri})
+        answer = await server_tools.call(live.host, chat, "rename_chat", {"title": "  Tidy   the docs "})
+        assert not answer["isError"], answer
+        assert json.loads(answer["content"][0]["text"]) == {"session": uri, "chat": chat, "title": "Tidy the docs"}
+        for client in (alice, bob):
+            await until(client, lambda n: is_action("session/titleChanged", uri)(n)
+                        and action_of(n)["title"] == "Tidy the docs")
+        state = (await bob.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+        assert state["title"] == "Tidy the docs"
+        assert [c["title"] for c in state["chats"]] == ["Tidy the docs"]
+        assert (await bob.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]["title"] == "Tidy the docs"
+
+        # A second chat: renamed by name from the first, the session keeps its title.
+        side = "ahp-chat:/side-to-rename"
+        assert "error" not in await alice.call("createChat", {"channel": uri, "chat": side})
+        answer = await server_tools.call(live.host, chat, "rename_chat", {"chat": side, "session": uri,
+                                                                          "title": "Side work"})
+        assert not answer["isError"], answer
+        await until(bob, lambda n: is_action("session/chatUpdated", uri)(n)
+                    and action_of(n)["chat"] == side and action_of(n)["changes"].get("title") == "Side work")
+        state = (await bob.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+        assert state["title"] == "Tidy the docs"
+        assert {c["resource"]: c["title"] for c in state["chats"]}[side] == "Side work"
+
+        # Refusals, each naming what was wrong; nothing moves.
+        for args, words in (({"title": "   "}, "title must be a non-empty string"),
+                            ({"title": "x" * 201}, "at most 200"),
+                            ({"chat": side, "session": "ahp-session:/other", "title": "No"}, "not of"),
+                            ({"chat": "ahp-chat:/nobody", "title": "No"}, "no session or chat")):
+            answer = await server_tools.call(live.host, chat, "rename_chat", args)
+            assert answer["isError"] and words in answer["content"][0]["text"], (args, answer)
+        state = (await bob.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+        assert {c["resource"]: c["title"] for c in state["chats"]} == {chat: "Tidy the docs", side: "Side work"}
