@@ -23,9 +23,10 @@ from typing import Any
 
 import trio
 
-from ahpd.host import Host, rootconfig
-from ahpd.host.bus import ROOT
-from ahpd.host.seqstore import FileSeqStore
+from ahpd.host.assembly import Host
+from ahpd.host.kernel import rootconfig
+from ahpd.host.kernel.bus import ROOT
+from ahpd.host.kernel.seqstore import FileSeqStore
 from ahpd.ports.pty import PtyPort
 
 log = logging.getLogger("ahpd")
@@ -63,8 +64,8 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
 def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None,
               worktrees_root: Path | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
-    from ahpd.host.store import FileSessionStore, MemorySessionStore, DecisionStore, RootConfigStore
-    from ahpd.host.telemetry import Telemetry
+    from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore, DecisionStore, RootConfigStore
+    from ahpd.host.telemetry.telemetry import Telemetry
     from ahpd.ports.users import UserDirectory
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
@@ -89,7 +90,7 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         telemetry=telemetry,
         terminals=PtyPort(),
     )
-    from ahpd.host.automations import Automations
+    from ahpd.host.automations.automations import Automations
     from ahpd.ports.automation_store import AutomationStore
 
     automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None

@@ -4,7 +4,7 @@ A byte pipe and nothing else: it connects to the daemon's unix socket
 (``AHPD_MCP_SOCKET``), says the chat's secret (``AHPD_MCP_SECRET``) on the
 first line, and then copies the agent's stdin to the socket and the socket
 to its stdout, so the MCP the agent speaks is answered by the daemon itself
-(``ahpd.host.mcp_bridge``). Standard library only: it starts in a blink and
+(``ahpd.host.customizations.mcp_bridge``). Standard library only: it starts in a blink and
 has nothing to get out of step with the daemon.
 """
 

@@ -16,7 +16,7 @@ import argparse
 import json
 import time
 
-from ahpd.host import jsonrpc
+from ahpd.host.kernel import jsonrpc
 from ahpd.protocol import codec, model
 
 FRAMES = [

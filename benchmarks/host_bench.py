@@ -68,8 +68,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _host_bench_client import ROOT, raise_nofile, worker  # noqa: E402
 
-from ahpd.host import Host  # noqa: E402
-from ahpd.host.jsonrpc import notification_frame  # noqa: E402
+from ahpd.host.assembly import Host  # noqa: E402
+from ahpd.host.kernel.jsonrpc import notification_frame  # noqa: E402
 from ahpd.transport.frames import text_frame  # noqa: E402
 from ahpd.transport.websocket import serve_websocket  # noqa: E402
 

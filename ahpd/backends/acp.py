@@ -310,7 +310,7 @@ class AcpBackend:
                 with trio.fail_after(self.start_timeout):
                     init = await link.initialize()
                     caps = init.agent_capabilities
-                    # The host's own tools, as the MCP server it serves them on (ahpd.host.mcp_bridge).
+                    # The host's own tools, as the MCP server it serves them on (ahpd.host.customizations.mcp_bridge).
                     servers = [await host_tools.mcp_server()] if host_tools is not None else []
                     params: dict[str, Any] = {"cwd": str(root), "mcpServers": servers}
                     if additional_directories:

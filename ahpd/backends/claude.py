@@ -631,7 +631,7 @@ class ClaudeConversation:
         """Every call waiting on ``client_id`` is answered as failed."""
         return self._tools.fail_client(client_id, message)
 
-    # -- MCP servers (ahpd.host.customizations drives these) ---------------------------------
+    # -- MCP servers (ahpd.host.customizations.customizations drives these) ---------------------------------
 
     async def mcp_status(self) -> list[dict[str, Any]]:
         """The CLI's MCP servers as it reports them (``mcp_status``), without our own ``ahp``."""
@@ -646,7 +646,7 @@ class ClaudeConversation:
         """Connect a server again (``mcp_reconnect``): how a failed or signed-out one is retried."""
         await self._control().reconnect_mcp_server(name)
 
-    # -- plugins (ahpd.host.plugins drives these) -------------------------------------------
+    # -- plugins (ahpd.host.customizations.plugins drives these) -------------------------------------------
 
     async def loaded_plugins(self) -> list[dict[str, Any]]:
         """The plugins the CLI loads now (``reload_plugins``)."""

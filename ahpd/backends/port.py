@@ -120,7 +120,7 @@ class HistoryTurn:
     updates: list[dict[str, Any]]
     usage: dict[str, Any] | None = None  # AHP UsageInfo wire JSON
     #: Where the conversation stood when the turn ended, in the backend's
-    #: own names (a backend that rewinds: ``ahpd.host.rewind``); None unknown.
+    #: own names (a backend that rewinds: ``ahpd.host.sessions.chats.rewind``); None unknown.
     point: str | None = None
 
 

@@ -4,6 +4,6 @@ Plain code over a ``Connection`` (receive/send); the trio transports in
 ``ahpd.transport`` carry it over WebSocket, stdio or an in-process pair.
 """
 
-from ahpd.host.host import Host, Peer
+from ahpd.host.kernel.host import Host, Peer
 
 __all__ = ["Host", "Peer"]

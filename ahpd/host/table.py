@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ahpd.host import (
-    annotations, auth, automations, changesets, chat_commands, chat_moves, commands, customizations, detached, directories,
-    dispatch, input_answers, resources, rewind, server_tools, session_commands, session_config, summaries, terminals,
-    turns, watches, window,
-)
+from ahpd.host.sessions import annotations, directories, session_commands, session_config, summaries
+from ahpd.host.kernel import auth, commands, dispatch
+from ahpd.host.automations import automations
+from ahpd.host.changesets import changesets, detached
+from ahpd.host.sessions.chats import chat_commands, chat_moves, input_answers, rewind, turns
+from ahpd.host.customizations import customizations, server_tools
+from ahpd.host.resources import resources, watches
+from ahpd.host.terminals import terminals
+from ahpd.host.window import window
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:

@@ -46,8 +46,8 @@ from itertools import accumulate
 
 import trio
 
-from ahpd.host import telemetry
-from ahpd.host.supervise import supervised
+from ahpd.host.telemetry import telemetry
+from ahpd.host.kernel.supervise import supervised
 
 logger = logging.getLogger("ahpd.transport")
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from ahpd.host.frame import SharedFrame
+from ahpd.host.kernel.frame import SharedFrame
 
 _TEXT_FIN = 0x81
 _LEN16 = struct.Struct("!BBH")

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import trio
 
-from ahpd.host.frame import SharedFrame
+from ahpd.host.kernel.frame import SharedFrame
 from ahpd.transport.base import Connection, Handler, PeerGone, logger, run_connection
 
 _CHUNK = 65536

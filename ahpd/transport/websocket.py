@@ -61,7 +61,7 @@ from ahpd.transport.base import (
     logger,
     run_connection,
 )
-from ahpd.host.frame import SharedFrame
+from ahpd.host.kernel.frame import SharedFrame
 from ahpd.transport.frames import PIECE, BatchBytes, text_frame_pieces
 
 #: What one read from a client's socket asks for: trio-websocket's 4 KiB

@@ -79,7 +79,7 @@ def test_a_subagents_progress_is_a_line_on_its_running_call_said_once_and_taken_
     assert progress == [{"type": "chat/toolCallContentChanged", "turnId": "t1", "toolCallId": "toolu_task",
                          "content": [], "_meta": {**hints, "progressMessage": "Running ls"}}]
     assert feed(_system("task_progress", task_id="a1", tool_use_id="toolu_task", description="Running ls")) == []
-    # The subagent's own calls are its worker chat's (ahpd.host.workers), never this chat's.
+    # The subagent's own calls are its worker chat's (ahpd.host.sessions.chats.workers), never this chat's.
     assert feed(sdk.UserMessage(content=[sdk.ToolResultBlock("toolu_sub", "hi")], parent_tool_use_id="toolu_task")) == []
     done = feed(sdk.UserMessage(content=[sdk.ToolResultBlock("toolu_task", "found it")]))
     assert done[0]["type"] == "chat/toolCallComplete" and done[0]["_meta"] == hints

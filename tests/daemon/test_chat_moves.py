@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ahpd.host.store import _name
+from ahpd.host.sessions.store import _name
 from ahpd.wire.cli import wire_check
 
 from .helpers import Rpc, rpc, running_daemon, until

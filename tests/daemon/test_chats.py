@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from ahpd.host.store import FileSessionStore
+from ahpd.host.sessions.store import FileSessionStore
 
 from .helpers import rpc, running_daemon
 from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until

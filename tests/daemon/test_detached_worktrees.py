@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ahpd.host import detached, worktrees
+from ahpd.host.changesets import detached
+from ahpd.host.sessions import worktrees
 
 from ..gitrepo import git, git_env
 from .helpers import Rpc, rpc, running_daemon

@@ -174,7 +174,7 @@ async def test_server_seq_never_repeats_after_a_crash(tmp_path) -> None:
 
 
 async def test_a_damaged_session_file_is_set_aside_and_the_others_still_open(tmp_path) -> None:
-    from ahpd.host.store import FileSessionStore
+    from ahpd.host.sessions.store import FileSessionStore
 
     data = tmp_path / "d"
     uri, chat = "ahp-session:/kept", "ahp-chat:/kept"

@@ -15,7 +15,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ahpd.host import Host
+from ahpd.host.assembly import Host
 from ahpd.protocol import model
 from ahpd.transport.websocket import serve_websocket
 

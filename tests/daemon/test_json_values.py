@@ -17,7 +17,8 @@ from functools import partial
 import pytest
 import trio
 
-from ahpd.host import Host, table
+from ahpd.host.assembly import Host
+from ahpd.host import table
 from ahpd.transport.websocket import serve_websocket
 
 from .helpers import rpc

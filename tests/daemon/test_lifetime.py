@@ -13,7 +13,7 @@ from pathlib import Path
 
 import trio
 
-from ahpd.host import Host
+from ahpd.host.assembly import Host
 from ahpd.transport.websocket import serve_websocket
 
 from .helpers import rpc

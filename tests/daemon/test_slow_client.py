@@ -14,7 +14,7 @@ from functools import partial
 
 import trio
 
-from ahpd.host import Host
+from ahpd.host.assembly import Host
 from ahpd.transport.websocket import serve_websocket
 
 from ..transport.test_websocket import RawClient

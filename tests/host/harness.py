@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from ahpd.host.host import Host
+from ahpd.host.kernel.host import Host
 
 
 class MemoryConnection:

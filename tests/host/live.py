@@ -17,8 +17,8 @@ from typing import Any
 
 import trio
 
-from ahpd.host import Host
-from ahpd.host.store import MemorySessionStore
+from ahpd.host.assembly import Host
+from ahpd.host.sessions.store import MemorySessionStore
 from ahpd.transport.websocket import serve_websocket
 from tests.backends.acp_agents.harness import demo_backend
 from tests.daemon.helpers import Rpc, rpc

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import trio
 
-from ahpd.host.auth import token_for
-from ahpd.host.host import Host
+from ahpd.host.kernel.auth import token_for
+from ahpd.host.kernel.host import Host
 
 from .harness import connect
 

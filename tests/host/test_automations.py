@@ -20,8 +20,8 @@ import pytest
 import trio
 import trio.testing
 
-from ahpd.host.automations import Automations, TrioClock
-from ahpd.host.host import Host
+from ahpd.host.automations.automations import Automations, TrioClock
+from ahpd.host.kernel.host import Host
 from ahpd.ports.automation_store import AutomationStore
 
 from .harness import Client
@@ -402,7 +402,7 @@ async def test_a_store_that_cannot_write_refuses_the_request_and_keeps_what_it_h
 
 
 async def test_run_history_keeps_the_newest_finished_runs_up_to_the_limit(tmp_path, clock, monkeypatch) -> None:
-    from ahpd.host import automations
+    from ahpd.host.automations import automations
 
     monkeypatch.setattr(automations, "RUN_HISTORY_LIMIT", 3)
     path = tmp_path / "a.sqlite3"

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from ahpd import daemon
-from ahpd.host import chat_commands
+from ahpd.host.sessions.chats import chat_commands
 from ahpd.transport.websocket import serve_websocket
 
 from ..daemon.helpers import rpc

@@ -23,12 +23,12 @@ import pytest
 import trio
 import trio_websocket
 
-import ahpd.host.bus
-import ahpd.host.turns
+import ahpd.host.kernel.bus
+import ahpd.host.sessions.chats.turns
 from ahpd import state as reducers
 from ahpd.backends.acp import AcpBackend
 from ahpd.backends.port import PermissionRequest, Update
-from ahpd.host.host import Host
+from ahpd.host.kernel.host import Host
 from ahpd.transport.websocket import WebSocketConnection
 from tests.daemon.helpers import Rpc, rpc
 from tests.daemon.test_sessions import action_of, dispatch, start_turn, until
@@ -96,14 +96,14 @@ async def store_save(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def agent_event(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
     """Handling one of the agent's updates fails: its turn ends with chat/error."""
-    real = ahpd.host.turns.on_event
+    real = ahpd.host.sessions.chats.turns.on_event
 
     def on_event(chat: Any, event: Any) -> None:
         if chat.uri == v.chat and isinstance(event, Update) and event.update.get("sessionUpdate") == "agent_message_chunk":
             raise RuntimeError("injected: cannot handle this update")
         real(chat, event)
 
-    monkeypatch.setattr(ahpd.host.turns, "on_event", on_event)
+    monkeypatch.setattr(ahpd.host.sessions.chats.turns, "on_event", on_event)
     error = _error_of(await run_turn(v.client, v.chat, "hello", v.next_seq()))
     assert error["errorType"] == "RuntimeError" and "cannot handle" in error["message"]
     monkeypatch.undo()
@@ -113,14 +113,14 @@ async def agent_event(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
 async def permission_event(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
     """Handling a tool confirmation request fails: the turn ends with
     chat/error, the agent is told to stop, and the chat is free again."""
-    real = ahpd.host.turns.on_event
+    real = ahpd.host.sessions.chats.turns.on_event
 
     def on_event(chat: Any, event: Any) -> None:
         if chat.uri == v.chat and isinstance(event, PermissionRequest):
             raise KeyError("injected: no such tool")
         real(chat, event)
 
-    monkeypatch.setattr(ahpd.host.turns, "on_event", on_event)
+    monkeypatch.setattr(ahpd.host.sessions.chats.turns, "on_event", on_event)
     error = _error_of(await run_turn(v.client, v.chat, "use a tool with permission", v.next_seq()))
     assert error["errorType"] == "KeyError"
     monkeypatch.undo()
@@ -129,7 +129,7 @@ async def permission_event(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def encode(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
     """An action frame that cannot be encoded never happened; its turn ends with chat/error."""
-    real = ahpd.host.bus.notification_frame
+    real = ahpd.host.kernel.bus.notification_frame
 
     def frame(method: str, params: Any) -> str:
         action = params.get("action") if isinstance(params, dict) else None
@@ -137,7 +137,7 @@ async def encode(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
             raise ValueError("injected: Out of range float values are not JSON compliant")
         return real(method, params)
 
-    monkeypatch.setattr(ahpd.host.bus, "notification_frame", frame)
+    monkeypatch.setattr(ahpd.host.kernel.bus, "notification_frame", frame)
     error = _error_of(await run_turn(v.client, v.chat, "hello", v.next_seq()))
     assert error["errorType"] == "ValueError"
     monkeypatch.undo()

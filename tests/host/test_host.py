@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from ahpd.host.host import Host
-from ahpd.host.seqstore import FileSeqStore, MemorySeqStore
+from ahpd.host.kernel.host import Host
+from ahpd.host.kernel.seqstore import FileSeqStore, MemorySeqStore
 from ahpd.protocol.strict_schema import validator
 
 from .harness import connect
@@ -320,7 +320,7 @@ async def test_reconnect_beyond_the_buffer_gets_snapshots(host_and_nursery) -> N
 
 
 def test_replay_bytes_bound_keeps_the_newest() -> None:
-    from ahpd.host.replay import Entry, ReplayBuffer
+    from ahpd.host.kernel.replay import Entry, ReplayBuffer
 
     buf = ReplayBuffer(lambda: 100)
     for seq in range(1, 6):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-import ahpd.host.turns
+import ahpd.host.sessions.chats.turns
 from tests.backends.acp_agents.harness import demo_backend, raw_backend, reaped
 from tests.daemon.helpers import rpc
 from tests.daemon.test_sessions import action_of, dispatch, is_action, start_turn, until
@@ -28,7 +28,7 @@ LIMIT = 60
 
 @pytest.fixture(autouse=True)
 def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ahpd.host.turns, "CANCEL_GRACE", 0.5)
+    monkeypatch.setattr(ahpd.host.sessions.chats.turns, "CANCEL_GRACE", 0.5)
 
 
 def backends(tmp_path: Path) -> dict:

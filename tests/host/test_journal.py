@@ -12,8 +12,8 @@ import os
 import pytest
 import trio
 
-from ahpd.host import store as store_module
-from ahpd.host.store import WINDOW, FileSessionStore, MemorySessionStore
+from ahpd.host.sessions import store as store_module
+from ahpd.host.sessions.store import WINDOW, FileSessionStore, MemorySessionStore
 from ahpd.ports import journal
 
 from ..smalldisk import small_disk

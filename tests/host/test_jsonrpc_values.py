@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from ahpd.host import jsonrpc
-from ahpd.host.jsonrpc import Invalid, NotJson, Request
+from ahpd.host.kernel import jsonrpc
+from ahpd.host.kernel.jsonrpc import Invalid, NotJson, Request
 
 
 def refused(text: str) -> dict:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from ahpd.host import jsonrpc
-from ahpd.host.jsonrpc import RpcError
-from ahpd.host.versions import SUPPORTED_VERSIONS, negotiate
+from ahpd.host.kernel import jsonrpc
+from ahpd.host.kernel.jsonrpc import RpcError
+from ahpd.host.kernel.versions import SUPPORTED_VERSIONS, negotiate
 
 
 def error_of(text: str) -> dict:

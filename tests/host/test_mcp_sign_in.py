@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-import ahpd.host.customizations
+import ahpd.host.customizations.customizations
 from ahpd.backends.port import PromptResult, Update
 from ahpd.backends.translate import CONTRIBUTOR_META
 from tests.daemon.helpers import rpc
@@ -91,7 +91,7 @@ class ScriptedBackend:
 
 
 async def test_a_running_call_waits_on_its_servers_sign_in(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(ahpd.host.customizations, "WATCH_SECONDS", 0.05)
+    monkeypatch.setattr(ahpd.host.customizations.customizations, "WATCH_SECONDS", 0.05)
     backend = ScriptedBackend()
     (tmp_path / "w").mkdir()
     with trio.fail_after(60):
@@ -144,7 +144,7 @@ async def test_a_running_call_waits_on_its_servers_sign_in(tmp_path: Path, monke
 
 
 async def test_a_turn_that_ends_leaves_no_sign_in_waiting(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(ahpd.host.customizations, "WATCH_SECONDS", 0.05)
+    monkeypatch.setattr(ahpd.host.customizations.customizations, "WATCH_SECONDS", 0.05)
     backend = ScriptedBackend()
     (tmp_path / "w").mkdir()
     with trio.fail_after(60):
@@ -167,7 +167,7 @@ async def test_a_turn_that_ends_leaves_no_sign_in_waiting(tmp_path: Path, monkey
 
 
 async def test_stopping_the_server_lifts_what_waited_on_its_sign_in(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(ahpd.host.customizations, "WATCH_SECONDS", 0.05)
+    monkeypatch.setattr(ahpd.host.customizations.customizations, "WATCH_SECONDS", 0.05)
     backend = ScriptedBackend()
     (tmp_path / "w").mkdir()
     with trio.fail_after(60):

@@ -7,9 +7,9 @@ import json
 import pytest
 import trio
 
-from ahpd.host.store import RootConfigStore
-from ahpd.host.host import Host
-from ahpd.host.rootconfig import GIB, MIB, check_value
+from ahpd.host.sessions.store import RootConfigStore
+from ahpd.host.kernel.host import Host
+from ahpd.host.kernel.rootconfig import GIB, MIB, check_value
 
 from .harness import connect
 

@@ -1,4 +1,4 @@
-"""The portable AHP cron grammar and its occurrences (ahpd.host.schedule): pure, no clock."""
+"""The portable AHP cron grammar and its occurrences (ahpd.host.automations.schedule): pure, no clock."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from ahpd.host import schedule
+from ahpd.host.automations import schedule
 
 UTC = dt.UTC
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import trio
 
-from ahpd.host import server_tools
-from ahpd.host.mcp_bridge import bridge
+from ahpd.host.customizations import server_tools
+from ahpd.host.customizations.mcp_bridge import bridge
 from tests.daemon.helpers import rpc, until
 from tests.daemon.test_sessions import action_of, create, dispatch, fits, is_action, start_turn
 from tests.host.live import ending_of, live_host
@@ -202,7 +202,7 @@ async def test_a_worker_chat_is_read_but_never_messaged_through_the_tools(tmp_pa
     """``send_message`` would queue a turn on a subagent's worker chat and
     start an agent there; it is refused like a client's message is, while
     ``get_session_context`` still reads it."""
-    from ahpd.host import workers
+    from ahpd.host.sessions.chats import workers
 
     work = tmp_path / "work"
     work.mkdir()

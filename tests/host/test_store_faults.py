@@ -17,8 +17,8 @@ import pytest
 import trio
 
 from ahpd.ports import atomic
-from ahpd.host.seqstore import BLOCK, FileSeqStore, Sequencer
-from ahpd.host.store import FileSessionStore, RootConfigStore, write_atomic
+from ahpd.host.kernel.seqstore import BLOCK, FileSeqStore, Sequencer
+from ahpd.host.sessions.store import FileSessionStore, RootConfigStore, write_atomic
 
 from ..smalldisk import small_disk
 

@@ -1,4 +1,4 @@
-"""The failure boundary (``ahpd.host.supervise``) on its own."""
+"""The failure boundary (``ahpd.host.kernel.supervise``) on its own."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import pytest
 import trio
 
-from ahpd.host.supervise import run_supervised, spawn, supervised
+from ahpd.host.kernel.supervise import run_supervised, spawn, supervised
 
 
 async def test_an_error_is_logged_reported_and_stops_there(caplog: pytest.LogCaptureFixture) -> None:

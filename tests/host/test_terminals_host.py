@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import trio
 
-from ahpd.host import terminals as terminals_module
-from ahpd.host.host import Host
+from ahpd.host.terminals import terminals as terminals_module
+from ahpd.host.kernel.host import Host
 from ahpd.ports.pty import PtyPort, session_members
 
 from .harness import connect

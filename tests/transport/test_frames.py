@@ -24,7 +24,7 @@ from wsproto.events import (
     TextMessage,
 )
 
-from ahpd.host.frame import SharedFrame
+from ahpd.host.kernel.frame import SharedFrame
 from ahpd.transport import frames as frames_module
 from ahpd.transport.frames import BatchBytes, text_frame
 from ahpd.transport.websocket import WebSocketConnection

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import trio
 
-from ahpd.host.frame import SharedFrame
+from ahpd.host.kernel.frame import SharedFrame
 from ahpd.transport.base import Connection
 from ahpd.transport.stdio import serve_stdio
 

@@ -1,0 +1,179 @@
+"""The action bus: the one place where state moves.
+
+Every channel's state is held here and changed only by reducing an action
+through the pure reducers, the same way every client changes its copy. An
+action that changes the state is numbered (serverSeq), serialized once,
+buffered for replay and handed to each subscriber's writer queue; an action
+that changes nothing is not a change and goes nowhere. An action that has no
+JSON form (a NaN, a lone surrogate: a bug somewhere upstream) is logged and
+dropped before anything moves, so the state and serverSeq every client
+reduces never hold what no client was told. Nothing here awaits:
+a subscriber's queue is a memory channel, so a slow client never holds up
+the bus, and a snapshot and the actions after it can never interleave.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ahpd import state as reducers
+from ahpd.host.kernel.frame import SharedFrame
+from ahpd.host.kernel.jsonrpc import NotJson, notification_frame
+from ahpd.host.kernel.replay import Entry, ReplayBuffer
+from ahpd.host.kernel.seqstore import Sequencer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+log = logging.getLogger("ahpd.host")
+
+ROOT = "ahp-root://"
+
+
+class Subscriber(Protocol):
+    """Whoever receives a channel's actions: a connection's writer queue."""
+
+    def send(self, text: str, size: int | None = None) -> bool: ...
+
+
+class Channel:
+    """A subscribable, state-bearing resource, reduced by ``kind``'s reducer."""
+
+    __slots__ = ("uri", "kind", "state", "subscribers")
+
+    def __init__(self, uri: str, kind: str, state: dict[str, Any]) -> None:
+        self.uri = uri
+        self.kind = kind
+        self.state = state
+        self.subscribers: set[Subscriber] = set()
+
+    def snapshot(self, server_seq: int) -> dict[str, Any]:
+        return {"resource": self.uri, "state": self.state, "fromSeq": server_seq}
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ActionBus:
+    def __init__(self, sequencer: Sequencer, replay_bytes: Callable[[], int]) -> None:
+        self.sequencer = sequencer
+        self.replay = ReplayBuffer(replay_bytes)
+        self.channels: dict[str, Channel] = {}
+        #: Told ``(channel, action)`` after each action that moved state (telemetry).
+        self.observers: list[Callable[[str, dict[str, Any]], None]] = []
+
+    @property
+    def server_seq(self) -> int:
+        return self.sequencer.current
+
+    # -- channels ------------------------------------------------------------
+
+    def open(self, uri: str, kind: str, state: dict[str, Any]) -> Channel:
+        if uri in self.channels:
+            raise ValueError(f"channel {uri} already exists")
+        channel = self.channels[uri] = Channel(uri, kind, state)
+        return channel
+
+    def close(self, uri: str) -> None:
+        """The channel is gone; its subscribers stop hearing about it."""
+        self.channels.pop(uri, None)
+
+    def subscribe(self, uri: str, subscriber: Subscriber) -> dict[str, Any] | None:
+        """Watch ``uri`` and return its snapshot, or None if there is no such
+        channel. Atomic: no action can fall between the two."""
+        channel = self.channels.get(uri)
+        if channel is None:
+            return None
+        channel.subscribers.add(subscriber)
+        return channel.snapshot(self.server_seq)
+
+    def unsubscribe(self, uri: str, subscriber: Subscriber) -> None:
+        channel = self.channels.get(uri)
+        if channel is not None:
+            channel.subscribers.discard(subscriber)
+
+    # -- actions -------------------------------------------------------------
+
+    def reduce(self, uri: str, action: dict[str, Any]) -> dict[str, Any]:
+        """What ``action`` would make of the channel's state (nothing applied)."""
+        channel = self.channels[uri]
+        return reducers.reduce(channel.kind, channel.state, action)
+
+    def emit(
+        self,
+        uri: str,
+        action: dict[str, Any],
+        origin: dict[str, Any] | None = None,
+        *,
+        new_state: dict[str, Any] | None = None,
+    ) -> int | None:
+        """Apply ``action`` to channel ``uri`` and tell its subscribers.
+
+        Returns the serverSeq it was given, or None when it changed nothing
+        or cannot be encoded, or its channel is gone (then nobody is told,
+        nothing moves and no number is spent). ``new_state`` is the already reduced state, when
+        the caller had to look at it first.
+        """
+        channel = self.channels.get(uri)
+        if channel is None:
+            # Said by a task that outlived its channel (a turn ending after
+            # its chat was disposed): there is nobody left to tell.
+            log.debug("%s is closed; %s dropped", uri, action.get("type"))
+            return None
+        if new_state is None:
+            new_state = reducers.reduce(channel.kind, channel.state, action)
+        if new_state is channel.state:
+            return None
+        seq = self.sequencer.current + 1  # framed before anything moves
+        envelope: dict[str, Any] = {"channel": uri, "action": action, "serverSeq": seq}
+        if origin is not None:
+            envelope["origin"] = origin
+        try:
+            text = notification_frame("action", envelope)
+        except NotJson as err:
+            log.error("%s on %s has no JSON form (%s); dropped, nothing moved",
+                      action.get("type"), uri, err)
+            return None
+        channel.state = new_state
+        taken = self.sequencer.next()
+        assert taken == seq
+        self.replay.append(Entry(seq, uri, envelope, len(text)))
+        self._fan_out(channel.subscribers, text)
+        for observe in self.observers:
+            observe(uri, action)
+        return seq
+
+    def answer(self, subscriber: Subscriber, uri: str, action: dict[str, Any], origin: dict[str, Any],
+               rejection: str | None = None) -> None:
+        """Tell one dispatcher what became of its action without moving any
+        state: a refusal (with ``rejection``) or an action that changed
+        nothing. Sent at the current serverSeq and never buffered."""
+        envelope: dict[str, Any] = {
+            "channel": uri, "action": action, "serverSeq": self.server_seq, "origin": origin,
+        }
+        if rejection is not None:
+            envelope["rejectionReason"] = rejection
+        try:
+            subscriber.send(notification_frame("action", envelope))
+        except NotJson as err:
+            log.error("the answer to %s on %s has no JSON form (%s); not sent", action.get("type"), uri, err)
+
+    def notify(self, subscribers: Iterable[Subscriber], method: str, params: dict[str, Any]) -> None:
+        """A protocol notification: carries no serverSeq, is never replayed."""
+        try:
+            text = notification_frame(method, params)
+        except NotJson as err:
+            log.error("%s has no JSON form (%s); not sent", method, err)
+            return
+        self._fan_out(subscribers, text)
+
+    @staticmethod
+    def _fan_out(subscribers: Iterable[Subscriber], text: str) -> None:
+        frame = SharedFrame(text)  # measured once, each transport's bytes built once
+        size = frame.size
+        for subscriber in list(subscribers):
+            subscriber.send(frame, size)

@@ -1,0 +1,133 @@
+"""The commands this host answers, one function each, named by method.
+
+``COMMANDS`` maps a request method to its handler; ``NOTIFICATIONS`` maps a
+client notification. Anything in neither is answered -32601: a host that
+returns an empty success to a method it does not have leaves the client
+waiting for state that is never coming.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ahpd import __version__
+from ahpd.host.kernel import dispatch, versions
+from ahpd.host.kernel.jsonrpc import INVALID_REQUEST, RpcError
+from ahpd.protocol import DecodeError, codec, model
+
+if TYPE_CHECKING:
+    from ahpd.host.kernel.host import Host, Peer
+
+log = logging.getLogger("ahpd.host")
+
+SESSION_NOT_FOUND = -32001
+NOT_FOUND = -32008
+
+
+def _unique(uris: list[str]) -> list[str]:
+    return list(dict.fromkeys(uris))
+
+
+def _no_channel(uri: str) -> RpcError:
+    code = NOT_FOUND if uri.startswith(("ahp-terminal:", "ahp-changeset:", "ahp-resource-watch:")) or (
+        "/changeset/" in uri) else SESSION_NOT_FOUND
+    return RpcError(code, f"no channel {uri} on this host", {"channel": uri})
+
+
+async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> dict[str, Any]:
+    if peer.initialized:
+        raise RpcError(INVALID_REQUEST, "initialize was already answered on this connection")
+    version = versions.negotiate(params.protocolVersions)
+    peer.client_id = params.clientId
+    peer.protocol_version = version
+    snapshots = []
+    for uri in _unique(params.initialSubscriptions or []):
+        await host.ensure_channel(uri)
+        snapshot = host.bus.subscribe(uri, peer)
+        if snapshot is None:
+            log.info("%s: initial subscription %s names no channel; not subscribed", peer.name, uri)
+            continue
+        peer.subscriptions.add(uri)
+        snapshots.append(snapshot)
+    log.info("%s: initialized, protocol %s", peer.name, version)
+    if host.sessions is not None:
+        host.sessions.probe_soon()  # deferred until somebody asks (see SessionManager.probe_soon)
+    result = {
+        "protocolVersion": version,
+        "serverSeq": host.bus.server_seq,
+        "serverInfo": {"name": "ahpd", "version": __version__},
+        "snapshots": snapshots,
+        **({"telemetry": host.telemetry.capabilities} if host.telemetry is not None else {}),
+        "_meta": {"vscode.getAgentHostSessionStateFile.chat": True,  # a chat's own record (ahpd.host.window.window)
+                  "vscode.detachedWorktrees": True,  # the window's handles on trees (ahpd.host.changesets.detached)
+                  "vscode.removeSessionArtifact": True},  # an artifact pill taken off (ahpd.host.customizations.server_tools)
+    }
+    if host.automations is not None:  # advertised only by a host given a store
+        result["automations"] = host.automations.capabilities()
+    if host.terminals is not None:
+        result["terminalCommandPrefix"] = "!"  # a turn starting with it runs in a terminal (ahpd.host.sessions.chats.turns)
+    return result
+
+
+def ping(host: Host, peer: Peer, params: model.PingParams) -> None:
+    return None
+
+
+async def subscribe(host: Host, peer: Peer, params: model.SubscribeParams) -> dict[str, Any]:
+    if params.channel.startswith("ahp-otlp:") and host.telemetry is not None:
+        return host.telemetry.subscribe(peer, params.channel)  # stateless: no snapshot, never replayed
+    await host.ensure_channel(params.channel)
+    snapshot = host.bus.subscribe(params.channel, peer)
+    if snapshot is None:
+        raise _no_channel(params.channel)
+    peer.subscriptions.add(params.channel)
+    return {"snapshot": snapshot}
+
+
+async def reconnect(host: Host, peer: Peer, params: model.ReconnectParams) -> dict[str, Any]:
+    """A client coming back: what it missed, or whole snapshots if too much."""
+    if peer.initialized and peer.client_id != params.clientId:
+        raise RpcError(INVALID_REQUEST, "reconnect names another client than this connection's")
+    peer.client_id = params.clientId
+    peer.protocol_version = peer.protocol_version or versions.SUPPORTED_VERSIONS[0]
+    if host.sessions is not None:
+        host.sessions.probe_soon()
+    wanted = _unique(params.subscriptions)
+    for uri in wanted:
+        await host.ensure_channel(uri)
+    present = [uri for uri in wanted if uri in host.bus.channels]
+    missing = [uri for uri in wanted if uri not in host.bus.channels]
+    last_seen = params.lastSeenServerSeq
+    replay = host.bus.replay.since(int(last_seen), host.bus.server_seq, present)
+    snapshots = []
+    for uri in present:
+        snapshot = host.bus.subscribe(uri, peer)
+        peer.subscriptions.add(uri)
+        snapshots.append(snapshot)
+    if replay is None:
+        log.info("%s: reconnect from %s is beyond the replay buffer; answering snapshots", peer.name, last_seen)
+        return {"type": "snapshot", "snapshots": snapshots}
+    return {"type": "replay", "actions": replay, "missing": missing}
+
+
+def unsubscribe(host: Host, peer: Peer, raw: Any) -> None:
+    try:
+        params = codec.decode(model.UnsubscribeParams, raw if raw is not None else {})
+    except DecodeError as err:
+        log.warning("%s: unsubscribe ignored: %s", peer.name, err)
+        return
+    host.leave(peer, params.channel)
+
+
+COMMANDS = {
+    "initialize": initialize,
+    "ping": ping,
+    "subscribe": subscribe,
+    "reconnect": reconnect,
+}
+
+NOTIFICATIONS = {
+    "unsubscribe": unsubscribe,
+    "dispatchAction": dispatch.dispatch_action,
+}

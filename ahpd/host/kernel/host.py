@@ -1,0 +1,354 @@
+"""The host: one AHP server, whatever transports it is reached over.
+
+``Host.serve_connection`` is the transport handler: it reads frames, answers
+requests by method through the command table (``ahpd.host.kernel.commands``) and
+hands client actions to ``ahpd.host.kernel.dispatch``. Each connection is a
+``Peer``; its sends go to the transport's writer queue and never wait.
+A fault in one handler is answered -32603 and logged with its traceback; it
+never reaches another connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import typing
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from ahpd.host.changesets import changesets
+from ahpd.host.kernel import jsonrpc, rootconfig
+from ahpd.host.kernel.bus import ROOT, ActionBus
+from ahpd.host.kernel.forward import Outgoing
+from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
+from ahpd.host.kernel.seqstore import MemorySeqStore, Sequencer
+from ahpd.protocol import DecodeError, codec, model
+
+log = logging.getLogger("ahpd.host")
+
+#: Requests a client may make before ``initialize``.
+BEFORE_HANDSHAKE = frozenset({"ping", "initialize", "reconnect"})
+#: Commands whose literal ``channel`` is not checked: how a client finds out
+#: it can talk at all must not fail on a wrong constant.
+CHANNEL_EXEMPT = frozenset({"initialize", "ping"})
+#: Other spellings of a literal channel, taken as it (seed: the catalogue's).
+CHANNEL_ALIASES = {"ahp-automations://catalog": "ahp-automations://"}
+
+
+class Peer:
+    """One connected client, as the host knows it."""
+
+    def __init__(self, conn: Any, number: int) -> None:
+        self.conn = conn
+        self.number = number
+        self.client_id: str | None = None
+        self.protocol_version: str | None = None
+        self.subscriptions: set[str] = set()
+        #: Config keys that are this connection's own (defaultShell...).
+        self.config: dict[str, Any] = {}
+        #: Tokens lent with ``authenticate``: resource -> (token, expiry or None).
+        self.tokens: dict[str, tuple[str, float | None]] = {}
+        #: The clock of each lent token that expires (``ahpd.host.kernel.auth``).
+        self.token_clocks: dict[str, trio.CancelScope] = {}
+        #: The user this connection signed in as (``ahpd://users``), if any.
+        self.user: str | None = None
+        #: Requests this host sent the client that wait for its answer.
+        self.outgoing = Outgoing(self)
+
+    @property
+    def initialized(self) -> bool:
+        return self.client_id is not None
+
+    @property
+    def name(self) -> str:
+        who = f" client {self.client_id}" if self.client_id else ""
+        return f"{self.conn.name}{who}"
+
+    def send(self, text: str, size: int | None = None) -> bool:
+        if size is None and text.isascii():  # measured without a copy: a 50 MB read is one frame
+            size = len(text)
+        return self.conn.send(text, size)
+
+    def __repr__(self) -> str:
+        return f"<Peer {self.number} {self.name}>"
+
+
+Handler = Callable[["Host", Peer, Any], Awaitable[Any] | Any]
+
+
+class Host:
+    #: The automations catalogue and scheduler (``ahpd.host.automations.automations``),
+    #: set by whoever gives the host a store; None serves no automations.
+    automations: Any = None
+    #: Where ``isolation: worktree`` trees go (``<root>/<repo>/<name>``, set
+    #: by ``--worktrees-root``); None: beside their repository.
+    worktrees_root: Path | None = None
+    #: Where the plugins clients hand over are copied (``<data dir>/plugins``,
+    #: set by the daemon); None: a client's plugin is reported as not loaded.
+    plugins_root: Path | None = None
+    #: The customization decisions kept for a folder and for every session
+    #: (``ahpd.host.sessions.store.DecisionStore``, set by the daemon); None:
+    #: kept in memory from first use (``ahpd.host.customizations.plugins``).
+    decisions: Any = None
+
+    def __init__(
+        self,
+        *,
+        seq_store: Any = None,
+        config_values: dict[str, Any] | None = None,
+        on_state_change: Callable[[str], None] | None = None,
+        backends: dict[str, Any] | None = None,
+        session_store: Any = None,
+        stores: tuple[Any, ...] = (),
+        users: Any = None,
+        telemetry: Any = None,
+        terminals: Any = None,
+    ) -> None:
+        from ahpd.host.sessions.manager import SessionManager
+        from ahpd.host.resources.watches import Watches
+
+        #: The users directory (``ahpd.ports.users``); None: nobody to name.
+        self.users = users
+        #: How ``shutdown`` stops the daemon (set by it); None: not served.
+        self.stop: Callable[[], None] | None = None
+        self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
+        values = {**rootconfig.DEFAULT_VALUES, **(config_values or {})}
+        #: Sessions and their agents; None for a host that runs no agents.
+        self.sessions = SessionManager(self, backends, session_store) if backends is not None else None
+        self.bus.open(ROOT, "root", {
+            "agents": self.sessions.agents() if self.sessions else [],
+            "activeSessions": self.sessions.count() if self.sessions else 0,
+            "terminals": [],
+            "config": {"schema": rootconfig.SCHEMA, "values": values},
+        })
+        from ahpd.host.terminals.terminals import Terminals
+
+        #: The terminals, over the terminals port given (None: this host runs none).
+        self.terminals = Terminals(self, terminals) if terminals is not None else None
+        self.peers: set[Peer] = set()
+        self._numbers = 0
+        self._limit_from: Any = None
+        self._limit = 0
+        #: Logs, traces and metrics on the ``ahp-otlp:`` channels (``ahpd.host.telemetry.telemetry``).
+        self.telemetry = telemetry
+        if telemetry is not None:
+            telemetry.attach(self)
+        #: Resource watches, each in its own nursery (``ahpd.host.resources.watches``).
+        self.watches = Watches(self)
+        if self.sessions is not None:
+            from ahpd.host.customizations import customizations
+
+            customizations.attach(self)  # the plugins clients hand over
+        #: Called with a channel's URI after a client's action moved its
+        #: state, so that what a user set can be written down.
+        self.on_state_change = on_state_change
+        #: What writes to disk behind the host's back (``run`` in its
+        #: nursery, ``close`` on the way out): the serverSeq reservation and
+        #: the stores given.
+        self.writers = [self.bus.sequencer, *(s for s in (session_store, *stores) if hasattr(s, "run"))]
+
+    # -- configuration -------------------------------------------------------
+
+    def config(self, key: str) -> Any:
+        """A root config value, read where it is used so a change applies next time."""
+        values = self.bus.channels[ROOT].state.get("config", {}).get("values", {})
+        return values.get(key, rootconfig.DEFAULT_VALUES.get(key))
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run what the host owns beyond its connections: the sessions'
+        nursery and the writers. Cancelled, it ends every agent."""
+        async with trio.open_nursery() as nursery:
+            for writer in self.writers:
+                await nursery.start(writer.run)
+            await nursery.start(self.watches.run)
+            if self.terminals is not None:
+                await nursery.start(self.terminals.run)
+            if self.sessions is not None:
+                await nursery.start(self.sessions.run)
+            if self.automations is not None:  # after the sessions: a run makes one
+                await nursery.start(self.automations.run)
+            task_status.started()
+            await trio.sleep_forever()
+
+    async def ensure_channel(self, uri: str) -> bool:
+        """True if ``uri`` is an open channel, waking a stored session it names."""
+        if uri in self.bus.channels:
+            return True
+        if changesets.split(uri) is not None:
+            return await changesets.ensure(self, uri)
+        return self.sessions is not None and await self.sessions.wake(uri)
+
+    def state_changed(self, channel: str) -> None:
+        """A client's action moved ``channel``: write down what must survive."""
+        if self.sessions is not None:
+            owner = self.sessions.sessions.get(channel) or getattr(
+                self.sessions.chat_owner.get(channel), "session", None)
+            if owner is not None:
+                owner.save()
+        if self.on_state_change is not None:
+            self.on_state_change(channel)
+
+    def queue_limit(self) -> int:
+        """Read per frame per subscriber once a queue holds anything, so it is
+        kept with the values dict it came from: the reducers replace that dict
+        when the config moves, and only then is the limit read again."""
+        values = self.bus.channels[ROOT].state.get("config", {}).get("values", {})
+        if values is not self._limit_from:
+            self._limit_from = values
+            self._limit = int(values.get("clientQueueBytes", rootconfig.DEFAULT_VALUES["clientQueueBytes"]))
+        return self._limit
+
+    # -- the connection loop -------------------------------------------------
+
+    async def serve_connection(self, conn: Any) -> None:
+        """The transport handler: one client, until it goes."""
+        self._numbers += 1
+        peer = Peer(conn, self._numbers)
+        self.peers.add(peer)
+        log.info("connected: %s", peer.name)
+        try:
+            while (text := await conn.receive()) is not None:
+                handling = self.handle_frame(peer, text)
+                text = None  # held by the handler alone, which lets go of it once parsed (a large write)
+                await handling
+        finally:
+            self.peers.discard(peer)
+            peer.outgoing.fail_all(f"client {peer.client_id} disconnected")
+            for clock in peer.token_clocks.values():
+                clock.cancel()  # its tokens go with it
+            for uri in list(peer.subscriptions):
+                self.leave(peer, uri)
+            if self.sessions is not None and peer.client_id is not None and not any(
+                    p.client_id == peer.client_id for p in self.peers):
+                # The last connection of this client: its tools' calls fail.
+                self.sessions.client_gone(peer.client_id)
+            self.watches.peer_gone(peer)
+            log.info("disconnected: %s", peer.name)
+
+    def leave(self, peer: Peer, uri: str) -> None:
+        """``peer`` stops watching ``uri``; a client that no longer watches a
+        session in any window is taken out of its active clients."""
+        self.bus.unsubscribe(uri, peer)
+        peer.subscriptions.discard(uri)
+        changesets.left(self, uri)
+        channel = self.bus.channels.get(uri)
+        if channel is not None and channel.kind == "resourceWatch":
+            self.watches.left(uri)
+        if channel is None or channel.kind != "session" or peer.client_id is None:
+            return
+        if any(p.client_id == peer.client_id and uri in p.subscriptions for p in self.peers if p is not peer):
+            return
+        if any(c.get("clientId") == peer.client_id for c in channel.state.get("activeClients", [])):
+            self.bus.emit(uri, {"type": "session/activeClientRemoved", "clientId": peer.client_id})
+
+    async def handle_frame(self, peer: Peer, text: str) -> None:
+        message = jsonrpc.parse(text)
+        del text  # what is left of a large frame is its parsed content, held once
+        if isinstance(message, jsonrpc.Invalid):
+            peer.send(message.reply)
+        elif isinstance(message, jsonrpc.Request):
+            reply = await self._answer(peer, message)
+            peer.send(reply)
+        elif isinstance(message, jsonrpc.Notification):
+            await self._notification(peer, message)
+        elif not peer.outgoing.settle(message):
+            log.debug("%s: response to nothing we asked (id %r)", peer.name, message.id)
+
+    async def _answer(self, peer: Peer, request: jsonrpc.Request) -> str:
+        from ahpd.host import table
+
+        try:
+            result = await self._call(table.COMMANDS, peer, request.method, request.params)
+        except RpcError as err:
+            return jsonrpc.error_frame(request.id, err)
+        except Exception as exc:  # noqa: BLE001 - a fault answers one request, no more
+            log.exception("%s: %s failed", peer.name, request.method)
+            return jsonrpc.error_frame(request.id, RpcError(
+                INTERNAL_ERROR, f"internal error in {request.method}: {type(exc).__name__}: {exc}"
+            ))
+        return jsonrpc.result_frame(request.id, result)
+
+    async def _call(self, table: dict[str, Handler], peer: Peer, method: str, params: Any) -> Any:
+        handler = table.get(method)
+        if handler is None:
+            raise RpcError(METHOD_NOT_FOUND, _not_served(method))
+        if not peer.initialized and method not in BEFORE_HANDSHAKE:
+            raise RpcError(INVALID_REQUEST, f"{method} before initialize: send initialize first")
+        decoded = self.decode_params(method, params)
+        result = handler(self, peer, decoded)
+        if isinstance(result, Awaitable):
+            result = await result
+        # Handlers answer wire JSON (states are held as wire JSON), or one
+        # already encoded (a file's content); a model object is encoded.
+        return result if result is None or isinstance(result, (dict, jsonrpc.Encoded)) else codec.encode(result)
+
+    def decode_params(self, method: str, params: Any) -> Any:
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise RpcError(INVALID_PARAMS, f"{method} takes an object of params")
+        if method not in model.COMMANDS and method not in model.CLIENT_NOTIFICATIONS:
+            return params  # outside the protocol (ahpd.host.window.window): the handler reads its own
+        cls = model.COMMANDS[method][0] if method in model.COMMANDS else model.CLIENT_NOTIFICATIONS[method]
+        params = _check_literal_channel(method, cls, params)
+        try:
+            return codec.decode(cls, params)
+        except DecodeError as err:
+            raise RpcError(
+                INVALID_PARAMS, f"invalid {method} params: {err.reason} at {err.path}", {"path": err.path}
+            ) from None
+
+    async def _notification(self, peer: Peer, note: jsonrpc.Notification) -> None:
+        from ahpd.host import table
+
+        handler = table.NOTIFICATIONS.get(note.method)
+        if handler is None:
+            log.warning("%s: notification %s is not served; dropped", peer.name, note.method)
+            return
+        if not peer.initialized:
+            log.warning("%s: %s before initialize; dropped", peer.name, note.method)
+            return
+        try:
+            result = handler(self, peer, note.params)
+            if isinstance(result, Awaitable):
+                await result
+        except Exception:  # noqa: BLE001
+            log.exception("%s: %s failed", peer.name, note.method)
+
+    # -- shutdown --------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush what must survive: the serverSeq reservation and whatever
+        the stores still hold."""
+        for writer in self.writers:
+            writer.close()
+
+
+def _not_served(method: str) -> str:
+    if method in model.EXPERIMENTAL:
+        return f"{method} is experimental AHP surface this host does not serve"
+    if method in model.COMMANDS:
+        return f"{method} is an AHP command this host does not serve yet"
+    return f"{method} is not a method this host serves"
+
+
+def _check_literal_channel(method: str, cls: type, params: dict[str, Any]) -> dict[str, Any]:
+    """A command that declares ``channel`` as a literal is refused when it
+    names another; one that names none has named nothing wrong."""
+    field = attrs.fields_dict(cls).get("channel")
+    if field is None or typing.get_origin(field.type) is not typing.Literal:
+        return params
+    (expected,) = typing.get_args(field.type)
+    given = params.get("channel")
+    if given is None or method in CHANNEL_EXEMPT or CHANNEL_ALIASES.get(given) == expected:
+        return {**params, "channel": expected}
+    if given != expected:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"{method} is sent on channel {expected}, not {given!r}",
+            {"path": "$.channel", "expected": expected},
+        )
+    return params

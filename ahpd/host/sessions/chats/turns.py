@@ -1,0 +1,664 @@
+"""Turns: a client's message in, the agent's answer out, one ending.
+
+``chat/turnStarted`` from a client is said back to everyone and then run:
+the chat's agent is started (or resumed) if it is not running, the prompt is
+sent, and every event the agent produces is translated into chat actions as
+it arrives. Exactly one action ends the turn: ``chat/turnComplete`` when it
+worked, ``chat/error`` when it did not, ``chat/turnCancelled`` when somebody
+stopped it; each carries the duration measured here.
+
+A tool call the agent stops to ask about is mirrored onto the session's
+``inputNeeded`` list, so a client watching only the session sees the session
+is blocked, and lifted again once somebody answered.
+
+A call of a tool an active client provides is mirrored there too, as a
+``toolClientExecution`` entry naming the client: that client runs it and
+answers with ``chat/toolCallComplete``, which only it may send. Its result
+goes back to the agent and is *not* applied as sent: the completion every
+client sees comes off the agent's own tool result, the path every call
+takes, so the row is finished once, from what happened. The sender is told
+so as a refusal - the honest answer, since applying its action would have
+completed the row from the client's word (an "unchanged" answer would
+claim the opposite, and leave the sender's mirror ahead of the host's). A
+client that leaves fails its calls, so a turn never waits on nobody.
+
+No turn wedges its chat. A cancelled turn's agent is told ``session/cancel``
+and gets ``CANCEL_GRACE`` seconds to return its prompt; one that does not is
+stopped (its process killed) and the next turn starts it again. An agent
+that says nothing for ``agentSilenceTimeout`` seconds (a root config value;
+the clock stops while the turn waits on a person) ends its turn with
+``chat/error`` saying so, and is stopped the same way. Each turn is a task
+of its own under a failure boundary (``ahpd.host.kernel.supervise``): whatever
+fails inside it ends that turn with ``chat/error`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ahpd import state as reducers
+from ahpd.backends.port import (
+    BackendError,
+    ClientToolCall,
+    Event,
+    HistoryTurn,
+    InputRequest,
+    PermissionRequest,
+    Update,
+)
+from ahpd.backends.translate import TurnTranslator, pending_edits
+from ahpd.host.sessions import annotations, session_config
+from ahpd.host.sessions.chats import auto_approve, background_work, rewind, workers
+from ahpd.host.changesets import changesets
+from ahpd.host.kernel.auth import signed, who
+from ahpd.host.kernel.dispatch import Apply, Refuse
+from ahpd.host.kernel.supervise import spawn, supervised
+
+if TYPE_CHECKING:
+    from ahpd.host.kernel.host import Host, Peer
+    from ahpd.host.sessions.manager import Chat
+
+log = logging.getLogger("ahpd.host")
+
+#: Seconds a cancelled turn's agent gets to return its prompt before it is stopped.
+CANCEL_GRACE = 10.0
+
+
+class TurnRunner:
+    def __init__(self, chat: Chat, turn_id: str, previous: TurnRunner | None = None) -> None:
+        self.chat = chat
+        self.turn_id = turn_id
+        #: A cancelled turn whose prompt the agent has not returned yet: this
+        #: one is sent only after it, and hears nothing before its own prompt.
+        self.previous = previous
+        self.live = False
+        self.done = trio.Event()
+        self.translator = TurnTranslator(turn_id)
+        self.translator.worker_chat = lambda call_id: workers.chat_uri(chat.session.uri, call_id)
+        self.started = time.monotonic()
+        self.ended = False
+        #: toolCallId -> (permission request id, options) awaiting an answer
+        self.permissions: dict[str, PermissionRequest] = {}
+        self.inputs: dict[str, InputRequest] = {}
+        #: toolCallId -> the call of a client's tool waiting on that client
+        self.client_calls: dict[str, ClientToolCall] = {}
+        #: The turn's own scope: its chat's disposal cancels it.
+        self.scope = trio.CancelScope()
+        self.conversation: Any = None
+        self._prompt_scope: trio.CancelScope | None = None
+        #: Its deadline is when the agent's silence ends the turn.
+        self._silence: trio.CancelScope | None = None
+        #: Set when the agent is to be told to stop (a cancel, a failure).
+        self._stop = trio.Event()
+
+    def duration(self) -> int:
+        return max(0, round((time.monotonic() - self.started) * 1000))
+
+    def emit(self, action: dict[str, Any]) -> None:
+        self.chat.host.bus.emit(self.chat.uri, action)
+        workers.follow(self.chat, action)
+
+    def end(self, action: dict[str, Any]) -> None:
+        """The one ending; anything after it is dropped."""
+        if self.ended:
+            return
+        self.ended = True
+        self.lift_all()
+        self.emit(action)
+        for extra in self.translator.finish():
+            self.emit(extra)
+        self.chat.host.sessions.sync_summary(self.chat)
+
+    def lift_all(self) -> None:
+        for call_id in list(self.permissions):
+            self.lift(call_id)
+        for request_id in list(self.inputs):
+            self.inputs.pop(request_id)
+            self._emit_session({"type": "session/inputNeededRemoved", "id": request_id})
+        for call_id in list(self.client_calls):
+            self.lift_client_call(call_id)
+
+    def lift_client_call(self, call_id: str) -> ClientToolCall | None:
+        call = self.client_calls.pop(call_id, None)
+        if call is not None:
+            self._emit_session({"type": "session/inputNeededRemoved", "id": client_request_id(call_id)})
+        self.heard()
+        return call
+
+    def lift(self, call_id: str) -> None:
+        request = self.permissions.pop(call_id, None)
+        if request is not None:
+            self._emit_session({"type": "session/inputNeededRemoved", "id": request.request_id})
+        self.chat.host.sessions.settle_edits(call_id)
+        self.heard()
+
+    def heard(self) -> None:
+        """The agent said something, or a person answered it: the silence
+        clock starts again (and stands still while a person is asked)."""
+        if self._silence is None:
+            return
+        timeout = float(self.chat.host.config("agentSilenceTimeout") or 0)
+        waiting = (self.permissions or self.inputs or self.client_calls
+                   or any(w.permissions for w in self.chat.workers.values()))  # a subagent's question
+        self._silence.deadline = math.inf if waiting or timeout <= 0 else trio.current_time() + timeout
+
+    def _emit_session(self, action: dict[str, Any]) -> None:
+        self.chat.host.bus.emit(self.chat.session.uri, action)
+
+    def agent_gone(self, conversation: Any, *, stopped: bool) -> None:
+        """The agent's task ended (``stopped``: because the host ended it): a
+        prompt still waiting on it never returns."""
+        if conversation is not self.conversation or self._prompt_scope is None:
+            return
+        if not stopped:
+            self._fail("AgentGone", "the agent went away" + (
+                f": {conversation.end_reason}" if getattr(conversation, "end_reason", None) else ""))
+        self._prompt_scope.cancel()
+
+    def failed(self, exc: BaseException) -> None:
+        """A fault in this turn (or in handling its agent's events): the turn
+        ends with ``chat/error``, and its agent is told to stop."""
+        self._fail(type(exc).__name__, str(exc) or type(exc).__name__)
+        self.stop()
+
+    async def until_stopped(self) -> None:
+        """Until the turn is told to stop (cancelled, failed)."""
+        await self._stop.wait()
+
+    def stop(self) -> None:
+        """The turn has ended: its agent is told to stop (and stopped, if it
+        does not within ``CANCEL_GRACE``)."""
+        self._stop.set()
+
+    async def run(self, text: str, attachments: list[dict[str, Any]]) -> None:
+        chat = self.chat
+        chat.rest()  # no idle stop while a turn runs
+        with supervised(f"turn {self.turn_id} of {chat.uri}", self.failed):
+            try:
+                with self.scope:
+                    await self._run(text, attachments)
+            finally:
+                self.done.set()
+                if chat.turn is self and self.ended:
+                    # One cancelled with its session's failed nursery stays
+                    # until that failure's report ends it.
+                    chat.turn = None
+                chat.rest()
+        with supervised(f"after turn {self.turn_id} of {chat.uri}"):
+            rewind.remember(chat, self.turn_id, self.conversation)
+            await changesets.turn_ended(chat.session, self.turn_id)
+            chat.session.save()
+            take_up_queued(chat)
+            chat.host.sessions.refresh_catalogue_soon(chat.session.provider)
+
+    async def _run(self, text: str, attachments: list[dict[str, Any]]) -> None:
+        chat = self.chat
+        if self.previous is not None:
+            await self.previous.done.wait()
+            self.previous = None
+        if self.ended:
+            return  # cancelled before it began: the agent never hears of it
+        try:
+            conversation = await chat.ensure_agent()
+            await rewind.catch_up(chat, conversation)
+            conversation = await session_config.settle(chat, conversation)
+        except BackendError as err:
+            self._fail(err.error_type, err.message)
+            return
+        if self.ended:
+            return  # cancelled while its agent started
+        await changesets.turn_started(chat.session, self.turn_id)
+        if chat.preamble:
+            text, chat.preamble = f"{chat.preamble}\n\n{text}", None
+        offer_client_tools(chat)
+        self.conversation = conversation
+        self.live = True
+        async with trio.open_nursery() as nursery:
+            self._prompt_scope = trio.CancelScope()
+            nursery.start_soon(self._watch, conversation)
+            try:
+                with self._prompt_scope:
+                    result = await conversation.prompt(text, attachments)
+            except BackendError as err:
+                self._fail(err.error_type, err.message)
+                return
+            finally:
+                nursery.cancel_scope.cancel()
+        if self._prompt_scope.cancelled_caught:
+            return  # the agent was stopped; the ending is said
+        if result.usage:
+            self.emit({"type": "chat/usage", "turnId": self.turn_id, "usage": result.usage})
+        if result.stop_reason == "cancelled":
+            self.end({"type": "chat/turnCancelled", "turnId": self.turn_id, "duration": self.duration()})
+        else:
+            self.end({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": self.duration()})
+
+    async def _watch(self, conversation: Any) -> None:
+        """Beside the prompt: ends the turn when the agent falls silent, and
+        stops an agent told to stop that keeps its prompt past the grace."""
+        with trio.CancelScope() as self._silence:
+            self.heard()
+            await self._stop.wait()
+        if self._silence.cancelled_caught:
+            timeout = float(self.chat.host.config("agentSilenceTimeout") or 0)
+            log.warning("%s: turn %s: the agent said nothing for %g s", self.chat.uri, self.turn_id, timeout)
+            self._fail("AgentSilent", f"the agent produced nothing for {timeout:g} seconds")
+        with trio.move_on_after(CANCEL_GRACE):
+            with supervised(f"{self.chat.uri}: cancelling turn {self.turn_id}"):
+                await conversation.cancel()
+            await trio.sleep_forever()  # until the prompt returns, which cancels this task
+        log.warning("%s: turn %s: the agent kept its prompt %g s after being told to stop; stopping it",
+                    self.chat.uri, self.turn_id, CANCEL_GRACE)
+        await self.chat.stop_agent()
+        if self._prompt_scope is not None:
+            self._prompt_scope.cancel()
+
+    def _fail(self, error_type: str, message: str) -> None:
+        part: dict[str, Any] = {"kind": "error", "error": {"errorType": error_type, "message": message}}
+        if not self.ended and rewind.resumable(self.chat):
+            part["resumable"] = True  # chat/turnResume runs it again
+        self.end({"type": "chat/error", "turnId": self.turn_id, "duration": self.duration(), "part": part})
+
+
+LEFT = "the client that provides this tool has left"
+
+
+def client_request_id(call_id: str) -> str:
+    """The ``inputNeeded`` id of a call waiting on a client."""
+    return f"client-tool-{call_id}"
+
+
+def announced_tools(chat: Chat) -> dict[str, list[dict[str, Any]]]:
+    """client id -> the ``ToolDefinition``s it announces on the chat's session."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for client in chat.session.state().get("activeClients") or []:
+        tools = [dict(t) for t in client.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("name"), str)]
+        if tools and isinstance(client.get("clientId"), str):
+            out[client["clientId"]] = tools
+    return out
+
+
+def offer_client_tools(chat: Chat) -> None:
+    """Before a turn: the agent is offered what the active clients announce now."""
+    offer = getattr(chat.conversation, "set_client_tools", None)
+    if offer is not None:
+        try:
+            offer(announced_tools(chat))
+        except Exception:  # noqa: BLE001 - the turn runs with the tools the agent has
+            log.exception("%s: offering the clients' tools failed", chat.uri)
+
+
+def _client_connected(chat: Chat, client_id: str) -> bool:
+    return any(p.client_id == client_id for p in chat.host.peers)
+
+
+def _fail_client_call(chat: Chat, call_id: str, message: str) -> None:
+    complete = getattr(chat.conversation, "complete_client_tool", None)
+    if complete is not None:
+        complete(call_id, {"success": False, "pastTenseMessage": message, "error": {"message": message}})
+
+
+def client_gone(chat: Chat, client_id: str) -> None:
+    """``client_id`` has no connection left: every call waiting on it is
+    answered as failed (the agent then writes the failed tool result, which
+    completes the row), and its entries are lifted."""
+    turn = chat.turn
+    if turn is not None:
+        for call_id, call in list(turn.client_calls.items()):
+            if call.client_id == client_id:
+                turn.lift_client_call(call_id)
+    fail = getattr(chat.conversation, "fail_client_tools", None)
+    if fail is not None:
+        fail(client_id, LEFT)
+
+
+def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str, origin: str = "user",
+                  worker_chat: Callable[[str], str | None] | None = None) -> list[dict[str, Any]]:
+    """A stored conversation's turns, built the way a live turn is: each past
+    turn's updates go through a :class:`TurnTranslator` and its actions
+    through the chat reducer, from an empty chat. So a rebuilt turn has
+    exactly the live shapes - tool calls with ``confirmed`` and an
+    ``invocationMessage``, statuses among the seven, the recorded usage -
+    and one builder cannot drift from the other.
+
+    Turn ids are ``<prefix>-<n>``; ``at`` is when they are said to have
+    started (a transcript dates its conversation, not each turn). ``origin``
+    is who said each turn's message; ``worker_chat`` names the worker chat
+    of a subagent call that has one (its calls then link it)."""
+    chat: dict[str, Any] = {"resource": "", "title": "", "status": 1, "modifiedAt": at, "turns": []}
+    for number, past in enumerate(history, 1):
+        turn_id = f"{prefix}-{number}"
+        translator = TurnTranslator(turn_id)
+        translator.worker_chat = worker_chat
+        actions: list[dict[str, Any]] = [{
+            "type": "chat/turnStarted", "turnId": turn_id, "startedAt": at,
+            "message": {"text": past.text, "origin": {"kind": origin}},
+        }]
+        for update in past.updates:
+            actions += translator.feed(update)
+        if past.usage:
+            actions.append({"type": "chat/usage", "turnId": turn_id, "usage": past.usage})
+        actions.append({"type": "chat/turnComplete", "turnId": turn_id, "duration": 0})
+        actions += translator.finish()
+        for action in actions:
+            chat = reducers.reduce("chat", chat, action)
+    return chat["turns"]
+
+
+def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
+    """Run a turn whose ``chat/turnStarted`` has been applied."""
+    session_config.from_message(chat, message)
+    turn = chat.turn = TurnRunner(chat, turn_id, previous=chat.turn)
+    attachments = annotations.resolve(chat.host, list(message.get("attachments") or []))
+    chat.session.nursery.start_soon(turn.run, message.get("text", ""), attachments,
+                                    name=f"turn {turn_id} of {chat.uri}")
+    _name_after_first_message(chat, message.get("text", ""))
+    chat.host.sessions.sync_summary(chat)
+
+
+def take_up_queued(chat: Chat) -> None:
+    """The protocol's queue is the queue: when a turn ends, the host starts
+    the next queued message itself, saying which one it took up."""
+    if chat.host.bus.channels.get(chat.uri) is None:
+        return  # the chat is gone
+    state = chat.state()
+    pending = state.get("steeringMessage") or next(iter(state.get("queuedMessages") or []), None)
+    if state.get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended) or not pending:
+        return
+    turn_id = chat.host.sessions.new_turn_id()
+    from ahpd.host.kernel.bus import utc_now
+
+    chat.host.bus.emit(chat.uri, {
+        "type": "chat/turnStarted", "turnId": turn_id, "startedAt": utc_now(),
+        "message": pending["message"], "queuedMessageId": pending["id"],
+        **_sender_of(pending["message"]),
+    })
+    start_turn(chat, turn_id, pending["message"])
+
+
+def _sender_of(message: dict[str, Any]) -> dict[str, Any]:
+    sender = (message.get("_meta") or {}).get("ahpd.sender")
+    return {"_meta": {"ahpd.sender": sender}} if sender else {}
+
+
+def on_event(chat: Chat, event: Event) -> None:
+    """A backend event, in arrival order."""
+    turn = chat.turn
+    if isinstance(event, Update):
+        if workers.route(chat, event.update):
+            return  # a subagent's: its worker chat's, whether or not a turn runs
+        if background_work.said(chat, event.update):
+            return  # the chat's, whether or not a turn runs
+        if event.update.get("sessionUpdate") == "available_commands_update":
+            chat.commands = list(event.update.get("availableCommands") or [])
+            if chat.host.bus.channels.get(chat.session.uri) is not None:
+                chat.session.publish_commands(chat.commands)
+        if event.update.get("sessionUpdate") in session_config.AGENT_UPDATES:
+            session_config.agent_said(chat, event.update)
+        if turn is None or turn.ended or not turn.live:
+            return  # history replayed on resume, or a straggler of a turn that ended
+        actions = turn.translator.feed(event.update)
+        for action in actions:
+            turn.emit(action)
+            if action["type"] == "chat/toolCallComplete":
+                changesets.touch(chat.host, session=chat.session)
+                if action["toolCallId"] in turn.client_calls:
+                    turn.lift_client_call(action["toolCallId"])
+            if chat.host.terminals is not None:
+                chat.host.terminals.follow_tool_call(action)
+        if any(a["type"] == "chat/activityChanged" for a in actions):
+            chat.host.sessions.sync_summary(chat)
+    elif isinstance(event, PermissionRequest):
+        if workers.asks(chat, event):
+            return  # a subagent's call: asked in its worker chat
+        if turn is None or turn.ended or not turn.live:
+            _answer_later(chat, event)
+            return
+        if auto_approve.approved(chat, turn, event):
+            return
+        call_id = event.tool_call["toolCallId"]
+        for block, edit in pending_edits(call_id, event.tool_call.get("content") or []):
+            # Served until the call is settled, so the diff is drawn before anybody decides.
+            chat.host.sessions.pending_edits[edit["after"]["content"]["uri"]] = (call_id, block["path"], block["newText"])
+        for action in turn.translator.permission(event):
+            turn.emit(action)
+        turn.permissions[call_id] = event
+        pending = _tool_call_state(chat, turn.turn_id, call_id)
+        if pending is not None:
+            turn._emit_session({"type": "session/inputNeededSet", "request": {
+                "id": event.request_id, "chat": chat.uri, "kind": "toolConfirmation",
+                "turnId": turn.turn_id, "toolCall": pending,
+            }})
+    elif isinstance(event, InputRequest):
+        if turn is None or turn.ended or not turn.live:
+            _answer_later(chat, event)
+            return
+        request: dict[str, Any] = {"id": event.request_id, "message": event.message}
+        if event.questions:
+            request["questions"] = list(event.questions)
+        turn.inputs[event.request_id] = event
+        turn.emit({"type": "chat/inputRequested", "request": request})
+        turn._emit_session({"type": "session/inputNeededSet", "request": {
+            "id": event.request_id, "chat": chat.uri, "kind": "chatInput", "request": request,
+        }})
+
+
+    elif isinstance(event, ClientToolCall):
+        call_id = event.tool_call_id
+        if turn is None or turn.ended or not turn.live:
+            _fail_client_call(chat, call_id, "no turn is running to report the call against")
+            return
+        if not _client_connected(chat, event.client_id):
+            _fail_client_call(chat, call_id, LEFT)
+            return
+        turn.client_calls[call_id] = event
+        running = _tool_call_state(chat, turn.turn_id, call_id)
+        if running is not None and running.get("status") == "running":
+            turn._emit_session({"type": "session/inputNeededSet", "request": {
+                "id": client_request_id(call_id), "chat": chat.uri, "kind": "toolClientExecution",
+                "turnId": turn.turn_id, "clientId": event.client_id, "toolCall": running,
+            }})
+
+
+def _answer_later(chat: Chat, event: Event) -> None:
+    """Nobody can be asked outside a turn: the agent is told no."""
+    if chat.conversation is None:
+        return
+    if isinstance(event, PermissionRequest):
+        chat.conversation.answer_permission(event.request_id, None)
+    elif isinstance(event, InputRequest):
+        chat.conversation.answer_input(event.request_id, "cancel", None)
+
+
+def _tool_call_state(chat: Chat, turn_id: str, call_id: str) -> dict[str, Any] | None:
+    active = chat.state().get("activeTurn")
+    if not active or active.get("id") != turn_id:
+        return None
+    for part in active.get("responseParts", []):
+        call = part.get("toolCall") if part.get("kind") == "toolCall" else None
+        if call and call.get("toolCallId") == call_id:
+            return call
+    return None
+
+
+# -- what clients dispatch on a chat --------------------------------------------------
+
+
+def _chat(host: Host, channel: str) -> Chat | None:
+    return host.sessions.chat_owner.get(channel) if host.sessions else None
+
+
+def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    chat = _chat(host, channel)
+    if chat is None:
+        return Refuse(f"{channel} is not a chat this host runs")
+    if chat.state().get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended):
+        return Refuse("a turn is already running in this chat; queue the message or cancel the turn")
+    if chat.session.provider not in host.sessions.backends:
+        return Refuse(f"no agent for provider {chat.session.provider} on this host")
+    if host.terminals is not None and action["message"].get("text", "").startswith("!"):
+        from ahpd.host.terminals.terminals import command_turn
+
+        return command_turn(host, peer, chat, action)  # a !command: run in a terminal, not sent to the agent
+
+    chat.lender = peer
+    action = signed(action, who(host, peer))
+    return Apply(action, after=lambda: start_turn(chat, action["turnId"], action["message"]))
+
+
+def _name_after_first_message(chat: Chat, text: str) -> None:
+    """An untitled session is one nobody can find again: name it."""
+    session_state = chat.session.state()
+    title = " ".join(text.split())[:60]
+    if session_state.get("title") or not title:
+        return
+    host = chat.host
+    host.bus.emit(chat.session.uri, {"type": "session/titleChanged", "title": title})
+    host.sessions.notify_summary(chat.session, {"title": title})
+
+
+def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    if turn is None or turn.turn_id != action["turnId"] or turn.ended:
+        return Apply(action)  # names no running turn: changes nothing, answered as such
+
+    def after() -> None:
+        turn.ended = True  # this action is the ending
+        turn.lift_all()
+        workers.turn_ended(chat, cancelled=True)
+        for extra in turn.translator.finish():
+            turn.emit(extra)
+        host.sessions.sync_summary(chat)
+        turn.stop()  # the agent is told, and stopped if it does not listen
+
+    return Apply(action, after=after)
+
+
+def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    answered = workers.tool_call_confirmed(host, channel, action)
+    if answered is not None:
+        return answered  # a subagent's call, asked in its worker chat
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    request = turn.permissions.get(action["toolCallId"]) if turn and turn.turn_id == action["turnId"] else None
+    if request is None:
+        return Refuse(f"tool call {action['toolCallId']} is not waiting for a confirmation")
+    approved = bool(action.get("approved"))
+    wanted = "allow" if approved else "reject"
+    option = action.get("selectedOptionId")
+    if option not in {o.option_id for o in request.options}:
+        option = next((o.option_id for o in request.options if o.kind.startswith(wanted)), None)
+
+    def after() -> None:
+        for extra in turn.translator.confirmed(action["toolCallId"], approved):
+            turn.emit(extra)
+        turn.lift(action["toolCallId"])
+        if chat.conversation is not None:
+            chat.conversation.answer_permission(request.request_id, option)
+
+    return Apply(action, after=after)
+
+
+def tool_call_complete(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
+    """A client's result for a call of its own tool. Only the client the call
+    was reported against may send one. It is handed to the agent and not
+    applied: the completion comes off the agent's tool result (see above)."""
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    call_id = action["toolCallId"]
+    call = turn.client_calls.get(call_id) if turn and turn.turn_id == action["turnId"] and not turn.ended else None
+    if call is None:
+        return Refuse(f"tool call {call_id} is not waiting for a client's result: only a call of a tool an "
+                      "active client provides is completed by a client")
+    if peer.client_id != call.client_id:
+        return Refuse(f"tool call {call_id} runs on client {call.client_id}: only that client may complete it")
+    complete = getattr(chat.conversation, "complete_client_tool", None)
+    handed = complete is not None and complete(call_id, action["result"])
+    turn.lift_client_call(call_id)
+    if not handed:
+        return Refuse(f"tool call {call_id} is no longer waiting: the agent has gone")
+    return Refuse("taken, not applied as sent: the result went to the agent, and the call completes from the "
+                  "agent's own tool result, as every call does")
+
+
+def tool_call_content_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    """Streaming into a running call is its contributor's to do: relayed from
+    the client named in the call's ``ToolCallClientContributor``, refused
+    from anyone else and for a call no client runs."""
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    call_id = action["toolCallId"]
+    call = turn.client_calls.get(call_id) if turn and turn.turn_id == action["turnId"] and not turn.ended else None
+    if call is None:
+        return Refuse(f"tool call {call_id} is not run by a client: its content is the agent's to say")
+    if peer.client_id != call.client_id:
+        return Refuse(f"tool call {call_id} runs on client {call.client_id}: only that client streams into it")
+    return Apply(action)
+
+
+def input_completed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    chat = _chat(host, channel)
+    turn = chat.turn if chat else None
+    request = turn.inputs.get(action["requestId"]) if turn else None
+    if request is None:
+        return Refuse(f"input request {action['requestId']} is not open")
+    from ahpd.host.sessions.chats.input_answers import synced
+
+    answers = synced(chat, action["requestId"], action.get("answers"))
+
+    def after() -> None:
+        turn.inputs.pop(action["requestId"], None)
+        turn._emit_session({"type": "session/inputNeededRemoved", "id": action["requestId"]})
+        turn.heard()
+        if chat.conversation is not None:
+            chat.conversation.answer_input(request.request_id, action["response"], answers)
+
+    return Apply(action, after=after)
+
+
+def tool_call_result_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
+    return Refuse(
+        "chat/toolCallResultConfirmed is not served: no agent behind this host asks for a tool's "
+        "result to be confirmed after it ran, so there is no such question to answer"
+    )
+
+
+def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
+    """A queued message is taken up as soon as the chat is free. A steering
+    message goes into the running turn when the agent takes one (Claude
+    Code does); otherwise it waits like a queued one, because an ACP agent
+    takes no message mid-turn."""
+    chat = _chat(host, channel)
+    if chat is None:
+        return Refuse(f"{channel} is not a chat this host runs")
+    turn, conversation = chat.turn, chat.conversation
+    steer = getattr(conversation, "steer", None)
+    if action["kind"] == "steering" and steer is not None and turn is not None and turn.live and not turn.ended:
+
+        def into_the_turn() -> None:
+            # The agent takes it mid-turn: it leaves the queue as it goes in.
+            spawn(chat.session.nursery, f"steering {channel}", steer, action["message"].get("text", ""))
+            host.bus.emit(channel, {"type": "chat/pendingMessageRemoved", "kind": "steering", "id": action["id"]})
+
+        return Apply(action, after=into_the_turn)
+    action = signed(action, who(host, peer))
+    return Apply(action, after=lambda: take_up_queued(chat))
+
+
+CLIENT_ACTIONS = {
+    "chat/turnStarted": turn_started,
+    "chat/turnCancelled": turn_cancelled,
+    "chat/toolCallConfirmed": tool_call_confirmed,
+    "chat/toolCallComplete": tool_call_complete,
+    "chat/toolCallContentChanged": tool_call_content_changed,
+    "chat/inputCompleted": input_completed,
+    "chat/toolCallResultConfirmed": tool_call_result_confirmed,
+    "chat/pendingMessageSet": pending_message_set,
+}

@@ -1,0 +1,867 @@
+"""Where sessions and the root config survive a restart: the stores.
+
+The host writes down what it added on top of the agent's own conversation:
+which client URI a session answers to, its provider and folder, its title,
+the read and archived bits, its config, and each chat's turns as clients
+last saw them. ``--sessions file`` keeps a folder per session (its own
+fields in ``session.json``, and an append-only journal per chat, see
+:mod:`ahpd.ports.journal`) and the root config values a client pushed;
+``--sessions memory`` keeps nothing across a restart.
+
+A save is told the session as the host holds it; the store works out what
+moved since the last one (a chat's fields, the turns past the last it
+wrote, a cut when turns were taken back) and appends only that: a turn on
+a chat of 10,000 turns writes one turn. A loaded session holds each chat's
+newest ``WINDOW`` turns; ``older_turns`` reads the rest from the journal,
+in a thread, when ``fetchTurns`` asks.
+
+A disk that refuses a write (read-only, full, out of file descriptors) must
+cost nothing a user set, and must not stop the daemon: a write is asked
+for, never awaited. :class:`PendingWrites` holds the latest record of each
+file until the disk takes it, writes off the event loop, and retries with
+a backoff, logging once when the writes start failing and once when they
+are taken again. A whole file is written atomically (a temporary file in
+the same folder, fsynced, renamed over the old one) and a journal is
+appended past its last whole record, so a failed write leaves what was
+there whole. What is still pending when the host stops is written on the
+way out.
+
+A damaged file found at start (not JSON, nested past what the parser can
+follow, a record missing what the host reads or holding the wrong types) is
+set aside as ``<name>.damaged`` with a logged reason, and every other
+session is still listed and opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import trio
+
+from ahpd.ports import journal
+from ahpd.ports.atomic import write_atomic
+
+log = logging.getLogger("ahpd.host")
+
+#: The first retry of a refused write, and the longest wait between two.
+FIRST_RETRY = 0.25
+LAST_RETRY = 5.0
+#: How deep a stored record may nest: far beyond any state a client is
+#: served, far below where encoding it again would run out of stack.
+MAX_DEPTH = 200
+
+
+class SessionStore(Protocol):
+    def load_all(self) -> list[dict[str, Any]]: ...
+    def save(self, record: dict[str, Any]) -> None: ...
+    def delete(self, uri: str) -> None: ...
+    async def older_turns(self, chat_uri: str, before: int, count: int) -> list[dict[str, Any]]: ...
+
+
+# -- files -------------------------------------------------------------------
+
+
+def set_aside(path: Path, reason: str) -> None:
+    """Move a damaged file out of the way, keeping it for whoever wants to
+    look: ``<name>.damaged`` (``.damaged.1``... when that is taken)."""
+    target = path.with_name(path.name + ".damaged")
+    n = 0
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged.{n}")
+    try:
+        path.rename(target)
+    except OSError as exc:
+        log.error("%s is damaged (%s) and could not be set aside (%s); ignored", path, reason, exc.strerror or exc)
+        return
+    log.error("%s is damaged (%s); set aside as %s", path, reason, target.name)
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in ``path``; ValueError naming what is wrong with it."""
+    try:
+        return json.loads(path.read_bytes())
+    except RecursionError:
+        raise ValueError("nested deeper than a record can be") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 ({exc.reason})") from None
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+
+
+def _reason(exc: OSError) -> str:
+    """Why the disk refused, without the name of the temporary file it refused."""
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+class PendingWrites:
+    """The latest write of each file, kept until the disk takes it.
+
+    ``put(key, op)`` replaces whatever was pending for ``key``: only the
+    latest record of a file is ever worth writing. ``prepare(key, op)`` runs
+    on the event loop (it encodes the record, so no thread reads state the
+    loop may be changing) and returns what a thread then does to the disk;
+    what that returns, if anything, is called back on the loop once it has
+    been done (the journal store notes there what is now on disk).
+
+    While :meth:`run` runs, writes go through one task, in a thread, in the
+    order they were asked for per key. Without it (before the host runs,
+    and after it stopped) a write is done at once. A write the disk refuses
+    stays pending and is retried; nothing is raised to whoever asked.
+    """
+
+    def __init__(self, what: str, prepare: Callable[[str, Any], Callable[[], Any]]) -> None:
+        self.what = what
+        self._prepare = prepare
+        self._pending: dict[str, Any] = {}
+        self._wake: trio.Event | None = None
+        #: Why writes are failing, while they are; None when the disk takes them.
+        self.failing: str | None = None
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def put(self, key: str, op: Any) -> None:
+        self._pending.pop(key, None)  # to the end: written in the order asked
+        self._pending[key] = op
+        if self._wake is not None:
+            self._wake.set()
+        else:
+            self.flush()
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._wake = trio.Event()
+        task_status.started()
+        delay = FIRST_RETRY
+        try:
+            while True:
+                if not self._pending:
+                    await self._wake.wait()
+                    self._wake = trio.Event()
+                    continue
+                key, op = next(iter(self._pending.items()))
+                write = self._encode(key, op)
+                if write is None:
+                    continue
+                try:
+                    then = await trio.to_thread.run_sync(write)
+                except OSError as exc:
+                    self._failed(exc, key)
+                    # Another file may be luckier (a file-descriptor
+                    # shortage passes); this one waits its turn again.
+                    if self._pending.get(key) is op:
+                        self._pending[key] = self._pending.pop(key)
+                    await trio.sleep(delay)
+                    delay = min(delay * 2, LAST_RETRY)
+                    continue
+                if then is not None:
+                    then()
+                self._done(key, op)
+                delay = FIRST_RETRY
+        finally:
+            self._wake = None
+
+    def flush(self) -> bool:
+        """Write what is pending now, here; True when nothing is left."""
+        for key, op in list(self._pending.items()):
+            write = self._encode(key, op)
+            if write is None:
+                continue
+            try:
+                then = write()
+            except OSError as exc:
+                self._failed(exc, key)
+                break
+            if then is not None:
+                then()
+            self._done(key, op)
+        return not self._pending
+
+    def close(self) -> None:
+        """The host stops: the last chance to write what a user set."""
+        if self._pending and not self.flush():
+            log.error("%s: %d record(s) could not be written before stopping (%s); what they held is lost",
+                      self.what, len(self._pending), self.failing)
+
+    def _encode(self, key: str, op: Any) -> Callable[[], Any] | None:
+        try:
+            return self._prepare(key, op)
+        except Exception:  # noqa: BLE001 - a record that cannot be written at all is dropped, said once
+            log.exception("%s: the record of %s cannot be written; dropped", self.what, key)
+            if self._pending.get(key) is op:
+                del self._pending[key]
+            return None
+
+    def _done(self, key: str, op: Any) -> None:
+        if self._pending.get(key) is op:
+            del self._pending[key]
+        if self.failing is not None:
+            log.warning("%s: the disk takes writes again (after: %s); %d more pending",
+                        self.what, self.failing, len(self._pending))
+            self.failing = None
+
+    def _failed(self, exc: OSError, key: str) -> None:
+        if self.failing is None:
+            log.error("%s: a write failed (%s, writing %s); kept in memory and retried until the disk takes it",
+                      self.what, _reason(exc), key)
+        self.failing = _reason(exc)
+
+
+# -- sessions ----------------------------------------------------------------
+
+#: The newest turns of a chat a loaded session holds; older ones are read
+#: from the store when ``fetchTurns`` asks (the seed: "newest 50 in the
+#: snapshot and a cursor for the rest").
+WINDOW = 50
+#: Turns the store keeps a reference to after they are on disk, to tell
+#: what moved at the next save.
+KEEP = 2 * WINDOW
+#: A journal is compacted when it is more than ``COMPACT_RATIO`` times what
+#: it holds, and at least this big.
+COMPACT_MIN = 64 * 1024
+COMPACT_RATIO = 2
+#: A chat's fields are said again once this many bytes of turns followed
+#: them, so that reading a journal's tail never walks far to find them.
+FIELDS_EVERY = 256 * 1024
+#: A session's own fields, as its head file keeps them (the turns are the chats').
+HEAD_KEYS = ("uri", "provider", "cwd", "createdAt", "title", "status", "config", "defaultChat")
+
+
+def cursor_position(state: dict[str, Any]) -> int:
+    """How many turns lie before a chat state's window (its ``older:<n>`` cursor)."""
+    cursor = state.get("turnsNextCursor")
+    if isinstance(cursor, str) and cursor.startswith("older:") and cursor[6:].isdigit():
+        return int(cursor[6:])
+    return 0
+
+
+def _name(uri: str) -> str:
+    return hashlib.sha256(uri.encode()).hexdigest()[:32]
+
+
+def _chat_head(chat: dict[str, Any]) -> dict[str, Any]:
+    """What a session's head keeps of one chat: its name, its agent's id,
+    the folder it works in when that is not its session's, and its rewind
+    points."""
+    head = {"uri": chat["uri"], "backendId": chat.get("backendId")}
+    if isinstance(chat.get("cwd"), str):
+        head["cwd"] = chat["cwd"]
+    if isinstance(chat.get("rewind"), dict):
+        head["rewind"] = chat["rewind"]  # where its turns can be rewound to (ahpd.host.sessions.chats.rewind)
+    return head
+
+
+class ChatLog:
+    """What the store knows of one chat: what it last recorded, and the
+    lines not yet on disk. Turns are compared by reference first: a reducer
+    makes a new dict for a turn it changes and keeps the others."""
+
+    def __init__(self, uri: str, path: Path | None) -> None:
+        self.uri = uri
+        self.path = path
+        self.fields: dict[str, Any] | None = None
+        self.fields_size = 0
+        #: Bytes of turns written since the fields were (see ``FIELDS_EVERY``).
+        self.since_fields = 0
+        #: Turns at positions ``base`` to ``total``, as last recorded.
+        self.base = 0
+        self.written: list[dict[str, Any]] = []
+        self.sizes: list[int] = []
+        self.total = 0
+        self.unwritten: list[bytes] = []
+        #: Bytes of whole records on disk, and how many of them are dead.
+        self.length = 0
+        self.dead = 0
+        self.index: journal.Index | None = None
+        #: Where the journal still is when the chat moved to another session
+        #: and its file has not followed yet (see ``move_chat``).
+        self.moved_from: Path | None = None
+
+    def record(self, state: dict[str, Any]) -> None:
+        """The chat as the host holds it now; what moved becomes lines to
+        append. Everything is encoded before anything is noted, so a value
+        JSON cannot hold (NaN) is refused with the log as it was."""
+        fields = {k: v for k, v in state.items() if k not in ("turns", "turnsNextCursor")}
+        said = fields != self.fields or self.since_fields > FIELDS_EVERY
+        fields_line = journal.chat_line(fields) if said else b""
+        turns = state.get("turns") or []
+        first = cursor_position(state)
+        total = first + len(turns)
+        # Turns before the store's own window came from the journal: the same.
+        n = min(max(first, self.base), total)
+        while n < min(total, self.total):
+            mine, theirs = self.written[n - self.base], turns[n - first]
+            if mine is not theirs and mine != theirs:
+                break
+            n += 1
+        added = [journal.turn_line(p, turns[p - first]) for p in range(max(n, first), total)]
+        if said:
+            self.unwritten.append(fields_line)
+            self.dead += self.fields_size
+            self.fields, self.fields_size, self.since_fields = fields, len(fields_line), 0
+        if n < self.total:
+            self.unwritten.append(journal.cut_line(n))
+            keep = max(0, n - self.base)
+            self.dead += sum(self.sizes[keep:])
+            del self.written[keep:], self.sizes[keep:]
+            self.base = min(self.base, n)
+            self.total = n
+        self.unwritten += added
+        self.written += turns[max(n, first) - first:]
+        self.sizes += [len(line) for line in added]
+        self.since_fields += sum(len(line) for line in added)
+        self.total = max(self.total, total)
+
+    def trim(self) -> None:
+        """Forget the turns past ``KEEP``: they are on disk."""
+        if self.path is not None and not self.unwritten and len(self.written) > KEEP:
+            drop = len(self.written) - KEEP
+            del self.written[:drop], self.sizes[:drop]
+            self.base += drop
+
+    def state(self, window: int = WINDOW) -> dict[str, Any] | None:
+        """The chat as a loaded session holds it: its newest turns and a cursor to the rest."""
+        if self.fields is None:
+            return None
+        turns = self.written[-window:]
+        first = self.total - len(turns)
+        state = {**self.fields, "turns": list(turns)}
+        if first > 0:
+            state["turnsNextCursor"] = f"older:{first}"
+        return state
+
+
+class SessionLog:
+    """What the store knows of one session: its head (the session's own
+    fields and its chats' names) and a journal per chat."""
+
+    def __init__(self, uri: str, folder: Path | None) -> None:
+        self.uri = uri
+        self.folder = folder
+        self.head: dict[str, Any] | None = None
+        self.head_dirty = False
+        self.chats: dict[str, ChatLog] = {}
+        #: Journals of chats the session no longer has.
+        self.gone: list[Path] = []
+        #: The whole-record file of an older ahpd, removed once the journal is written.
+        self.legacy: Path | None = None
+
+    def chat_path(self, chat_uri: str) -> Path | None:
+        return self.folder / f"{_name(chat_uri)}.jsonl" if self.folder is not None else None
+
+    def record(self, record: dict[str, Any]) -> list[str]:
+        """The session as the host holds it now; the URIs of chats it dropped."""
+        # Everything the session keeps beside its chats (owner, annotations,
+        # changeset reviews...) is the head: a key the store does not know is
+        # still the host's to keep.
+        head = {**{k: record.get(k) for k in HEAD_KEYS}, **{k: v for k, v in record.items() if k != "chats"}}
+        head["chats"] = [_chat_head(c) for c in record.get("chats") or []]
+        if head != self.head:
+            json.dumps(head, allow_nan=False)  # refused here, not in the writer
+            self.head, self.head_dirty = head, True
+        seen = set()
+        for chat in record.get("chats") or []:
+            seen.add(chat["uri"])
+            log_ = self.chats.get(chat["uri"])
+            if log_ is None:
+                log_ = self.chats[chat["uri"]] = ChatLog(chat["uri"], self.chat_path(chat["uri"]))
+            if chat.get("state") is not None:
+                log_.record(chat["state"])
+        dropped = [uri for uri in self.chats if uri not in seen]
+        for uri in dropped:
+            path = self.chats.pop(uri).path
+            if path is not None:
+                self.gone.append(path)
+        return dropped
+
+    def loaded(self) -> dict[str, Any]:
+        """The session as a loaded one starts: each chat's newest turns."""
+        assert self.head is not None
+        return {**self.head, "chats": [
+            {**c, "state": self.chats[c["uri"]].state() if c["uri"] in self.chats else None}
+            for c in self.head["chats"]
+        ]}
+
+
+class _Deleted:
+    def __init__(self, session: SessionLog) -> None:
+        self.session = session
+
+
+class MemorySessionStore:
+    """Sessions kept in memory only (``--sessions memory``), told what moved
+    the same way the file store is."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, SessionLog] = {}
+        self.chat_logs: dict[str, ChatLog] = {}
+
+    def load_all(self) -> list[dict[str, Any]]:
+        return [json.loads(json.dumps(s.loaded(), allow_nan=False)) for s in self.sessions.values()]
+
+    def _folder(self, uri: str) -> Path | None:
+        return None
+
+    def save(self, record: dict[str, Any]) -> None:
+        session = self.sessions.get(record["uri"])
+        if session is None:
+            session = self.sessions[record["uri"]] = SessionLog(record["uri"], self._folder(record["uri"]))
+        for uri in session.record(record):
+            self.chat_logs.pop(uri, None)
+        self.chat_logs.update(session.chats)
+        self._changed(session)
+
+    def _changed(self, session: SessionLog) -> None:
+        for chat in session.chats.values():
+            chat.unwritten.clear()
+        session.head_dirty = False
+        session.gone.clear()
+
+    def move_chat(self, chat_uri: str, source_uri: str, target_uri: str) -> None:
+        """A chat changes session: what the store knows of it - its journal,
+        with every turn, and what is not written yet - goes with it, so the
+        source's next save does not take it for a chat it dropped, and the
+        target's appends where the journal left off. The file follows at the
+        target's next write, which comes after the source's (the two saves
+        are asked in that order), so a crash between them loses no turn."""
+        source = self.sessions.get(source_uri)
+        chat = source.chats.pop(chat_uri, None) if source is not None else None
+        if chat is None:
+            return
+        target = self.sessions.get(target_uri)
+        if target is None:
+            target = self.sessions[target_uri] = SessionLog(target_uri, self._folder(target_uri))
+        if chat.path is not None:
+            chat.moved_from = chat.moved_from or chat.path
+            chat.path = target.chat_path(chat_uri)
+        target.chats[chat_uri] = chat
+
+    def delete(self, uri: str) -> None:
+        session = self.sessions.pop(uri, None)
+        if session is not None:
+            for chat_uri in session.chats:
+                self.chat_logs.pop(chat_uri, None)
+            self._deleted(session)
+
+    def _deleted(self, session: SessionLog) -> None:
+        pass
+
+    async def older_turns(self, chat_uri: str, before: int, count: int) -> list[dict[str, Any]]:
+        """The turns of ``chat_uri`` at positions ``before - count`` to ``before``."""
+        chat = self.chat_logs.get(chat_uri)
+        if chat is None:
+            return []
+        lo, before = max(0, before - count), min(before, chat.total)
+        if lo >= chat.base or chat.path is None:
+            return list(chat.written[max(0, lo - chat.base):max(0, before - chat.base)])
+        path, length, index = chat.moved_from or chat.path, chat.length, chat.index
+        turns, chat.index = await trio.to_thread.run_sync(
+            journal.read_turns, path, length, lo, min(before, chat.base), index)
+        return turns + chat.written[:max(0, before - chat.base)]
+
+
+class FileSessionStore(MemorySessionStore):
+    """Each session a folder: ``session.json`` (its own fields, rewritten
+    whole when they change, which is rarely) and a journal per chat
+    (:mod:`ahpd.ports.journal`) that a turn appends to. Loading a session
+    reads each journal's tail window only. A session file of an older ahpd
+    (``<name>.json``, the whole record) still loads, and is turned into a
+    folder at once."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__()
+        self.directory = directory
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            log.error("cannot make the session folder %s (%s); sessions are kept in memory until it can be",
+                      directory, _reason(exc))
+        self.writes = PendingWrites(f"session store {directory}", self._prepare)
+
+    def _folder(self, uri: str) -> Path | None:
+        return self.directory / _name(uri)
+
+    def load_all(self) -> list[dict[str, Any]]:
+        records: dict[str, dict[str, Any]] = {}
+        chat_uris: set[str] = set()
+        try:
+            for stale in [*self.directory.glob("*.json.*.tmp"), *self.directory.glob("*/*.tmp")]:
+                stale.unlink()  # a write a crash cut short
+            # The folders first: what an older ahpd wrote yields to them.
+            paths = sorted(p for p in self.directory.iterdir() if p.is_dir() and "." not in p.name) + sorted(
+                self.directory.glob("*.json"))
+        except OSError as exc:
+            log.error("cannot list the session folder %s (%s); no stored session is offered",
+                      self.directory, _reason(exc))
+            return []
+        legacy = []
+        for path in paths:
+            if path.is_dir():
+                session = self._read_folder(path)
+                if session is None:
+                    continue
+                record = session.loaded()
+            else:
+                if path.with_suffix("").is_dir() and (path.with_suffix("") / "session.json").exists():
+                    with contextlib.suppress(OSError):
+                        path.unlink()  # turned into a folder already; a crash came before its removal
+                    continue
+                try:
+                    record = read_json(path)
+                except OSError as exc:
+                    log.error("session file %s cannot be read (%s); skipped", path, _reason(exc))
+                    continue
+                except ValueError as exc:
+                    set_aside(path, str(exc))
+                    continue
+                reason = record_problem(record)
+                if reason is not None:
+                    set_aside(path, reason)
+                    continue
+                session = None
+            chats = {c["uri"] for c in record.get("chats") or []}
+            if record["uri"] in records or record["uri"] in chat_uris or chats & (chat_uris | set(records)):
+                set_aside(path, f"names a session or chat another record holds ({record['uri']})")
+                continue
+            if session is None:
+                session = SessionLog(record["uri"], self._folder(record["uri"]))
+                session.legacy = path
+                session.record(record)
+                legacy.append(session)
+                record = session.loaded()
+            self.sessions[record["uri"]] = session
+            self.chat_logs.update(session.chats)
+            records[record["uri"]] = record
+            chat_uris |= chats
+        for session in legacy:  # written now (or, on a failing disk, retried once the host runs)
+            self.writes.put(session.uri, object())
+        return list(records.values())
+
+    def _read_folder(self, folder: Path) -> SessionLog | None:
+        try:
+            head = read_json(folder / "session.json")
+        except FileNotFoundError:
+            return None  # a session whose first write never completed
+        except OSError as exc:
+            log.error("session %s cannot be read (%s); skipped", folder, _reason(exc))
+            return None
+        except ValueError as exc:
+            set_aside(folder, f"session.json: {exc}")
+            return None
+        reason = record_problem(head)
+        if reason is not None:
+            set_aside(folder, f"session.json: {reason}")
+            return None
+        session = SessionLog(head["uri"], folder)
+        session.head = {**{k: head.get(k) for k in HEAD_KEYS}, **{k: v for k, v in head.items() if k != "chats"},
+                        "chats": [_chat_head(c) for c in head.get("chats") or []]}
+        for chat in session.head["chats"]:
+            path = session.chat_path(chat["uri"])
+            assert path is not None
+            chat_log = session.chats[chat["uri"]] = ChatLog(chat["uri"], path)
+            try:
+                tail = journal.read_tail(path, WINDOW)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                log.error("the journal of %s cannot be read (%s); the chat starts empty", chat["uri"], _reason(exc))
+                continue
+            state = {**(tail.chat or {}), "turns": tail.turns}
+            problem = _shape_problem(chat["uri"], "ChatState", state) if tail.chat is not None else None
+            if problem is None:
+                problem = next((p for p in (_shape_problem(chat["uri"], "Turn", t) for t in tail.turns) if p), None)
+            if problem is not None:
+                set_aside(path, problem)
+                continue
+            chat_log.fields = tail.chat
+            chat_log.base, chat_log.written, chat_log.sizes = tail.first, tail.turns, tail.sizes
+            chat_log.total, chat_log.length, chat_log.dead = tail.total, tail.length, tail.dead
+        return session
+
+    def _changed(self, session: SessionLog) -> None:
+        self.writes.put(session.uri, object())
+
+    def _deleted(self, session: SessionLog) -> None:
+        self.writes.put(session.uri, _Deleted(session))
+
+    def _prepare(self, uri: str, op: Any) -> Callable[[], Callable[[], None]]:
+        """Encode on the loop what a thread then writes: each chat's new
+        lines appended (and its journal compacted when it is mostly dead),
+        the head when it moved, the older file gone once all is written."""
+        if isinstance(op, _Deleted):
+            folder, legacy = op.session.folder, op.session.legacy
+
+            def delete() -> None:
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
+                if legacy is not None:
+                    legacy.unlink(missing_ok=True)
+                if folder is not None:
+                    folder.with_suffix(".json").unlink(missing_ok=True)
+            return delete  # type: ignore[return-value]
+        session = self.sessions.get(uri)
+        if session is None or session.folder is None:
+            return lambda: (lambda: None)
+        folder = session.folder
+        chats = []
+        for chat in session.chats.values():
+            data = b"".join(chat.unwritten)
+            size = chat.length + len(data)
+            compact = size >= COMPACT_MIN and chat.dead * COMPACT_RATIO > size
+            if data or compact or chat.moved_from is not None:
+                chats.append((chat, chat.path, chat.length, data, len(chat.unwritten), compact and chat.dead,
+                              chat.moved_from))
+        head = session.head if session.head_dirty else None
+        head_data = json.dumps(head, allow_nan=False).encode() if head is not None else None
+        gone, legacy = list(session.gone), session.legacy
+
+        def write() -> Callable[[], None]:
+            results = []
+            for chat, path, at, data, _, compact, moved_from in chats:
+                if moved_from is not None:
+                    folder.mkdir(mode=0o700, exist_ok=True)
+                    with contextlib.suppress(FileNotFoundError):  # a chat whose journal was never written
+                        os.replace(moved_from, path)
+                length = journal.append(path, at, data) if data else at
+                if compact:
+                    length, _ = journal.compact(path, length)
+                    log.info("%s: journal compacted to %d bytes", chat.uri, length)
+                results.append(length)
+            if head_data is not None:
+                folder.mkdir(mode=0o700, exist_ok=True)
+                write_atomic(folder / "session.json", head_data)
+            for path in gone:
+                path.unlink(missing_ok=True)
+            if legacy is not None:
+                legacy.unlink(missing_ok=True)
+
+            def then() -> None:
+                for (chat, _, _, _, count, compact, moved_from), length in zip(chats, results):
+                    if moved_from is not None and chat.moved_from is moved_from:
+                        chat.moved_from = None
+                    del chat.unwritten[:count]
+                    chat.length = length
+                    if compact:  # what died since the snapshot is still dead
+                        chat.dead, chat.index = max(0, chat.dead - compact), None
+                    chat.trim()
+                if head is not None and session.head is head:
+                    session.head_dirty = False
+                del session.gone[:len(gone)]
+                if legacy is not None and session.legacy is legacy:
+                    session.legacy = None
+            return then
+        return write
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.writes.run(task_status=task_status)
+
+    def close(self) -> None:
+        self.writes.close()
+
+
+def record_problem(record: Any) -> str | None:
+    """What is wrong with a stored session record, or None: the keys the
+    host reads, of the types it reads them as, and each chat's state in
+    the shape a client is served (``ChatState``)."""
+    if not isinstance(record, dict):
+        return f"a record is an object, not {type(record).__name__}"
+    if too_deep(record):
+        return f"nested deeper than {MAX_DEPTH} levels"
+    for key in ("uri", "provider", "cwd", "createdAt"):
+        if not isinstance(record.get(key), str) or not record[key]:
+            return f"{key} is missing or not a string"
+    if not isinstance(record.get("title", ""), str):
+        return "title is not a string"
+    if record.get("defaultChat") is not None and not isinstance(record["defaultChat"], str):
+        return "defaultChat is not a string"
+    status = record.get("status", 0)
+    if isinstance(status, bool) or not isinstance(status, int):
+        return "status is not an integer"
+    chats = record.get("chats")
+    if chats is not None and not isinstance(chats, list):
+        return "chats is not a list of chats"
+    problem = _shape_problem("config", "SessionConfigState", record.get("config"))
+    for n, chat in enumerate(chats or []):
+        if problem is not None:
+            break
+        if not isinstance(chat, dict) or not isinstance(chat.get("uri"), str):
+            return f"chats[{n}] has no uri"
+        if chat.get("backendId") is not None and not isinstance(chat["backendId"], str):
+            return f"chats[{n}].backendId is not a string"
+        problem = _shape_problem(f"chats[{n}].state", "ChatState", chat.get("state"))
+    return problem
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON ``value`` nests deeper than ``limit`` (looked at without recursing)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in item if isinstance(child, (dict, list)))
+    return False
+
+
+def _shape_problem(where: str, model_name: str, value: Any) -> str | None:
+    from ahpd.protocol import DecodeError, codec, model
+
+    if value is None:
+        return None
+    try:
+        codec.decode(getattr(model, model_name), value, strict=False)
+    except DecodeError as err:
+        return f"{where}: {err.reason} at {err.path}"
+    except RecursionError:
+        return f"{where} is nested deeper than a record can be"
+    return None
+
+
+# -- the root config -----------------------------------------------------------
+
+
+class RootConfigStore:
+    """The root config values a client pushed, kept across restarts
+    (``--sessions file``), or not at all (``--sessions memory``). A value
+    the host no longer accepts is dropped at start, by name."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.writes = PendingWrites(f"root config {path}", self._prepare)
+
+    def load(self) -> dict[str, Any]:
+        from ahpd.host.kernel import rootconfig
+
+        if self.path is None:
+            return {}
+        try:
+            values = read_json(self.path)
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            log.error("%s cannot be read (%s); starting from the defaults", self.path, _reason(exc))
+            return {}
+        except ValueError as exc:
+            set_aside(self.path, str(exc))
+            return {}
+        if not isinstance(values, dict):
+            set_aside(self.path, f"the values are an object, not {type(values).__name__}")
+            return {}
+        kept = {}
+        for key, value in values.items():
+            problem = rootconfig.check_value(key, value)
+            if problem is None and key not in rootconfig.CONNECTION_KEYS:
+                kept[key] = value
+            else:
+                log.error("%s: %s; the default applies", self.path, problem or f"{key} is a connection's own")
+        return kept
+
+    def save(self, values: dict[str, Any]) -> None:
+        if self.path is not None:
+            self.writes.put("values", values)
+
+    def _prepare(self, _: str, values: dict[str, Any]) -> Callable[[], None]:
+        assert self.path is not None
+        path, data = self.path, json.dumps(values, indent=1, sort_keys=True, allow_nan=False).encode()
+        return lambda: write_atomic(path, data)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.writes.run(task_status=task_status)
+
+    def close(self) -> None:
+        self.writes.close()
+
+
+class DecisionStore:
+    """The enablement decisions kept beyond one session: for the folder a
+    session works in (``workspace``) and for every session (``global``), by
+    customization id, so a decision made in one session reaches a session
+    that has decided nothing, and survives a restart (``--sessions file``:
+    ``DATA_DIR/customizations.json``, rewritten whole off the event loop and
+    retried while the disk refuses; ``None`` keeps them in memory). A file
+    that cannot be read is set aside, not written over."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.writes = PendingWrites(f"customization decisions {path}", self._prepare)
+        self._global: dict[str, bool] = {}
+        self._workspace: dict[str, dict[str, bool]] = {}
+        if path is None:
+            return
+        try:
+            data = read_json(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            log.error("%s cannot be read (%s); no customization decision is kept from it", path, _reason(exc))
+            return
+        except ValueError as exc:
+            set_aside(path, str(exc))
+            return
+        if not isinstance(data, dict):
+            set_aside(path, f"the decisions are an object, not {type(data).__name__}")
+            return
+        self._global = {k: v for k, v in (data.get("global") or {}).items() if isinstance(v, bool)}
+        self._workspace = {folder: {k: v for k, v in ids.items() if isinstance(v, bool)}
+                           for folder, ids in (data.get("workspace") or {}).items() if isinstance(ids, dict)}
+
+    def enablement(self, cid: str, folder: str) -> list[dict[str, Any]]:
+        """The kept decisions for ``cid`` in a session working in ``folder``,
+        most specific first (workspace, then global)."""
+        out: list[dict[str, Any]] = []
+        if cid in self._workspace.get(folder, {}):
+            out.append({"kind": "workspace", "uri": folder, "enabled": self._workspace[folder][cid]})
+        if cid in self._global:
+            out.append({"kind": "global", "enabled": self._global[cid]})
+        return out
+
+    def decide(self, cid: str, folder: str, enablement: list[dict[str, Any]]) -> bool:
+        """Keep what ``enablement`` says for ``folder`` and for every session
+        (an entry for another folder is not this session's to decide); a
+        scope it leaves out is a decision taken back. True when anything moved."""
+        workspace = next((e["enabled"] for e in enablement
+                          if e.get("kind") == "workspace" and e.get("uri") == folder), None)
+        everywhere = next((e["enabled"] for e in enablement if e.get("kind") == "global"), None)
+        before = (self._workspace.get(folder, {}).get(cid), self._global.get(cid))
+        if workspace is None:
+            self._workspace.get(folder, {}).pop(cid, None)
+        else:
+            self._workspace.setdefault(folder, {})[cid] = bool(workspace)
+        if everywhere is None:
+            self._global.pop(cid, None)
+        else:
+            self._global[cid] = bool(everywhere)
+        self._workspace = {f: ids for f, ids in self._workspace.items() if ids}
+        moved = before != (workspace, everywhere)
+        if moved and self.path is not None:
+            self.writes.put("decisions", None)
+        return moved
+
+    def _prepare(self, _: str, __: Any) -> Callable[[], None]:
+        assert self.path is not None
+        path = self.path
+        data = json.dumps({"global": self._global, "workspace": self._workspace}, indent=1, sort_keys=True).encode()
+
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, data)
+        return write
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.writes.run(task_status=task_status)
+
+    def close(self) -> None:
+        self.writes.close()

@@ -1,0 +1,338 @@
+"""Telemetry: the daemon's logs, traces and metrics on the ``ahp-otlp:`` channels.
+
+The OpenTelemetry SDK makes everything (span and trace ids, clocks, metric
+aggregation); ``ahpd.ports.otlp`` writes it as OTLP/JSON; this module routes
+it to whoever subscribed:
+
+* ``ahp-otlp://logs/{level}`` (a template the client expands with trace,
+  debug, info, warn, error or fatal): the daemon's own log lines at that
+  severity and above, one ``otlp/exportLogs`` per line.
+* ``ahp-otlp://traces``: a turn is a SERVER span and each tool call in it a
+  CLIENT child, sent as each ends (``otlp/exportTraces``). They are made
+  from the actions the bus applies, so no turn code knows about them.
+* ``ahp-otlp://metrics``: cumulative sums since the process started (turns,
+  tool calls, tokens, connections, frames and bytes sent, queue closes),
+  every ``METRICS_INTERVAL`` seconds and once right after a subscription.
+
+A telemetry channel holds no state, so it is not a bus channel: nothing on
+it is numbered, buffered for replay or replayed on reconnect. Its
+subscribers are the connections whose ``subscriptions`` name it, so
+unsubscribing and disconnecting need nothing of their own here.
+
+With ``OTEL_EXPORTER_OTLP_ENDPOINT`` set, the same telemetry also goes to
+that collector through the SDK's own OTLP/HTTP exporters (the standard
+``OTEL_*`` variables apply).
+
+Records can come from any thread (a worker thread logs too), so delivery is
+always handed to the trio loop with ``run_sync_soon``, which is also what
+keeps a log line said while a frame is being sent from re-entering the send.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+from opentelemetry import trace
+from opentelemetry.metrics import Observation
+from opentelemetry._logs import LogRecord, SeverityNumber
+from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from ahpd import __version__
+from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
+from ahpd.ports import otlp
+
+if TYPE_CHECKING:
+    from ahpd.host.kernel.host import Host, Peer
+
+log = logging.getLogger("ahpd.host")
+
+LOGS = "ahp-otlp://logs/{level}"
+TRACES = "ahp-otlp://traces"
+METRICS = "ahp-otlp://metrics"
+#: The ``{level}`` names and the lowest OTLP SeverityNumber each delivers.
+LEVELS = {"trace": 1, "debug": 5, "info": 9, "warn": 13, "error": 17, "fatal": 21}
+METRICS_INTERVAL = 10.0
+_LOGS_PREFIX = LOGS.removesuffix("{level}")
+
+
+class Counts:
+    """What the transport counts for the metrics: plain integers, bumped in
+    one line where it happens, read when the metrics are collected."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.frames_sent = 0
+        self.bytes_sent = 0
+        self.queue_closes = 0
+
+    def sent(self, size: int) -> None:
+        self.frames_sent += 1
+        self.bytes_sent += size
+
+
+COUNTS = Counts()
+
+
+class _Forward(SpanProcessor, LogRecordProcessor):
+    """Hands each ended span, or each emitted log record, to ``deliver``."""
+
+    def __init__(self, deliver: Any) -> None:
+        self.deliver = deliver
+
+    def on_end(self, span: Any) -> None:
+        self.deliver(span)
+
+    def on_emit(self, log_record: Any) -> None:
+        self.deliver(log_record)
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+_SEVERITY = ((logging.CRITICAL, SeverityNumber.FATAL, "FATAL"), (logging.ERROR, SeverityNumber.ERROR, "ERROR"),
+             (logging.WARNING, SeverityNumber.WARN, "WARN"), (logging.INFO, SeverityNumber.INFO, "INFO"),
+             (logging.DEBUG, SeverityNumber.DEBUG, "DEBUG"))
+
+
+class LogLines(logging.Handler):
+    """The daemon's log lines, each an OTel log record of the SDK's logger:
+    the same records its other handlers write, timestamped when they were
+    made, with the logger's name and any traceback as attributes."""
+
+    def __init__(self, provider: LoggerProvider) -> None:
+        super().__init__()
+        self.logger = provider.get_logger("ahpd", __version__)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            number, text = next(((n, t) for level, n, t in _SEVERITY if record.levelno >= level),
+                                (SeverityNumber.TRACE, "TRACE"))
+            attributes = {"logger.name": record.name}
+            if record.exc_info:
+                attributes["exception.stacktrace"] = logging.Formatter().formatException(record.exc_info)
+            self.logger.emit(LogRecord(
+                timestamp=int(record.created * 1e9), observed_timestamp=time.time_ns(),
+                severity_number=number, severity_text=text, body=record.getMessage(), attributes=attributes))
+        except Exception:  # noqa: BLE001 - logging's own rule: a handler never raises
+            self.handleError(record)
+
+
+class Telemetry:
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
+        environ = dict(os.environ if environ is None else environ)
+        resource = Resource.create({
+            "service.name": "ahpd", "service.version": __version__, "host.name": socket.gethostname(),
+        })
+        self.host: Host | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._turns: dict[tuple[str, str], Any] = {}  # (chat, turnId) -> span
+        self._tools: dict[tuple[str, str], Any] = {}  # (chat, toolCallId) -> span
+        self.collector = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+
+        self.tracer_provider = TracerProvider(resource=resource)
+        self.tracer_provider.add_span_processor(_Forward(lambda span: self._soon(self._send_span, span)))
+        self.tracer = self.tracer_provider.get_tracer("ahpd", __version__)
+        self.logger_provider = LoggerProvider(resource=resource)
+        self.logger_provider.add_log_record_processor(_Forward(self._log_emitted))
+        self.handler = LogLines(self.logger_provider)
+        self.reader = InMemoryMetricReader()
+        readers: list[MetricReader] = [self.reader]
+        if self.collector:
+            readers.append(self._to_collector())
+        self.meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+        meter = self.meter_provider.get_meter("ahpd", __version__)
+        self.turns = meter.create_counter("ahpd.turns", unit="{turn}", description="turns started")
+        self.tool_calls = meter.create_counter("ahpd.tool_calls", unit="{call}", description="tool calls started")
+        self.tokens = meter.create_counter("ahpd.tokens", unit="{token}",
+                                           description="tokens the agents reported, by direction")
+        for name, unit, description, read in (
+            ("ahpd.connections", "{connection}", "connections accepted", lambda: COUNTS.connections),
+            ("ahpd.frames_sent", "{frame}", "frames queued to clients", lambda: COUNTS.frames_sent),
+            ("ahpd.bytes_sent", "By", "bytes queued to clients", lambda: COUNTS.bytes_sent),
+            ("ahpd.queue_closes", "{connection}", "clients closed for falling behind", lambda: COUNTS.queue_closes),
+        ):
+            meter.create_observable_counter(name, callbacks=[lambda _options, read=read: [Observation(read())]],
+                                            unit=unit, description=description)
+
+    def _to_collector(self) -> MetricReader:
+        """The SDK's own OTLP/HTTP exporters, for the collector the standard
+        variables name; their batching runs in the SDK's threads."""
+        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        self.tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter()))
+        return PeriodicExportingMetricReader(OTLPMetricExporter())
+
+    @property
+    def capabilities(self) -> dict[str, str]:
+        """``InitializeResult.telemetry``."""
+        return {"logs": LOGS, "traces": TRACES, "metrics": METRICS}
+
+    # -- lifetime ------------------------------------------------------------------
+
+    def attach(self, host: Host) -> None:
+        self.host = host
+        host.bus.observers.append(self.on_action)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Deliver from now on, and send the metrics every ``METRICS_INTERVAL``."""
+        self._token = trio.lowlevel.current_trio_token()
+        logging.getLogger().addHandler(self.handler)
+        if self.collector:
+            log.info("telemetry also goes to the OTLP collector at %s", self.collector)
+        task_status.started()
+        while True:
+            await trio.sleep(METRICS_INTERVAL)
+            self.send_metrics()
+
+    def close(self) -> None:
+        """Stop delivering, and flush what the collector is still owed."""
+        logging.getLogger().removeHandler(self.handler)
+        self._token = None
+        for provider in (self.tracer_provider, self.logger_provider, self.meter_provider):
+            try:
+                provider.shutdown()
+            except Exception:  # noqa: BLE001 - a collector gone away must not stop the daemon stopping
+                log.warning("telemetry: flushing to the collector failed", exc_info=True)
+
+    def _soon(self, fn: Any, *args: Any) -> None:
+        token = self._token
+        if token is None:
+            return
+        try:
+            token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            pass
+
+    # -- subscribing -----------------------------------------------------------------
+
+    def subscribe(self, peer: Peer, uri: str) -> dict[str, Any]:
+        """Subscribe ``peer`` to a telemetry channel: an empty result, as the
+        channel holds no state; a URI that is not one refused saying why."""
+        problem = self.malformed(uri)
+        if problem is not None:
+            raise RpcError(INVALID_PARAMS, problem, {"path": "$.channel", "channel": uri})
+        peer.subscriptions.add(uri)
+        if uri == METRICS:
+            self._soon(self.send_metrics)
+        return {}
+
+    @staticmethod
+    def malformed(uri: str) -> str | None:
+        if uri in (TRACES, METRICS):
+            return None
+        if uri.startswith(_LOGS_PREFIX):
+            level = uri.removeprefix(_LOGS_PREFIX)
+            if level in LEVELS:
+                return None
+            return (f"{uri}: {level!r} is not a log level; expand {LOGS} with one of "
+                    f"{', '.join(LEVELS)}")
+        return f"{uri} is not a telemetry channel of this host: it has {LOGS}, {TRACES} and {METRICS}"
+
+    def _watching(self, uri: str) -> list[Peer]:
+        return [p for p in self.host.peers if uri in p.subscriptions] if self.host is not None else []
+
+    def _notify(self, method: str, uri: str, payload: dict[str, Any], peers: list[Peer]) -> None:
+        if peers and self.host is not None:
+            self.host.bus.notify(peers, method, {"channel": uri, "payload": payload})
+
+    # -- logs ---------------------------------------------------------------------------
+
+    def _log_emitted(self, record: Any) -> None:
+        self._soon(self._send_log, record)
+
+    def _send_log(self, record: Any) -> None:
+        severity = record.log_record.severity_number.value if record.log_record.severity_number else 0
+        payload = None
+        for level, lowest in LEVELS.items():
+            uri = _LOGS_PREFIX + level
+            peers = self._watching(uri) if severity >= lowest else []
+            if peers:
+                payload = payload or otlp.encode_logs([record])
+                self._notify("otlp/exportLogs", uri, payload, peers)
+
+    # -- traces ---------------------------------------------------------------------------
+
+    def _send_span(self, span: Any) -> None:
+        peers = self._watching(TRACES)
+        if peers:
+            self._notify("otlp/exportTraces", TRACES, otlp.encode_spans([span]), peers)
+
+    def on_action(self, channel: str, action: dict[str, Any]) -> None:
+        """An action the bus applied: turns and tool calls as spans and counts.
+        Never raises: telemetry failing must not fail what it watches."""
+        try:
+            self._on_action(channel, action)
+        except Exception:  # noqa: BLE001
+            log.exception("telemetry: %s on %s could not be recorded", action.get("type"), channel)
+
+    def _on_action(self, channel: str, action: dict[str, Any]) -> None:
+        kind = action.get("type", "")
+        if not kind.startswith("chat/"):
+            return
+        if kind == "chat/turnStarted":
+            self.turns.add(1)
+            owner = self.host.sessions.chat_owner.get(channel) if self.host and self.host.sessions else None
+            session = owner.session.uri if owner is not None else ""
+            self._turns[(channel, action["turnId"])] = self.tracer.start_span(
+                "turn", kind=SpanKind.SERVER,
+                attributes={"ahp.session": session, "ahp.session.id": session.rpartition("/")[2],
+                            "ahp.chat": channel, "ahp.turn.id": action["turnId"]})
+        elif kind == "chat/toolCallStart":
+            self.tool_calls.add(1, {"tool.name": action.get("toolName") or ""})
+            parent = self._turns.get((channel, action["turnId"]))
+            context = trace.set_span_in_context(parent) if parent is not None else None
+            self._tools[(channel, action["toolCallId"])] = self.tracer.start_span(
+                f"tool {action.get('toolName') or action['toolCallId']}", kind=SpanKind.CLIENT, context=context,
+                attributes={"ahp.chat": channel, "ahp.turn.id": action["turnId"],
+                            "ahp.tool_call.id": action["toolCallId"], "tool.name": action.get("toolName") or ""})
+        elif kind == "chat/toolCallComplete":
+            span = self._tools.pop((channel, action["toolCallId"]), None)
+            if span is not None:
+                if not (action.get("result") or {}).get("success", True):
+                    span.set_status(Status(StatusCode.ERROR, "the tool call failed"))
+                span.end()
+        elif kind == "chat/usage":
+            usage = action.get("usage") or {}
+            for direction in ("input", "output"):
+                count = usage.get(f"{direction}Tokens")
+                if isinstance(count, int | float) and count > 0:
+                    self.tokens.add(int(count), {"direction": direction})
+        elif kind in ("chat/turnComplete", "chat/error", "chat/turnCancelled"):
+            span = self._turns.pop((channel, action["turnId"]), None)
+            for key in [k for k, s in self._tools.items() if k[0] == channel
+                        and s.attributes.get("ahp.turn.id") == action["turnId"]]:
+                self._tools.pop(key).end()  # a call the ending cut short ends with its turn
+            if span is not None:
+                if kind == "chat/error":
+                    span.set_status(Status(StatusCode.ERROR, str((action.get("part") or {}).get("message", ""))))
+                span.set_attribute("ahp.turn.ending", kind)
+                span.end()
+
+    # -- metrics ------------------------------------------------------------------------------
+
+    def send_metrics(self) -> None:
+        peers = self._watching(METRICS)
+        if not peers:
+            return
+        data = self.reader.get_metrics_data()
+        if data is not None:
+            self._notify("otlp/exportMetrics", METRICS, otlp.encode_metrics(data), peers)
