@@ -8,7 +8,6 @@ kernel the joined tables and hooks of ``ahpd.host.table``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ahpd.host import table
@@ -20,20 +19,6 @@ from ahpd.host.terminals.terminals import Terminals
 
 
 class Host(kernel.Host):
-    #: The automations catalogue and scheduler (``ahpd.host.automations``),
-    #: set by whoever gives the host a store; None serves no automations.
-    automations: Any = None
-    #: Where ``isolation: worktree`` trees go (``<root>/<repo>/<name>``, set
-    #: by ``--worktrees-root``); None: beside their repository.
-    worktrees_root: Path | None = None
-    #: Where the plugins clients hand over are copied (``<data dir>/plugins``,
-    #: set by the daemon); None: a client's plugin is reported as not loaded.
-    plugins_root: Path | None = None
-    #: The customization decisions kept for a folder and for every session
-    #: (``ahpd.host.customizations.decisions.DecisionStore``, set by the
-    #: daemon); None: kept in memory from first use.
-    decisions: Any = None
-
     def __init__(
         self,
         *,

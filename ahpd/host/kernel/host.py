@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import typing
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -86,6 +87,29 @@ class Host:
 
     A kernel alone serves the connection layer (``ahpd.host.kernel.commands``);
     ``ahpd.host.assembly.Host`` is the host with every feature package."""
+
+    # What the assembly (``ahpd.host.assembly``) attaches: each feature's own
+    # object. The kernel never reads them; they are declared here, untyped,
+    # so that code handed the kernel's ``Host`` reaches a feature's object
+    # through the host it was given rather than by importing the feature.
+    sessions: Any = None
+    terminals: Any = None
+    watches: Any = None
+    telemetry: Any = None
+    #: The automations catalogue and scheduler, set by whoever gives the
+    #: host a store; None serves no automations.
+    automations: Any = None
+    mcp_bridge: Any = None
+    #: Where ``isolation: worktree`` trees go (``<root>/<repo>/<name>``, set
+    #: by ``--worktrees-root``); None: beside their repository.
+    worktrees_root: Path | None = None
+    #: Where the plugins clients hand over are copied (``<data dir>/plugins``,
+    #: set by the daemon); None: a client's plugin is reported as not loaded.
+    plugins_root: Path | None = None
+    #: The customization decisions kept for a folder and for every session
+    #: (``ahpd.host.customizations.decisions.DecisionStore``, set by the
+    #: daemon); None: kept in memory from first use.
+    decisions: Any = None
 
     def __init__(
         self,
