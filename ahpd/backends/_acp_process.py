@@ -209,7 +209,7 @@ class AgentProcess:
         finally:
             self._stderr_done.set()
 
-    def _log_stderr(self, raw: bytes) -> None:
+    def _log_stderr(self, raw: bytes | bytearray) -> None:
         line = raw.decode("utf-8", errors="replace").rstrip("\r")
         if len(line) > _STDERR_LINE_MAX:
             line = line[:_STDERR_LINE_MAX] + "…"
