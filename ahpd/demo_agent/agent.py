@@ -3,8 +3,9 @@
 :class:`DemoAgent` implements the agent half of the Agent Client Protocol on
 top of the ``agent-client-protocol`` library (asyncio, ``import acp``). What to
 do with a prompt is decided by :mod:`ahpd.demo_agent.script` (plain functions);
-this module carries it out over the wire and keeps the conversation in a
-:class:`~ahpd.demo_agent.store.SessionStore`.
+this module (with its base :class:`~ahpd.demo_agent.actions.Actions`, the
+requests a turn makes of the client) carries it out over the wire and keeps
+the conversation in a :class:`~ahpd.demo_agent.store.SessionStore`.
 
 How a turn runs. ``session/prompt`` takes the session's lock (a second prompt
 waits for the first), stores the user's message, and runs the turn in a task
