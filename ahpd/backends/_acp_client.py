@@ -71,7 +71,7 @@ class Client:
     def _emit(self, event: Event) -> None:
         try:
             self._events(event)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the host's sink failing must not break the agent's stream
             log.exception("%s: the event sink failed on %r", self._label, type(event).__name__)
 
     def _trio(self, fn: Any, *args: Any) -> Any:

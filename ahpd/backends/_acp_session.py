@@ -198,7 +198,7 @@ class Link:
         with trio.move_on_after(2):
             try:
                 await trio_asyncio.aio_as_trio(self.conn.close, loop=self.loop)()
-            except Exception:
+            except Exception:  # noqa: BLE001 - closing is best effort, and logged
                 log.exception("%s: closing the connection failed", self.agent.label)
 
 

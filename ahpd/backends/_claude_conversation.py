@@ -180,7 +180,7 @@ class ClaudeConversation:
             raise BackendError(self.end_reason or "the conversation with Claude Code has ended")
         try:
             await self._client.query(text)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a CLI that cannot be written to is a dead one
             raise BackendError(self.end_reason or words(exc, self)) from None
 
     @property
@@ -390,7 +390,7 @@ class ClaudeConversation:
     def _emit(self, event: Event) -> None:
         try:
             self._events(event)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the host's sink failing must not break the agent's stream
             log.exception("%s: the event sink failed on %r", self._label, type(event).__name__)
 
     def _stderr(self, line: str) -> None:
