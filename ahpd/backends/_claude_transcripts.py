@@ -131,7 +131,7 @@ def _turns(session_id: str, entries: Any) -> list[HistoryTurn]:
     text: str | None = None
     updates: list[dict[str, Any]] = []
     totals: dict[str, int] = {}
-    counted: set[str] = set()
+    counted: set[str | None] = set()  # message ids whose usage is in totals: entries of one message share it
 
     def close() -> None:
         if text is not None:
