@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ahpd.backends.acp import AcpBackend
+from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import Backend
 
 log = logging.getLogger("ahpd.config")
@@ -74,7 +74,7 @@ def _claude() -> Backend | None:
     # Imported only when the extra is there: the backend and its helpers are
     # 25-35 ms of import (python -X importtime, on this loaded 2-core machine)
     # that a daemon without Claude Code would spend for nothing.
-    from ahpd.backends.claude import ClaudeBackend
+    from ahpd.backends.claude.backend import ClaudeBackend
 
     return ClaudeBackend()
 

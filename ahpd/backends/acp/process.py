@@ -31,7 +31,7 @@ from typing import Any
 import trio
 import trio_asyncio
 
-log = logging.getLogger("ahpd.backends.acp")
+log = logging.getLogger("ahpd.backends.acp.backend")
 
 _CHUNK = 65536
 _STDERR_LINE_MAX = 2000  # characters logged per stderr line

@@ -40,7 +40,7 @@ from ahpd.backends.translate import CONTRIBUTOR_META  # noqa: F401 - re-exported
 if TYPE_CHECKING:
     from claude_agent_sdk import McpSdkServerConfig
 
-log = logging.getLogger("ahpd.backends.claude")
+log = logging.getLogger("ahpd.backends.claude.backend")
 
 #: The in-process MCP server a client's tools ride on.
 SERVER_NAME = "ahp"

@@ -7,7 +7,7 @@ newline-delimited JSON with it (``stream-json``), with ``control_request`` /
 ``can_use_tool`` before a tool it will not run on its own, and we ask
 ``interrupt``.
 
-A chat is one :class:`~ahpd.backends._claude_conversation.ClaudeConversation`,
+A chat is one :class:`~ahpd.backends.claude.conversation.ClaudeConversation`,
 held open in the chat's nursery for the chat's whole life; this module is
 the provider: what the CLI offers (its boot probe), how a CLI is started on
 a conversation (and started again at a rewind point), and the past
@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ahpd.backends import _claude_plugins, _claude_transcripts
-from ahpd.backends._claude_conversation import ClaudeConversation, configured_servers, words
-from ahpd.backends._claude_tools import SERVER_NAME as CLIENT_TOOL_SERVER
-from ahpd.backends._claude_wire import available_commands, models_from_init
+from ahpd.backends.claude import plugins as _claude_plugins, transcripts as _claude_transcripts
+from ahpd.backends.claude.conversation import ClaudeConversation, configured_servers, words
+from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
+from ahpd.backends.claude.wire import available_commands, models_from_init
 from ahpd.backends._paths import ignore, scratch_root, working_root
 from ahpd.backends.port import BackendError, Conversation, EventSink, StoredConversation, Update
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ANTHROPIC_RESOURCE", "PROVIDER", "ClaudeBackend", "ClaudeConversation", "TransportFactory"]
 
-log = logging.getLogger("ahpd.backends.claude")
+log = logging.getLogger("ahpd.backends.claude.backend")
 
 PROVIDER = "claude"
 ANTHROPIC_RESOURCE = "https://api.anthropic.com"

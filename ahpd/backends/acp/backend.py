@@ -10,25 +10,25 @@ the chat's nursery. The split of work:
   closes the connection, kills the terminals, and ends the agent's process
   group (SIGTERM, a grace period, SIGKILL), reaping everything;
 * **asyncio** runs the library's ``Connection`` and our client-side handlers
-  (:class:`~ahpd.backends._acp_client.Client`). The library runs each
+  (:class:`~ahpd.backends.acp.client.Client`). The library runs each
   incoming message in its own asyncio task; a ``session/update`` is handed
   to the event sink before the handler's first ``await``, so the tasks,
   started in arrival order, hand updates over in arrival order.
 
 Trio code calls asyncio with ``aio_as_trio(..., loop=loop)`` (the loop is
 named, because the host's tasks that call
-:class:`~ahpd.backends._acp_session.AcpConversation` do not run inside it);
+:class:`~ahpd.backends.acp.session.AcpConversation` do not run inside it);
 asyncio handlers call trio with ``trio_as_aio``. Both sides run on one
 thread, so the plain synchronous ``answer_permission`` and ``answer_input``
 resolve an asyncio future directly.
 
 This module is what the daemon holds for a configured agent, and it loads
 no ACP library: the boot probe and the catalogue ask the agent from a
-short-lived Python process of their own (``_acp_probe``, ``_acp_catalogue``),
-and a conversation imports :mod:`~ahpd.backends._acp_session`, where the
+short-lived Python process of their own (``probe``, ``catalogue``),
+and a conversation imports :mod:`~ahpd.backends.acp.session`, where the
 library is, when it starts. That import is deferred on purpose: the library
 with pydantic and trio-asyncio is 0.6-0.9 s of start-up here
-(``python -X importtime -c 'import ahpd.backends._acp_session'``), and a
+(``python -X importtime -c 'import ahpd.backends.acp.session'``), and a
 daemon whose clients never run an ACP agent never needs it.
 """
 
@@ -45,7 +45,7 @@ from typing import Any
 
 import trio
 
-from ahpd.backends import _acp_settings
+from ahpd.backends.acp import settings as _acp_settings
 from ahpd.backends.port import (
     BackendError,
     Conversation,
@@ -55,7 +55,7 @@ from ahpd.backends.port import (
     ran_note,
 )
 
-log = logging.getLogger("ahpd.backends.acp")
+log = logging.getLogger("ahpd.backends.acp.backend")
 
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 
@@ -141,7 +141,7 @@ class AcpBackend:
         """The boot probe: what a composer shows before any session's agent
         runs - the models and slash commands a new conversation is offered
         (:meth:`learn`). It runs in a short-lived Python process of its own
-        (``ahpd.backends._acp_probe``), so the ACP library is loaded there
+        (``ahpd.backends.acp.probe``), so the ACP library is loaded there
         and not in the daemon, which holds it only once a turn needs it.
         True when :meth:`agent_info` or the commands changed. Failure is
         logged, never raised."""
@@ -151,7 +151,7 @@ class AcpBackend:
             with trio.fail_after(self.call_timeout + 30):
                 async with self.probing:
                     done = await trio.run_process(
-                        [sys.executable, "-m", "ahpd.backends._acp_probe", json.dumps(spec)],
+                        [sys.executable, "-m", "ahpd.backends.acp.probe", json.dumps(spec)],
                         capture_stdout=True, stderr=None, check=False,
                     )
                     learned = json.loads(done.stdout or b"null")
@@ -174,7 +174,7 @@ class AcpBackend:
     async def learn(self) -> bool:
         """Ask the agent, in this process, what a new conversation is offered
         (the boot probe's own process calls this; see :func:`_acp_session.learn`)."""
-        from ahpd.backends import _acp_session  # the ACP library: deferred, see the module's docstring
+        from ahpd.backends.acp import session as _acp_session
 
         return await _acp_session.learn(self)
 
@@ -202,7 +202,7 @@ class AcpBackend:
     ) -> None:
         """Start the agent in ``cwd`` and keep it until cancelled: see
         :func:`_acp_session.run_conversation`."""
-        from ahpd.backends import _acp_session  # the ACP library: deferred, see the module's docstring
+        from ahpd.backends.acp import session as _acp_session
 
         await _acp_session.run_conversation(
             self, cwd=cwd, events=events, resume_id=resume_id, task_status=task_status, terminals=terminals,
@@ -211,7 +211,7 @@ class AcpBackend:
 
     async def delete_conversation(self, backend_id: str) -> bool:
         """``session/delete``, when the agent offers it (an agent started for it)."""
-        from ahpd.backends import _acp_session  # the ACP library: deferred, see the module's docstring
+        from ahpd.backends.acp import session as _acp_session
 
         return await _acp_session.delete_conversation(self, backend_id)
 
@@ -219,7 +219,7 @@ class AcpBackend:
 
     async def list_conversations(self) -> list[StoredConversation]:
         """``session/list``, when the agent offers it (a short-lived process,
-        ``_acp_catalogue``). A listing the boot probe finished after this was
+        ``catalogue``). A listing the boot probe finished after this was
         asked is as new as one started now, so it is taken instead: the
         first reading of the catalogue, at a daemon's first hello, starts no
         agent beyond the probe's."""
@@ -243,13 +243,13 @@ class AcpBackend:
             self.probe_listing = (trio.current_time(), [StoredConversation(**row) for row in rows])
 
     async def _ask(self, *argv: str) -> Any:
-        """Run ``_acp_catalogue`` as a child process and read its JSON answer;
+        """Run ``catalogue`` as a child process and read its JSON answer;
         None when it failed (said on the daemon's standard error by the child)."""
         spec = {"provider": self.provider, "command": self.command, "args": list(self.args),
                 "env": self.env, "call_timeout": self.call_timeout}
         try:
             with trio.fail_after(self.call_timeout + 30):
-                done = await trio.run_process([sys.executable, "-m", "ahpd.backends._acp_catalogue", json.dumps(spec),
+                done = await trio.run_process([sys.executable, "-m", "ahpd.backends.acp.catalogue", json.dumps(spec),
                                                *argv], capture_stdout=True, stderr=None, check=False)
             answer = json.loads(done.stdout or b"null")
         except (OSError, ValueError, trio.TooSlowError) as exc:

@@ -1,11 +1,11 @@
 """A live ACP agent: its process, its asyncio loop, the library's connection.
 
 Everything here runs with the ``acp`` library loaded (and pydantic and
-trio-asyncio with it), which is why :mod:`~ahpd.backends.acp` imports this
+trio-asyncio with it), which is why :mod:`~ahpd.backends.acp.backend` imports this
 module only when a conversation, a boot probe's own process or a deletion
 first needs it. :func:`open_agent` starts an agent and connects to it
 (:class:`Link`); :func:`run_conversation`, :func:`learn` and
-:func:`delete_conversation` are the work :class:`~ahpd.backends.acp.AcpBackend`
+:func:`delete_conversation` are the work :class:`~ahpd.backends.acp.backend.AcpBackend`
 hands over, on its own state; :class:`AcpConversation` is one live ACP
 session, what the host drives a chat through.
 """
@@ -30,11 +30,11 @@ from acp.schema import InitializeResponse, ListSessionsResponse, NewSessionRespo
 from pydantic import ValidationError
 
 import ahpd
-from ahpd.backends import _acp_settings
-from ahpd.backends._acp_client import Client
-from ahpd.backends._acp_process import AgentProcess
-from ahpd.backends._acp_terminals import Terminals
-from ahpd.backends._acp_wire import (
+from ahpd.backends.acp import settings as _acp_settings
+from ahpd.backends.acp.client import Client
+from ahpd.backends.acp.process import AgentProcess
+from ahpd.backends.acp.terminals import Terminals
+from ahpd.backends.acp.wire import (
     models_from_config,
     prompt_blocks,
     rpc_error_message,
@@ -55,9 +55,9 @@ from ahpd.backends.port import (
 if TYPE_CHECKING:
     from acp.schema import PromptCapabilities
 
-    from ahpd.backends.acp import AcpBackend
+    from ahpd.backends.acp.backend import AcpBackend
 
-log = logging.getLogger("ahpd.backends.acp")
+log = logging.getLogger("ahpd.backends.acp.backend")
 
 _CLIENT_CAPABILITIES = {
     "fs": {"readTextFile": True, "writeTextFile": True},

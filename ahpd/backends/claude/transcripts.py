@@ -17,11 +17,11 @@ from typing import Any
 
 import trio
 
-from ahpd.backends._claude_wire import StreamMapper, usage_info
+from ahpd.backends.claude.wire import StreamMapper, usage_info
 from ahpd.backends.port import HistoryTurn, StoredConversation
 from ahpd.backends.translate import repair
 
-log = logging.getLogger("ahpd.backends.claude")
+log = logging.getLogger("ahpd.backends.claude.backend")
 
 
 def _iso(ms: int | None) -> str | None:

@@ -1,6 +1,6 @@
 """An ACP agent's own stored conversations, for the session catalogue.
 
-``python -m ahpd.backends._acp_catalogue SPEC list`` prints what the agent
+``python -m ahpd.backends.acp.catalogue SPEC list`` prints what the agent
 keeps (ACP ``session/list``, where its ``sessionCapabilities.list`` says it
 offers one); ``... SPEC history ID`` prints one conversation's past turns.
 ACP has no read-only way to a conversation's history: ``session/load``
@@ -10,7 +10,7 @@ has answered. Both run in a short-lived Python process of their own, as the
 boot probe does (``_acp_probe``): the daemon loads no ACP library to list or
 open a row, and no agent process outlives the answer. The daemon's side,
 which starts this process and reads its answer, is
-:meth:`~ahpd.backends.acp.AcpBackend.list_conversations`.
+:meth:`~ahpd.backends.acp.backend.AcpBackend.list_conversations`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 import attrs
 import trio
 
-from ahpd.backends._acp_session import listed, open_agent
+from ahpd.backends.acp.session import listed, open_agent
 from ahpd.backends._paths import ignore, scratch_root
-from ahpd.backends.acp import AcpBackend
+from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import BackendError, Event, HistoryTurn, StoredConversation, Update
 
 #: What a past turn is made of; the rest of a replay (the commands, modes,

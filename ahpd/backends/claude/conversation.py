@@ -3,7 +3,7 @@
 The CLI's input stays open between turns (which is also what lets a steering
 message reach a running turn), and a single reader task takes every message
 the CLI writes and hands it, mapped to ACP-shaped updates by
-:class:`~ahpd.backends._claude_wire.StreamMapper`, to the event sink. A turn
+:class:`~ahpd.backends.claude.wire.StreamMapper`, to the event sink. A turn
 is one user message in and one ``result`` out:
 
 * ``can_use_tool`` becomes a :class:`PermissionRequest` under the agent's own
@@ -14,11 +14,11 @@ is one user message in and one ``result`` out:
   the CLI's own words, and so does a CLI that dies - never a hang;
 * cancelling interrupts the CLI, which answers the turn with a result;
 * the active clients' tools ride the in-process MCP server ``ahp``
-  (:mod:`~ahpd.backends._claude_tools`): a call of one is announced with
+  (:mod:`~ahpd.backends.claude.tools`): a call of one is announced with
   the client as its contributor, runs without asking, and becomes a
   :class:`ClientToolCall` the host answers with the client's result.
 
-:class:`~ahpd.backends.claude.ClaudeBackend` starts the CLI and wires a
+:class:`~ahpd.backends.claude.backend.ClaudeBackend` starts the CLI and wires a
 conversation to it (its client, nursery and restart); this module is what
 the conversation does once it runs. The SDK's classes are imported in the
 methods that use them, never with this module: the SDK is about a second of
@@ -40,11 +40,11 @@ from urllib.parse import unquote, urlparse
 import attrs
 import trio
 
-from ahpd.backends import _claude_plugins
-from ahpd.backends._claude_tools import CONTRIBUTOR_META, ENDED, LEFT, ClientCall, ClientTools
-from ahpd.backends._claude_tools import PREFIX as CLIENT_TOOL_PREFIX
-from ahpd.backends._claude_tools import SERVER_NAME as CLIENT_TOOL_SERVER
-from ahpd.backends._claude_wire import StreamMapper, pending_edit, usage_info
+from ahpd.backends.claude import plugins as _claude_plugins
+from ahpd.backends.claude.tools import CONTRIBUTOR_META, ENDED, LEFT, ClientCall, ClientTools
+from ahpd.backends.claude.tools import PREFIX as CLIENT_TOOL_PREFIX
+from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
+from ahpd.backends.claude.wire import StreamMapper, pending_edit, usage_info
 from ahpd.backends.port import (
     BackendError,
     ClientToolCall,
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
         ToolPermissionContext,
     )
 
-log = logging.getLogger("ahpd.backends.claude")
+log = logging.getLogger("ahpd.backends.claude.backend")
 
 _OPTIONS = (
     PermissionOption("allow", "Allow", "allow_once"),
@@ -128,7 +128,7 @@ class ClaudeConversation:
         self.settings: dict[str, Any] = {}
         self.add_dirs: list[str] = []
         #: The plugin directories it was started with, and the session's
-        #: ``enabledPlugins`` switches (:mod:`~ahpd.backends._claude_plugins`).
+        #: ``enabledPlugins`` switches (:mod:`~ahpd.backends.claude.plugins`).
         self.plugins: list[str] = []
         self.plugin_switches: dict[str, bool] = {}
         #: The rewind point the CLI was started at, if it was started at one.

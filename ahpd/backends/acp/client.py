@@ -1,7 +1,7 @@
 """The client side of ACP: what an agent asks of us, answered.
 
 The library's router calls :class:`Client`'s methods by name, each in an
-asyncio task of its own (see :mod:`~ahpd.backends.acp` for the split between
+asyncio task of its own (see :mod:`~ahpd.backends.acp.backend` for the split between
 trio and asyncio): ``session/update`` notifications become
 :class:`~ahpd.backends.port.Update` events, a permission request or an
 elicitation becomes a question for the host that an asyncio future waits
@@ -28,17 +28,17 @@ from acp.schema import (
     ElicitationUrlSessionMode,
 )
 
-from ahpd.backends import _acp_files
-from ahpd.backends._acp_wire import elicitation_content, elicitation_questions, wire
+from ahpd.backends.acp import files as _acp_files
+from ahpd.backends.acp.wire import elicitation_content, elicitation_questions, wire
 from ahpd.backends.port import Event, EventSink, InputRequest, PermissionOption, PermissionRequest, Update
 
 if TYPE_CHECKING:
     from acp.schema import PermissionOption as AcpPermissionOption
     from acp.schema import ToolCallUpdate
 
-    from ahpd.backends._acp_terminals import Terminals
+    from ahpd.backends.acp.terminals import Terminals
 
-log = logging.getLogger("ahpd.backends.acp")
+log = logging.getLogger("ahpd.backends.acp.backend")
 
 
 def resolve(future: asyncio.Future[Any], value: Any) -> None:
