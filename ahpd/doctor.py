@@ -224,12 +224,20 @@ async def _acp_initialize(argv: list[str], env: dict[str, str], timeout: float) 
     process = await trio.lowlevel.open_process(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
     )
+    # Both are pipes because we asked for pipes; trio types them as optional.
+    assert process.stdin is not None and process.stdout is not None
     try:
         request = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": ACP_PROTOCOL_VERSION,
             "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}}
         with trio.fail_after(timeout):
-            await process.stdin.send_all((json.dumps(request) + "\n").encode())
+            try:
+                await process.stdin.send_all((json.dumps(request) + "\n").encode())
+            except trio.BrokenResourceError:
+                # The agent closed its stdin (it exited, say) before reading the request. Whether the
+                # write lands first is a race, so read on as if it had: its stdout then ends and the
+                # finding is the same "exited without answering" either way, not a crash.
+                pass
             buf = b""
             while True:
                 chunk = await process.stdout.receive_some(65536)
