@@ -12,6 +12,7 @@ import functools
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 from ahpd import __version__
 from ahpd.cli_errors import (
@@ -220,7 +221,7 @@ def _add_host_options(parser: argparse.ArgumentParser) -> None:
 class _Parser(argparse.ArgumentParser):
     """A command line mistake in one line, not the whole usage (``--help`` has it)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 

@@ -253,7 +253,10 @@ async def _acp_initialize(argv: list[str], env: dict[str, str], timeout: float) 
                     if isinstance(frame, dict) and frame.get("id") == 0:
                         if "error" in frame:
                             raise RuntimeError(f"initialize answered {frame['error'].get('message')}")
-                        return frame.get("result") or {}
+                        result = frame.get("result") or {}
+                        if not isinstance(result, dict):
+                            raise RuntimeError(f"initialize answered {str(result)[:80]!r}, not an object")
+                        return result
     finally:
         with trio.CancelScope(shield=True):
             if process.returncode is None:
@@ -277,7 +280,9 @@ def check_acp_agent(backend: Any, timeout: float) -> Check:
                      "check that it speaks ACP on stdio (some agents need a flag, e.g. --acp)")
     except (OSError, RuntimeError) as exc:
         return Check(False, name, f"{command}: {exc}", "run the command by hand to see why")
-    info = result.get("agentInfo") if isinstance(result.get("agentInfo"), dict) else {}
+    info = result.get("agentInfo")
+    if not isinstance(info, dict):
+        info = {}
     who = f"{info.get('name')} {info.get('version', '')}".strip() if info.get("name") else command
     return Check(True, name, f"{who} speaks ACP (protocol {result.get('protocolVersion', '?')})")
 

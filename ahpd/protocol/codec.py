@@ -202,7 +202,9 @@ class _Converter:
             for f in attrs.fields(cls)
             if f.metadata.get(CONST)
         }
-        return make_dict_unstructure_fn(cls, self.c, _cattrs_omit_if_default=True, **consts)
+        # mypy checks a spread dict against every keyword, the bool flags too; the keys here are
+        # field names, which cattrs takes as AttributeOverrides.
+        return make_dict_unstructure_fn(cls, self.c, _cattrs_omit_if_default=True, **consts)  # type: ignore[arg-type]
 
     # -- unions --------------------------------------------------------------
 
@@ -257,6 +259,7 @@ class _Located(Exception):
     """An error on its way out, collecting the path segments it passed."""
 
     def __init__(self, segment: str, cause: BaseException) -> None:
+        self.segments: list[str]
         if isinstance(cause, _Located):
             self.segments = [segment, *cause.segments]
             self.cause: BaseException = cause.cause
