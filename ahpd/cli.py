@@ -261,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    run.add_argument("--port", type=_port, default=8765, help="port to listen on; 0 picks a free one (default: %(default)s)")
+    run.add_argument("--port", type=_port, default=8765,
+                     help="port to listen on; 0 picks a free one (default: %(default)s)")
     tokens = run.add_mutually_exclusive_group()
     tokens.add_argument("--connection-token", metavar="TOKEN", help="require this token")
     tokens.add_argument("--connection-token-file", metavar="FILE", type=Path, help="require the token in FILE")

@@ -143,7 +143,7 @@ class _Converter:
         for key, element in value.items():
             try:
                 out[key] = self.c.structure(element, item)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - re-raised with its key
                 raise _Located(_key_path(key), exc) from None
         return out
 
@@ -248,7 +248,7 @@ class _Converter:
         for cls in candidates:
             try:
                 return self.c.structure(value, cls)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - the candidate that got furthest is re-raised below
                 errors.append((cls, exc))
         # Report the candidate that got furthest: the longest path wins.
         best = max(errors, key=lambda e: len(_path_of(e[1])))[1]

@@ -15,8 +15,9 @@ order of things. The rules, by the name a problem reports:
                     its own connection or, for a connection's first, on any other connection
                     watching the channel at the snapshot's serverSeq
 ``subscription``    an action on a channel this connection never subscribed to
-``turn-ending``     a turn ended twice (``chat/turnResume`` reopens one), ended while not running, or never ended (seen by no
-                    connection, on one that did not close); an ending without a duration
+``turn-ending``     a turn ended twice (``chat/turnResume`` reopens one), ended while not running, or
+                    never ended (seen by no connection, on one that did not close); an ending without
+                    a duration
 ``part-order``      a ``chat/delta``/``chat/reasoning``/tool call action before its part was opened,
                     or aimed at a part of another kind
 ``tool-ready``      ``chat/toolCallReady`` without ``confirmed`` where nobody was asked
