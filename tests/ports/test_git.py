@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from ahpd.ports import git as gitport
@@ -145,7 +147,7 @@ def test_refusals(tmp_path) -> None:
     git(repo, "checkout", "-q", "main")
     (repo / "f.txt").write_text("main\n")
     git(repo, "commit", "-qam", "main")
-    with pytest.raises(Exception):
+    with pytest.raises(subprocess.CalledProcessError):  # the merge conflicts
         git(repo, "merge", "other")
     with pytest.raises(gitport.Refused, match="middle of a merge"):
         gitport.Repo(repo).commit("x")
