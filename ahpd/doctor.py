@@ -31,6 +31,11 @@ from typing import Any
 
 import trio
 
+from ahpd.cli_errors import leaves
+from ahpd.ops.control import query_status
+from ahpd.ops.runtime import read_runtime
+from ahpd.ops.token import TOKEN_FILE, TokenError, _read_private
+
 MIN_OPEN_FILES = 1024
 ACP_PROTOCOL_VERSION = 1
 #: Where Claude Code finds a login, besides a credentials file.
@@ -126,8 +131,6 @@ def check_data_dir(data_dir: Path) -> Check:
 
 
 def check_token(data_dir: Path) -> Check:
-    from ahpd.ops.token import TOKEN_FILE, TokenError, _read_private
-
     path = data_dir / TOKEN_FILE
     if not os.path.lexists(path):
         return Check(True, "token", f"{path} does not exist yet; `ahpd run` creates it (0600)")
@@ -142,9 +145,6 @@ def check_token(data_dir: Path) -> Check:
 
 
 def check_daemon(data_dir: Path) -> tuple[Check, dict[str, Any] | None]:
-    from ahpd.ops.control import query_status
-    from ahpd.ops.runtime import read_runtime
-
     record = read_runtime(data_dir)
     if record is None:
         return Check(False, "daemon", f"none runs with {data_dir}",
@@ -194,8 +194,6 @@ def check_round_trip(record: dict[str, Any] | None, timeout: float) -> Check:
         return Check(False, name, f"{shown} refused the token in ahpd.json (HTTP {exc.status_code})",
                      "restart the daemon so that ahpd.json and its token agree")
     except Exception as exc:  # noqa: BLE001 - any failure is the finding
-        from ahpd.cli_errors import leaves
-
         cause = next(iter(leaves(exc)))
         cause = cause.__cause__ or cause
         return Check(False, name, f"{shown}: {str(cause) or type(cause).__name__}",
@@ -207,6 +205,8 @@ def check_round_trip(record: dict[str, Any] | None, timeout: float) -> Check:
 
 
 def load_agents(args: argparse.Namespace, data_dir: Path) -> tuple[Check, dict[str, Any]]:
+    # Lazily, and not for speed: these bring the host and the agents' libraries, and on a broken
+    # install the checks before this one (the packages check above all) must still print.
     from ahpd.backends.registry import ConfigError, build_backends
     from ahpd.daemon import UsageError, load_config_file
 
@@ -265,7 +265,7 @@ async def _acp_initialize(argv: list[str], env: dict[str, str], timeout: float) 
 
 
 def check_acp_agent(backend: Any, timeout: float) -> Check:
-    from ahpd.backends.registry import command_found
+    from ahpd.backends.registry import command_found  # loaded by load_agents already (see there)
 
     name = f"agent {backend.provider}"
     command = backend.command
