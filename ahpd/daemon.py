@@ -74,7 +74,9 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
 def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None,
               worktrees_root: Path | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
-    from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore, DecisionStore, RootConfigStore
+    from ahpd.host.customizations.decisions import DecisionStore
+    from ahpd.host.kernel.rootconfig import RootConfigStore
+    from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore
     from ahpd.host.telemetry.telemetry import Telemetry
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")

@@ -18,7 +18,8 @@ import trio
 
 from ahpd.ports import atomic
 from ahpd.host.kernel.seqstore import BLOCK, FileSeqStore, Sequencer
-from ahpd.host.sessions.store import FileSessionStore, RootConfigStore, write_atomic
+from ahpd.host.kernel.rootconfig import RootConfigStore
+from ahpd.host.sessions.store import FileSessionStore, write_atomic
 
 from ..smalldisk import small_disk
 
