@@ -34,7 +34,7 @@ from ahpd.transport.websocket import WebSocketConnection
 from tests.daemon.helpers import Rpc, rpc
 from tests.daemon.test_sessions import action_of, dispatch, start_turn, until
 
-from .live import LiveHost, assert_alive, create, live_host, run_turn
+from ..live import LiveHost, assert_alive, create, live_host, run_turn
 
 LIMIT = 60
 

@@ -10,7 +10,7 @@ from ahpd.host.assembly import Host
 from ahpd.host.kernel.seqstore import FileSeqStore, MemorySeqStore
 from ahpd.protocol.strict_schema import validator
 
-from .harness import connect
+from ..harness import connect
 
 ROOT = "ahp-root://"
 

@@ -13,7 +13,7 @@ from ahpd.host.terminals import terminals as terminals_module
 from ahpd.host.assembly import Host
 from ahpd.ports.pty import PtyPort, session_members
 
-from .harness import connect
+from ..harness import connect
 
 
 async def until_action(client: Any, kind: str, channel: str, timeout: float = 20) -> dict[str, Any]:

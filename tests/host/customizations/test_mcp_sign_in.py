@@ -23,7 +23,7 @@ from ahpd.backends.translate import CONTRIBUTOR_META
 from tests.daemon.helpers import rpc
 from tests.daemon.test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
 
-from .live import ending_of, live_host
+from ..live import ending_of, live_host
 
 LOCKED = "scripted.mcp:locked"
 

@@ -24,7 +24,7 @@ from ahpd.host.automations.automations import Automations, TrioClock
 from ahpd.host.assembly import Host
 from ahpd.ports.automation_store import AutomationStore
 
-from .harness import Client
+from ..harness import Client
 
 ANCHOR = dt.datetime(2026, 1, 1, 0, 0, 30, tzinfo=dt.UTC)
 CAT = "ahp-automations://"
