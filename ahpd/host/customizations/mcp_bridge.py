@@ -178,7 +178,8 @@ class _Session:
 
     async def _answer(self, request: dict[str, Any]) -> None:
         method, ident = request["method"], request["id"]
-        params = request.get("params") if isinstance(request.get("params"), dict) else {}
+        given = request.get("params")
+        params: dict[str, Any] = given if isinstance(given, dict) else {}
         if method == "initialize":
             asked = params.get("protocolVersion")
             reply: Any = {
@@ -211,8 +212,8 @@ class _Session:
 
 def mcp_tool(definition: dict[str, Any]) -> dict[str, Any]:
     """A ``ToolDefinition`` as an MCP ``Tool`` (the fields mirror each other)."""
-    tool = {k: definition[k] for k in ("name", "title", "description", "inputSchema", "annotations")
-            if k in definition}
+    tool: dict[str, Any] = {k: definition[k] for k in ("name", "title", "description", "inputSchema", "annotations")
+                            if k in definition}
     tool.setdefault("inputSchema", {"type": "object", "properties": {}})
     return tool
 
