@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ahpd.host.automations import automations
-from ahpd.host.changesets import changesets, detached
+from ahpd.host.changesets import book, changesets, detached, operations
 from ahpd.host.customizations import customizations, mcp_bridge, plugins, server_tools
 from ahpd.host.kernel import auth, commands, dispatch
 from ahpd.host.kernel.hooks import KernelHooks
@@ -53,7 +53,7 @@ COMMANDS = _join(
     window.COMMANDS,
     automations.COMMANDS,
     terminals.COMMANDS,
-    changesets.COMMANDS,
+    operations.COMMANDS,
     detached.COMMANDS,
     server_tools.COMMANDS,
 )
@@ -71,7 +71,7 @@ CLIENT_ACTIONS = _join(
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,
     terminals.CLIENT_ACTIONS,
-    changesets.CLIENT_ACTIONS,
+    operations.CLIENT_ACTIONS,
     customizations.CLIENT_ACTIONS,
     directories.CLIENT_ACTIONS,
     session_config.CLIENT_ACTIONS,
@@ -112,7 +112,7 @@ SESSION_HOOKS = SessionHooks(
     session_created=(plugins.session_created,),
     chat_created=(rewind.chat_created,),
     session_opened=(server_tools.session_opened, changesets.session_opened),
-    session_record=(changesets.record_of, plugins.saved),
+    session_record=(book.record_of, plugins.saved),
     chat_record=(rewind.saved,),
     session_disposed=(changesets.session_disposed, terminals.session_disposed, automations.session_disposed),
     agent_info=(directories.agent_info,),
