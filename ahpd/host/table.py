@@ -29,7 +29,7 @@ from ahpd.host.sessions.chats import (
 )
 from ahpd.host.sessions.hooks import SessionHooks
 from ahpd.host.telemetry import telemetry
-from ahpd.host.terminals import terminals
+from ahpd.host.terminals import command_turns, terminal_commands, terminals
 from ahpd.host.window import window
 
 
@@ -52,7 +52,7 @@ COMMANDS = _join(
     resources.COMMANDS,
     window.COMMANDS,
     automations.COMMANDS,
-    terminals.COMMANDS,
+    terminal_commands.COMMANDS,
     operations.COMMANDS,
     detached.COMMANDS,
     server_tools.COMMANDS,
@@ -70,7 +70,7 @@ CLIENT_ACTIONS = _join(
     annotations.CLIENT_ACTIONS,
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,
-    terminals.CLIENT_ACTIONS,
+    terminal_commands.CLIENT_ACTIONS,
     operations.CLIENT_ACTIONS,
     customizations.CLIENT_ACTIONS,
     directories.CLIENT_ACTIONS,
@@ -82,7 +82,7 @@ KERNEL_HOOKS = KernelHooks(
     hello=(manager.hello,),
     capabilities=(
         telemetry.capabilities_of, window.capabilities_of, detached.capabilities_of, server_tools.capabilities_of,
-        automations.capabilities_of, terminals.capabilities_of,
+        automations.capabilities_of, command_turns.capabilities_of,
     ),
     stateless=(telemetry.subscribe_stateless,),
     openers=(changesets.open_channel, manager.open_channel),
@@ -119,6 +119,6 @@ SESSION_HOOKS = SessionHooks(
     turn_started=(changesets.turn_started,),
     turn_ended=(changesets.turn_ended,),
     turn_action=(changesets.turn_action, terminals.turn_action),
-    turn_takers=(terminals.take_command_turn,),
+    turn_takers=(command_turns.take_command_turn,),
     stored_record=history.stored_record,
 )
