@@ -19,7 +19,7 @@ from typing import Any
 
 from ahpd.host.automations import automations
 from ahpd.host.changesets import book, changesets, detached, operations
-from ahpd.host.customizations import customizations, mcp_bridge, plugins, server_tools
+from ahpd.host.customizations import artifact_tools, customizations, mcp_bridge, plugins, server_tools
 from ahpd.host.kernel import auth, commands, dispatch
 from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.resources import resources, watches
@@ -55,7 +55,7 @@ COMMANDS = _join(
     terminal_commands.COMMANDS,
     operations.COMMANDS,
     detached.COMMANDS,
-    server_tools.COMMANDS,
+    artifact_tools.COMMANDS,
 )
 
 NOTIFICATIONS = _join(
@@ -81,7 +81,7 @@ CLIENT_ACTIONS = _join(
 KERNEL_HOOKS = KernelHooks(
     hello=(manager.hello,),
     capabilities=(
-        telemetry.capabilities_of, window.capabilities_of, detached.capabilities_of, server_tools.capabilities_of,
+        telemetry.capabilities_of, window.capabilities_of, detached.capabilities_of, artifact_tools.capabilities_of,
         automations.capabilities_of, command_turns.capabilities_of,
     ),
     stateless=(telemetry.subscribe_stateless,),

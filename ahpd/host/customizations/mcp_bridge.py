@@ -40,6 +40,7 @@ import trio
 
 from ahpd import __version__
 from ahpd.host.customizations import server_tools
+from ahpd.host.customizations.tool_schemas import ARTIFACT_INSTRUCTION, CONFIRMED
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host
@@ -242,7 +243,7 @@ class AgentTools:
     def instructions(self) -> str | None:
         """For a harness whose system prompt takes an append: when to record."""
         offered = {t.get("name") for t in server_tools.tools(self.host)}
-        return server_tools.ARTIFACT_INSTRUCTION if "add_artifact_or_reference" in offered else None
+        return ARTIFACT_INSTRUCTION if "add_artifact_or_reference" in offered else None
 
     async def call(self, name: str, arguments: Any) -> dict[str, Any]:
         return await server_tools.call(self.host, self.chat_uri, name, arguments)
@@ -250,7 +251,7 @@ class AgentTools:
     def needs_confirmation(self, name: str) -> bool:
         """Asked before it runs, as the reference host asks: a tool that
         starts, messages or deletes another conversation."""
-        return name in server_tools.CONFIRMED
+        return name in CONFIRMED
 
     async def mcp_server(self) -> dict[str, Any]:
         return await bridge(self.host).server_for(self.chat_uri)
