@@ -128,15 +128,15 @@ class Book:
 def book_of(session: Session) -> Book:
     book = getattr(session, "changeset_book", None)
     if book is None:
-        book = session.changeset_book = Book()  # type: ignore[attr-defined]
+        book = session.changeset_book = Book()
     return book
 
 
 def restore(session: Session, record: dict[str, Any]) -> None:
     """Read a session's trees and reviews back from its stored record."""
-    session.changeset_book = Book(record.get("changesets"))  # type: ignore[attr-defined]
+    session.changeset_book = Book(record.get("changesets"))
     tree = record.get("worktree")
-    session.worktree = tree if isinstance(tree, dict) else None  # type: ignore[attr-defined]
+    session.worktree = tree if isinstance(tree, dict) else None
 
 
 def record_of(session: Session) -> dict[str, Any]:
@@ -144,7 +144,7 @@ def record_of(session: Session) -> dict[str, Any]:
     book = getattr(session, "changeset_book", None)
     out: dict[str, Any] = {"changesets": book.record()} if book is not None else {}
     if getattr(session, "worktree", None):
-        out["worktree"] = session.worktree  # type: ignore[attr-defined]
+        out["worktree"] = session.worktree
     return out
 
 
@@ -417,7 +417,7 @@ def blob_uri(oid: str, path: Path) -> str:
 def views(host: Host) -> dict[str, View]:
     found = getattr(host, "changeset_views", None)
     if found is None:
-        found = host.changeset_views = {}  # type: ignore[attr-defined]
+        found = host.changeset_views = {}
     return found
 
 
