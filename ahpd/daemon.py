@@ -17,17 +17,27 @@ import signal
 import sys
 import time
 import tomllib
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ahpd.backends.registry import ConfigError, build_backends
+from ahpd.cli_errors import EXIT_INTERRUPTED, CliError
 from ahpd.host.assembly import Host
 from ahpd.host.kernel import rootconfig
 from ahpd.host.kernel.bus import ROOT
 from ahpd.host.kernel.seqstore import FileSeqStore
+from ahpd.ops import control, logs, runtime, sdnotify
+from ahpd.ports.automation_store import AutomationStore
 from ahpd.ports.pty import PtyPort
+from ahpd.ports.users import UserDirectory
+from ahpd.wire.capture import CaptureFile, recording
+
+if TYPE_CHECKING:
+    from ahpd.transport.websocket import Limits
 
 log = logging.getLogger("ahpd")
 
@@ -68,7 +78,6 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
     from ahpd.host.kernel.rootconfig import RootConfigStore
     from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore
     from ahpd.host.telemetry.telemetry import Telemetry
-    from ahpd.ports.users import UserDirectory
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
@@ -93,7 +102,6 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         terminals=PtyPort(),
     )
     from ahpd.host.automations.automations import Automations
-    from ahpd.ports.automation_store import AutomationStore
 
     automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
     host.automations = Automations(host, AutomationStore(automations_file))
@@ -124,8 +132,6 @@ async def _until_signalled(cancel_scope: trio.CancelScope, caught: list[int] | N
 
 
 def _notify(message: str) -> None:
-    from ahpd.ops import sdnotify
-
     sdnotify.notify(message)
 
 
@@ -140,11 +146,11 @@ async def run(
     max_frame: int = MAX_FRAME,
     ready_out: Any = None,
     wire: Path | None = None,
-    limits: Any = None,
+    limits: Limits | None = None,
     worktrees_root: Path | None = None,
 ) -> int:
-    """Serve AHP over WebSocket until SIGTERM/SIGINT (``limits``: a ``websocket.Limits``)."""
-    from ahpd.ops import control, logs, runtime
+    """Serve AHP over WebSocket until SIGTERM/SIGINT."""
+    # lazily: `ahpd doctor` imports this module to read the config, and the transports are ~0.2 s
     from ahpd.transport.websocket import serve_websocket
 
     ready_out = ready_out or sys.stdout
@@ -188,8 +194,6 @@ async def run(
         logging.getLogger().removeHandler(log_file)
         log_file.close()
     if signal.SIGINT in caught and not ready:  # Ctrl-C before it served anyone: said as such
-        from ahpd.cli_errors import EXIT_INTERRUPTED, CliError
-
         raise CliError("interrupted during start-up", EXIT_INTERRUPTED)
     return 0
 
@@ -197,7 +201,7 @@ async def run(
 async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], max_frame: int = MAX_FRAME,
                     wire: Path | None = None) -> int:
     """One AHP connection over stdin/stdout, until stdin closes."""
-    from ahpd.ops import logs
+    # lazily: `ahpd doctor` imports this module to read the config, and the transports are ~0.2 s
     from ahpd.transport.stdio import serve_stdio
 
     host = make_host(data_dir, sessions, backends)
@@ -219,12 +223,11 @@ async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], 
     return 0
 
 
-def _handler(host: Host, wire: Path | None, transport: str) -> tuple[Any, Any]:
+def _handler(host: Host, wire: Path | None,
+             transport: str) -> tuple[Callable[[Any], Awaitable[None]], CaptureFile | None]:
     """The connection handler, recording every frame to ``wire`` when one is given."""
     if wire is None:
         return host.serve_connection, None
-    from ahpd.wire.capture import CaptureFile, recording
-
     try:
         capture = CaptureFile(wire, transport=transport, trusted=True)
     except OSError as exc:
@@ -234,8 +237,6 @@ def _handler(host: Host, wire: Path | None, transport: str) -> tuple[Any, Any]:
 
 
 def load_backends(config: dict[str, Any], cli_agents: list[str], data_dir: Path) -> dict[str, Any]:
-    from ahpd.backends.registry import ConfigError, build_backends
-
     try:
         return build_backends(config, cli_agents, data_dir)
     except ConfigError as exc:

@@ -16,7 +16,7 @@ from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from .helpers import rpc, running_daemon, until  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
 from .test_session_config import _applied, _refused, _turn  # noqa: E402
-from .test_sessions import action_of, create, dispatch, is_action, start_turn  # noqa: E402
+from .test_sessions import action_of, create, is_action  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

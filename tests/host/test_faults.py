@@ -27,7 +27,7 @@ import trio_websocket
 import ahpd.host.kernel.bus
 import ahpd.host.sessions.chats.turns
 from ahpd import state as reducers
-from ahpd.backends.acp import AcpBackend
+from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import PermissionRequest, Update
 from ahpd.host.assembly import Host
 from ahpd.transport.websocket import WebSocketConnection

@@ -59,7 +59,7 @@ from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from ahpd.host.kernel.supervise import spawn, supervised
 from ahpd.ports.automation_store import AutomationStore, Claim
-from ahpd.host.sessions.chats import turns
+from ahpd.host.sessions.chats import turn_rules
 from ahpd.host.sessions.chats.turns import start_turn
 from ahpd.host.sessions.common import path_of
 
@@ -620,7 +620,7 @@ class Automations:
         turn = chat.turn
         duration = turn.duration() if turn is not None and turn.turn_id == turn_id else 0
         cancel = {"type": "chat/turnCancelled", "turnId": turn_id, "duration": duration}
-        decision = turns.turn_cancelled(self.host, None, chat.uri, cancel)  # type: ignore[arg-type]
+        decision = turn_rules.turn_cancelled(self.host, None, chat.uri, cancel)  # type: ignore[arg-type]
         if isinstance(decision, Apply) and self.host.bus.emit(chat.uri, cancel) is not None and decision.after:
             decision.after()
 

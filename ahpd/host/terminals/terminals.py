@@ -443,7 +443,7 @@ class Terminals:
 class AgentTerminals:
     """What a backend is given to run its agent's commands in AHP terminals
     claimed by the session for the turn that runs them (see
-    ``ahpd.backends._acp_terminals``)."""
+    ``ahpd.backends.acp.terminals``)."""
 
     def __init__(self, terminals: Terminals, session_uri: str, chat_uri: str,
                  turn_id: Callable[[], str | None]) -> None:
