@@ -27,7 +27,11 @@ import trio
 from ahpd.backends.registry import ConfigError, build_backends
 from ahpd.cli_errors import EXIT_INTERRUPTED, CliError
 from ahpd.host.assembly import Host
-from ahpd.host.kernel import rootconfig
+from ahpd.host.automations.automations import Automations
+from ahpd.host.customizations.decisions import DecisionStore
+from ahpd.host.kernel.rootconfig import RootConfigStore
+from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore
+from ahpd.host.telemetry.telemetry import Telemetry
 from ahpd.host.kernel.bus import ROOT
 from ahpd.host.kernel.seqstore import FileSeqStore
 from ahpd.ops import control, logs, runtime, sdnotify
@@ -74,10 +78,6 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
 def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None,
               worktrees_root: Path | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
-    from ahpd.host.customizations.decisions import DecisionStore
-    from ahpd.host.kernel.rootconfig import RootConfigStore
-    from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore
-    from ahpd.host.telemetry.telemetry import Telemetry
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
@@ -101,8 +101,6 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         telemetry=telemetry,
         terminals=PtyPort(),
     )
-    from ahpd.host.automations.automations import Automations
-
     automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
     host.automations = Automations(host, AutomationStore(automations_file))
     host.plugins_root = data_dir / "plugins"
