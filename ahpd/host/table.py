@@ -15,7 +15,7 @@ itself by being imported, so what runs at each moment is read in this file.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ahpd.host.automations import automations
 from ahpd.host.changesets import book, changesets, detached, operations
@@ -23,7 +23,9 @@ from ahpd.host.customizations import artifact_tools, customizations, mcp_bridge,
 from ahpd.host.kernel import auth, commands, dispatch
 from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.resources import resources, watches
-from ahpd.host.sessions import annotations, directories, manager, session_commands, session_config, summaries
+# Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
+from ahpd.host.sessions import annotations as session_annotations
+from ahpd.host.sessions import directories, manager, session_commands, session_config, summaries
 from ahpd.host.sessions.chats import (
     background_work, chat_commands, chat_moves, history, input_answers, rewind, turn_rules, turns, workers,
 )
@@ -31,6 +33,9 @@ from ahpd.host.sessions.hooks import SessionHooks
 from ahpd.host.telemetry import telemetry
 from ahpd.host.terminals import command_turns, terminal_commands, terminals
 from ahpd.host.window import window
+
+if TYPE_CHECKING:
+    from ahpd.host.kernel.host import Handler
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +48,7 @@ def _join(*tables: dict[str, Any]) -> dict[str, Any]:
     return joined
 
 
-COMMANDS = _join(
+COMMANDS: dict[str, Handler] = _join(
     commands.COMMANDS,
     auth.COMMANDS,
     session_commands.COMMANDS,
@@ -58,7 +63,7 @@ COMMANDS = _join(
     artifact_tools.COMMANDS,
 )
 
-NOTIFICATIONS = _join(
+NOTIFICATIONS: dict[str, Handler] = _join(
     commands.NOTIFICATIONS,
 )
 
@@ -67,7 +72,7 @@ CLIENT_ACTIONS = _join(
     turn_rules.CLIENT_ACTIONS,
     rewind.CLIENT_ACTIONS,
     summaries.CLIENT_ACTIONS,
-    annotations.CLIENT_ACTIONS,
+    session_annotations.CLIENT_ACTIONS,
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,
     terminal_commands.CLIENT_ACTIONS,
