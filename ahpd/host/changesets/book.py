@@ -81,7 +81,7 @@ def restore(session: Session, record: dict[str, Any]) -> None:
     _books[session] = Book(record.get("changesets"))
     tree = record.get("worktree")
     # Read by the sessions core too (a disposed session's tree is removed with it).
-    session.worktree = tree if isinstance(tree, dict) else None  # type: ignore[attr-defined]
+    session.worktree = tree if isinstance(tree, dict) else None
 
 
 def record_of(session: Session) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def record_of(session: Session) -> dict[str, Any]:
 
 def worktree_of(session: Session) -> dict[str, Any] | None:
     """The session's own tree (``isolation: worktree``), or None."""
-    tree = getattr(session, "worktree", None)
+    tree = session.worktree
     return tree if isinstance(tree, dict) else None
 
 

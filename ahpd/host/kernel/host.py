@@ -106,9 +106,6 @@ class Host:
     #: Where the plugins clients hand over are copied (``<data dir>/plugins``,
     #: set by the daemon); None: a client's plugin is reported as not loaded.
     plugins_root: Path | None = None
-    #: ``ahpd.host.changesets``: the changeset channels open now, by URI,
-    #: made at first use.
-    changeset_views: Any = None
     #: The customization decisions kept for a folder and for every session
     #: (``ahpd.host.customizations.decisions.DecisionStore``, set by the
     #: daemon); None: kept in memory from first use.

@@ -58,9 +58,6 @@ class Session:
         #: its repo, branch, base and path), read back from its record by
         #: ``ahpd.host.changesets``, which keeps it; None: no tree of its own.
         self.worktree: dict[str, Any] | None = None
-        #: ``ahpd.host.changesets``: the session's baselines, turn trees and
-        #: reviews (its ``Book``), made at first use.
-        self.changeset_book: Any = None
 
     def announce(self) -> None:
         self.announced = True
