@@ -9,8 +9,6 @@ resumes it under its own id, and disposing deletes the agent's copy.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import trio
@@ -18,9 +16,7 @@ import trio
 from ahpd.demo_agent.store import SessionStore
 from tests.backends.acp_agents.harness import conversation, demo_backend
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_boot_probe import children_of
-from .test_sessions import action_of, dispatch, fits, is_action, start_turn, until
+from .helpers import Rpc, action_of, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean
 
 
 async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
@@ -35,11 +31,11 @@ async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
             await trio.sleep(0.2)
 
 
-async def _no_agent_left(pid: int) -> None:
+async def _no_agent_left(daemon) -> None:
     """Until the daemon has no child process: whatever read the catalogue is
     gone (an agent kept running would hang here until the guard)."""
     with trio.fail_after(90):
-        while children_of(pid):
+        while daemon.children():
             await trio.sleep(0.2)
 
 
@@ -56,7 +52,7 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
         other = conv.backend_id
     uri, other_uri = f"demo:/{kept}", f"demo:/{other}"
 
-    async with running_daemon(data, "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")) as daemon:
+    async with daemon_in_process(data, "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("reader")
             rows = await _listed(client, uri)
@@ -64,7 +60,7 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
             assert row["provider"] == "demo" and row["title"] == "remember the walrus"
             assert row["workingDirectories"] == [cwd.resolve().as_uri()]
             assert other_uri in [r["resource"] for r in rows]
-            await _no_agent_left(daemon.process.pid)
+            await _no_agent_left(daemon)
 
             session = (await client.call("subscribe", {"channel": uri}, timeout=60))["result"]["snapshot"]["state"]
             fits("/$defs/SessionState", session)
@@ -80,7 +76,7 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
             assert "activeTurn" not in state  # opened, not started
             rows = await _listed(client, uri)
             assert [r["resource"] for r in rows].count(uri) == 1  # the session's row, not the catalogue's too
-            await _no_agent_left(daemon.process.pid)
+            await _no_agent_left(daemon)
             assert len(SessionStore(agent_home).get(kept).messages) == 4  # the replay added nothing
 
             # The first new turn resumes the conversation the agent keeps, under its own id.
@@ -104,11 +100,5 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
             assert (await client.call("subscribe", {"channel": other_uri}))["error"]["code"] == -32001
         daemon.terminate()
         assert await daemon.wait() == 0
-    _wire_clean(tmp_path / "wire.jsonl")
+    wire_clean(tmp_path / "wire.jsonl")
 
-
-def _wire_clean(capture: Path) -> None:
-    """The traffic of the test, captured by the daemon, reads clean under ``ahpd wire-check``."""
-    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
-                             capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0, checked.stdout + checked.stderr

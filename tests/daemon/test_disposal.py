@@ -13,13 +13,12 @@ import uuid
 import pytest
 import trio
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, is_action, start_turn, until
+from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until
 
 
 async def _still_serving(daemon, client: Rpc, other_chat: str, gone: str | None, seq: int) -> None:
     """The daemon lives: another session's turn completes and a new client is served."""
-    assert daemon.process.returncode is None
+    assert daemon.alive
     await dispatch(client, other_chat, start_turn("still there?"), seq)
     await _turn_completes(client, other_chat)
     async with rpc(daemon.url) as fresh:
@@ -28,7 +27,7 @@ async def _still_serving(daemon, client: Rpc, other_chat: str, gone: str | None,
         if gone is not None:
             assert gone not in [row["resource"] for row in listed]
         assert listed, "the other session is still listed"
-    assert daemon.process.returncode is None
+    assert daemon.alive
 
 
 async def _turn_completes(client: Rpc, chat: str) -> None:
@@ -70,7 +69,7 @@ PHASES = ["starting", "streaming", "confirming", "asking", "cancelled", "queued"
 
 @pytest.mark.parametrize("phase", PHASES)
 async def test_dispose_session_in_each_phase_of_a_turn(tmp_path, phase: str) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "file") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "file") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("dee")
             _, other_chat = await create(client, tmp_path)
@@ -88,7 +87,7 @@ async def test_dispose_session_in_each_phase_of_a_turn(tmp_path, phase: str) -> 
 
 @pytest.mark.parametrize("phase", PHASES)
 async def test_dispose_chat_in_each_phase_of_a_turn(tmp_path, phase: str) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("dot")
             uri, main_chat = await create(client, tmp_path)
@@ -107,7 +106,7 @@ async def test_dispose_chat_in_each_phase_of_a_turn(tmp_path, phase: str) -> Non
 
 
 async def test_dispose_chat_right_after_create_chat_with_an_initial_message(tmp_path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ida")
             uri, main_chat = await create(client, tmp_path)
@@ -128,7 +127,7 @@ async def test_dispose_chat_right_after_create_chat_with_an_initial_message(tmp_
 async def test_dispose_session_while_another_client_creates_it(tmp_path) -> None:
     """The agent's start-up is raced by a second client's disposeSession: the
     creator is answered with an error, nobody else notices."""
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as creator, rpc(daemon.url) as other:
             await creator.initialize("cy")
             await other.initialize("oz")

@@ -20,7 +20,7 @@ from ahpd.host.sessions.chats import chat_commands
 from ahpd.transport.websocket import serve_websocket
 
 from ..daemon.helpers import rpc
-from ..daemon.test_sessions import create
+from ..daemon.helpers import create
 
 FILES = 20_000
 

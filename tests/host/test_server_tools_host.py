@@ -19,8 +19,7 @@ import trio
 
 from ahpd.host.customizations import server_tools
 from ahpd.host.customizations.mcp_bridge import bridge
-from tests.daemon.helpers import rpc, until
-from tests.daemon.test_sessions import action_of, create, dispatch, fits, is_action, start_turn
+from tests.daemon.helpers import action_of, create, dispatch, fits, is_action, rpc, start_turn, until
 from tests.host.live import ending_of, live_host
 
 
