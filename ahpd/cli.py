@@ -12,18 +12,33 @@ import functools
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import trio
 
 from ahpd import __version__
+from ahpd.chat import add_chat_parser
 from ahpd.cli_errors import (
     EXIT_ADDRESS_IN_USE, EXIT_ALREADY_RUNNING, EXIT_DATA_DIR, EXIT_FAILED, EXIT_USAGE, CliError,
-    explain,
+    chat_preflight, explain, explain_chat,
 )
+from ahpd.ops import commands as ops
+from ahpd.ops import users
+from ahpd.ops.paths import default_config_path, default_data_dir, ensure_private_dir
+from ahpd.ops.runtime import AlreadyRunning, hold_data_dir
+from ahpd.ops.token import TokenError, load_or_create_token, read_token_file
+
+if TYPE_CHECKING:
+    from ahpd.transport.websocket import Limits
+
+# Above: what every command loads anyway (building the parser takes most of it). Imported where
+# used instead, with what that saves: what one command needs and `ahpd --help` should not pay for.
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from ahpd.protocol import strict_schema
+    from ahpd.protocol import strict_schema  # lazily: the generated model is ~0.5 s no other command needs
 
     text = strict_schema.render()
     if args.output:
@@ -35,7 +50,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _setup_logging(level: str) -> None:
-    from ahpd.ops import logs
+    from ahpd.ops import logs  # lazily: logging.handlers and faulthandler, ~3 ms only run and stdio use
 
     logs.setup(level)
 
@@ -52,8 +67,6 @@ def _port(text: str) -> int:
 
 
 def _token_choice(args: argparse.Namespace, data_dir: Path) -> str | None:
-    from ahpd.ops.token import load_or_create_token, read_token_file
-
     if args.without_connection_token:
         return None
     if args.connection_token is not None:
@@ -69,9 +82,7 @@ def _prepare(args: argparse.Namespace, *, hold: bool = False) -> tuple[Path, dic
     """What ``run`` and ``stdio`` both need first: the private data directory
     (held for this process's life when ``hold``, so a second daemon on it is
     refused) and the agents the config file and ``--agent`` name."""
-    from ahpd import daemon
-    from ahpd.ops.paths import ensure_private_dir
-    from ahpd.ops.runtime import AlreadyRunning, hold_data_dir
+    from ahpd import daemon  # lazily: the daemon and the host are ~1 s that --help does not need
 
     try:
         data_dir = ensure_private_dir(args.data_dir)
@@ -88,10 +99,7 @@ def _prepare(args: argparse.Namespace, *, hold: bool = False) -> tuple[Path, dic
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    import trio
-
-    from ahpd import daemon
-    from ahpd.ops.token import TokenError
+    from ahpd import daemon  # lazily: the daemon and the host are ~1 s that --help does not need
 
     _setup_logging(args.log_level)
     explicit_token = (
@@ -124,8 +132,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise
 
 
-def _limits(args: argparse.Namespace) -> object:
-    from ahpd.transport.websocket import Limits
+def _limits(args: argparse.Namespace) -> Limits:
+    from ahpd.transport.websocket import Limits  # lazily: the transports are ~0.2 s only run needs
 
     return Limits.for_this_process(args.max_connections, args.max_pending_connections,
                                    args.max_queued_bytes)
@@ -158,9 +166,7 @@ def _add_limit_options(run: argparse.ArgumentParser) -> None:
 
 
 def _cmd_stdio(args: argparse.Namespace) -> int:
-    import trio
-
-    from ahpd import daemon
+    from ahpd import daemon  # lazily: the daemon and the host are ~1 s that --help does not need
 
     _setup_logging(args.log_level)
     try:
@@ -175,15 +181,13 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
 
 
 def _cmd_wire_check(args: argparse.Namespace) -> int:
-    from ahpd.wire.cli import wire_check
+    from ahpd.wire.cli import wire_check  # lazily: it loads the generated model, ~0.5 s
 
     return wire_check(args.files, as_json=args.json)
 
 
 def _add_host_options(parser: argparse.ArgumentParser) -> None:
     """Options ``run`` and ``stdio`` share: where state lives and what to load."""
-    from ahpd.ops.paths import default_config_path, default_data_dir
-
     parser.add_argument(
         "--data-dir", type=Path, default=default_data_dir(), metavar="DIR",
         help="where ahpd keeps its token, runtime record and stores (default: %(default)s)",
@@ -220,7 +224,7 @@ def _add_host_options(parser: argparse.ArgumentParser) -> None:
 class _Parser(argparse.ArgumentParser):
     """A command line mistake in one line, not the whole usage (``--help`` has it)."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
@@ -260,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    run.add_argument("--port", type=_port, default=8765, help="port to listen on; 0 picks a free one (default: %(default)s)")
+    run.add_argument("--port", type=_port, default=8765,
+                     help="port to listen on; 0 picks a free one (default: %(default)s)")
     tokens = run.add_mutually_exclusive_group()
     tokens.add_argument("--connection-token", metavar="TOKEN", help="require this token")
     tokens.add_argument("--connection-token-file", metavar="FILE", type=Path, help="require the token in FILE")
@@ -302,9 +307,6 @@ def build_parser() -> argparse.ArgumentParser:
     wire.add_argument("--json", action="store_true", help="print the problems as one JSON object")
     wire.set_defaults(func=_cmd_wire_check)
 
-    from ahpd.ops import commands as ops
-    from ahpd.ops import users
-
     _add_chat_parser(sub)
     _add_doctor_parser(sub)
 
@@ -331,14 +333,10 @@ def _add_common_options(parser: argparse.ArgumentParser, *, top: bool = False) -
 
 def _add_chat_parser(sub: argparse._SubParsersAction) -> None:
     """``ahpd chat``, with its connection failures said in one line (see ``cli_errors``)."""
-    from ahpd.chat import add_chat_parser
-
     chat = add_chat_parser(sub)
     talk = chat.get_default("func")
 
     def chat_or_explain(args: argparse.Namespace) -> int:
-        from ahpd.cli_errors import chat_preflight, explain_chat
-
         chat_preflight(args)
         try:
             return talk(args)
@@ -352,14 +350,12 @@ def _add_chat_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from ahpd.doctor import doctor
+    from ahpd.doctor import doctor  # lazily: its checks and importlib.metadata are ~10 ms others do not need
 
     return doctor(args)
 
 
 def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
-    from ahpd.ops.paths import default_config_path, default_data_dir
-
     p = sub.add_parser(
         "doctor", help="check this machine's ahpd set-up, one line per check",
         description="Check Python and the packages ahpd needs, the data directory, the token file, "
@@ -382,8 +378,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if hasattr(args, "config"):
-        from ahpd.ops.paths import default_config_path
-
         args.config_given = args.config is not None
         args.config = args.config or default_config_path()
     if not getattr(args, "func", None):

@@ -14,6 +14,9 @@ from __future__ import annotations
 import errno
 import re
 from collections.abc import Iterator
+from pathlib import Path
+
+from ahpd.ops.runtime import read_runtime
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # a check failed, a turn did not complete, a daemon did not stop in time
@@ -67,10 +70,6 @@ def explain(exc: BaseException) -> CliError | None:
 def chat_preflight(args: object) -> None:
     """What ``ahpd chat`` can tell before connecting: a folder that is not
     one, and no daemon to find."""
-    from pathlib import Path
-
-    from ahpd.ops.runtime import read_runtime
-
     cwd = Path(getattr(args, "cwd", "."))
     if not cwd.is_dir():
         raise CliError(f"--cwd {cwd} is not a folder; give the folder the session works in", EXIT_USAGE)
@@ -82,6 +81,7 @@ def chat_preflight(args: object) -> None:
 
 def explain_chat(exc: BaseException, args: object) -> CliError | None:
     """A chat that failed to connect or to start its session, in one line."""
+    # lazily: every command imports this module, and trio-websocket is ~50 ms only a chat needs here
     from trio_websocket import ConnectionRejected, HandshakeError
 
     where = getattr(args, "url", None) or f"the daemon of {getattr(args, 'data_dir', '?')}"

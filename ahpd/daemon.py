@@ -17,17 +17,31 @@ import signal
 import sys
 import time
 import tomllib
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ahpd.backends.registry import ConfigError, build_backends
+from ahpd.cli_errors import EXIT_INTERRUPTED, CliError
 from ahpd.host.assembly import Host
-from ahpd.host.kernel import rootconfig
+from ahpd.host.automations.automations import Automations
+from ahpd.host.customizations.decisions import DecisionStore
+from ahpd.host.kernel.rootconfig import RootConfigStore
+from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore
+from ahpd.host.telemetry.telemetry import Telemetry
 from ahpd.host.kernel.bus import ROOT
 from ahpd.host.kernel.seqstore import FileSeqStore
+from ahpd.ops import control, logs, runtime, sdnotify
+from ahpd.ports.automation_store import AutomationStore
 from ahpd.ports.pty import PtyPort
+from ahpd.ports.users import UserDirectory
+from ahpd.wire.capture import CaptureFile, recording
+
+if TYPE_CHECKING:
+    from ahpd.transport.websocket import Limits
 
 log = logging.getLogger("ahpd")
 
@@ -64,9 +78,6 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
 def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None,
               worktrees_root: Path | None = None) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
-    from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore, DecisionStore, RootConfigStore
-    from ahpd.host.telemetry.telemetry import Telemetry
-    from ahpd.ports.users import UserDirectory
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
     config_store = RootConfigStore(data_dir / ROOT_CONFIG_FILE if sessions == "file" else None)
@@ -90,9 +101,6 @@ def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = N
         telemetry=telemetry,
         terminals=PtyPort(),
     )
-    from ahpd.host.automations.automations import Automations
-    from ahpd.ports.automation_store import AutomationStore
-
     automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
     host.automations = Automations(host, AutomationStore(automations_file))
     host.plugins_root = data_dir / "plugins"
@@ -122,8 +130,6 @@ async def _until_signalled(cancel_scope: trio.CancelScope, caught: list[int] | N
 
 
 def _notify(message: str) -> None:
-    from ahpd.ops import sdnotify
-
     sdnotify.notify(message)
 
 
@@ -138,11 +144,11 @@ async def run(
     max_frame: int = MAX_FRAME,
     ready_out: Any = None,
     wire: Path | None = None,
-    limits: Any = None,
+    limits: Limits | None = None,
     worktrees_root: Path | None = None,
 ) -> int:
-    """Serve AHP over WebSocket until SIGTERM/SIGINT (``limits``: a ``websocket.Limits``)."""
-    from ahpd.ops import control, logs, runtime
+    """Serve AHP over WebSocket until SIGTERM/SIGINT."""
+    # lazily: `ahpd doctor` imports this module to read the config, and the transports are ~0.2 s
     from ahpd.transport.websocket import serve_websocket
 
     ready_out = ready_out or sys.stdout
@@ -186,8 +192,6 @@ async def run(
         logging.getLogger().removeHandler(log_file)
         log_file.close()
     if signal.SIGINT in caught and not ready:  # Ctrl-C before it served anyone: said as such
-        from ahpd.cli_errors import EXIT_INTERRUPTED, CliError
-
         raise CliError("interrupted during start-up", EXIT_INTERRUPTED)
     return 0
 
@@ -195,7 +199,7 @@ async def run(
 async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], max_frame: int = MAX_FRAME,
                     wire: Path | None = None) -> int:
     """One AHP connection over stdin/stdout, until stdin closes."""
-    from ahpd.ops import logs
+    # lazily: `ahpd doctor` imports this module to read the config, and the transports are ~0.2 s
     from ahpd.transport.stdio import serve_stdio
 
     host = make_host(data_dir, sessions, backends)
@@ -217,12 +221,11 @@ async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], 
     return 0
 
 
-def _handler(host: Host, wire: Path | None, transport: str) -> tuple[Any, Any]:
+def _handler(host: Host, wire: Path | None,
+             transport: str) -> tuple[Callable[[Any], Awaitable[None]], CaptureFile | None]:
     """The connection handler, recording every frame to ``wire`` when one is given."""
     if wire is None:
         return host.serve_connection, None
-    from ahpd.wire.capture import CaptureFile, recording
-
     try:
         capture = CaptureFile(wire, transport=transport, trusted=True)
     except OSError as exc:
@@ -232,8 +235,6 @@ def _handler(host: Host, wire: Path | None, transport: str) -> tuple[Any, Any]:
 
 
 def load_backends(config: dict[str, Any], cli_agents: list[str], data_dir: Path) -> dict[str, Any]:
-    from ahpd.backends.registry import ConfigError, build_backends
-
     try:
         return build_backends(config, cli_agents, data_dir)
     except ConfigError as exc:

@@ -31,6 +31,11 @@ from typing import Any
 
 import trio
 
+from ahpd.cli_errors import leaves
+from ahpd.ops.control import query_status
+from ahpd.ops.runtime import read_runtime
+from ahpd.ops.token import TOKEN_FILE, TokenError, _read_private
+
 MIN_OPEN_FILES = 1024
 ACP_PROTOCOL_VERSION = 1
 #: Where Claude Code finds a login, besides a credentials file.
@@ -126,8 +131,6 @@ def check_data_dir(data_dir: Path) -> Check:
 
 
 def check_token(data_dir: Path) -> Check:
-    from ahpd.ops.token import TOKEN_FILE, TokenError, _read_private
-
     path = data_dir / TOKEN_FILE
     if not os.path.lexists(path):
         return Check(True, "token", f"{path} does not exist yet; `ahpd run` creates it (0600)")
@@ -142,9 +145,6 @@ def check_token(data_dir: Path) -> Check:
 
 
 def check_daemon(data_dir: Path) -> tuple[Check, dict[str, Any] | None]:
-    from ahpd.ops.control import query_status
-    from ahpd.ops.runtime import read_runtime
-
     record = read_runtime(data_dir)
     if record is None:
         return Check(False, "daemon", f"none runs with {data_dir}",
@@ -194,8 +194,6 @@ def check_round_trip(record: dict[str, Any] | None, timeout: float) -> Check:
         return Check(False, name, f"{shown} refused the token in ahpd.json (HTTP {exc.status_code})",
                      "restart the daemon so that ahpd.json and its token agree")
     except Exception as exc:  # noqa: BLE001 - any failure is the finding
-        from ahpd.cli_errors import leaves
-
         cause = next(iter(leaves(exc)))
         cause = cause.__cause__ or cause
         return Check(False, name, f"{shown}: {str(cause) or type(cause).__name__}",
@@ -207,6 +205,8 @@ def check_round_trip(record: dict[str, Any] | None, timeout: float) -> Check:
 
 
 def load_agents(args: argparse.Namespace, data_dir: Path) -> tuple[Check, dict[str, Any]]:
+    # Lazily, and not for speed: these bring the host and the agents' libraries, and on a broken
+    # install the checks before this one (the packages check above all) must still print.
     from ahpd.backends.registry import ConfigError, build_backends
     from ahpd.daemon import UsageError, load_config_file
 
@@ -224,12 +224,20 @@ async def _acp_initialize(argv: list[str], env: dict[str, str], timeout: float) 
     process = await trio.lowlevel.open_process(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
     )
+    # Both are pipes because we asked for pipes; trio types them as optional.
+    assert process.stdin is not None and process.stdout is not None
     try:
         request = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": ACP_PROTOCOL_VERSION,
             "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}}
         with trio.fail_after(timeout):
-            await process.stdin.send_all((json.dumps(request) + "\n").encode())
+            try:
+                await process.stdin.send_all((json.dumps(request) + "\n").encode())
+            except trio.BrokenResourceError:
+                # The agent closed its stdin (it exited, say) before reading the request. Whether the
+                # write lands first is a race, so read on as if it had: its stdout then ends and the
+                # finding is the same "exited without answering" either way, not a crash.
+                pass
             buf = b""
             while True:
                 chunk = await process.stdout.receive_some(65536)
@@ -245,7 +253,10 @@ async def _acp_initialize(argv: list[str], env: dict[str, str], timeout: float) 
                     if isinstance(frame, dict) and frame.get("id") == 0:
                         if "error" in frame:
                             raise RuntimeError(f"initialize answered {frame['error'].get('message')}")
-                        return frame.get("result") or {}
+                        result = frame.get("result") or {}
+                        if not isinstance(result, dict):
+                            raise RuntimeError(f"initialize answered {str(result)[:80]!r}, not an object")
+                        return result
     finally:
         with trio.CancelScope(shield=True):
             if process.returncode is None:
@@ -254,7 +265,7 @@ async def _acp_initialize(argv: list[str], env: dict[str, str], timeout: float) 
 
 
 def check_acp_agent(backend: Any, timeout: float) -> Check:
-    from ahpd.backends.registry import command_found
+    from ahpd.backends.registry import command_found  # loaded by load_agents already (see there)
 
     name = f"agent {backend.provider}"
     command = backend.command
@@ -269,7 +280,9 @@ def check_acp_agent(backend: Any, timeout: float) -> Check:
                      "check that it speaks ACP on stdio (some agents need a flag, e.g. --acp)")
     except (OSError, RuntimeError) as exc:
         return Check(False, name, f"{command}: {exc}", "run the command by hand to see why")
-    info = result.get("agentInfo") if isinstance(result.get("agentInfo"), dict) else {}
+    info = result.get("agentInfo")
+    if not isinstance(info, dict):
+        info = {}
     who = f"{info.get('name')} {info.get('version', '')}".strip() if info.get("name") else command
     return Check(True, name, f"{who} speaks ACP (protocol {result.get('protocolVersion', '?')})")
 

@@ -10,14 +10,18 @@ has nothing to get out of step with the daemon.
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import sys
 import threading
+from typing import cast
 
 
 def _upstream(sock: socket.socket) -> None:
-    stdin = sys.stdin.buffer
+    # A BufferedReader (whose read1 returns what has arrived rather than waiting for a full
+    # chunk) for any stdin the agent can hand us; typeshed types it as the general BinaryIO.
+    stdin = cast(io.BufferedReader, sys.stdin.buffer)
     try:
         while chunk := stdin.read1(1 << 16):
             sock.sendall(chunk)

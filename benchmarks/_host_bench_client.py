@@ -19,6 +19,7 @@ multiprocessing Pipe: it sends
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -331,5 +332,5 @@ def worker(pipe: Any) -> None:
         if command is None:
             return
         name, kwargs = command
-        result = trio.run(lambda: JOBS[name](pipe, **kwargs))
+        result = trio.run(functools.partial(JOBS[name], pipe, **kwargs))
         pipe.send(("result", result))

@@ -422,14 +422,14 @@ async def fanout_once(clients: Clients, kind: str, k: int, n: int,
             for i in range(1, n + 1):
                 emit(ROOT, action(i))
                 if i % BATCH == 0:
-                    await trio.sleep(0)
+                    await trio.lowlevel.checkpoint()
         elif kind == "ceiling":
             assert await _until(lambda: len(server.conns) == k, 10), "connections missing"
             cpu0, t0 = time.process_time(), time.monotonic_ns()
             for i in range(1, n + 1):
                 server.send_all(anchor_frame(i))
                 if i % BATCH == 0:
-                    await trio.sleep(0)
+                    await trio.lowlevel.checkpoint()
             server.finish()
         else:
             cpu0 = _cpu_seconds(server.proc.pid)
@@ -537,7 +537,7 @@ async def latency_once(clients: Clients, kind: str, k: int, rate: float, seconds
                     t = clock()
                     seq = emit(i)
                     emitted[seq - base] = t
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
             emit_seconds = (clock() - start) / 1e9
             if kind == "ceiling":
                 server.finish()

@@ -8,9 +8,9 @@ two sessions whose chats were written directly: one of 100 turns, one of
 runs the same short turn on each, alternately (the first turn of each,
 which starts its agent, is not counted), and reports the median and worst
 time from ``chat/turnStarted`` to ``chat/turnComplete`` as the client sees
-it, and to the turn being on disk (the file it lands in changed); meanwhile a second connection sends ``ping`` every 5 ms and the longest
-round trip is the longest a connection stalled (targets: long/short <= 2x;
-no stall > 20 ms).
+it, and to the turn being on disk (the file it lands in changed); meanwhile
+a second connection sends ``ping`` every 5 ms and the longest round trip is
+the longest a connection stalled (targets: long/short <= 2x; no stall > 20 ms).
 
 ``--legacy`` writes the sessions as one whole-record JSON file each, the
 format before the journal; run it with ``PYTHONPATH`` pointing at an older
@@ -120,7 +120,7 @@ async def on_disk(path: Path, turn_id: str) -> None:
     with trio.fail_after(30):
         while True:
             with path.open("rb") as f:
-                f.seek(max(0, path.stat().st_size - 256 * 1024))
+                f.seek(max(0, path.stat().st_size - 256 * 1024))  # noqa: ASYNC240 - the benchmark's own look at the store file
                 end = f.read()
             if needle in end:
                 return
@@ -176,11 +176,11 @@ async def main(turns: int, legacy: bool) -> None:
                 stored: dict[str, list[float]] = {"100 turns": [], "10,000 turns": []}
                 stalls: dict[str, list[float]] = {"100 turns": [], "10,000 turns": [], "idle": []}
                 began = time.perf_counter()
-                for label, (_, chat) in (("100 turns", short), ("10,000 turns", long_)):
+                for _label, (_, chat) in (("100 turns", short), ("10,000 turns", long_)):
                     await client.call("subscribe", {"channel": chat})
                 print(f"woke both chats (subscribe) in {time.perf_counter() - began:.2f} s")
                 seq = 0
-                for label, (_, chat) in (("100 turns", short), ("10,000 turns", long_)):
+                for _label, (_, chat) in (("100 turns", short), ("10,000 turns", long_)):
                     seq += 1
                     await one_turn(client, chat, seq, f"warm-{seq}")  # starts its agent: not counted
                 for _ in range(turns):
@@ -215,9 +215,10 @@ async def main(turns: int, legacy: bool) -> None:
               f" ping round trip meanwhile p50 {s[len(s) // 2] * 1e3:.1f} ms, p99 {s[len(s) * 99 // 100] * 1e3:.1f} ms,"
               f" longest {s[-1] * 1e3:.1f} ms (of {len(s)} pings)")
     s = sorted(stalls["idle"])
-    print(f"  {'no turn':>12}: ping round trip p50 {s[len(s) // 2] * 1e3:.1f} ms, p99 {s[len(s) * 99 // 100] * 1e3:.1f} ms,"
+    print(f"  {'no turn':>12}: ping round trip p50 {s[len(s) // 2] * 1e3:.1f} ms,"
+          f" p99 {s[len(s) * 99 // 100] * 1e3:.1f} ms,"
           f" longest {s[-1] * 1e3:.1f} ms (of {len(s)} pings): the machine's noise floor")
-    with open("/proc/loadavg") as f:
+    with open("/proc/loadavg") as f:  # noqa: ASYNC230 - /proc: answered at once
         print(f"  load average at the end: {f.read().split()[0]}")
     ratio = statistics.median(stored["10,000 turns"]) / statistics.median(stored["100 turns"])
     worst = max(max(stalls[label]) for label in times)

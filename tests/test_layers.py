@@ -24,6 +24,12 @@ def _lint(folder: Path, pythonpath: Path | None = None) -> subprocess.CompletedP
                           cwd=folder, env=env, capture_output=True, text=True, timeout=120)
 
 
+#: The host's packages, as the host contract names them.
+HOST_PACKAGES = tuple(f"host/{p}" for p in (
+    "kernel", "sessions", "automations", "changesets", "customizations", "resources", "terminals", "telemetry",
+    "window"))
+
+
 def _contracts() -> list[dict]:
     return tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
 
@@ -44,15 +50,24 @@ def test_ahpd_keeps_every_contract() -> None:
     ("protocol", "backends", "Protocol and state do no I/O"),
     ("protocol", "state", "Layers point inward"),
     ("host", "transport", "Layers point inward"),
+    ("host.kernel", "host.sessions", "Host: kernel < sessions"),
+    ("host.kernel", "host.terminals", "Host: kernel < sessions"),
+    ("host.kernel", "host.table", "Host: kernel < sessions"),
+    ("host.sessions", "host.changesets", "Host: kernel < sessions"),
+    ("host.sessions", "host.table", "Host: kernel < sessions"),
+    ("host.terminals", "host.changesets", "Host: kernel < sessions"),  # features are independent
+    ("host.customizations", "host.resources", "Host: kernel < sessions"),
+    ("host.table", "host.assembly", "Host: kernel < sessions"),
 ])
 def test_each_contract_catches_its_import(tmp_path: Path, importer: str, imported: str, broken: str) -> None:
     package = tmp_path / "src" / "fakeahpd"
-    for module in ("protocol", "state", "host", "transport", "ports", "backends", "ops", "wire"):
+    for module in ("protocol", "state", "host", "transport", "ports", "backends", "ops", "wire", *HOST_PACKAGES):
         (package / module).mkdir(parents=True)
         (package / module / "__init__.py").write_text("")
-    for module in ("__init__", "cli", "daemon"):
+    for module in ("__init__", "cli", "daemon", "host/table", "host/assembly"):
         (package / f"{module}.py").write_text("")
-    (package / importer / "__init__.py").write_text(f"import fakeahpd.{imported}\n")
+    where = package / importer.replace(".", "/")
+    (where / "__init__.py" if where.is_dir() else where.with_suffix(".py")).write_text(f"import fakeahpd.{imported}\n")
     config = (REPO / "pyproject.toml").read_text()
     section = config[config.index("[tool.importlinter]"):]
     (tmp_path / "pyproject.toml").write_text(section.replace("ahpd", "fakeahpd"))

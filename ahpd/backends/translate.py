@@ -148,7 +148,7 @@ def _tool_input(raw: Any) -> str | None:
 
 def _result_content(blocks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """ACP tool call content -> AHP tool result content (text only, for now)."""
-    out = []
+    out: list[dict[str, Any]] = []
     for block in blocks:
         kind = block.get("type")
         if kind == "content":
@@ -185,7 +185,7 @@ def pending_edits(call_id: str, content: Iterable[dict[str, Any]]) -> list[tuple
     the after side's content is served by the host under
     ``ahp-edit://pending/<toolCallId>`` (``/<n>`` after the first) until the
     call is settled. A new file has no before side."""
-    out = []
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for block in content:
         if block.get("type") != "diff" or not isinstance(block.get("path"), str):
             continue
@@ -299,7 +299,9 @@ class TurnTranslator:
             # as a part of its own, never appended to.
             self._open = None
             text = _text_of(update.get("content")) or ""
-            return [self._action("chat/responsePart", part={"kind": "systemNotification", "content": text})] if text else []
+            if not text:
+                return []
+            return [self._action("chat/responsePart", part={"kind": "systemNotification", "content": text})]
         if kind == "plan":
             entries = update.get("entries") or []
             doing = next((e.get("content") for e in entries if e.get("status") == "in_progress"), None)

@@ -21,10 +21,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ahpd.ops.paths import default_data_dir
+
 
 def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ahpd.ops.paths import default_data_dir
-
     p = subparsers.add_parser(
         "chat", help="talk to an agent through the running daemon",
         description="Talk to an agent through the running ahpd, in the session last used in this folder "
@@ -51,6 +51,6 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ahpd.chat.app import main
+    from ahpd.chat.app import main  # lazily: the client, rich and trio-websocket are ~50 ms --help does not need
 
     return main(args)

@@ -21,6 +21,7 @@ from ahpd.chat.connection import Connection, HostError, find_url
 from ahpd.chat.render import Screen, neutralise, plain, warm
 from ahpd.chat.sessions import choose, list_sessions, remember, row_line
 from ahpd.chat.turn import Chat, Interrupts, in_thread, run_turn
+from ahpd.cli_errors import explain_chat
 
 MAX_MESSAGE = 64 * 2**20
 
@@ -43,8 +44,6 @@ async def run_chat(args: argparse.Namespace) -> int:
                     await conn.initialize()
                     status = await _talk(conn, screen, args, interrupts)
                 except HostError as exc:
-                    from ahpd.cli_errors import explain_chat
-
                     # An unknown provider or an agent that did not start has its
                     # own exit status; anything else the host refused is 1.
                     failure = explain_chat(exc, args)
@@ -68,7 +67,7 @@ async def _talk(conn: Connection, screen: Screen, args: argparse.Namespace, inte
         for row in await list_sessions(conn):
             print(row_line(row), flush=True)  # tab-separated, for people and for cut(1)
         return 0
-    cwd = Path(args.cwd).resolve()
+    cwd = Path(args.cwd).resolve()  # noqa: ASYNC240 - once, before the chat starts: not worth a thread
     uri, created = await choose(conn, data_dir=args.data_dir, cwd=cwd, provider=args.provider,
                                 session=args.session, new=args.new)
     state = (await conn.call("subscribe", {"channel": uri}))["snapshot"]["state"]

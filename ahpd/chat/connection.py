@@ -16,6 +16,8 @@ from typing import Any
 
 import trio
 
+from ahpd.ops.runtime import read_runtime
+
 ROOT = "ahp-root://"
 PROTOCOL_VERSIONS = ["1.0.0"]
 
@@ -25,8 +27,6 @@ class HostError(RuntimeError):
 
 
 def find_url(data_dir: Path) -> str:
-    from ahpd.ops.runtime import read_runtime
-
     record = read_runtime(data_dir)
     if record is None:
         raise SystemExit(f"ahpd chat: no daemon runs with data directory {data_dir}; start one with `ahpd run`")

@@ -10,13 +10,13 @@ session in that folder, and creates one only when there is none: running
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any
 
 from ahpd.chat.connection import ROOT, Connection
 from ahpd.chat.render import neutralise
+from ahpd.ports.atomic import write_atomic
 
 REMEMBERED = "chat-sessions.json"
 IDLE = 1
@@ -44,9 +44,7 @@ def remember(data_dir: Path, cwd_uri: str, provider: str | None, uri: str | None
         known[_key(cwd_uri, provider)] = uri
     try:
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = data_dir / f".{REMEMBERED}.{os.getpid()}"
-        tmp.write_text(json.dumps(known, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, data_dir / REMEMBERED)
+        write_atomic(data_dir / REMEMBERED, json.dumps(known, indent=2) + "\n")
     except OSError:
         pass
 

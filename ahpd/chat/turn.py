@@ -89,7 +89,7 @@ class Chat:
     @property
     def prompter(self) -> Any:
         if self._prompter is None:
-            from ahpd.chat.prompt import Prompter
+            from ahpd.chat.prompt import Prompter  # lazily: prompt_toolkit, ~20 ms a one-shot chat may not need
 
             self._prompter = Prompter(self.history)
         return self._prompter

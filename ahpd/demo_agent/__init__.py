@@ -12,7 +12,9 @@ Modules, inward first:
 
 * :mod:`~ahpd.demo_agent.script`: prompt → what to do and say (pure).
 * :mod:`~ahpd.demo_agent.store`: conversations on disk, one JSON file each.
-* :mod:`~ahpd.demo_agent.agent`: the ACP agent (asyncio).
+* :mod:`~ahpd.demo_agent.actions`: what a turn asks of the client (tools, files, terminals, questions).
+* :mod:`~ahpd.demo_agent.mcp_calls`: a turn that calls a tool of the MCP servers it was handed.
+* :mod:`~ahpd.demo_agent.agent`: the ACP agent (asyncio): sessions and turns.
 * :mod:`~ahpd.demo_agent.cli`: the command line; stdio wiring and logging.
 """
 

@@ -3,8 +3,9 @@
 :class:`DemoAgent` implements the agent half of the Agent Client Protocol on
 top of the ``agent-client-protocol`` library (asyncio, ``import acp``). What to
 do with a prompt is decided by :mod:`ahpd.demo_agent.script` (plain functions);
-this module carries it out over the wire and keeps the conversation in a
-:class:`~ahpd.demo_agent.store.SessionStore`.
+this module (with its base :class:`~ahpd.demo_agent.actions.Actions`, the
+requests a turn makes of the client) carries it out over the wire and keeps
+the conversation in a :class:`~ahpd.demo_agent.store.SessionStore`.
 
 How a turn runs. ``session/prompt`` takes the session's lock (a second prompt
 waits for the first), stores the user's message, and runs the turn in a task
@@ -26,18 +27,14 @@ so the client learns the session id before any update for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Coroutine
+from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, text_block, tool_content, tool_diff_content, tool_terminal_ref
-from acp.helpers import start_tool_call, update_tool_call
+from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.meta import AGENT_METHODS
 from acp.schema import (
-    AcceptElicitationResponse,
     AgentCapabilities,
     AgentMessageChunk,
     AgentPlanUpdate,
@@ -45,17 +42,11 @@ from acp.schema import (
     AvailableCommand,
     AvailableCommandInput,
     AvailableCommandsUpdate,
-    CancelElicitationResponse,
     ClientCapabilities,
     CloseSessionResponse,
     CurrentModeUpdate,
-    DeclineElicitationResponse,
     DeleteSessionRequest,
     DeleteSessionResponse,
-    DeniedOutcome,
-    ElicitationFormSessionMode,
-    ElicitationSchema,
-    ElicitationStringPropertySchema,
     EmbeddedResourceContentBlock,
     Implementation,
     InitializeResponse,
@@ -63,7 +54,6 @@ from acp.schema import (
     LoadSessionResponse,
     McpCapabilities,
     NewSessionResponse,
-    PermissionOption,
     PlanEntry,
     PromptCapabilities,
     PromptResponse,
@@ -82,9 +72,6 @@ from acp.schema import (
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
     TextContentBlock,
-    ToolCallLocation,
-    ToolCallStart,
-    ToolCallUpdate,
     UnstructuredCommandInput,
     Usage,
     UserMessageChunk,
@@ -93,13 +80,12 @@ from acp.utils import normalize_result
 
 from ahpd import __version__
 from ahpd.demo_agent import mcp_calls
+from ahpd.demo_agent.actions import Actions, LiveSession, TurnCancelled, new_call_id
 from ahpd.demo_agent import script as sc
 from ahpd.demo_agent import settings as st
-from ahpd.demo_agent.store import Message, SessionRecord, SessionStore, new_id, now, valid_session_id
+from ahpd.demo_agent.store import Message, SessionStore, new_id, now, valid_session_id
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 AGENT_NAME = "ahpd-demo-agent"
 
@@ -111,33 +97,9 @@ MODES: tuple[tuple[str, str, str], ...] = (
 )
 DEFAULT_MODE = "default"
 
-#: Permission options offered before a tool acts (ACP option kinds).
-ALLOW_ONCE = PermissionOption(option_id="allow-once", name="Allow once", kind="allow_once")
-REJECT_ONCE = PermissionOption(option_id="reject-once", name="Reject", kind="reject_once")
-
 LIST_PAGE_SIZE = 50
-TERMINAL_OUTPUT_LIMIT = 64 * 1024
-CLEANUP_TIMEOUT = 5.0
 
 SESSION_NOT_FOUND = -32002  # ACP's "resource not found"
-
-
-class TurnCancelled(Exception):
-    """The client answered a request of the turn with ``cancelled``."""
-
-
-@dataclass(eq=False)
-class _Session:
-    record: SessionRecord
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    turn: asyncio.Task[PromptResponse] | None = None
-    deleted: bool = False
-    #: The MCP servers the client handed over (``mcp`` prompts call them: ``mcp_calls``).
-    mcp_servers: list[Any] = field(default_factory=list)
-
-    @property
-    def id(self) -> str:
-        return self.record.session_id
 
 
 def prompt_text(blocks: list[Any]) -> str:
@@ -181,13 +143,13 @@ def route_session_delete(conn: Any, agent: DemoAgent) -> bool:
             "delete_session",
             adapt_result=normalize_result,
         )
-    except Exception:  # pragma: no cover - depends on the library's insides
+    except Exception:  # noqa: BLE001 - the library's insides may differ: then delete is not offered  # pragma: no cover
         log.debug("cannot route session/delete", exc_info=True)
         return False
     return True
 
 
-class DemoAgent:
+class DemoAgent(Actions):
     """A deterministic ACP agent; see the package docstring for what it does."""
 
     def __init__(self, store: SessionStore, *, slow_delay: float = sc.SLOW_DELAY_SECONDS) -> None:
@@ -195,7 +157,7 @@ class DemoAgent:
         self._slow_delay = slow_delay
         self._conn: Any = None
         self._client = ClientCapabilities()
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, LiveSession] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._delete_routed = False
         #: Model, thinking level and directories, per session id (see ``settings``).
@@ -248,7 +210,7 @@ class DemoAgent:
         **kwargs: Any,
     ) -> NewSessionResponse:
         _require_absolute(cwd)
-        session = _Session(self._store.create(cwd))
+        session = LiveSession(self._store.create(cwd))
         session.mcp_servers = list(mcp_servers or [])
         self._sessions[session.id] = session
         self._soon(self._announce(session.id))
@@ -267,12 +229,14 @@ class DemoAgent:
         session = self._open(session_id, cwd)
         session.mcp_servers = list(mcp_servers or [])
         for message in list(session.record.messages):
-            chunk_type = UserMessageChunk if message.role == "user" else AgentMessageChunk
-            update_name = "user_message_chunk" if message.role == "user" else "agent_message_chunk"
-            await self._update(
-                session.id,
-                chunk_type(session_update=update_name, content=text_block(message.text), message_id=message.id),
-            )
+            chunk: UserMessageChunk | AgentMessageChunk
+            if message.role == "user":
+                chunk = UserMessageChunk(session_update="user_message_chunk", content=text_block(message.text),
+                                         message_id=message.id)
+            else:
+                chunk = AgentMessageChunk(session_update="agent_message_chunk", content=text_block(message.text),
+                                          message_id=message.id)
+            await self._update(session.id, chunk)
         await self._announce(session.id)
         settings = self._settings_of(session.id, additional_directories)
         return LoadSessionResponse(modes=_modes(session.record.mode), config_options=st.options(settings))
@@ -353,7 +317,7 @@ class DemoAgent:
             settings.additional = list(additional)
         return settings
 
-    async def _before_turn(self, session: _Session, text: str) -> None:
+    async def _before_turn(self, session: LiveSession, text: str) -> None:
         """The settings' trigger words (``mode <id>``, ``settings``)."""
         mode = st.mode_asked(text)
         if mode is not None and mode in {m for m, _, _ in MODES} and mode != session.record.mode:
@@ -396,7 +360,7 @@ class DemoAgent:
         if session is not None:
             self._cancel_turn(session)
 
-    async def _turn(self, session: _Session, text: str, *, announce_title: bool) -> PromptResponse:
+    async def _turn(self, session: LiveSession, text: str, *, announce_title: bool) -> PromptResponse:
         reply_id = new_id()
         sent: list[str] = []
         try:
@@ -409,7 +373,7 @@ class DemoAgent:
             self._save(session)
 
     async def _play(
-        self, session: _Session, script: sc.Script, reply_id: str, sent: list[str], announce_title: bool
+        self, session: LiveSession, script: sc.Script, reply_id: str, sent: list[str], announce_title: bool
     ) -> PromptResponse:
         sid = session.id
         if announce_title:
@@ -456,287 +420,12 @@ class DemoAgent:
 
     async def _plan(self, session_id: str, stage: int) -> None:
         entries = [
-            PlanEntry(content=step, priority="medium", status=status)  # type: ignore[arg-type]
-            for step, status in zip(sc.PLAN_STEPS, sc.plan_statuses(stage))
+            PlanEntry(content=step, priority="medium", status=status)
+            for step, status in zip(sc.PLAN_STEPS, sc.plan_statuses(stage), strict=True)
         ]
         await self._update(session_id, AgentPlanUpdate(session_update="plan", entries=entries))
 
-    # -- actions --------------------------------------------------------------------------
-
-    async def _act(self, session: _Session, action: sc.Action) -> str:
-        if action.kind == "permission":
-            return await self._demo_tool(session)
-        if action.kind == "read":
-            return await self._read(session, action.target)
-        if action.kind == "write":
-            return await self._write(session, action.target, action.text)
-        if action.kind == "run":
-            return await self._run(session, action.target)
-        return await self._ask(session)
-
-    async def _demo_tool(self, session: _Session) -> str:
-        sid = session.id
-        title = "Run the demo tool"
-        raw_input = {"command": "demo-tool --greet", "mode": session.record.mode}
-        start = start_tool_call(new_call_id(), title, kind="execute", status="pending", raw_input=raw_input)
-        async with self._tool_call(sid, start) as call_id:
-            if not await self._allowed(session, start):
-                await self._denied(sid, call_id, "the demo tool did not run")
-                return "You rejected the demo tool, so it did not run."
-            how = "ran without asking (auto mode)" if session.record.mode == "auto" else "ran with your permission"
-            await self._update(sid, update_tool_call(call_id, status="in_progress"))
-            output = "hello from the demo tool"
-            await self._update(
-                sid,
-                update_tool_call(
-                    call_id,
-                    status="completed",
-                    content=[tool_content(text_block(output))],
-                    raw_output={"exitCode": 0, "stdout": output},
-                ),
-            )
-        return f"The demo tool {how}: “{output}”."
-
-    async def _allowed(self, session: _Session, start: ToolCallStart) -> bool:
-        """Ask the client before a tool that acts (the demo tool, ``write``, ``run``).
-
-        In ``auto`` mode nothing is asked. A request answered ``cancelled``
-        ends the turn (:class:`TurnCancelled`).
-        """
-        if session.record.mode == "auto":
-            return True
-        request = ToolCallUpdate(
-            tool_call_id=start.tool_call_id,
-            title=start.title,
-            kind=start.kind,
-            status="pending",
-            raw_input=start.raw_input,
-            content=start.content,
-            locations=start.locations,
-        )
-        answer = await self._conn.request_permission(
-            session_id=session.id, tool_call=request, options=[ALLOW_ONCE, REJECT_ONCE]
-        )
-        if isinstance(answer.outcome, DeniedOutcome):
-            raise TurnCancelled()
-        return answer.outcome.option_id == ALLOW_ONCE.option_id
-
-    async def _denied(self, session_id: str, call_id: str, what: str) -> None:
-        await self._update(
-            session_id,
-            update_tool_call(
-                call_id,
-                status="failed",
-                content=[tool_content(text_block(f"Permission denied: {what}."))],
-                raw_output={"denied": True},
-            ),
-        )
-
-    async def _read(self, session: _Session, target: str) -> str:
-        if not (self._client.fs and self._client.fs.read_text_file):
-            return f"I cannot read `{target}`: the client did not offer `fs/read_text_file`."
-        sid = session.id
-        path = _resolve(session.record.cwd, target)
-        start = start_tool_call(
-            new_call_id(),
-            f"Read {target}",
-            kind="read",
-            status="pending",
-            locations=[ToolCallLocation(path=path)],
-            raw_input={"path": path},
-        )
-        async with self._tool_call(sid, start) as call_id:
-            await self._update(sid, update_tool_call(call_id, status="in_progress"))
-            try:
-                answer = await self._conn.read_text_file(session_id=sid, path=path)
-            except RequestError as exc:
-                await self._failed(sid, call_id, f"Could not read {path}: {exc}")
-                return f"I could not read `{target}`: {exc}."
-            content = answer.content
-            shown = "\n".join(content.splitlines()[:20])
-            await self._update(
-                sid, update_tool_call(call_id, status="completed", content=[tool_content(text_block(shown))])
-            )
-        lines = content.splitlines()
-        if not lines:
-            return f"`{target}` is empty."
-        return f"The first line of `{target}` is: “{lines[0]}”."
-
-    async def _write(self, session: _Session, target: str, text: str) -> str:
-        if not (self._client.fs and self._client.fs.write_text_file):
-            return f"I cannot write `{target}`: the client did not offer `fs/write_text_file`."
-        sid = session.id
-        path = _resolve(session.record.cwd, target)
-        new_text = text + "\n"
-        old_text = None
-        if self._client.fs.read_text_file:
-            with contextlib.suppress(RequestError):  # a new file
-                old_text = (await self._conn.read_text_file(session_id=sid, path=path)).content
-        start = start_tool_call(
-            new_call_id(),
-            f"Write {target}",
-            kind="edit",
-            status="pending",
-            content=[tool_diff_content(path, new_text, old_text)],
-            locations=[ToolCallLocation(path=path)],
-            raw_input={"path": path, "content": new_text},
-        )
-        async with self._tool_call(sid, start) as call_id:
-            if not await self._allowed(session, start):
-                await self._denied(sid, call_id, f"{path} was not written")
-                return f"You rejected writing `{target}`, so it was not written."
-            await self._update(sid, update_tool_call(call_id, status="in_progress"))
-            try:
-                await self._conn.write_text_file(session_id=sid, path=path, content=new_text)
-            except RequestError as exc:
-                await self._failed(sid, call_id, f"Could not write {path}: {exc}")
-                return f"I could not write `{target}`: {exc}."
-            await self._update(sid, update_tool_call(call_id, status="completed"))
-        verb = "Created" if old_text is None else "Updated"
-        return f"{verb} `{target}` ({len(new_text)} characters)."
-
-    async def _run(self, session: _Session, command: str) -> str:
-        if not self._client.terminal:
-            return f"I cannot run `{command}`: the client did not offer `terminal/*`."
-        sid = session.id
-        cwd = session.record.cwd
-        start = start_tool_call(
-            new_call_id(),
-            f"Run {command}",
-            kind="execute",
-            status="pending",
-            raw_input={"command": command, "cwd": cwd},
-        )
-        async with self._tool_call(sid, start) as call_id:
-            if not await self._allowed(session, start):
-                await self._denied(sid, call_id, "the command did not run")
-                return f"You rejected running `{command}`, so it did not run."
-            try:
-                created = await self._conn.create_terminal(
-                    session_id=sid,
-                    command="sh",
-                    args=["-c", command],
-                    cwd=cwd,
-                    output_byte_limit=TERMINAL_OUTPUT_LIMIT,
-                )
-            except RequestError as exc:
-                await self._failed(sid, call_id, f"Could not start the command: {exc}")
-                return f"I could not run `{command}`: {exc}."
-            terminal_id = created.terminal_id
-            exited = False
-            try:
-                await self._update(
-                    sid, update_tool_call(call_id, status="in_progress", content=[tool_terminal_ref(terminal_id)])
-                )
-                status = await self._conn.wait_for_terminal_exit(session_id=sid, terminal_id=terminal_id)
-                exited = True
-                output = await self._conn.terminal_output(session_id=sid, terminal_id=terminal_id)
-            except RequestError as exc:
-                await self._failed(sid, call_id, f"The terminal failed: {exc}")
-                return f"I could not finish running `{command}`: {exc}."
-            finally:
-                if not exited:
-                    await _best_effort(self._conn.kill_terminal(session_id=sid, terminal_id=terminal_id))
-                await _best_effort(self._conn.release_terminal(session_id=sid, terminal_id=terminal_id))
-            await self._update(
-                sid,
-                update_tool_call(
-                    call_id,
-                    status="completed" if status.exit_code == 0 else "failed",
-                    raw_output={
-                        "exitCode": status.exit_code,
-                        "signal": status.signal,
-                        "output": output.output,
-                        "truncated": output.truncated,
-                    },
-                ),
-            )
-        if status.exit_code is None:
-            result = f"`{command}` was stopped by signal {status.signal}."
-        else:
-            result = f"`{command}` exited with code {status.exit_code}."
-        first = output.output.strip().splitlines()[:1]
-        if first:
-            result += f" Its output begins: “{first[0]}”."
-        return result
-
-    async def _ask(self, session: _Session) -> str:
-        sid = session.id
-        elicitation = self._client.elicitation
-        if elicitation is not None and elicitation.form is not None:
-            schema = ElicitationSchema(
-                type="object",
-                title="A question from the demo agent",
-                properties={
-                    "answer": ElicitationStringPropertySchema(type="string", title="Your answer", enum=list(sc.ANSWERS))
-                },
-                required=["answer"],
-            )
-            try:
-                answer = await self._conn.create_elicitation(
-                    message=sc.QUESTION, mode=ElicitationFormSessionMode(session_id=sid, requested_schema=schema)
-                )
-            except RequestError as exc:
-                if exc.code != -32601:  # anything but "method not found"
-                    return f"I could not ask you: {exc}."
-                log.info("the client offered elicitation but does not answer it; asking through a permission request")
-            else:
-                if isinstance(answer, AcceptElicitationResponse):
-                    value = (answer.content or {}).get("answer")
-                    return f"I asked “{sc.QUESTION}” and you answered **{value}**."
-                if isinstance(answer, DeclineElicitationResponse):
-                    return f"I asked “{sc.QUESTION}” and you declined to answer."
-                if isinstance(answer, CancelElicitationResponse):
-                    return f"I asked “{sc.QUESTION}” and you dismissed the question."
-                return f"I asked “{sc.QUESTION}” and the client answered “{answer.action}”."
-        return await self._ask_by_permission(session)
-
-    async def _ask_by_permission(self, session: _Session) -> str:
-        """``ask`` for clients without elicitation: a permission request with yes/no options."""
-        sid = session.id
-        title = f"Question: {sc.QUESTION}"
-        yes = PermissionOption(option_id=sc.ANSWERS[0], name="Yes", kind="allow_once")
-        no = PermissionOption(option_id=sc.ANSWERS[1], name="No", kind="reject_once")
-        start = start_tool_call(
-            new_call_id(), title, kind="other", status="pending", raw_input={"question": sc.QUESTION}
-        )
-        async with self._tool_call(sid, start) as call_id:
-            request = ToolCallUpdate(tool_call_id=call_id, title=title, kind="other", status="pending")
-            answer = await self._conn.request_permission(session_id=sid, tool_call=request, options=[yes, no])
-            if isinstance(answer.outcome, DeniedOutcome):
-                raise TurnCancelled()
-            value = answer.outcome.option_id
-            await self._update(
-                sid,
-                update_tool_call(
-                    call_id, status="completed", content=[tool_content(text_block(f"Answer: {value}"))]
-                ),
-            )
-        return f"I asked “{sc.QUESTION}” and you answered **{value}**."
-
     # -- helpers --------------------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def _tool_call(self, session_id: str, start: ToolCallStart) -> AsyncIterator[str]:
-        """Announce a tool call; if the turn is cancelled inside, mark it ``failed``."""
-        await self._update(session_id, start)
-        try:
-            yield start.tool_call_id
-        except (asyncio.CancelledError, TurnCancelled):
-            await _best_effort(
-                self._update(
-                    session_id,
-                    update_tool_call(
-                        start.tool_call_id, status="failed", content=[tool_content(text_block("Cancelled."))]
-                    ),
-                )
-            )
-            raise
-
-    async def _failed(self, session_id: str, call_id: str, message: str) -> None:
-        await self._update(
-            session_id, update_tool_call(call_id, status="failed", content=[tool_content(text_block(message))])
-        )
 
     async def _announce(self, session_id: str) -> None:
         """Tell the client the slash commands (after ``session/new``, ``load``, ``resume``)."""
@@ -755,10 +444,7 @@ class DemoAgent:
                 AvailableCommandsUpdate(session_update="available_commands_update", available_commands=commands),
             )
 
-    async def _update(self, session_id: str, update: Any) -> None:
-        await self._conn.session_update(session_id=session_id, update=update)
-
-    def _open(self, session_id: str, cwd: str) -> _Session:
+    def _open(self, session_id: str, cwd: str) -> LiveSession:
         """The session for ``session/load`` or ``session/resume``, from memory or disk."""
         _require_absolute(cwd)
         session = self._sessions.get(session_id)
@@ -766,13 +452,13 @@ class DemoAgent:
             record = self._store.get(session_id) if valid_session_id(session_id) else None
             if record is None:
                 raise not_found(session_id)
-            session = self._sessions[session_id] = _Session(record)
+            session = self._sessions[session_id] = LiveSession(record)
         if session.record.cwd != cwd:
             session.record.cwd = cwd
             self._save(session)
         return session
 
-    def _active(self, session_id: str) -> _Session:
+    def _active(self, session_id: str) -> LiveSession:
         session = self._sessions.get(session_id)
         if session is not None:
             return session
@@ -780,7 +466,7 @@ class DemoAgent:
             raise not_found(session_id, "session is not loaded; call session/load or session/resume first")
         raise not_found(session_id)
 
-    def _save(self, session: _Session) -> None:
+    def _save(self, session: LiveSession) -> None:
         if session.deleted:
             return
         session.record.updated_at = now()
@@ -789,7 +475,7 @@ class DemoAgent:
         except OSError as exc:
             log.warning("cannot save session %s: %s", session.id, exc)
 
-    def _cancel_turn(self, session: _Session) -> None:
+    def _cancel_turn(self, session: LiveSession) -> None:
         if session.turn is not None and not session.turn.done():
             session.turn.cancel()
 
@@ -801,16 +487,12 @@ class DemoAgent:
                 await coro
             except ConnectionError:
                 log.debug("connection closed before a deferred update was sent")
-            except Exception:
+            except Exception:  # noqa: BLE001 - it runs after its handler answered: nobody else would see it fail
                 log.exception("deferred update failed")
 
         task = asyncio.get_running_loop().create_task(guarded())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-
-def new_call_id() -> str:
-    return "call_" + new_id()[:16]
 
 
 def _modes(current: str) -> SessionModeState:
@@ -825,14 +507,3 @@ def _require_absolute(cwd: str) -> None:
         raise RequestError.invalid_params({"details": f"cwd must be an absolute path, not {cwd!r}"})
 
 
-def _resolve(cwd: str, target: str) -> str:
-    return os.path.normpath(os.path.join(cwd, os.path.expanduser(target)))
-
-
-async def _best_effort(awaitable: Awaitable[T]) -> T | None:
-    """Await a clean-up request, giving up quietly on errors or after a few seconds."""
-    try:
-        return await asyncio.wait_for(awaitable, CLEANUP_TIMEOUT)
-    except Exception as exc:
-        log.debug("clean-up request failed: %s", exc)
-        return None

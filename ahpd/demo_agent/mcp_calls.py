@@ -53,7 +53,7 @@ async def _connected(server: Any) -> AsyncIterator[Any]:
 
     env = {e.name: e.value for e in getattr(server, "env", None) or []}
     params = StdioServerParameters(command=server.command, args=list(server.args or []), env=env)
-    with open(os.devnull, "w") as quiet:
+    with open(os.devnull, "w") as quiet:  # noqa: ASYNC230 - /dev/null opens at once, never blocks
         async with stdio_client(params, errlog=quiet) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             yield session
@@ -98,9 +98,10 @@ async def play(agent: Any, session: Any, text: str, call_id: str) -> str:
         try:
             ok, answer = await run(list(getattr(session, "mcp_servers", []) or []), name, arguments)
         except Exception as exc:  # noqa: BLE001 - a server that fails is this call's failure
-            while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-                exc = exc.exceptions[0]  # the task group's one failure, in its own words
-            ok, answer = False, f"{type(exc).__name__}: {exc}"
+            failure: BaseException = exc
+            while isinstance(failure, BaseExceptionGroup) and len(failure.exceptions) == 1:
+                failure = failure.exceptions[0]  # the task group's one failure, in its own words
+            ok, answer = False, f"{type(failure).__name__}: {failure}"
         await agent._update(session.id, update_tool_call(
             call_id, status="completed" if ok else "failed", content=[tool_content(text_block(answer))],
             raw_output={"isError": not ok, "text": answer}))

@@ -45,6 +45,9 @@ QUESTION = "Shall the demo agent carry on?"
 ANSWERS = ("yes", "no")
 
 #: The plan shown for ``plan``; its statuses advance as the turn goes on.
+#: An ACP ``PlanEntry`` status.
+PlanStatus = Literal["pending", "in_progress", "completed"]
+
 PLAN_STEPS = (
     "Read the prompt",
     "Carry out the requested actions",
@@ -153,7 +156,9 @@ def parse(prompt: str) -> Script:
         prompt=text,
         actions=tuple(action for _, _, action in found if action is not None),
         triggers=tuple(word for _, word, _ in found),
-        **flags,
+        plan=flags["plan"],
+        slow=flags["slow"],
+        fail=flags["fail"],
     )
 
 
@@ -214,7 +219,7 @@ def even_chunks(text: str, count: int) -> list[str]:
     return out
 
 
-def plan_statuses(stage: int) -> list[str]:
+def plan_statuses(stage: int) -> list[PlanStatus]:
     """The statuses of :data:`PLAN_STEPS` at ``stage`` 0-3 (3: all completed)."""
     return ["completed" if i < stage else "in_progress" if i == stage else "pending" for i in range(len(PLAN_STEPS))]
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp.schema import SessionConfigOptionSelect, SessionConfigSelectOption
+from acp.schema import SessionConfigOptionBoolean, SessionConfigOptionSelect, SessionConfigSelectOption
 
 #: The models offered: id, name.
 MODELS: tuple[tuple[str, str], ...] = (("demo-swift", "Demo Swift"), ("demo-deep", "Demo Deep"))
@@ -41,7 +41,7 @@ class Settings:
     additional: list[str] = field(default_factory=list)
 
 
-def options(settings: Settings) -> list[SessionConfigOptionSelect]:
+def options(settings: Settings) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
     """The session's config options as ACP says them, with their current values."""
     return [
         SessionConfigOptionSelect(

@@ -1,24 +1,34 @@
-"""The host's command tables, assembled in this one place.
+"""What the host serves and who acts at each moment, in this one place.
 
 Each module that serves a family of the protocol exports its own small
 ``COMMANDS`` (request method -> handler), ``NOTIFICATIONS`` (client
 notification -> handler) or ``CLIENT_ACTIONS`` (action type -> rule); this
-module joins them. Nothing registers itself by being imported, so what the
-host serves is read here, and a method claimed by two modules is an error at
-import rather than whichever module happened to load last.
+module joins them. A method claimed by two modules is an error at import
+rather than whichever module happened to load last.
+
+The kernel (``ahpd.host.kernel.hooks``) and the sessions core
+(``ahpd.host.sessions.hooks``) declare the moments at which a feature acts:
+a client says hello, a chat's agent starts, a turn ends, a session goes.
+Who acts, and in which order, is registered here too. Nothing registers
+itself by being imported, so what runs at each moment is read in this file.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ahpd.host.sessions import annotations, directories, session_commands, session_config, summaries
-from ahpd.host.kernel import auth, commands, dispatch
 from ahpd.host.automations import automations
 from ahpd.host.changesets import changesets, detached
-from ahpd.host.sessions.chats import chat_commands, chat_moves, input_answers, rewind, turns
-from ahpd.host.customizations import customizations, server_tools
+from ahpd.host.customizations import customizations, mcp_bridge, plugins, server_tools
+from ahpd.host.kernel import auth, commands, dispatch
+from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.resources import resources, watches
+from ahpd.host.sessions import annotations, directories, manager, session_commands, session_config, summaries
+from ahpd.host.sessions.chats import (
+    background_work, chat_commands, chat_moves, history, input_answers, rewind, turn_rules, turns, workers,
+)
+from ahpd.host.sessions.hooks import SessionHooks
+from ahpd.host.telemetry import telemetry
 from ahpd.host.terminals import terminals
 from ahpd.host.window import window
 
@@ -54,7 +64,7 @@ NOTIFICATIONS = _join(
 
 CLIENT_ACTIONS = _join(
     dispatch.CLIENT_ACTIONS,
-    turns.CLIENT_ACTIONS,
+    turn_rules.CLIENT_ACTIONS,
     rewind.CLIENT_ACTIONS,
     summaries.CLIENT_ACTIONS,
     annotations.CLIENT_ACTIONS,
@@ -66,4 +76,49 @@ CLIENT_ACTIONS = _join(
     directories.CLIENT_ACTIONS,
     session_config.CLIENT_ACTIONS,
     input_answers.CLIENT_ACTIONS,
+)
+
+KERNEL_HOOKS = KernelHooks(
+    hello=(manager.hello,),
+    capabilities=(
+        telemetry.capabilities_of, window.capabilities_of, detached.capabilities_of, server_tools.capabilities_of,
+        automations.capabilities_of, terminals.capabilities_of,
+    ),
+    stateless=(telemetry.subscribe_stateless,),
+    openers=(changesets.open_channel, manager.open_channel),
+    left=(changesets.on_left, watches.on_left, manager.left),
+    peer_gone=(watches.on_peer_gone,),
+    client_gone=(turns.client_gone_everywhere,),
+    state_changed=(manager.state_changed,),
+    refusals=(workers.read_only,),
+    files_touched=(changesets.files_touched,),
+    readers=(changesets.read_resource,),
+)
+
+SESSION_HOOKS = SessionHooks(
+    agent_extras=(
+        turns.agent_extras,  # client_tools
+        mcp_bridge.agent_extras,  # host_tools
+        terminals.agent_extras,  # terminals
+        directories.agent_extras,  # additional_directories
+        plugins.agent_extras,  # plugins
+        rewind.agent_extras,  # resume_at
+        session_config.agent_extras,  # config
+    ),
+    agent_started=(customizations.agent_started,),
+    agent_gone=(background_work.agent_gone,),
+    agent_event=turns.on_event,
+    customizations=customizations.session_list,
+    session_created=(plugins.session_created,),
+    chat_created=(rewind.chat_created,),
+    session_opened=(server_tools.session_opened, changesets.session_opened),
+    session_record=(changesets.record_of, plugins.saved),
+    chat_record=(rewind.saved,),
+    session_disposed=(changesets.session_disposed, terminals.session_disposed, automations.session_disposed),
+    agent_info=(directories.agent_info,),
+    turn_started=(changesets.turn_started,),
+    turn_ended=(changesets.turn_ended,),
+    turn_action=(changesets.turn_action, terminals.turn_action),
+    turn_takers=(terminals.take_command_turn,),
+    stored_record=history.stored_record,
 )

@@ -87,7 +87,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     live = query_status(args.data_dir)
     unavailable = "the control socket did not answer"
     if live is not None and "error" in live:
-        live, unavailable = None, f"the control socket answered: {live['error']}"
+        unavailable = f"the control socket answered: {live['error']}"
+        live = None
     uptime = _uptime_seconds(record)
     if args.json:
         out = {"running": True, "dataDir": str(args.data_dir), **record,

@@ -81,14 +81,14 @@ async def _handle(stream: trio.SocketStream, status: Callable[[], dict[str, Any]
                     buf += chunk
             try:
                 body = json.dumps(_answer(buf.split(b"\n", 1)[0], status))
-            except Exception as exc:  # status() failed or returned something not JSON
+            except Exception as exc:  # noqa: BLE001 - status() failed or returned something not JSON
                 log.exception("control request failed")
                 body = json.dumps({"error": f"status failed: {exc}"})
             with trio.move_on_after(REQUEST_TIMEOUT):
                 await stream.send_all(body.encode("utf-8") + b"\n")
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass  # the client went away
-    except Exception:
+    except Exception:  # noqa: BLE001 - nothing may escape a control connection (see above)
         log.exception("control connection failed")
 
 
@@ -110,7 +110,8 @@ async def serve_control(
     for p in (path, tmp):
         if len(os.fsencode(p)) > _SUN_PATH_MAX:
             raise OSError(f"control socket path {p} is too long for AF_UNIX; use a shorter --data-dir")
-    if os.path.lexists(path) and await _answers(path):
+    # A stat in the private local data directory, once at start-up: not worth a thread.
+    if os.path.lexists(path) and await _answers(path):  # noqa: ASYNC240
         raise ControlSocketInUse(f"{path} answers: another ahpd is running with this data directory")
     with trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         tmp.unlink(missing_ok=True)

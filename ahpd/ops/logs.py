@@ -89,14 +89,14 @@ class _LogFile(logging.handlers.RotatingFileHandler):
                 self.stream.close()
             except OSError:
                 pass
-            self.stream = None  # type: ignore[assignment]
+            self.stream = None
 
     def handleError(self, record: logging.LogRecord) -> None:
         if not self.failed:
             self.failed = True
             exc = sys.exc_info()[1]
             sys.stderr.write(f"ahpd: cannot write the log file {self.baseFilename}: {exc}; lines go to stderr only\n")
-        self.stream = None  # type: ignore[assignment]
+        self.stream = None
 
 
 def setup(level: str) -> None:

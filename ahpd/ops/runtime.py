@@ -13,6 +13,7 @@ to act on the process (``ahpd stop``) also check ``pid_is_ahpd``.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
 import logging
 import os
@@ -132,8 +133,6 @@ def hold_data_dir(data_dir: str | os.PathLike[str]) -> None:
     written into the file (after the lock is ours) so the refusal can name it
     even before the holder has written its ``ahpd.json``.
     """
-    import fcntl
-
     path = Path(data_dir) / LOCK_FILE
     # The descriptor held is read-only: a file kept open for writing would
     # pin the data directory's filesystem writable (no read-only remount).

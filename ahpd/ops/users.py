@@ -7,13 +7,18 @@ A token is printed once, by ``add``, and never again: only its hash is kept.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ahpd.cli_errors import EXIT_DATA_DIR, EXIT_USAGE, CliError
+from ahpd.ops.commands import _add_data_dir
+from ahpd.ops.paths import ensure_private_dir
+
+if TYPE_CHECKING:
+    from ahpd.ports.users import UserDirectory
 
 
-def _directory(args: argparse.Namespace) -> Any:
-    from ahpd.ops.paths import ensure_private_dir
+def _directory(args: argparse.Namespace) -> UserDirectory:
+    # lazily: every command builds this parser, and argon2 (a C extension, ~5 ms) is for `ahpd users`
     from ahpd.ports.users import USERS_FILE, UserDirectory
 
     try:
@@ -24,7 +29,7 @@ def _directory(args: argparse.Namespace) -> Any:
 
 
 def cmd_users(args: argparse.Namespace) -> int:
-    from ahpd.ports.users import UsersError
+    from ahpd.ports.users import UsersError  # lazily: see _directory
 
     directory = _directory(args)
     try:
@@ -43,8 +48,6 @@ def cmd_users(args: argparse.Namespace) -> int:
 
 
 def add_users_parser(subparsers: Any) -> argparse.ArgumentParser:
-    from ahpd.ops.commands import _add_data_dir
-
     p = subparsers.add_parser(
         "users", help="the users who may sign in to the daemon as themselves (optional)",
         description="Keep the users directory, DATA_DIR/users.json: each user's id and the "

@@ -2,7 +2,8 @@
 
 Every file ahpd rewrites whole (a session's head, the serverSeq
 reservation, the runtime record, the systemd unit, the demo agent's
-conversations) is written the same way: to a temporary file in the same
+conversations, a compacted journal, the users directory, the chat client's
+remembered sessions) is written the same way: to a temporary file in the same
 folder, fsynced, then renamed over the old one, and the folder fsynced so
 the rename itself survives a power cut. A reader, or the next start after a
 crash, sees the old file or the new one, never a part of either; a write
@@ -17,9 +18,11 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data``. The file is private (0600) unless
-    ``mode`` says otherwise."""
+def write_atomic(path: Path, data: bytes | str, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` (text is written as UTF-8). The file is
+    private (0600) unless ``mode`` says otherwise."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

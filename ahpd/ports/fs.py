@@ -48,9 +48,13 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from ahpd.ports.fs_kinds import (
+    Conflict, Entry, Exists, Failed, FileStat, FsError, Invalid, IsADirectory, NotADirectory, NotEmpty, NotFound,
+    Outside, Refused, TooLarge, error_of, etag, file_stat, kind_of,
+)
 
 __all__ = [
     "MAX_READ_BYTES", "Entry", "Exists", "Fence", "FileStat", "FsError", "Failed", "Invalid", "IsADirectory",
@@ -69,115 +73,6 @@ _CHUNK = 1024 * 1024
 #: on the same old end and lose one another's bytes.
 _PLACING = threading.Lock()
 WriteMode = Literal["truncate", "append", "insert"]
-
-Kind = Literal["file", "directory", "symlink", "other"]
-
-
-class FsError(Exception):
-    """The port could not do what was asked of ``path``; the message says why."""
-
-    def __init__(self, path: str, message: str, errno: int | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-        #: The operating system's error number, when it said one.
-        self.errno = errno
-
-
-class NotFound(FsError):
-    """Nothing is there."""
-
-
-class Refused(FsError):
-    """The path leads outside the fence, or changed under us, or names what
-    the operation does not touch; the message is the reason."""
-
-
-class Outside(Refused):
-    """The path, or a link on its way, leads outside the fence."""
-
-
-class IsADirectory(FsError):
-    """A file was expected."""
-
-
-class NotADirectory(FsError):
-    """A folder was expected, or a component on the way is a file."""
-
-
-class Exists(FsError):
-    """Something is already there and replacing it was not asked for."""
-
-
-class NotEmpty(FsError):
-    """A folder deleted without ``recursive`` still has entries."""
-
-
-class Conflict(FsError):
-    """The file is no longer the version the caller named (its etag moved)."""
-
-
-class Invalid(FsError):
-    """The request cannot be carried out as asked (a position past the end of the file...)."""
-
-
-class TooLarge(FsError):
-    """The content is over the read cap."""
-
-
-class Failed(FsError):
-    """Any other failure of the operating system (permissions, a full disk, ...)."""
-
-
-_BY_ERRNO: dict[int, type[FsError]] = {
-    errno.ENOENT: NotFound, errno.EISDIR: IsADirectory, errno.ENOTDIR: NotADirectory, errno.EEXIST: Exists,
-    errno.ENOTEMPTY: NotEmpty, errno.ELOOP: Refused, errno.EFBIG: TooLarge,
-}
-
-
-def _error(path: str, exc: OSError) -> FsError:
-    kind = _BY_ERRNO.get(exc.errno or 0, Failed)
-    return kind(path, f"{path}: {exc.strerror or exc}", exc.errno)
-
-
-@dataclass(frozen=True)
-class FileStat:
-    kind: Kind
-    size: int
-    mtime: float
-    mode: int  # the permission bits
-    ctime: float = 0.0
-    #: A version token: changes whenever the content can have changed.
-    etag: str = ""
-
-
-def etag(info: os.stat_result) -> str:
-    """The file's version: its inode, size, and change and modify times in
-    nanoseconds. Any write moves the modify time and the change time (and a
-    write through this port makes a new inode, being a rename), so two reads
-    of the same etag saw the same bytes; content is never hashed, which would
-    cost a read of the whole file on every look."""
-    return f"{info.st_ino:x}-{info.st_size:x}-{info.st_mtime_ns:x}-{info.st_ctime_ns:x}"
-
-
-def _file_stat(info: os.stat_result) -> FileStat:
-    return FileStat(_kind(info.st_mode), info.st_size, info.st_mtime, st_.S_IMODE(info.st_mode),
-                    info.st_ctime, etag(info) if st_.S_ISREG(info.st_mode) else "")
-
-
-@dataclass(frozen=True)
-class Entry:
-    name: str
-    kind: Kind
-
-
-def _kind(mode: int) -> Kind:
-    if st_.S_ISREG(mode):
-        return "file"
-    if st_.S_ISDIR(mode):
-        return "directory"
-    if st_.S_ISLNK(mode):
-        return "symlink"
-    return "other"
 
 
 def _names(path: str) -> list[str]:
@@ -213,7 +108,7 @@ class Fence:
         try:
             self._fd = os.open(given, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as exc:
-            raise _error(os.fspath(root), exc) from None
+            raise error_of(os.fspath(root), exc) from None
         self.root = Path(os.path.realpath(given))
         self._spellings = [tuple(_names(p)) for p in dict.fromkeys([given, str(self.root)])]
 
@@ -253,7 +148,7 @@ class Fence:
         try:
             yield self._walk(path, stack, [] if names is None else names, follow=follow, create=create)
         except OSError as exc:
-            raise _error(path, exc) from None
+            raise error_of(path, exc) from None
         finally:
             for fd in stack:
                 os.close(fd)
@@ -358,7 +253,7 @@ class Fence:
             try:
                 data = f.read(max_bytes + 1)
             except OSError as exc:
-                raise _error(path, exc) from None
+                raise error_of(path, exc) from None
         if len(data) > max_bytes:
             raise TooLarge(path, f"{path} is larger than {max_bytes} bytes")
         return data
@@ -389,13 +284,13 @@ class Fence:
                         raise TooLarge(path, f"the lines asked of {path} are larger than {max_bytes} bytes")
                     taken += 1  # a whole line: it ends in \n, or at the end of the file
             except OSError as exc:
-                raise _error(path, exc) from None
+                raise error_of(path, exc) from None
         return bytes(out)
 
     def stat(self, path: str, *, follow: bool = True) -> FileStat:
         with self._spot(path, follow=follow) as (folder, name):
             info = os.fstat(folder) if name is None else os.stat(name, dir_fd=folder, follow_symlinks=False)
-        return _file_stat(info)
+        return file_stat(info)
 
     def list_dir(self, path: str = "") -> list[Entry]:
         """The folder's entries, sorted by name; links are reported as links."""
@@ -403,7 +298,7 @@ class Fence:
             fd = os.open(name or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
             try:
                 with os.scandir(fd) as entries:
-                    found = [Entry(e.name, _kind(e.stat(follow_symlinks=False).st_mode)) for e in entries]
+                    found = [Entry(e.name, kind_of(e.stat(follow_symlinks=False).st_mode)) for e in entries]
             finally:
                 os.close(fd)
         return sorted(found, key=lambda e: e.name)

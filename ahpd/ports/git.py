@@ -134,8 +134,7 @@ class Repo:
         index = repo.index
         index.read(False)
         tree = self.head_tree()
-        staged = (tree.diff_to_index(index) if tree is not None
-                  else repo[_EMPTY_TREE].diff_to_index(index))
+        staged = (tree if tree is not None else self._tree(_EMPTY_TREE)).diff_to_index(index)
         staged.find_similar(DiffFind.FIND_RENAMES)
         rows: dict[str, Change] = {}
         for delta in staged.deltas:
@@ -173,6 +172,14 @@ class Repo:
             return None
         return _tree_blob(obj.peel(pygit2.Tree), path)
 
+    def _tree(self, treeish: str) -> pygit2.Tree:
+        """The tree a tree or commit id names. A snapshot is a tree nothing refers to, which
+        ``git gc`` may prune once it is old: that is a GitError, said, not a crash."""
+        obj = self.repo.get(treeish)
+        if obj is None:
+            raise GitError(f"{treeish} is no longer in the repository at {self.root}")
+        return obj.peel(pygit2.Tree)
+
     def snapshot(self) -> str:
         """The working tree as a tree object (tracked and untracked files,
         ignored ones left out), written into the object database from an
@@ -185,8 +192,8 @@ class Repo:
 
     def diff_trees(self, old: str, new: str) -> list[Change]:
         """What changed between two trees (snapshots or commits), under the folder."""
-        a = self.repo.get(old).peel(pygit2.Tree)
-        b = self.repo.get(new).peel(pygit2.Tree)
+        a = self._tree(old)
+        b = self._tree(new)
         diff = a.diff_to_tree(b)
         diff.find_similar(DiffFind.FIND_RENAMES)
         out = []
@@ -214,12 +221,12 @@ class Repo:
         if repo.head_is_detached:
             facts["branchName"] = "HEAD"
         else:
-            name = repo.references.get("HEAD").target  # type: ignore[union-attr]
+            name = repo.references["HEAD"].target
             branch_name = str(name).removeprefix("refs/heads/")
             facts["branchName"] = branch_name
             branch = repo.branches.local.get(branch_name)
             upstream = branch.upstream if branch is not None and not repo.head_is_unborn else None
-            if upstream is not None:
+            if branch is not None and upstream is not None:
                 facts["upstreamBranchName"] = upstream.branch_name
                 ahead, behind = repo.ahead_behind(branch.target, upstream.target)
                 facts["ahead"], facts["behind"] = ahead, behind
@@ -377,7 +384,7 @@ class Repo:
         """Put one working-tree file back to what it was in a snapshot (the
         index is not touched): absent there, the file is removed."""
         self._writable()
-        entry = _tree_entry(self.repo.get(tree_id).peel(pygit2.Tree), path)
+        entry = _tree_entry(self._tree(tree_id), path)
         full = self.root / path
         if entry is None:
             if full.is_symlink() or full.exists():
@@ -385,7 +392,7 @@ class Repo:
                 _prune_empty(full.parent, self.root)
             return
         full.parent.mkdir(parents=True, exist_ok=True)
-        data = self.repo[entry.id].data
+        data = entry.data
         if full.is_symlink():
             full.unlink()
         if entry.filemode == FileMode.LINK:
@@ -449,14 +456,14 @@ def _git(cwd: Path, *args: str) -> str:
     return done.stdout
 
 
-def _tree_entry(tree: pygit2.Tree | None, path: str) -> pygit2.Object | None:
+def _tree_entry(tree: pygit2.Tree | None, path: str) -> pygit2.Blob | None:
     if tree is None:
         return None
     try:
         entry = tree[path]
     except KeyError:
         return None
-    return entry if entry.type_str == "blob" else None
+    return entry if isinstance(entry, pygit2.Blob) else None
 
 
 def _tree_blob(tree: pygit2.Tree | None, path: str) -> str | None:

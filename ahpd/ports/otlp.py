@@ -12,6 +12,7 @@ names the proto declares.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -43,8 +44,6 @@ def any_value(value: Any) -> dict[str, Any]:
     if isinstance(value, float):
         return {"doubleValue": value}
     if isinstance(value, bytes):
-        import base64
-
         return {"bytesValue": base64.b64encode(value).decode()}
     if isinstance(value, Mapping):
         return {"kvlistValue": {"values": attributes(value)}}

@@ -97,7 +97,7 @@ class Pty:
         """Reap the leader; its exit code, or None when a signal ended it."""
         while not self.reaped:
             await trio.lowlevel.wait_readable(self._pidfd)
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            pid, status = os.waitpid(self.pid, os.WNOHANG)  # noqa: ASYNC222 - WNOHANG: it never waits
             if pid == 0:
                 continue
             self.reaped = True

@@ -10,22 +10,22 @@ is kept. The token spells the user it belongs to (``<id>:<secret>``), so a
 sign-in verifies one hash rather than trying every user's, and an unknown
 user and a wrong secret can be told apart in the refusal. The file is read
 again on every sign-in, so a user added or removed while the daemon runs
-counts from the next ``authenticate``. Writes go to a private temporary file
-renamed over the old one: a crash leaves the old directory whole.
+counts from the next ``authenticate``. Writes replace the file at once
+(:func:`~ahpd.ports.atomic.write_atomic`): a crash leaves the old directory whole.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import argon2
+
+from ahpd.ports.atomic import write_atomic
 
 USERS_FILE = "users.json"
 #: The protected resource whose token this host verifies itself.
@@ -65,16 +65,7 @@ class UserDirectory:
         return users
 
     def _save(self, users: dict[str, dict[str, Any]]) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=".users.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"users": users}, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)  # mkstemp made it 0600
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_atomic(self.path, json.dumps({"users": users}, indent=1, sort_keys=True))  # private: 0600
 
     def list(self) -> list[dict[str, Any]]:
         return [{"id": uid, "createdAt": rec.get("createdAt", "")} for uid, rec in sorted(self._load().items())]

@@ -143,7 +143,7 @@ class _Converter:
         for key, element in value.items():
             try:
                 out[key] = self.c.structure(element, item)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - re-raised with its key
                 raise _Located(_key_path(key), exc) from None
         return out
 
@@ -202,7 +202,9 @@ class _Converter:
             for f in attrs.fields(cls)
             if f.metadata.get(CONST)
         }
-        return make_dict_unstructure_fn(cls, self.c, _cattrs_omit_if_default=True, **consts)
+        # mypy checks a spread dict against every keyword, the bool flags too; the keys here are
+        # field names, which cattrs takes as AttributeOverrides.
+        return make_dict_unstructure_fn(cls, self.c, _cattrs_omit_if_default=True, **consts)  # type: ignore[arg-type]
 
     # -- unions --------------------------------------------------------------
 
@@ -246,7 +248,7 @@ class _Converter:
         for cls in candidates:
             try:
                 return self.c.structure(value, cls)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - the candidate that got furthest is re-raised below
                 errors.append((cls, exc))
         # Report the candidate that got furthest: the longest path wins.
         best = max(errors, key=lambda e: len(_path_of(e[1])))[1]
@@ -257,6 +259,7 @@ class _Located(Exception):
     """An error on its way out, collecting the path segments it passed."""
 
     def __init__(self, segment: str, cause: BaseException) -> None:
+        self.segments: list[str]
         if isinstance(cause, _Located):
             self.segments = [segment, *cause.segments]
             self.cause: BaseException = cause.cause

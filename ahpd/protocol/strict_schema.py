@@ -33,7 +33,7 @@ _NONE = type(None)
 
 def _union_names() -> dict[Any, str]:
     """Named unions of the model (``StateAction``...), so they stay named."""
-    names = {}
+    names: dict[Any, str] = {}
     for name, value in vars(model).items():
         if typing.get_origin(value) in (Union, types.UnionType) and value != model.Number:
             names.setdefault(value, name)

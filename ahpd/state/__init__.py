@@ -8,8 +8,8 @@ structure, and an action that changes nothing returns the very same state
 object, so `new is old` detects a no-op.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: it would bind the name
+# ``annotations`` that the channel module of that name takes below.
 from typing import Any
 
 from . import annotations, automation, automation_run, changeset, chat, resource_watch, root, session, terminal

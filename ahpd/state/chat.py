@@ -12,125 +12,39 @@ clients and the host agree on status without a separate status action.
 `startedAt + duration`. Nothing else moves it (input requests, answers,
 truncation, a resumed turn), and no clock is read, so the snapshot the host
 serves equals the state every client reduced.
+
+The tool-call state machine is :mod:`~ahpd.state._chat_tool_calls`, and
+what both modules share (the registry, the status, locating parts) is
+:mod:`~ahpd.state._chat_parts`; importing this module registers them all.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-from collections.abc import Callable
 from typing import Any
 
 from . import _status as st
-from ._registry import Action, Registry, State
-from ._util import ABSENT, add_directory, assign, coalesce, compact, field, present, remove_directory, upsert, without
-
-registry = Registry("chat")
-handles = registry.handles
-
-Part = dict[str, Any]
-ToolCall = dict[str, Any]
-
-# Tool call statuses
-STREAMING = "streaming"
-PENDING_CONFIRMATION = "pending-confirmation"
-RUNNING = "running"
-AUTH_REQUIRED = "auth-required"
-PENDING_RESULT_CONFIRMATION = "pending-result-confirmation"
-COMPLETED = "completed"
-CANCELLED = "cancelled"
-
-# Response part kinds
-MARKDOWN = "markdown"
-REASONING = "reasoning"
-TOOL_CALL = "toolCall"
-INPUT_REQUEST = "inputRequest"
-ERROR_PART = "error"
-
-_BLOCKING = (PENDING_CONFIRMATION, PENDING_RESULT_CONFIRMATION, AUTH_REQUIRED)
-
-
-# ── Status ───────────────────────────────────────────────────────────────────
-
-
-def _has_open_input_request(state: State) -> bool:
-    turn = state.get("activeTurn")
-    return bool(turn) and any(
-        p.get("kind") == INPUT_REQUEST and "response" not in p for p in turn["responseParts"]
-    )
-
-
-def _has_blocking_tool_call(state: State) -> bool:
-    turn = state.get("activeTurn")
-    return bool(turn) and any(
-        p.get("kind") == TOOL_CALL and p["toolCall"].get("status") in _BLOCKING
-        for p in turn["responseParts"]
-    )
-
-
-def _summary_status(state: State, terminal: int | None = None) -> int:
-    if terminal is not None:
-        activity = terminal
-    elif _has_open_input_request(state) or _has_blocking_tool_call(state):
-        activity = st.INPUT_NEEDED
-    elif state.get("activeTurn"):
-        activity = st.IN_PROGRESS
-    else:
-        activity = st.IDLE
-    return st.with_activity(state["status"], activity)
-
-
-def _refresh_status(state: State) -> State:
-    status = _summary_status(state)
-    return state if status == state["status"] else {**state, "status": status}
-
-
-def _unread_with_status(state: State) -> State:
-    """Recompute status and mark unread: new activity the user has not seen."""
-    return {**state, "status": st.with_flag(_summary_status(state), st.IS_READ, False)}
-
-
-# ── modifiedAt ───────────────────────────────────────────────────────────────
-
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
-_MS = _dt.timedelta(milliseconds=1)
-
-
-def _after(started_at: Any, duration: Any) -> str | None:
-    """`startedAt + duration` (milliseconds) as an ISO 8601 UTC timestamp
-    with milliseconds, the way JavaScript's `toISOString` writes it; None
-    when either cannot be read (then `modifiedAt` stays where it was)."""
-    if not isinstance(started_at, str) or isinstance(duration, bool) or not isinstance(duration, (int, float)):
-        return None
-    try:
-        start = _dt.datetime.fromisoformat(started_at)
-        if start.tzinfo is None:
-            start = start.replace(tzinfo=_dt.UTC)
-        ms = (start - _EPOCH) // _MS + int(duration)
-        return (_EPOCH + ms * _MS).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    except (ValueError, OverflowError):
-        return None
-
-
-def _modified(state: State, at: str | None) -> State:
-    return state if at is None else {**state, "modifiedAt": at}
-
-
-# ── Locating parts ───────────────────────────────────────────────────────────
-
-
-def _active_turn(state: State, turn_id: str) -> dict[str, Any] | None:
-    turn = state.get("activeTurn")
-    return turn if turn and turn.get("id") == turn_id else None
-
-
-def _with_parts(state: State, turn: dict[str, Any], parts: list[Part]) -> State:
-    return {**state, "activeTurn": {**turn, "responseParts": parts}}
-
-
-def _part_id(part: Part) -> Any:
-    if part.get("kind") == TOOL_CALL:
-        return part["toolCall"].get("toolCallId")
-    return part.get("id")
+from ._chat_parts import (
+    COMPLETED,
+    CANCELLED,
+    ERROR_PART,
+    INPUT_REQUEST,
+    MARKDOWN,
+    REASONING,
+    TOOL_CALL,
+    Part,
+    active_turn,
+    after,
+    handles,
+    modified,
+    part_id,
+    registry,
+    summary_status,
+    unread_with_status,
+    with_parts,
+)
+from ._chat_tool_calls import skipped
+from ._registry import Action, State
+from ._util import ABSENT, add_directory, assign, coalesce, compact, field, remove_directory, upsert, without
 
 
 def _append_text(state: State, action: Action, kind: str) -> State:
@@ -139,74 +53,18 @@ def _append_text(state: State, action: Action, kind: str) -> State:
     Any other outcome (no such turn or part, or a part of another kind,
     e.g. a delta aimed at a reasoning part) changes nothing.
     """
-    turn = _active_turn(state, action["turnId"])
+    turn = active_turn(state, action["turnId"])
     if turn is None:
         return state
     parts = turn["responseParts"]
     for i, part in enumerate(parts):
-        if _part_id(part) == action["partId"]:
+        if part_id(part) == action["partId"]:
             if part.get("kind") != kind:
                 return state
             parts = list(parts)
             parts[i] = {**part, "content": part["content"] + action["content"]}
-            return _with_parts(state, turn, parts)
+            return with_parts(state, turn, parts)
     return state
-
-
-def _update_tool_call(
-    state: State, action: Action, update: Callable[[ToolCall], ToolCall]
-) -> State:
-    """Apply `update` to the tool call `action.toolCallId` of turn `action.turnId`.
-
-    `update` returns its argument unchanged to reject a transition; then
-    the whole state is returned unchanged.
-    """
-    turn = _active_turn(state, action["turnId"])
-    if turn is None:
-        return state
-    changed = False
-    parts: list[Part] = []
-    for part in turn["responseParts"]:
-        if part.get("kind") == TOOL_CALL and part["toolCall"].get("toolCallId") == action["toolCallId"]:
-            updated = update(part["toolCall"])
-            if updated is not part["toolCall"]:
-                changed = True
-                part = {**part, "toolCall": updated}
-        parts.append(part)
-    return _with_parts(state, turn, parts) if changed else state
-
-
-def _base(tc: ToolCall, meta: Any = ABSENT) -> dict[str, Any]:
-    """Fields every tool call state carries, with an optional `_meta` override."""
-    return {
-        "toolCallId": tc["toolCallId"],
-        "toolName": tc.get("toolName", ABSENT),
-        "displayName": tc.get("displayName", ABSENT),
-        "intention": tc.get("intention", ABSENT),
-        "contributor": tc.get("contributor", ABSENT),
-        "_meta": coalesce(meta, tc.get("_meta", ABSENT)),
-    }
-
-
-def _optional(key: str, value: Any) -> dict[str, Any]:
-    """`{key: value}` when the value exists (TS `...(v ? {k: v} : {})` on objects)."""
-    return {key: value} if present(value) else {}
-
-
-def _refine_contributor(current: Any, proposed: Any) -> Any:
-    """Accept a ready-time contributor unless it changes execution ownership.
-
-    A client-owned call keeps its `clientId`, and a call that did not start
-    client-owned cannot become so.
-    """
-    if not present(proposed):
-        return current
-    if present(current) and current.get("kind") == "client":
-        same = proposed.get("kind") == "client" and proposed.get("clientId") == current.get("clientId")
-        return proposed if same else current
-    if proposed.get("kind") == "client":
-        return current
-    return proposed
 
 
 # ── Turn lifecycle ───────────────────────────────────────────────────────────
@@ -224,7 +82,7 @@ def _end_turn(
     recorded as cancelled (`skipped`). The producer-supplied duration is
     clamped to be non-negative.
     """
-    active = _active_turn(state, action["turnId"])
+    active = active_turn(state, action["turnId"])
     if active is None:
         return state
     parts: list[Part] = []
@@ -233,17 +91,7 @@ def _end_turn(
         if tc is None or tc.get("status") in (COMPLETED, CANCELLED):
             parts.append(part)
             continue
-        streaming = tc.get("status") == STREAMING
-        cancelled = compact(
-            {
-                "status": CANCELLED,
-                **_base(tc),
-                "invocationMessage": tc.get("invocationMessage", "") if streaming else tc.get("invocationMessage", ABSENT),
-                "toolInput": ABSENT if streaming else tc.get("toolInput", ABSENT),
-                "reason": "skipped",
-            }
-        )
-        parts.append({"kind": TOOL_CALL, "toolCall": cancelled})
+        parts.append({"kind": TOOL_CALL, "toolCall": skipped(tc)})
     if error_part is not None:
         parts.append(error_part)
     turn = compact(
@@ -257,10 +105,10 @@ def _end_turn(
             "state": turn_state,
         }
     )
-    next_state = _modified({**without(state, "activeTurn"), "turns": [*state["turns"], turn]},
-                           _after(active.get("startedAt"), turn["duration"]))
+    next_state = modified({**without(state, "activeTurn"), "turns": [*state["turns"], turn]},
+                           after(active.get("startedAt"), turn["duration"]))
     terminal = st.ERROR if turn_state == "error" else None
-    return {**next_state, "status": _summary_status(next_state, terminal)}
+    return {**next_state, "status": summary_status(next_state, terminal)}
 
 
 @handles("chat/turnStarted")
@@ -273,7 +121,7 @@ def turn_started(state: State, action: Action, **_: object) -> State:
             "responseParts": [],
         }
     )
-    next_state = _unread_with_status({**state, "activeTurn": active})
+    next_state = unread_with_status({**state, "activeTurn": active})
     if isinstance(action.get("startedAt"), str):
         next_state["modifiedAt"] = action["startedAt"]
     queued_id = action.get("queuedMessageId")
@@ -300,14 +148,14 @@ def reasoning(state: State, action: Action, **_: object) -> State:
 
 @handles("chat/responsePart")
 def response_part(state: State, action: Action, **_: object) -> State:
-    turn = _active_turn(state, action["turnId"])
+    turn = active_turn(state, action["turnId"])
     if turn is None:
         return state
     if action["part"].get("kind") == ERROR_PART:
         # Newer than the reducers we could read; per the schema an error part
         # only enters through chat/error, which also ends the turn.
         return state
-    return _with_parts(state, turn, [*turn["responseParts"], action["part"]])
+    return with_parts(state, turn, [*turn["responseParts"], action["part"]])
 
 
 @handles("chat/turnComplete")
@@ -352,12 +200,12 @@ def turn_resume(state: State, action: Action, **_: object) -> State:
             "usage": last.get("usage", ABSENT),
         }
     )
-    return _unread_with_status({**state, "turns": turns[:-1], "activeTurn": active})
+    return unread_with_status({**state, "turns": turns[:-1], "activeTurn": active})
 
 
 @handles("chat/usage")
 def usage(state: State, action: Action, **_: object) -> State:
-    turn = _active_turn(state, action["turnId"])
+    turn = active_turn(state, action["turnId"])
     if turn is None:
         return state
     return {**state, "activeTurn": {**turn, "usage": action["usage"]}}
@@ -374,7 +222,7 @@ def truncated(state: State, action: Action, **_: object) -> State:
     else:
         # Clearing everything also forgets the cursor to older history.
         next_state = {**without(state, "activeTurn", "turnsNextCursor"), "turns": []}
-    return {**next_state, "status": _summary_status(next_state)}
+    return {**next_state, "status": summary_status(next_state)}
 
 
 @handles("chat/turnsLoaded")
@@ -386,251 +234,6 @@ def turns_loaded(state: State, action: Action, **_: object) -> State:
         turns=[*older, *state["turns"]],
         turnsNextCursor=field(action, "turnsNextCursor"),
     )
-
-
-# ── Tool calls ───────────────────────────────────────────────────────────────
-
-
-@handles("chat/toolCallStart")
-def tool_call_start(state: State, action: Action, **_: object) -> State:
-    turn = _active_turn(state, action["turnId"])
-    if turn is None:
-        return state
-    tool_call = compact(
-        {
-            "toolCallId": action["toolCallId"],
-            "toolName": action.get("toolName", ABSENT),
-            "displayName": action.get("displayName", ABSENT),
-            "intention": action.get("intention", ABSENT),
-            "contributor": action.get("contributor", ABSENT),
-            "_meta": action.get("_meta", ABSENT),
-            "status": STREAMING,
-        }
-    )
-    return _with_parts(state, turn, [*turn["responseParts"], {"kind": TOOL_CALL, "toolCall": tool_call}])
-
-
-@handles("chat/toolCallDelta")
-def tool_call_delta(state: State, action: Action, **_: object) -> State:
-    def stream(tc: ToolCall) -> ToolCall:
-        if tc.get("status") != STREAMING:
-            return tc
-        out = dict(tc)
-        if "_meta" in action:
-            out["_meta"] = action["_meta"]
-        if "content" in action:
-            out["partialInput"] = tc.get("partialInput", "") + action["content"]
-        return assign(out, invocationMessage=coalesce(field(action, "invocationMessage"), tc.get("invocationMessage", ABSENT)))
-
-    return _update_tool_call(state, action, stream)
-
-
-@handles("chat/toolCallReady")
-def tool_call_ready(state: State, action: Action, **_: object) -> State:
-    def ready(tc: ToolCall) -> ToolCall:
-        status = tc.get("status")
-        if status not in (STREAMING, RUNNING, PENDING_CONFIRMATION):
-            return tc
-        base = {
-            **_base(tc, field(action, "_meta")),
-            "contributor": _refine_contributor(tc.get("contributor", ABSENT), field(action, "contributor")),
-            "intention": coalesce(field(action, "intention"), tc.get("intention", ABSENT)),
-        }
-        tool_input = coalesce(field(action, "toolInput"), ABSENT if status == STREAMING else tc.get("toolInput", ABSENT))
-        if action.get("confirmed"):
-            return compact(
-                {
-                    "status": RUNNING,
-                    **base,
-                    "invocationMessage": action["invocationMessage"],
-                    "toolInput": tool_input,
-                    "confirmed": action["confirmed"],
-                }
-            )
-        # Re-readying a pending call refreshes it; what the action omits is kept.
-        pending = tc if status == PENDING_CONFIRMATION else {}
-        keep = {
-            key: coalesce(field(action, key), pending.get(key, ABSENT))
-            for key in ("confirmationTitle", "riskAssessment", "edits", "editable", "options")
-        }
-        return compact(
-            {
-                "status": PENDING_CONFIRMATION,
-                **base,
-                "invocationMessage": action["invocationMessage"],
-                "toolInput": tool_input,
-                **keep,
-            }
-        )
-
-    return _refresh_status(_update_tool_call(state, action, ready))
-
-
-def _selected_option(tc: ToolCall, option_id: Any) -> Any:
-    options = tc.get("options")
-    if not option_id or options is None:
-        return ABSENT
-    return next((o for o in options if o.get("id") == option_id), ABSENT)
-
-
-@handles("chat/toolCallConfirmed")
-def tool_call_confirmed(state: State, action: Action, **_: object) -> State:
-    def confirm(tc: ToolCall) -> ToolCall:
-        if tc.get("status") != PENDING_CONFIRMATION:
-            return tc
-        base = _base(tc, field(action, "_meta"))
-        selected = _selected_option(tc, action.get("selectedOptionId"))
-        if action.get("approved"):
-            tool_input = tc.get("toolInput", ABSENT)
-            # An edit replaces inline input only; referenced input is
-            # rewritten by the host before it echoes the action.
-            if "editedToolInput" in action and isinstance(tool_input, str):
-                tool_input = action["editedToolInput"]
-            return compact(
-                {
-                    "status": RUNNING,
-                    **base,
-                    "invocationMessage": tc.get("invocationMessage", ABSENT),
-                    "toolInput": tool_input,
-                    "confirmed": action.get("confirmed", ABSENT),
-                    "selectedOption": selected,
-                }
-            )
-        return compact(
-            {
-                "status": CANCELLED,
-                **base,
-                "invocationMessage": tc.get("invocationMessage", ABSENT),
-                "toolInput": tc.get("toolInput", ABSENT),
-                "reason": action.get("reason", ABSENT),
-                "reasonMessage": action.get("reasonMessage", ABSENT),
-                "userSuggestion": action.get("userSuggestion", ABSENT),
-                "selectedOption": selected,
-            }
-        )
-
-    return _refresh_status(_update_tool_call(state, action, confirm))
-
-
-@handles("chat/toolCallComplete")
-def tool_call_complete(state: State, action: Action, **_: object) -> State:
-    def complete(tc: ToolCall) -> ToolCall:
-        status = tc.get("status")
-        if status not in (RUNNING, PENDING_CONFIRMATION, AUTH_REQUIRED):
-            return tc
-        result = action["result"]
-        # From auth-required only a failed result (the client giving up on
-        # the challenge) is valid: execution never resumed, so a success
-        # could not have been produced.
-        if status == AUTH_REQUIRED and result.get("success"):
-            return tc
-        was_confirmed = status in (RUNNING, AUTH_REQUIRED)
-        fields = {
-            **_base(tc, field(action, "_meta")),
-            "invocationMessage": tc.get("invocationMessage", ABSENT),
-            "toolInput": tc.get("toolInput", ABSENT),
-            "confirmed": tc.get("confirmed", ABSENT) if was_confirmed else "not-needed",
-            **_optional("selectedOption", tc.get("selectedOption") if was_confirmed else None),
-            **_optional("content", tc.get("content") if status == AUTH_REQUIRED else None),
-        }
-        # Giving up on auth is terminal: there is no result to review.
-        if action.get("requiresResultConfirmation") and status != AUTH_REQUIRED:
-            return {**compact({"status": PENDING_RESULT_CONFIRMATION, **fields}), **result}
-        return {**compact({"status": COMPLETED, **fields}), **result}
-
-    return _refresh_status(_update_tool_call(state, action, complete))
-
-
-@handles("chat/toolCallResultConfirmed")
-def tool_call_result_confirmed(state: State, action: Action, **_: object) -> State:
-    def review(tc: ToolCall) -> ToolCall:
-        if tc.get("status") != PENDING_RESULT_CONFIRMATION:
-            return tc
-        base = _base(tc, field(action, "_meta"))
-        common = {
-            **base,
-            "invocationMessage": tc.get("invocationMessage", ABSENT),
-            "toolInput": tc.get("toolInput", ABSENT),
-        }
-        if action.get("approved"):
-            kept = ("success", "pastTenseMessage", "content", "structuredContent", "error")
-            return compact(
-                {
-                    "status": COMPLETED,
-                    **common,
-                    "confirmed": tc.get("confirmed", ABSENT),
-                    **_optional("selectedOption", tc.get("selectedOption")),
-                    **{key: tc.get(key, ABSENT) for key in kept},
-                }
-            )
-        return compact(
-            {
-                "status": CANCELLED,
-                **common,
-                "reason": "result-denied",
-                **_optional("selectedOption", tc.get("selectedOption")),
-            }
-        )
-
-    return _refresh_status(_update_tool_call(state, action, review))
-
-
-@handles("chat/toolCallContentChanged")
-def tool_call_content_changed(state: State, action: Action, **_: object) -> State:
-    def replace_content(tc: ToolCall) -> ToolCall:
-        if tc.get("status") != RUNNING:
-            return tc
-        out = {**tc, "content": action["content"]}
-        if "_meta" in action:
-            out["_meta"] = action["_meta"]
-        return out
-
-    return _update_tool_call(state, action, replace_content)
-
-
-@handles("chat/toolCallAuthRequired")
-def tool_call_auth_required(state: State, action: Action, **_: object) -> State:
-    def pause(tc: ToolCall) -> ToolCall:
-        if tc.get("status") != RUNNING:
-            return tc
-        contributor = tc.get("contributor")
-        # Only calls served by an MCP server can wait on its authentication.
-        if not contributor or contributor.get("kind") != "mcp":
-            return tc
-        return compact(
-            {
-                "status": AUTH_REQUIRED,
-                **_base(tc, field(action, "_meta")),
-                "invocationMessage": tc.get("invocationMessage", ABSENT),
-                "toolInput": tc.get("toolInput", ABSENT),
-                "confirmed": tc.get("confirmed", ABSENT),
-                **_optional("selectedOption", tc.get("selectedOption")),
-                **_optional("content", tc.get("content")),
-                "auth": action["auth"],
-            }
-        )
-
-    return _refresh_status(_update_tool_call(state, action, pause))
-
-
-@handles("chat/toolCallAuthResolved")
-def tool_call_auth_resolved(state: State, action: Action, **_: object) -> State:
-    def resume(tc: ToolCall) -> ToolCall:
-        if tc.get("status") != AUTH_REQUIRED:
-            return tc
-        return compact(
-            {
-                "status": RUNNING,
-                **_base(tc, field(action, "_meta")),
-                "invocationMessage": tc.get("invocationMessage", ABSENT),
-                "toolInput": tc.get("toolInput", ABSENT),
-                "confirmed": tc.get("confirmed", ABSENT),
-                **_optional("selectedOption", tc.get("selectedOption")),
-                **_optional("content", tc.get("content")),
-            }
-        )
-
-    return _refresh_status(_update_tool_call(state, action, resume))
 
 
 # ── Input requests ───────────────────────────────────────────────────────────
@@ -657,13 +260,15 @@ def input_requested(state: State, action: Action, **_: object) -> State:
         parts[idx] = {"kind": INPUT_REQUEST, "request": assign(request, answers=answers)}
     else:
         parts.append({"kind": INPUT_REQUEST, "request": request})
-    return _unread_with_status(_with_parts(state, turn, parts))
+    return unread_with_status(with_parts(state, turn, parts))
 
 
 @handles("chat/inputAnswerChanged")
 def input_answer_changed(state: State, action: Action, **_: object) -> State:
     turn = state.get("activeTurn")
-    idx = _open_input_request(turn, action["requestId"]) if turn else -1
+    if not turn:
+        return state
+    idx = _open_input_request(turn, action["requestId"])
     if idx < 0:
         return state
     part = turn["responseParts"][idx]
@@ -674,13 +279,15 @@ def input_answer_changed(state: State, action: Action, **_: object) -> State:
         answers.pop(action["questionId"], None)
     parts = list(turn["responseParts"])
     parts[idx] = {**part, "request": assign(part["request"], answers=answers or ABSENT)}
-    return _with_parts(state, turn, parts)
+    return with_parts(state, turn, parts)
 
 
 @handles("chat/inputCompleted")
 def input_completed(state: State, action: Action, **_: object) -> State:
     turn = state.get("activeTurn")
-    idx = _open_input_request(turn, action["requestId"]) if turn else -1
+    if not turn:
+        return state
+    idx = _open_input_request(turn, action["requestId"])
     if idx < 0:
         return state
     part = turn["responseParts"][idx]
@@ -691,8 +298,8 @@ def input_completed(state: State, action: Action, **_: object) -> State:
         "request": assign(part["request"], answers=answers or ABSENT),
         "response": action["response"],
     }
-    next_state = _with_parts(state, turn, parts)
-    return {**next_state, "status": _summary_status(next_state)}
+    next_state = with_parts(state, turn, parts)
+    return {**next_state, "status": summary_status(next_state)}
 
 
 # ── Pending messages ─────────────────────────────────────────────────────────

@@ -80,8 +80,8 @@ def token_ok(request: h11.Request, token: str | None) -> bool:
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key in ("tkn", "token"):
             offered.append(value.encode())
-    for value in _header(request, b"authorization"):
-        scheme, _, credentials = value.strip().partition(b" ")
+    for header in _header(request, b"authorization"):
+        scheme, _, credentials = header.strip().partition(b" ")
         if scheme.lower() == b"bearer":
             offered.append(credentials.strip())
     # compare every candidate, so the time taken does not say which one matched

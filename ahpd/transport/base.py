@@ -292,7 +292,7 @@ class Connection:
             except PeerGone:
                 logger.info("%s: peer gone while writing", self.name)
                 self._peer_gone()
-            except Exception:
+            except Exception:  # noqa: BLE001 - the writer's boundary: this connection closes, not the server
                 # The writer's own fault: what is queued is dropped (the
                 # client would see a gap) and the connection closes with 1011.
                 logger.exception("%s: writing a frame failed; closing it with %d", self.name, INTERNAL_ERROR)

@@ -383,7 +383,7 @@ class _Server:
                 logger.info("%s gone (%s %s)", name, conn.close_code, conn.close_reason)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             logger.info("%s: connection lost (%s)", name, exc)
-        except Exception:
+        except Exception:  # noqa: BLE001 - one connection's failure, logged, must not end the server's others
             logger.exception("%s: transport failure", name)
         finally:
             self.connections -= 1

@@ -15,8 +15,9 @@ order of things. The rules, by the name a problem reports:
                     its own connection or, for a connection's first, on any other connection
                     watching the channel at the snapshot's serverSeq
 ``subscription``    an action on a channel this connection never subscribed to
-``turn-ending``     a turn ended twice (``chat/turnResume`` reopens one), ended while not running, or never ended (seen by no
-                    connection, on one that did not close); an ending without a duration
+``turn-ending``     a turn ended twice (``chat/turnResume`` reopens one), ended while not running, or
+                    never ended (seen by no connection, on one that did not close); an ending without
+                    a duration
 ``part-order``      a ``chat/delta``/``chat/reasoning``/tool call action before its part was opened,
                     or aimed at a part of another kind
 ``tool-ready``      ``chat/toolCallReady`` without ``confirmed`` where nobody was asked
@@ -86,7 +87,7 @@ class Turn:
     def __init__(self, started: int) -> None:
         self.started = started
         self.ended: int | None = None
-        self.parts: dict[str, str] = {}  # part id (or tool call id) -> kind
+        self.parts: dict[Any, str] = {}  # part id (or tool call id) -> kind
 
 
 class Connection:
@@ -101,16 +102,18 @@ class Connection:
         self.client_id: str | None = None
         self.requests: dict[Any, tuple[str, int, Any]] = {}  # c2s id -> (method, line, params)
         self.server_requests: dict[Any, tuple[str, int]] = {}  # s2c id -> (method, line)
-        self.last_seq: int | None = None
+        self.last_seq: float | None = None  # an int, unless a frame the schema refused said otherwise
         self.dispatched: dict[Any, dict[str, Any]] = {}  # clientSeq -> action
         self.channels: dict[str, Channel] = {}
         self.dropped: set[str] = set()
         # Actions on a channel whose first snapshot is still in flight: (serverSeq, action, path, line).
-        self.deferred: dict[str, list[tuple[int, dict[str, Any], str, int]]] = {}
-        self.turns: dict[tuple[str, str], Turn] = {}
-        self.running: dict[str, str] = {}  # chat channel -> turn id running
-        self.asked: dict[str, tuple[int, str]] = {}  # toolCallId -> (line, excerpt) of a ready that asks
-        self.answerable: set[str] = set()  # toolCallIds somebody was asked about or answered
+        self.deferred: dict[str, list[tuple[float, dict[str, Any], str, int]]] = {}
+        # Turn and tool call ids below are as the capture has them: strings in a well-formed
+        # action, anything (None, a number) in one the schema refused, which is followed all the same.
+        self.turns: dict[tuple[str, Any], Turn] = {}
+        self.running: dict[str, Any] = {}  # chat channel -> turn id running
+        self.asked: dict[Any, tuple[int, str]] = {}  # toolCallId -> (line, excerpt) of a ready that asks
+        self.answerable: set[Any] = set()  # toolCallIds somebody was asked about or answered
 
     def channel(self, uri: str) -> Channel:
         chan = self.channels.get(uri)
@@ -129,7 +132,7 @@ class Checker:
         self._frame: Frame | None = None
         self.frames = 0
         self.histories: dict[str, History] = {}  # channel -> what its watchers reduced
-        self.ended: set[tuple[str, str]] = set()  # (chat, turn id) seen ending on any connection
+        self.ended: set[tuple[str, Any]] = set()  # (chat, turn id) seen ending on any connection
         # A difference from what other connections reduced, reported once one of
         # them is seen still there after it: (problem, frame count, who).
         self.against_others: list[tuple[Problem, int, frozenset[str]]] = []
@@ -312,9 +315,12 @@ class Checker:
                 and conn.dispatched[seq] == params.get("action"))
 
     def snapshot(self, conn: Connection, snap: Any, at: str) -> None:
-        if not isinstance(snap, dict) or not isinstance(snap.get("state"), dict):
+        if not isinstance(snap, dict):
             return
-        uri, state = snap.get("resource"), snap["state"]
+        uri, state = snap.get("resource"), snap.get("state")
+        # Only a result that fits the schema gets here, so the resource is a string.
+        if not isinstance(uri, str) or not isinstance(state, dict):
+            return
         chan = conn.channel(uri)
         from_seq = snap.get("fromSeq", 0)
         _, others = chan.others(from_seq)
@@ -349,7 +355,9 @@ class Checker:
         action, uri, seq = env.get("action"), env.get("channel"), env.get("serverSeq")
         if not isinstance(action, dict) or not isinstance(uri, str) or not isinstance(seq, (int, float)):
             return
-        origin = env.get("origin") if isinstance(env.get("origin"), dict) else {}
+        origin = env.get("origin")
+        if not isinstance(origin, dict):
+            origin = {}
         own = (conn.client_id is not None and origin.get("clientId") == conn.client_id
                and origin.get("clientSeq") in conn.dispatched)
         if "rejectionReason" in env:
@@ -483,9 +491,9 @@ class Checker:
                             turn_id, line=turn.started if turn else None)
             for ident, (method, line, _) in conn.requests.items():
                 self.report("jsonrpc", f"{method} (id {ident}) was never answered", "$.id", ident, line=line)
-        for problem, at, others in self.against_others:
+        for problem, seen, others in self.against_others:
             # Only a connection seen after the snapshot surely watched up to it.
-            if any(self.connections[name].last_frame > at for name in others if name in self.connections):
+            if any(self.connections[name].last_frame > seen for name in others if name in self.connections):
                 self.problems.append(problem)
         self.problems.sort(key=lambda p: (p.path, p.line))
         return self.problems

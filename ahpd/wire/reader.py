@@ -68,6 +68,7 @@ def frame_of(record: Any, path: str, line: int, file_index: int = 0) -> Frame:
     if not isinstance(record, dict):
         raise ReadError(path, line, "not a JSON object")
     log = record.pop("_ahpLog", None)  # the record is ours: what is left is the message
+    message: Any  # a dict, a list (a batch), anything JSON; None when there is none
     if isinstance(log, dict):
         message = record
         direction, conn = log.get("dir"), log.get("connectionId")

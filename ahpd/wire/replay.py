@@ -149,7 +149,7 @@ class Channel:
             return None
         try:
             return reducers.reduce(self.kind, self.state, action) is not self.state
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - cannot tell; apply() reports the reducer's failure
             return None
 
     def expect(self) -> None:

@@ -37,8 +37,8 @@ def target(table: str, method: str, part: str = "") -> Target | None:
         if entry is None:
             return None
         return f"/{table}/{_escape(method)}/{part}", entry[0 if part == "params" else 1]
-    entry = (model.CLIENT_NOTIFICATIONS if table == "clientNotifications" else model.SERVER_NOTIFICATIONS).get(method)
-    return None if entry is None else (f"/{table}/{_escape(method)}", entry)
+    cls = (model.CLIENT_NOTIFICATIONS if table == "clientNotifications" else model.SERVER_NOTIFICATIONS).get(method)
+    return None if cls is None else (f"/{table}/{_escape(method)}", cls)
 
 
 def problems(where: Target, value: Any) -> list[tuple[str, str]]:

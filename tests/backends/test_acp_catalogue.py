@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ahpd.backends._acp_catalogue import history_turns
+from ahpd.backends.acp.catalogue import history_turns
 from tests.backends.acp_agents.harness import conversation, demo_backend, raw_backend
 
 

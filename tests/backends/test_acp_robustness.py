@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import trio
 
-from ahpd.backends.acp import AcpBackend
+from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import BackendError
 from tests.backends.acp_agents.harness import TIMEOUT, Recorder, conversation, raw_backend, reaped
 
@@ -34,7 +34,7 @@ async def test_many_updates_keep_their_order(cwd: Path) -> None:
 
 
 async def test_chatty_stderr_does_not_hang_and_is_logged(cwd: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="ahpd.backends.acp")
+    caplog.set_level(logging.INFO, logger="ahpd.backends.acp.backend")
     async with conversation(raw_backend(), cwd) as (conv, rec):
         # Far more than a pipe holds (64 KiB): an unread stderr would block the agent.
         await conv.prompt("chatty 2000000")
@@ -127,7 +127,7 @@ async def test_a_stubborn_agent_and_its_children_are_killed(cwd: Path, tmp_path:
     child = int(pidfile.read_text())
     # The child was in the agent's process group; it got SIGKILL (its parent reaps it, or init does).
     with trio.fail_after(5):
-        while Path(f"/proc/{child}").exists() and "Z" not in _state(child):
+        while Path(f"/proc/{child}").exists() and "Z" not in _state(child):  # noqa: ASYNC240 - /proc: answered at once
             await trio.sleep(0.02)
 
 

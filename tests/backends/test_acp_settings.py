@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ahpd.backends import _acp_settings as settings
+from ahpd.backends.acp import settings
 
 MODES = {"currentModeId": "ask", "availableModes": [
     {"id": "ask", "name": "Ask", "description": "Asks first"}, {"id": "code", "name": "Code", "description": "Acts"}]}

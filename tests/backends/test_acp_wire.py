@@ -10,10 +10,10 @@ import pytest
 from acp.exceptions import RequestError
 from acp.schema import ElicitationSchema, ListSessionsResponse, NewSessionResponse, PromptCapabilities, Usage
 
-from ahpd.backends import _acp_files
+from ahpd.backends.acp import files as _acp_files
 from ahpd.ports import fs
-from ahpd.backends._acp_files import confine, read_text, write_text
-from ahpd.backends._acp_wire import (
+from ahpd.backends.acp.files import confine, read_text, write_text
+from ahpd.backends.acp.wire import (
     elicitation_content,
     elicitation_questions,
     models_from_config,
@@ -22,7 +22,7 @@ from ahpd.backends._acp_wire import (
     stored_conversations,
     usage_info,
 )
-from ahpd.backends.acp import AcpBackend
+from ahpd.backends.acp.backend import AcpBackend
 from ahpd.protocol.strict_schema import validator
 
 

@@ -11,7 +11,7 @@ import trio
 
 pytest.importorskip("claude_agent_sdk")
 
-from ahpd.backends.claude import ClaudeBackend  # noqa: E402
+from ahpd.backends.claude.backend import ClaudeBackend  # noqa: E402
 from ahpd.backends.port import BackendError, PermissionRequest  # noqa: E402
 from ahpd.backends.translate import TurnTranslator  # noqa: E402
 from ahpd.protocol.strict_schema import validator  # noqa: E402

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ahpd.backends._claude_wire import available_commands
+from ahpd.backends.claude.wire import available_commands
 from ahpd.backends.port import HistoryTurn, PermissionOption, PermissionRequest
 from ahpd.backends.translate import TurnTranslator, pending_edits
-from ahpd.host.sessions.manager import command_customizations
-from ahpd.host.sessions.chats.turns import rebuild_turns
+from ahpd.host.sessions.catalogue import command_customizations
+from ahpd.host.sessions.chats.history import rebuild_turns
 from tests.schema import fits
 
 

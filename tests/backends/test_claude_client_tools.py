@@ -9,7 +9,7 @@ import trio
 
 pytest.importorskip("claude_agent_sdk")
 
-from ahpd.backends._claude_tools import (  # noqa: E402
+from ahpd.backends.claude.tools import (  # noqa: E402
     LEFT,
     PREFIX,
     ClientCall,

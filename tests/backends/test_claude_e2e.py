@@ -16,7 +16,7 @@ import trio
 
 pytest.importorskip("claude_agent_sdk")
 
-from ahpd.backends.claude import ClaudeBackend  # noqa: E402
+from ahpd.backends.claude.backend import ClaudeBackend  # noqa: E402
 from ahpd.backends.port import BackendError, PermissionRequest  # noqa: E402
 from ahpd.protocol.strict_schema import validator  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
@@ -164,7 +164,7 @@ async def test_a_session_stored_under_the_id_the_client_chose(api: fake_api.Fake
         await conv.prompt("name this one")
     listed = await claude.list_conversations()
     assert [c.backend_id for c in listed] == [chosen]
-    assert listed[0].cwd == str(cwd.resolve()) and "name this one" in listed[0].title
+    assert listed[0].cwd == str(cwd.resolve()) and "name this one" in listed[0].title  # noqa: ASYNC240 - a test's look at a local path
     assert listed[0].modified_at and listed[0].modified_at.endswith("Z")
     assert await claude.delete_conversation(chosen) is True
     assert await claude.list_conversations() == []

@@ -11,7 +11,7 @@ import trio
 
 pytest.importorskip("claude_agent_sdk")
 
-from ahpd.backends.claude import ClaudeBackend  # noqa: E402
+from ahpd.backends.claude.backend import ClaudeBackend  # noqa: E402
 from ahpd.backends.port import BackendError  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from tests.backends.claude_fixtures.harness import conversation  # noqa: E402

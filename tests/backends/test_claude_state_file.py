@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ahpd.backends import _claude_transcripts
+from ahpd.backends.claude import transcripts as _claude_transcripts
 
 
 def test_the_transcript_is_found_under_whichever_project_holds_it(tmp_path, monkeypatch) -> None:

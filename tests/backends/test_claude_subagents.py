@@ -14,7 +14,7 @@ import pytest
 
 sdk = pytest.importorskip("claude_agent_sdk")
 
-from ahpd.backends._claude_wire import StreamMapper  # noqa: E402
+from ahpd.backends.claude.wire import StreamMapper  # noqa: E402
 from ahpd.backends.port import PARENT_CALL_META  # noqa: E402
 from ahpd.backends.translate import TurnTranslator, subagent_content, subagent_meta  # noqa: E402
 from ahpd.protocol.strict_schema import validator  # noqa: E402

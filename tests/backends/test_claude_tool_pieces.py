@@ -9,7 +9,7 @@ import pytest
 
 sdk = pytest.importorskip("claude_agent_sdk")
 
-from ahpd.backends._claude_wire import StreamMapper, mcp_contributor  # noqa: E402
+from ahpd.backends.claude.wire import StreamMapper, mcp_contributor  # noqa: E402
 from ahpd.backends.translate import TurnTranslator  # noqa: E402
 from ahpd.protocol.strict_schema import validator  # noqa: E402
 

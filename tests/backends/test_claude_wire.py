@@ -8,7 +8,7 @@ import pytest
 
 sdk = pytest.importorskip("claude_agent_sdk")
 
-from ahpd.backends._claude_wire import (  # noqa: E402
+from ahpd.backends.claude.wire import (  # noqa: E402
     StreamMapper,
     available_commands,
     models_from_init,

@@ -103,7 +103,7 @@ async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monk
     pytest.importorskip("claude_agent_sdk")
     import trio
 
-    from ahpd.backends.claude import ClaudeBackend
+    from ahpd.backends.claude.backend import ClaudeBackend
     from ahpd.host.assembly import Host
     from tests.backends.claude_fixtures import fake_api
 

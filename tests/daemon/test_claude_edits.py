@@ -49,7 +49,7 @@ async def test_an_edit_asks_with_a_diff_served_until_settled(tmp_path: Path) -> 
                 assert ready["toolCallId"] == "toolu_edit" and "confirmed" not in ready
                 [edit] = ready["edits"]["items"]
                 fits("/$defs/FileEdit", edit)
-                file_uri = Path(target).resolve().as_uri()
+                file_uri = Path(target).resolve().as_uri()  # noqa: ASYNC240 - a test's look at a local path
                 assert edit["before"] == {"uri": file_uri, "content": {"uri": file_uri}}
                 assert edit["after"]["uri"] == file_uri
                 after = edit["after"]["content"]["uri"]

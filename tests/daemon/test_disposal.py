@@ -110,7 +110,7 @@ async def test_dispose_chat_right_after_create_chat_with_an_initial_message(tmp_
         async with rpc(daemon.url) as client:
             await client.initialize("ida")
             uri, main_chat = await create(client, tmp_path)
-            for n in range(3):
+            for _ in range(3):
                 side = f"ahp-chat:/{uuid.uuid4()}"
                 created = await client.call("createChat", {
                     "channel": uri, "chat": side, "initialMessage": {"text": "hello", "origin": {"kind": "user"}},

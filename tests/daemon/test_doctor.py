@@ -77,3 +77,30 @@ def test_a_broken_set_up_names_each_problem_and_its_fix(tmp_path: Path) -> None:
     assert "'/no/such/agent' is not found" in checks["agent ghost"]
     assert "did not answer ACP initialize" in checks["agent mute"]
     assert run.stdout.strip().endswith("of the checks failed")
+
+
+def test_an_agent_that_exits_before_reading_its_stdin_is_a_finding_not_a_crash(tmp_path: Path) -> None:
+    """Writing ``initialize`` to an agent that has already exited fails with a broken pipe or
+    not, depending on who wins the race; either way it is that agent's ✗ line, and the checks
+    after it still run. Twenty such agents in one run make losing the race all but certain.
+    An agent answering ``initialize`` with something other than an object is a finding too."""
+    quits = tmp_path / "quits"
+    quits.write_text("#!/bin/sh\nexit 0\n")
+    quits.chmod(0o755)
+    agents = [f"false{i}=/bin/false" for i in range(10)] + [f"quits{i}={quits}" for i in range(10)]
+    odd = tmp_path / "odd"  # answers initialize with something that is not an object
+    odd.write_text("#!/bin/sh\nread line\necho '{\"jsonrpc\": \"2.0\", \"id\": 0, \"result\": [1]}'\n")
+    odd.chmod(0o755)
+    run = doctor(tmp_path, "--data-dir", str(tmp_path / "d"), "--timeout", "20", "--agent", f"odd={odd}",
+                 *(arg for agent in agents for arg in ("--agent", agent)))
+    assert run.returncode == 1
+    assert "unexpected" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+    checks = by_name(run.stdout)
+    for agent in agents:
+        name, command = agent.split("=")
+        line = checks[f"agent {name}"]
+        assert line.startswith(f"{CROSS} agent {name}: {command}: it exited without answering initialize"), line
+        assert " — fix: " in line
+    assert checks["agent odd"].startswith(f"{CROSS} agent odd: {odd}: initialize answered '[1]', not an object")
+    assert {"open files", "round trip"} <= set(checks)
+    assert checks["open files"].startswith(CHECK)

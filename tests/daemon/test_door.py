@@ -50,7 +50,7 @@ async def _first_line(port: int) -> bytes:
 
 async def test_defaults_fit_the_open_file_limit_and_a_flood_gets_503(tmp_path) -> None:
     log = tmp_path / "stderr"
-    with open(log, "wb") as stderr:
+    with open(log, "wb") as stderr:  # noqa: ASYNC230 - the child's log file, opened before it starts
         async with running_daemon(tmp_path / "d", "--sessions", "memory", "--without-connection-token",
                                   stderr=stderr, preexec_fn=_nofile(256)) as daemon:
             port = urlsplit(daemon.url).port
@@ -67,7 +67,7 @@ async def test_defaults_fit_the_open_file_limit_and_a_flood_gets_503(tmp_path) -
                         async with rpc(daemon.url) as client:
                             await client.initialize("after-the-flood")
                             break
-                    except Exception:
+                    except Exception:  # noqa: BLE001 - refused or reset while the daemon catches up: try again
                         await trio.sleep(0.1)
             assert daemon.process.returncode is None
             daemon.terminate()
@@ -79,7 +79,7 @@ async def test_defaults_fit_the_open_file_limit_and_a_flood_gets_503(tmp_path) -
 
 async def test_out_of_file_descriptors_on_accept_the_daemon_waits_and_lives(tmp_path) -> None:
     log = tmp_path / "stderr"
-    with open(log, "wb") as stderr:
+    with open(log, "wb") as stderr:  # noqa: ASYNC230 - the child's log file, opened before it starts
         # caps above the open-file limit on purpose: accept itself runs out
         async with running_daemon(tmp_path / "d", "--sessions", "memory", "--without-connection-token",
                                   "--max-connections", "1000", "--max-pending-connections", "1000",
@@ -97,7 +97,7 @@ async def test_out_of_file_descriptors_on_accept_the_daemon_waits_and_lives(tmp_
                         async with rpc(daemon.url) as client:
                             await client.initialize("after-emfile")
                             break
-                    except Exception:
+                    except Exception:  # noqa: BLE001 - refused or reset while the daemon catches up: try again
                         await trio.sleep(0.2)
             assert daemon.process.returncode is None
             daemon.terminate()
@@ -110,7 +110,7 @@ async def test_out_of_file_descriptors_on_accept_the_daemon_waits_and_lives(tmp_
 async def test_a_client_cannot_forge_log_lines(tmp_path) -> None:
     forged = "a\nahpd ready: ws://127.0.0.1:1/\r\x1b[2J\u2028INFO fake"
     log = tmp_path / "stderr"
-    with open(log, "wb") as stderr:
+    with open(log, "wb") as stderr:  # noqa: ASYNC230 - the child's log file, opened before it starts
         async with running_daemon(tmp_path / "d", "--sessions", "memory", stderr=stderr) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize(forged)

@@ -149,12 +149,12 @@ async def test_stdio_end_to_end(tmp_path) -> None:
                 "initialSubscriptions": [ROOT]}},
             {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {}},
         ]
-        await process.stdin.send_all(b"{bad json\n" + "".join(json.dumps(l) + "\n" for l in lines).encode())
+        await process.stdin.send_all(b"{bad json\n" + "".join(json.dumps(message) + "\n" for message in lines).encode())
         received = b""
         with trio.fail_after(30):
             while received.count(b"\n") < 3:
                 received += await process.stdout.receive_some(65536)
-        replies = [json.loads(l) for l in received.decode().splitlines()]
+        replies = [json.loads(text) for text in received.decode().splitlines()]
         assert replies[0]["error"]["code"] == -32700
         assert replies[1]["result"]["protocolVersion"] == "0.9.0"
         assert replies[2] == {"jsonrpc": "2.0", "id": 2, "result": None}

@@ -129,7 +129,7 @@ async def test_diagnostics_state_files_debug_logs_containers_and_shutdown(tmp_pa
 
                 folder = (await client.call("vscode/collectAgentHostDebugLogs", {"kind": "directory"}))["result"]
                 where = Path(urlparse(folder["resource"]).path)
-                assert where.is_dir() and "listening on" in (where / "agenthost" / "ahpd.log").read_text()
+                assert where.is_dir() and "listening on" in (where / "agenthost" / "ahpd.log").read_text()  # noqa: ASYNC240 - a test's look at a local path
                 assert "events.jsonl" not in {e["path"] for e in folder["entries"]}
                 wrong = await client.call("vscode/collectAgentHostDebugLogs", {"kind": "tarball"})
                 assert wrong["error"]["code"] == -32602

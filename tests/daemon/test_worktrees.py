@@ -69,7 +69,7 @@ async def test_a_worktree_session_end_to_end(tmp_path) -> None:
         async with rpc(daemon.url) as client:
             await client.initialize("erin")
             trees = []
-            for n in range(2):
+            for _ in range(2):
                 uri = f"ahp-session:/{uuid.uuid4()}"
                 reply = await client.call("createSession", {
                     "channel": uri, "workingDirectories": [repo.as_uri()],
@@ -79,7 +79,7 @@ async def test_a_worktree_session_end_to_end(tmp_path) -> None:
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
                 [folder] = state["workingDirectories"]
                 tree = Path(folder.removeprefix("file://"))
-                assert tree.parent == repo.parent / "proj.worktrees" and tree.is_dir()
+                assert tree.parent == repo.parent / "proj.worktrees" and tree.is_dir()  # noqa: ASYNC240 - a test's look at a local path
                 assert (tree / "app.py").read_text() == "print(1)\n" and not (tree / "login.py").exists()
                 assert (tree / ".env").read_text() == "SECRET=1\n"  # copied
                 assert (tree / "node_modules").is_symlink()  # linked

@@ -252,7 +252,7 @@ async def demo_agent(
             wire.append(event.message)
 
     stderr_path = home.parent / f"{home.name}-stderr.log"
-    with open(stderr_path, "ab") as stderr:
+    with open(stderr_path, "ab") as stderr:  # noqa: ASYNC230 - the child's log file, opened before it starts
         async with spawn_agent_process(
             client,
             sys.executable,

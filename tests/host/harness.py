@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from ahpd.host.kernel.host import Host
+from ahpd.host.assembly import Host
 
 
 class MemoryConnection:

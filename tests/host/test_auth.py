@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 
 from ahpd.host.kernel.auth import token_for
-from ahpd.host.kernel.host import Host
+from ahpd.host.assembly import Host
 
 from .harness import connect
 

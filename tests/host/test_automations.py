@@ -21,7 +21,7 @@ import trio
 import trio.testing
 
 from ahpd.host.automations.automations import Automations, TrioClock
-from ahpd.host.kernel.host import Host
+from ahpd.host.assembly import Host
 from ahpd.ports.automation_store import AutomationStore
 
 from .harness import Client

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import trio
 
-from ahpd.host.sessions import store as store_module
-from ahpd.host.sessions.store import DecisionStore
+from ahpd.host.customizations import decisions as store_module
+from ahpd.host.customizations.decisions import DecisionStore
 
 
 def test_decisions_survive_a_new_store_and_stay_in_their_folder(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ brings the victim session there, and checks the report.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,15 +27,22 @@ import trio_websocket
 import ahpd.host.kernel.bus
 import ahpd.host.sessions.chats.turns
 from ahpd import state as reducers
-from ahpd.backends.acp import AcpBackend
+from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import PermissionRequest, Update
-from ahpd.host.kernel.host import Host
+from ahpd.host.assembly import Host
 from ahpd.transport.websocket import WebSocketConnection
 from tests.daemon.helpers import Rpc, action_of, dispatch, rpc, start_turn, until
 
 from .live import LiveHost, assert_alive, create, live_host, run_turn
 
 LIMIT = 60
+
+
+def _handle_events_with(v: Victim, on_event: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's events go to ``on_event``, through the sessions' hook
+    table (``SessionHooks.agent_event``), the way the host hands them on."""
+    sessions = v.live.host.sessions
+    monkeypatch.setattr(sessions, "hooks", dataclasses.replace(sessions.hooks, agent_event=on_event))
 
 
 class Victim:
@@ -102,7 +110,7 @@ async def agent_event(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
             raise RuntimeError("injected: cannot handle this update")
         real(chat, event)
 
-    monkeypatch.setattr(ahpd.host.sessions.chats.turns, "on_event", on_event)
+    _handle_events_with(v, on_event, monkeypatch)
     error = _error_of(await run_turn(v.client, v.chat, "hello", v.next_seq()))
     assert error["errorType"] == "RuntimeError" and "cannot handle" in error["message"]
     monkeypatch.undo()
@@ -119,7 +127,7 @@ async def permission_event(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
             raise KeyError("injected: no such tool")
         real(chat, event)
 
-    monkeypatch.setattr(ahpd.host.sessions.chats.turns, "on_event", on_event)
+    _handle_events_with(v, on_event, monkeypatch)
     error = _error_of(await run_turn(v.client, v.chat, "use a tool with permission", v.next_seq()))
     assert error["errorType"] == "KeyError"
     monkeypatch.undo()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from ahpd.host.kernel.host import Host
+from ahpd.host.assembly import Host
 from ahpd.host.kernel.seqstore import FileSeqStore, MemorySeqStore
 
 from ..schema import fits

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import trio
 
-from ahpd.host.kernel.host import Host
+from ahpd.host.assembly import Host
 
 from .harness import connect
 

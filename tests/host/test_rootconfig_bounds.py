@@ -7,8 +7,8 @@ import json
 import pytest
 import trio
 
-from ahpd.host.sessions.store import RootConfigStore
-from ahpd.host.kernel.host import Host
+from ahpd.host.kernel.rootconfig import RootConfigStore
+from ahpd.host.assembly import Host
 from ahpd.host.kernel.rootconfig import GIB, MIB, check_value
 
 from .harness import connect

@@ -18,7 +18,8 @@ import trio
 
 from ahpd.ports import atomic
 from ahpd.host.kernel.seqstore import BLOCK, FileSeqStore, Sequencer
-from ahpd.host.sessions.store import FileSessionStore, RootConfigStore, write_atomic
+from ahpd.host.kernel.rootconfig import RootConfigStore
+from ahpd.host.sessions.store import FileSessionStore, write_atomic
 
 from ..smalldisk import small_disk
 
@@ -73,7 +74,7 @@ async def test_session_saves_on_a_failing_disk_are_kept_retried_and_logged_once(
             disk.fill() if fault == "full" else disk.read_only()
             for n in range(200):  # a save per token, say
                 store.save(record(title=f"title {n}"))
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
             await wait_for(lambda: store.writes.failing is not None)
             assert store.writes.pending == 1
             assert [r["title"] for r in FileSessionStore(disk.path / "sessions").load_all()] == ["before"]

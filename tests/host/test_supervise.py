@@ -14,7 +14,7 @@ async def test_an_error_is_logged_reported_and_stops_there(caplog: pytest.LogCap
     reports: list[Exception] = []
     async with trio.open_nursery() as nursery:
         async def body() -> None:
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
             raise ValueError("boom")
 
         spawn(nursery, "the thing", body, report=reports.append)
@@ -32,7 +32,7 @@ async def test_an_error_inside_a_nursery_is_reported_as_itself() -> None:
 
 
 async def _raise(exc: BaseException) -> None:
-    await trio.sleep(0)
+    await trio.lowlevel.checkpoint()
     raise exc
 
 
@@ -91,7 +91,7 @@ async def test_a_failure_after_started_is_its_own() -> None:
 
     async def body(task_status: trio.TaskStatus[str]) -> None:
         task_status.started("up")
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         raise LookupError("later")
 
     async with trio.open_nursery() as nursery:

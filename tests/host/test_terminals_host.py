@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from ahpd.host.terminals import terminals as terminals_module
-from ahpd.host.kernel.host import Host
+from ahpd.host.assembly import Host
 from ahpd.ports.pty import PtyPort, session_members
 
 from .harness import connect

@@ -4,7 +4,7 @@ the session as its default chat encodes it, the call id as JavaScript's
 
 from __future__ import annotations
 
-from ahpd.host.sessions.manager import default_chat_uri
+from ahpd.host.sessions.common import default_chat_uri
 from ahpd.host.sessions.chats.workers import chat_uri
 
 
@@ -23,7 +23,7 @@ def test_a_task_call_read_back_from_a_transcript_has_the_hints_and_no_worker_lin
     its Task calls carry the subagent hints, never a link to nothing, and a
     subagent's own updates (tagged) stay out of the spawning chat."""
     from ahpd.backends.port import PARENT_CALL_META, HistoryTurn
-    from ahpd.host.sessions.chats.turns import rebuild_turns
+    from ahpd.host.sessions.chats.history import rebuild_turns
 
     task = {"description": "Look around", "prompt": "look", "subagent_type": "Explore"}
     updates = [

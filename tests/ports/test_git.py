@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from ahpd.ports import git as gitport
@@ -118,6 +120,17 @@ def test_discard_and_restore(tmp_path) -> None:
     assert git(repo, "stash", "list") == ""
 
 
+def test_a_snapshot_pruned_away_is_a_git_error(tmp_path) -> None:
+    """Nothing refers to a snapshot tree, so ``git gc`` may prune it: saying so beats an AttributeError."""
+    repo = mixed_repo(tmp_path / "r")
+    port = gitport.Repo(repo)
+    gone = "0123456789abcdef0123456789abcdef01234567"
+    with pytest.raises(gitport.GitError, match="no longer in the repository"):
+        port.diff_trees(gone, port.snapshot())
+    with pytest.raises(gitport.GitError, match="no longer in the repository"):
+        port.restore(gone, "keep.txt")
+
+
 def test_refusals(tmp_path) -> None:
     empty = make_repo(tmp_path / "empty")
     (empty / "a.txt").write_text("a\n")
@@ -134,7 +147,7 @@ def test_refusals(tmp_path) -> None:
     git(repo, "checkout", "-q", "main")
     (repo / "f.txt").write_text("main\n")
     git(repo, "commit", "-qam", "main")
-    with pytest.raises(Exception):
+    with pytest.raises(subprocess.CalledProcessError):  # the merge conflicts
         git(repo, "merge", "other")
     with pytest.raises(gitport.Refused, match="middle of a merge"):
         gitport.Repo(repo).commit("x")

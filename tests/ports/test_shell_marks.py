@@ -38,7 +38,7 @@ def test_any_split_gives_the_same_events(cuts: list[int]) -> None:
     reader = MarkReader()
     events: list = []
     bounds = [0, *sorted(cuts), len(STREAM)]
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in zip(bounds, bounds[1:], strict=False):
         events += reader.feed(STREAM[start:end])
     assert merged(events) == EXPECTED
 

@@ -48,7 +48,7 @@ async def test_send_counts_utf8_bytes_until_written_and_never_waits():
             assert await client.receive() == "é" * 10
             assert await client.receive() == "abc"
             while conn.queued_bytes:  # the writer subtracts right after its write
-                await trio.sleep(0)
+                await trio.lowlevel.checkpoint()
             written.set()
 
 
@@ -79,7 +79,7 @@ async def test_close_flushes_queued_frames_and_wakes_receive():
             async def reader() -> None:
                 woke.append(await c.receive())
             nursery.start_soon(reader)
-            await trio.sleep(0)  # let the reader block in receive()
+            await trio.lowlevel.checkpoint()  # let the reader block in receive()
             c.send("last words")
             c.close(4000, "done here")
             c.close(4001, "ignored")  # idempotent

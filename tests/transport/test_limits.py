@@ -193,7 +193,7 @@ async def test_clients_that_never_read_share_one_budget(caplog):
                     assert await reader.get_message() == f"tick {n}"
                     if all(c.closed for c in conns):
                         break
-                    await trio.sleep(0)
+                    await trio.lowlevel.checkpoint()
                 budget = live._budget
                 assert budget is not None and budget.total <= 4 * 2**20
                 assert not live.closed

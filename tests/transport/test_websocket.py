@@ -343,7 +343,7 @@ async def test_shutdown_is_bounded_when_a_client_does_not_read(monkeypatch):
             conn = await handler.next_connection()
             for _ in range(200):  # ~13 MB: more than the socket buffers hold
                 conn.send("w" * 65536)
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
             server.stop()
             await server.stopped.wait()
             assert transport_tasks() == []

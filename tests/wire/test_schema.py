@@ -62,7 +62,7 @@ def test_they_refuse_the_same_mutations() -> None:
             continue
         action = value["action"]
         required = [k for k in action if k != "type"]
-        mutations = [lambda a: a.update(undeclared=1)] + ([lambda a: a.pop(required[0])] if required else [])
+        mutations = [lambda a: a.update(undeclared=1)] + ([lambda a, key=required[0]: a.pop(key)] if required else [])
         for change in mutations:
             bad = copy.deepcopy(value)
             change(bad["action"])

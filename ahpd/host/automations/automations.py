@@ -59,10 +59,13 @@ from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from ahpd.host.kernel.supervise import spawn, supervised
 from ahpd.ports.automation_store import AutomationStore, Claim
+from ahpd.host.sessions.chats import turn_rules
+from ahpd.host.sessions.chats.turns import start_turn
+from ahpd.host.sessions.common import path_of
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Chat
+    from ahpd.host.sessions.chat import Chat
 
 log = logging.getLogger("ahpd.automations")
 
@@ -514,8 +517,6 @@ class Automations:
         if control["cancel"]:
             await self._finish(resource, "cancelled")
             return
-        from ahpd.host.sessions.chats.turns import start_turn
-
         message = definition["message"]
         self.host.bus.emit(chat.uri, {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": started,
                                       "message": message})
@@ -541,8 +542,6 @@ class Automations:
     async def _open_session(self, uri: str, run: dict[str, Any], definition: dict[str, Any]) -> Chat:
         """An ordinary session, made as createSession makes one, but with no
         request to fail: what goes wrong is ``session/creationFailed``."""
-        from ahpd.host.sessions.manager import path_of
-
         sessions = self.host.sessions
         if sessions is None:
             raise CreationFailed("ProviderNotFound", "this host runs no agents")
@@ -618,12 +617,10 @@ class Automations:
 
     def _cancel_turn(self, chat: Chat, turn_id: str) -> None:
         """Stop the run's turn the way a client's ``chat/turnCancelled`` does."""
-        from ahpd.host.sessions.chats import turns
-
         turn = chat.turn
         duration = turn.duration() if turn is not None and turn.turn_id == turn_id else 0
         cancel = {"type": "chat/turnCancelled", "turnId": turn_id, "duration": duration}
-        decision = turns.turn_cancelled(self.host, None, chat.uri, cancel)  # type: ignore[arg-type]
+        decision = turn_rules.turn_cancelled(self.host, None, chat.uri, cancel)  # type: ignore[arg-type]
         if isinstance(decision, Apply) and self.host.bus.emit(chat.uri, cancel) is not None and decision.after:
             decision.after()
 
@@ -883,3 +880,17 @@ CLIENT_ACTIONS = {
     "automation/removed": _rule("remove"),
     "automationRun/cancelRequested": _rule("cancel_requested"),
 }
+
+
+# -- what the sessions and the kernel ask (ahpd.host.table) ---------------------------------
+
+
+def capabilities_of(host: Any) -> dict[str, Any]:
+    """Advertised only by a host given a store."""
+    return {"automations": host.automations.capabilities()} if host.automations is not None else {}
+
+
+def session_disposed(session: Any) -> None:
+    """A run whose session goes is over."""
+    if session.host.automations is not None:
+        session.host.automations.session_gone(session.uri)

@@ -1,1 +1,6 @@
-"""changesets."""
+"""Changesets: what a session's turns changed in its git tree, and the
+operations on it (stage, discard, commit...), plus the window's handles on
+detached worktrees (``detached``). The tree a turn starts from and ends
+with is kept through the sessions' turn hooks; a changeset's before side is
+served through ``resourceRead`` by the kernel's ``readers`` hook.
+"""

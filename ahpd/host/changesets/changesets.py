@@ -51,10 +51,11 @@ from ahpd import state as reducers
 from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports import git as gitport
+from ahpd.host.sessions.summaries import set_meta
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Session
+    from ahpd.host.sessions.session import Session
     from ahpd.protocol import model
 
 log = logging.getLogger("ahpd.host")
@@ -743,8 +744,6 @@ async def refresh_git(session: Session, uncommitted: int | None = None) -> None:
     base = (getattr(session, "worktree", None) or {}).get("base")
     if base:
         facts["baseBranchName"] = base
-    from ahpd.host.sessions.summaries import set_meta
-
     set_meta(session, "git", facts)
 
 
@@ -755,3 +754,35 @@ def refresh_git_soon(session: Session, uncommitted: int | None = None) -> None:
         return
     if not session.disposed and session.nursery is not None:
         session.nursery.start_soon(refresh_git, session, uncommitted)
+
+
+# -- what the sessions and the kernel ask (ahpd.host.table) ---------------------------------
+
+
+async def open_channel(host: Host, uri: str) -> bool:
+    """A changeset's channel is opened when a client names it."""
+    return split(uri) is not None and await ensure(host, uri)
+
+
+def on_left(host: Host, peer: Any, uri: str) -> None:
+    left(host, uri)
+
+
+def files_touched(host: Host, folder: Path) -> None:
+    touch(host, folder=folder)
+
+
+def session_opened(session: Session, record: dict[str, Any]) -> None:
+    """Read the session's trees and reviews back, and offer its changesets."""
+    restore(session, record)
+    session.nursery.start_soon(advertise, session)
+
+
+def session_disposed(session: Session) -> None:
+    close_session(session.host, session)
+
+
+def turn_action(chat: Any, action: dict[str, Any]) -> None:
+    """A tool call that completed may have changed the tree."""
+    if action["type"] == "chat/toolCallComplete":
+        touch(chat.host, session=chat.session)

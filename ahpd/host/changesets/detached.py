@@ -248,3 +248,8 @@ COMMANDS = {
     "vscode/deleteAgentHostDetachedWorktree": delete_worktree,
     "vscode/reconcileAgentHostDetachedWorktrees": reconcile,
 }
+
+
+def capabilities_of(host: Any) -> dict[str, Any]:
+    """``InitializeResult._meta``: the window's handles on trees are served."""
+    return {"_meta": {"vscode.detachedWorktrees": True}}

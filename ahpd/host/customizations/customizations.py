@@ -28,12 +28,16 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd.host.customizations import plugins as agent_plugins
+from ahpd.host.customizations.plugins import children_of, refuse_and_resend
 from ahpd.host.kernel.dispatch import Apply, Refuse
+from ahpd.host.sessions.catalogue import mcp_state
 from ahpd.host.kernel.supervise import spawn
+from ahpd.host.sessions.common import path_of
+from ahpd.host.sessions.common import session_id
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Session
+    from ahpd.host.sessions.session import Session
 
 log = logging.getLogger("ahpd.host")
 
@@ -44,31 +48,7 @@ SETTLE_SECONDS = 30.0
 #: A chat's turn is over: nothing of it waits on a sign-in any more.
 _TURN_OVER = frozenset({"chat/turnComplete", "chat/turnCancelled", "chat/error"})
 
-_CONTAINER_KINDS = {"skills": "skill", "commands": "prompt", "agents": "agent", "rules": "rule"}
-
-
 # -- the session's list -------------------------------------------------------
-
-
-def mcp_state(server: dict[str, Any]) -> dict[str, Any]:
-    """The CLI's status of a server in the protocol's words. A server that
-    needs a sign-in is ``authRequired`` only when the resource to sign in to
-    is known (its URL); otherwise it is an error saying so, since a client
-    told to sign in with nowhere to do it is worse off than one told why."""
-    status = server.get("status")
-    if status == "connected":
-        return {"kind": "ready"}
-    if status == "pending":
-        return {"kind": "starting"}
-    if status == "disabled":
-        return {"kind": "stopped"}
-    url = (server.get("config") or {}).get("url")
-    if status == "needs-auth" and isinstance(url, str) and url:
-        return {"kind": "authRequired", "reason": "required", "resource": {"resource": url}}
-    message = server.get("error") or ("the server needs a sign-in" if status == "needs-auth"
-                                      else f"the server is {status}")
-    return {"kind": "error", "error": {
-        "errorType": "McpServerNeedsAuth" if status == "needs-auth" else "McpServerFailed", "message": message}}
 
 
 def mcp_entry(provider: str, server: dict[str, Any], cwd: Path) -> dict[str, Any]:
@@ -127,21 +107,6 @@ def _controls_mcp(session: Session) -> bool:
     return hasattr(session.backend, "mcp_servers")
 
 
-def _refuse_and_resend(session: Session, reason: str) -> Refuse:
-    """Refused out loud, and the list goes back out so every client's
-    control returns to where it was."""
-    def resend() -> None:
-        if session.uri in session.host.bus.channels:
-            session.host.bus.emit(session.uri, {"type": "session/customizationsChanged",
-                                                "customizations": session.state().get("customizations") or []})
-    spawn(session.nursery, f"re-sending the customizations of {session.uri}", _soon, resend)
-    return Refuse(reason)
-
-
-async def _soon(call: Any) -> None:
-    call()
-
-
 def customization_toggled(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     session = _session(host, channel)
     if session is None:
@@ -157,13 +122,13 @@ def customization_toggled(host: Host, peer: Peer, channel: str, action: dict[str
         return agent_plugins.toggled(session, entry, action)
     if kind == "mcpServer":
         if not _controls_mcp(session):
-            return _refuse_and_resend(session, f"{session.provider} cannot switch MCP server {entry['name']!r}: an "
+            return refuse_and_resend(session, f"{session.provider} cannot switch MCP server {entry['name']!r}: an "
                                                "ACP agent is handed its servers only when a conversation starts")
         enabled = action["enablement"][0]["enabled"] if action["enablement"] else True
         return Apply(action, after=lambda: _drive_soon(session, entry, "on" if enabled else "off"))
     what = {"prompt": "a prompt", "skill": "a skill", "agent": "a subagent", "directory": "a directory of "
             + str(entry.get("contents", "customization")) + "s", "plugin": "a plugin"}.get(kind, f"a {kind}")
-    return _refuse_and_resend(session, f"{session.provider} has no runtime switch for {what} "
+    return refuse_and_resend(session, f"{session.provider} has no runtime switch for {what} "
                                        f"({entry.get('name')!r}); it stays as it is")
 
 
@@ -176,7 +141,7 @@ def _mcp_rule(op: str):
         if entry is None or entry.get("type") != "mcpServer":
             return Refuse(f"no MCP server {action['id']!r} in this session")
         if not _controls_mcp(session):
-            return _refuse_and_resend(session, f"{session.provider} cannot {op} MCP server {entry['name']!r} "
+            return refuse_and_resend(session, f"{session.provider} cannot {op} MCP server {entry['name']!r} "
                                                "while it runs")
         return Apply(action, after=lambda: _drive_soon(session, entry, op))
     return rule
@@ -438,8 +403,6 @@ def _safe(name: str) -> str:
 
 async def _copy(host: Host, session: Session, client_id: str, plugin: dict[str, Any]) -> Path:
     """The plugin's files, copied into this host's own directory."""
-    from ahpd.host.sessions.manager import path_of, session_id
-
     root = getattr(host, "plugins_root", None)
     if root is None:
         raise ValueError("this host keeps no directory for plugins")
@@ -459,44 +422,3 @@ async def _copy(host: Host, session: Session, client_id: str, plugin: dict[str, 
     await trio.to_thread.run_sync(copy)
     return target
 
-
-def children_of(plugin_id: str, folder: Path) -> list[dict[str, Any]]:
-    """A plugin's leaves, by the conventional folder of each kind:
-    ``skills/<name>/SKILL.md``, ``commands/<name>.md``, ``agents/<name>.md``,
-    ``rules/<name>.md``."""
-    out = []
-    for sub, kind in _CONTAINER_KINDS.items():
-        base = folder / sub
-        if not base.is_dir():
-            continue
-        for item in sorted(base.iterdir()):
-            file = item / "SKILL.md" if kind == "skill" else item
-            if kind == "skill" and not file.is_file():
-                continue
-            if kind != "skill" and (item.suffix != ".md" or not item.is_file()):
-                continue
-            name = item.name if kind == "skill" else item.stem
-            child: dict[str, Any] = {"type": kind, "id": f"{plugin_id}/{kind}:{name}", "uri": file.as_uri(),
-                                     "name": name, "enabled": True}
-            description = _description(file)
-            if description:
-                child["description"] = description
-            out.append(child)
-    return out
-
-
-def _description(file: Path) -> str | None:
-    """``description:`` from a markdown file's front matter, if it has one."""
-    try:
-        text = file.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    if not text.startswith("---"):
-        return None
-    for line in text.splitlines()[1:]:
-        if line.strip() == "---":
-            break
-        key, _, value = line.partition(":")
-        if key.strip() == "description" and value.strip():
-            return value.strip().strip("\"'")
-    return None

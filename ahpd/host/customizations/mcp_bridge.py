@@ -33,6 +33,7 @@ import shutil
 import socket
 import sys
 import tempfile
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -42,6 +43,7 @@ from ahpd.host.customizations import server_tools
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host
+    from ahpd.host.sessions.chat import Chat
 
 log = logging.getLogger("ahpd.host")
 
@@ -221,3 +223,38 @@ def bridge(host: Host) -> Bridge:
     if found is None:
         found = host.mcp_bridge = Bridge(host)
     return found
+
+
+class AgentTools:
+    """What a backend is handed for one chat's agent (``host_tools``): the
+    set, a way to call it, and the MCP server an ACP agent connects to."""
+
+    def __init__(self, host: Host, chat_uri: str) -> None:
+        self.host = host
+        self.chat_uri = chat_uri
+
+    @property
+    def definitions(self) -> list[dict[str, Any]]:
+        return server_tools.tools(self.host)
+
+    @property
+    def instructions(self) -> str | None:
+        """For a harness whose system prompt takes an append: when to record."""
+        offered = {t.get("name") for t in server_tools.tools(self.host)}
+        return server_tools.ARTIFACT_INSTRUCTION if "add_artifact_or_reference" in offered else None
+
+    async def call(self, name: str, arguments: Any) -> dict[str, Any]:
+        return await server_tools.call(self.host, self.chat_uri, name, arguments)
+
+    def needs_confirmation(self, name: str) -> bool:
+        """Asked before it runs, as the reference host asks: a tool that
+        starts, messages or deletes another conversation."""
+        return name in server_tools.CONFIRMED
+
+    async def mcp_server(self) -> dict[str, Any]:
+        return await bridge(self.host).server_for(self.chat_uri)
+
+
+def agent_extras(chat: Chat, accepts: Collection[str]) -> dict[str, Any]:
+    """``host_tools`` for a backend that takes them (``SessionHooks.agent_extras``)."""
+    return {"host_tools": AgentTools(chat.host, chat.uri)} if "host_tools" in accepts else {}

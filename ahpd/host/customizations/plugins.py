@@ -24,14 +24,17 @@ from __future__ import annotations
 import logging
 import weakref
 from pathlib import Path
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.kernel.supervise import spawn
-from ahpd.host.sessions.store import DecisionStore
+from ahpd.host.customizations.decisions import DecisionStore
+from ahpd.host.sessions.common import path_of
 
 if TYPE_CHECKING:
-    from ahpd.host.sessions.manager import Chat, Session
+    from ahpd.host.sessions.chat import Chat
+    from ahpd.host.sessions.session import Session
 
 log = logging.getLogger("ahpd.host")
 
@@ -82,8 +85,6 @@ def _row(session: Session, plugin: dict[str, Any]) -> dict[str, Any]:
     """One plugin the agent loads, as a top-level customization. Its uri is
     its folder; a built-in one has none, so it names the ``enabledPlugins``
     key that switches it, as an MCP server names its configuration."""
-    from ahpd.host.customizations.customizations import children_of
-
     source = plugin["source"]
     pid = f"{session.provider}.plugin:{source}"
     path = plugin.get("path")
@@ -140,10 +141,8 @@ def switches(session: Session) -> dict[str, bool]:
 def toggled(session: Session, entry: dict[str, Any], action: dict[str, Any]) -> Apply | Refuse:
     """A client switched one of the agent's plugins: kept by id, carried to
     every running CLI of the session, and read back."""
-    from ahpd.host.customizations.customizations import _refuse_and_resend
-
     if not runs_plugins(session) or not (entry.get("_meta") or {}).get("ahpd.source"):
-        return _refuse_and_resend(session, f"{session.provider} has no runtime switch for a plugin "
+        return refuse_and_resend(session, f"{session.provider} has no runtime switch for a plugin "
                                            f"({entry.get('name')!r}); it stays as it is")
     pid = entry["id"]
     mine = next((e for e in action["enablement"] if e.get("kind") == "session"), None)
@@ -246,8 +245,6 @@ def publish(session: Session, *, always: str | None = None, problem: str | None 
 
 def client_dirs(session: Session) -> list[Path]:
     """The copies of the clients' plugins that loaded and are not switched off."""
-    from ahpd.host.sessions.manager import path_of
-
     channel = session.host.bus.channels.get(session.uri)
     out = []
     for c in (channel.state.get("customizations") or []) if channel is not None else []:
@@ -331,3 +328,77 @@ def turn_over(chat: Chat) -> None:
 
     if chat.session.nursery is not None and getattr(chat.conversation, "plugins", None) is not None:
         spawn(chat.session.nursery, f"the plugins of {chat.uri} after its turn", later)
+
+
+# -- shared with the session's list (ahpd.host.customizations.customizations) --------
+
+
+_CONTAINER_KINDS = {"skills": "skill", "commands": "prompt", "agents": "agent", "rules": "rule"}
+
+
+def refuse_and_resend(session: Session, reason: str) -> Refuse:
+    """Refused out loud, and the list goes back out so every client's
+    control returns to where it was."""
+    def resend() -> None:
+        if session.uri in session.host.bus.channels:
+            session.host.bus.emit(session.uri, {"type": "session/customizationsChanged",
+                                                "customizations": session.state().get("customizations") or []})
+    spawn(session.nursery, f"re-sending the customizations of {session.uri}", _soon, resend)
+    return Refuse(reason)
+
+
+async def _soon(call: Any) -> None:
+    call()
+
+
+def children_of(plugin_id: str, folder: Path) -> list[dict[str, Any]]:
+    """A plugin's leaves, by the conventional folder of each kind:
+    ``skills/<name>/SKILL.md``, ``commands/<name>.md``, ``agents/<name>.md``,
+    ``rules/<name>.md``."""
+    out = []
+    for sub, kind in _CONTAINER_KINDS.items():
+        base = folder / sub
+        if not base.is_dir():
+            continue
+        for item in sorted(base.iterdir()):
+            file = item / "SKILL.md" if kind == "skill" else item
+            if kind == "skill" and not file.is_file():
+                continue
+            if kind != "skill" and (item.suffix != ".md" or not item.is_file()):
+                continue
+            name = item.name if kind == "skill" else item.stem
+            child: dict[str, Any] = {"type": kind, "id": f"{plugin_id}/{kind}:{name}", "uri": file.as_uri(),
+                                     "name": name, "enabled": True}
+            description = _description(file)
+            if description:
+                child["description"] = description
+            out.append(child)
+    return out
+
+
+def _description(file: Path) -> str | None:
+    """``description:`` from a markdown file's front matter, if it has one."""
+    try:
+        text = file.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    if not text.startswith("---"):
+        return None
+    for line in text.splitlines()[1:]:
+        if line.strip() == "---":
+            break
+        key, _, value = line.partition(":")
+        if key.strip() == "description" and value.strip():
+            return value.strip().strip("\"'")
+    return None
+
+
+# -- what the sessions ask (ahpd.host.table.SESSION_HOOKS) ----------------------------------
+
+
+def session_created(session: Session, record: dict[str, Any]) -> None:
+    restore(session, record.get("pluginDecisions"))
+
+
+def agent_extras(chat: Chat, accepts: Collection[str]) -> dict[str, Any]:
+    return for_agent(chat.session) if "plugins" in accepts else {}

@@ -42,12 +42,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ahpd.host.kernel import jsonrpc
-from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
+from ahpd.host.kernel.commands import SESSION_NOT_FOUND
+from ahpd.host.sessions import session_commands, summaries
+from ahpd.host.sessions.chats import chat_commands, turns
+from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError, string_param
 from ahpd.protocol import codec, model
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Chat, Session
+    from ahpd.host.sessions.chat import Chat
+    from ahpd.host.sessions.session import Session
 
 log = logging.getLogger("ahpd.host")
 
@@ -276,38 +280,6 @@ class AgentPeer:
         return True  # nothing is sent to an agent this way (a progress note, say)
 
 
-class AgentTools:
-    """What a backend is handed for one chat's agent (``host_tools``): the
-    set, a way to call it, and the MCP server an ACP agent connects to."""
-
-    def __init__(self, host: Host, chat_uri: str) -> None:
-        self.host = host
-        self.chat_uri = chat_uri
-
-    @property
-    def definitions(self) -> list[dict[str, Any]]:
-        return tools(self.host)
-
-    @property
-    def instructions(self) -> str | None:
-        """For a harness whose system prompt takes an append: when to record."""
-        offered = {t.get("name") for t in tools(self.host)}
-        return ARTIFACT_INSTRUCTION if "add_artifact_or_reference" in offered else None
-
-    async def call(self, name: str, arguments: Any) -> dict[str, Any]:
-        return await call(self.host, self.chat_uri, name, arguments)
-
-    def needs_confirmation(self, name: str) -> bool:
-        """Asked before it runs, as the reference host asks: a tool that
-        starts, messages or deletes another conversation."""
-        return name in CONFIRMED
-
-    async def mcp_server(self) -> dict[str, Any]:
-        from ahpd.host.customizations.mcp_bridge import bridge
-
-        return await bridge(self.host).server_for(self.chat_uri)
-
-
 def result(text: str, *, error: bool = False) -> dict[str, Any]:
     """An MCP ``CallToolResult`` (wire JSON)."""
     return {"content": [{"type": "text", "text": text}], "isError": error}
@@ -398,9 +370,7 @@ def _compact(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rows(host: Host, peer: Any) -> list[dict[str, Any]]:
-    from ahpd.host.sessions.session_commands import list_sessions
-
-    return list_sessions(host, peer, host.decode_params("listSessions", {}))["items"]
+    return session_commands.list_sessions(host, peer, host.decode_params("listSessions", {}))["items"]
 
 
 def _when(args: dict[str, Any], key: str) -> _dt.datetime | None:
@@ -502,7 +472,6 @@ def _model(session: Session, wanted: str | None) -> dict[str, Any] | None:
 
 def _send(host: Host, sender: Chat, target: Chat, text: str, model_selection: dict[str, Any] | None = None) -> None:
     """Queue ``text`` on ``target``; it is taken up at once when the chat is free."""
-    from ahpd.host.sessions.chats.turns import take_up_queued
 
     if sender.lender is not None:
         target.lender = sender.lender  # the turn is started for whom the sender acts, as a client's would be
@@ -511,11 +480,10 @@ def _send(host: Host, sender: Chat, target: Chat, text: str, model_selection: di
         message["model"] = model_selection  # the turn's model becomes the session's (session_config.from_message)
     host.bus.emit(target.uri, {"type": "chat/pendingMessageSet", "kind": "queued", "id": f"m-{uuid.uuid4().hex[:12]}",
                                "message": message})
-    take_up_queued(target)
+    turns.take_up_queued(target)
 
 
 async def rename_chat(host: Host, chat: Chat, args: dict[str, Any]) -> str:
-    from ahpd.host.sessions import summaries
 
     title = " ".join((_text(args, "title") or "").split())  # a blank one is refused by _text
     if len(title) > TITLE_MAX:
@@ -546,9 +514,6 @@ def spawn_depth(session: Session) -> int:
 
 
 async def create_session(host: Host, chat: Chat, args: dict[str, Any]) -> str:
-    from ahpd.host.sessions.session_commands import create_session as create
-    from ahpd.host.sessions.summaries import set_meta
-
     depth = spawn_depth(chat.session)
     if depth >= MAX_SPAWN_DEPTH:
         raise ToolError(f"no session is made {MAX_SPAWN_DEPTH + 1} levels deep: this one was itself made by an "
@@ -559,17 +524,15 @@ async def create_session(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     picked = _model(chat.session, _text(args, "model", required=False))
     uri = f"ahp-session:/{uuid.uuid4()}"
     params = model.CreateSessionParams(channel=uri, provider=chat.session.provider, workingDirectories=[folder])
-    await create(host, AgentPeer(chat), params)
+    await session_commands.create_session(host, AgentPeer(chat), params)
     target = await _target(host, uri)
-    set_meta(target.session, SPAWN_DEPTH, depth + 1)
+    summaries.set_meta(target.session, SPAWN_DEPTH, depth + 1)
     target.session.save()  # recorded, not derived: the bound holds across a restart
     _send(host, chat, target, prompt, picked)
     return _dump({"session": uri, "chat": target.uri, "workingDirectory": folder})
 
 
 async def create_chat(host: Host, chat: Chat, args: dict[str, Any]) -> str:
-    from ahpd.host.sessions.chats.chat_commands import create_chat as create
-
     session_uri = _text(args, "session", required=False) or chat.session.uri
     prompt = _text(args, "prompt")
     _text(args, "title", required=False)  # checked; a chat is named after its first message
@@ -577,7 +540,7 @@ async def create_chat(host: Host, chat: Chat, args: dict[str, Any]) -> str:
         raise ToolError(f"no session {session_uri}")
     picked = _model(host.sessions.sessions[session_uri], _text(args, "model", required=False))
     uri = f"ahp-chat:/{uuid.uuid4()}"
-    await create(host, AgentPeer(chat), model.CreateChatParams(channel=session_uri, chat=uri))
+    await chat_commands.create_chat(host, AgentPeer(chat), model.CreateChatParams(channel=session_uri, chat=uri))
     target = host.sessions.chat_owner[uri]
     _send(host, chat, target, prompt, picked)
     return _dump({"session": session_uri, "chat": uri})
@@ -615,12 +578,11 @@ async def get_session_context(host: Host, chat: Chat, args: dict[str, Any]) -> s
 
 
 async def delete_session(host: Host, chat: Chat, args: dict[str, Any]) -> str:
-    from ahpd.host.sessions.session_commands import dispose_session
 
     uri = _text(args, "session")
     if uri == chat.session.uri or uri in chat.session.chats:
         raise ToolError("delete_session refuses to delete the current session")
-    await dispose_session(host, AgentPeer(chat), model.DisposeSessionParams(channel=uri))
+    await session_commands.dispose_session(host, AgentPeer(chat), model.DisposeSessionParams(channel=uri))
     return _dump({"session": uri, "deleted": True})
 
 
@@ -634,9 +596,8 @@ def artifacts_of(session: Session) -> list[dict[str, Any]]:
 def keep_artifacts(session: Session, held: list[dict[str, Any]]) -> None:
     """``_meta`` rebuilt whole with ``held`` (the key gone when none is left),
     told to the session and its row, and written down."""
-    from ahpd.host.sessions.summaries import set_meta
 
-    set_meta(session, ARTIFACTS, held or None)
+    summaries.set_meta(session, ARTIFACTS, held or None)
     session.save()
 
 
@@ -732,8 +693,6 @@ async def list_artifacts_and_references(host: Host, chat: Chat, args: dict[str, 
 
 
 async def ahp_resource(host: Host, chat: Chat, args: dict[str, Any]) -> str:
-    from ahpd.host.resources import resources
-
     method = args.get("method")
     if method not in RESOURCE_METHODS:
         raise ToolError(f"method must be one of {', '.join(RESOURCE_METHODS)}")
@@ -741,7 +700,7 @@ async def ahp_resource(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     if not isinstance(params, dict):
         raise ToolError("params must be an object (the command's params)")
     decoded = host.decode_params(method, params)
-    answer = await resources.COMMANDS[method](host, AgentPeer(chat), decoded)
+    answer = await host.commands[method](host, AgentPeer(chat), decoded)  # the resources feature's, as joined
     if isinstance(answer, jsonrpc.Encoded):  # a read answered in its JSON form already
         answer = json.loads("".join(answer.parts))
     return _dump(answer if answer is None or isinstance(answer, dict) else codec.encode(answer))
@@ -768,10 +727,8 @@ _RUNNERS: dict[str, Runner] = {
 
 async def remove_session_artifact(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
     """The window takes an artifact pill off: ``{session, artifactId}``."""
-    from ahpd.host.window.window import SESSION_NOT_FOUND, _string
-
-    uri = _string(params, "session")
-    artifact_id = _string(params, "artifactId")
+    uri = string_param(params, "session")
+    artifact_id = string_param(params, "artifactId")
     if host.sessions is None or not await host.ensure_channel(uri) or uri not in host.sessions.sessions:
         raise RpcError(SESSION_NOT_FOUND, f"no session {uri}", {"session": uri})
     if remove_artifact(host.sessions.sessions[uri], artifact_id) is None:
@@ -783,3 +740,13 @@ async def remove_session_artifact(host: Host, peer: Peer, params: Any) -> dict[s
 COMMANDS = {
     "vscode/removeSessionArtifact": remove_session_artifact,
 }
+
+
+def session_opened(session: Session, record: dict[str, Any]) -> None:
+    """A session opens knowing the host's tools (``session/serverToolsChanged``)."""
+    publish(session)
+
+
+def capabilities_of(host: Any) -> dict[str, Any]:
+    """``InitializeResult._meta``: an artifact pill can be taken off."""
+    return {"_meta": {"vscode.removeSessionArtifact": True}}

@@ -99,7 +99,7 @@ async def authenticate(host: Host, peer: Peer, params: model.AuthenticateParams)
         return {}
     expires = trio.current_time() + params.expiresIn if params.expiresIn else None
     held = peer.tokens[params.resource] = (params.token, expires)
-    nursery = host.sessions.nursery if host.sessions is not None else None
+    nursery = host.nursery
     if expires is not None and nursery is not None:
         clock = peer.token_clocks[params.resource] = trio.CancelScope()
         nursery.start_soon(_run_out, host, peer, known[params.resource], held, clock)

@@ -51,22 +51,17 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
         peer.subscriptions.add(uri)
         snapshots.append(snapshot)
     log.info("%s: initialized, protocol %s", peer.name, version)
-    if host.sessions is not None:
-        host.sessions.probe_soon()  # deferred until somebody asks (see SessionManager.probe_soon)
+    for hello in host.hooks.hello:
+        hello(host)  # the agents' boot probes wait for this (SessionManager.probe_soon)
     result = {
         "protocolVersion": version,
         "serverSeq": host.bus.server_seq,
         "serverInfo": {"name": "ahpd", "version": __version__},
         "snapshots": snapshots,
-        **({"telemetry": host.telemetry.capabilities} if host.telemetry is not None else {}),
-        "_meta": {"vscode.getAgentHostSessionStateFile.chat": True,  # a chat's own record (ahpd.host.window.window)
-                  "vscode.detachedWorktrees": True,  # the window's handles on trees (ahpd.host.changesets.detached)
-                  "vscode.removeSessionArtifact": True},  # an artifact pill taken off (ahpd.host.customizations.server_tools)
     }
-    if host.automations is not None:  # advertised only by a host given a store
-        result["automations"] = host.automations.capabilities()
-    if host.terminals is not None:
-        result["terminalCommandPrefix"] = "!"  # a turn starting with it runs in a terminal (ahpd.host.sessions.chats.turns)
+    for capabilities in host.hooks.capabilities:  # telemetry, the window's extensions, automations, the `!` prefix
+        for key, value in capabilities(host).items():
+            result[key] = {**result[key], **value} if key == "_meta" and key in result else value
     return result
 
 
@@ -75,8 +70,10 @@ def ping(host: Host, peer: Peer, params: model.PingParams) -> None:
 
 
 async def subscribe(host: Host, peer: Peer, params: model.SubscribeParams) -> dict[str, Any]:
-    if params.channel.startswith("ahp-otlp:") and host.telemetry is not None:
-        return host.telemetry.subscribe(peer, params.channel)  # stateless: no snapshot, never replayed
+    for stateless in host.hooks.stateless:  # no snapshot, never replayed (telemetry)
+        answer = stateless(host, peer, params.channel)
+        if answer is not None:
+            return answer
     await host.ensure_channel(params.channel)
     snapshot = host.bus.subscribe(params.channel, peer)
     if snapshot is None:
@@ -91,8 +88,8 @@ async def reconnect(host: Host, peer: Peer, params: model.ReconnectParams) -> di
         raise RpcError(INVALID_REQUEST, "reconnect names another client than this connection's")
     peer.client_id = params.clientId
     peer.protocol_version = peer.protocol_version or versions.SUPPORTED_VERSIONS[0]
-    if host.sessions is not None:
-        host.sessions.probe_soon()
+    for hello in host.hooks.hello:
+        hello(host)
     wanted = _unique(params.subscriptions)
     for uri in wanted:
         await host.ensure_channel(uri)

@@ -88,9 +88,7 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     if reason is not None:
         _refuse(host, peer, channel, action, client_seq, reason)
         return
-    from ahpd.host import table
-
-    rule = table.CLIENT_ACTIONS.get(action["type"])
+    rule = host.client_actions.get(action["type"])
     try:
         decision = rule(host, peer, channel, action) if rule else Apply(action)
         if inspect.isawaitable(decision):  # a rule that must write before it answers
@@ -130,9 +128,11 @@ def _why_not(host: Host, action_type: str, channel: str) -> str | None:
     kind = reducers.channel_of_action(action_type)
     if kind != target.kind and not (target.kind == "chat" and action_type in ON_A_CHAT):
         return f"{action_type} is a {kind} action, and {channel} is a {target.kind} channel"
-    from ahpd.host.sessions.chats.workers import read_only
-
-    return read_only(host, action_type, channel)
+    for refusal in host.hooks.refusals:  # a read-only chat, say
+        reason = refusal(host, action_type, channel)
+        if reason is not None:
+            return reason
+    return None
 
 
 def _refuse(host: Host, peer: Peer, channel: str, action: dict[str, Any], client_seq: Any, reason: str) -> None:

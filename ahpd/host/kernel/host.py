@@ -19,10 +19,11 @@ from typing import Any
 import attrs
 import trio
 
-from ahpd.host.changesets import changesets
+from ahpd.host.kernel import commands as kernel_commands
 from ahpd.host.kernel import jsonrpc, rootconfig
 from ahpd.host.kernel.bus import ROOT, ActionBus
 from ahpd.host.kernel.forward import Outgoing
+from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
 from ahpd.host.kernel.seqstore import MemorySeqStore, Sequencer
 from ahpd.protocol import DecodeError, codec, model
@@ -80,9 +81,25 @@ Handler = Callable[["Host", Peer, Any], Awaitable[Any] | Any]
 
 
 class Host:
-    #: The automations catalogue and scheduler (``ahpd.host.automations.automations``),
-    #: set by whoever gives the host a store; None serves no automations.
+    """The kernel of one AHP server: its connections, the action bus and
+    replay, the command and client-action tables it is given, and the
+    moments (``hooks``) at which the features it is assembled with act.
+
+    A kernel alone serves the connection layer (``ahpd.host.kernel.commands``);
+    ``ahpd.host.assembly.Host`` is the host with every feature package."""
+
+    # What the assembly (``ahpd.host.assembly``) attaches: each feature's own
+    # object. The kernel never reads them; they are declared here, untyped,
+    # so that code handed the kernel's ``Host`` reaches a feature's object
+    # through the host it was given rather than by importing the feature.
+    sessions: Any = None
+    terminals: Any = None
+    watches: Any = None
+    telemetry: Any = None
+    #: The automations catalogue and scheduler, set by whoever gives the
+    #: host a store; None serves no automations.
     automations: Any = None
+    mcp_bridge: Any = None
     #: Where ``isolation: worktree`` trees go (``<root>/<repo>/<name>``, set
     #: by ``--worktrees-root``); None: beside their repository.
     worktrees_root: Path | None = None
@@ -90,8 +107,8 @@ class Host:
     #: set by the daemon); None: a client's plugin is reported as not loaded.
     plugins_root: Path | None = None
     #: The customization decisions kept for a folder and for every session
-    #: (``ahpd.host.sessions.store.DecisionStore``, set by the daemon); None:
-    #: kept in memory from first use (``ahpd.host.customizations.plugins``).
+    #: (``ahpd.host.customizations.decisions.DecisionStore``, set by the
+    #: daemon); None: kept in memory from first use.
     decisions: Any = None
 
     def __init__(
@@ -100,55 +117,57 @@ class Host:
         seq_store: Any = None,
         config_values: dict[str, Any] | None = None,
         on_state_change: Callable[[str], None] | None = None,
-        backends: dict[str, Any] | None = None,
-        session_store: Any = None,
         stores: tuple[Any, ...] = (),
         users: Any = None,
-        telemetry: Any = None,
-        terminals: Any = None,
+        commands: dict[str, Handler] | None = None,
+        notifications: dict[str, Handler] | None = None,
+        client_actions: dict[str, Any] | None = None,
+        hooks: KernelHooks | None = None,
     ) -> None:
-        from ahpd.host.sessions.manager import SessionManager
-        from ahpd.host.resources.watches import Watches
-
         #: The users directory (``ahpd.ports.users``); None: nobody to name.
         self.users = users
         #: How ``shutdown`` stops the daemon (set by it); None: not served.
         self.stop: Callable[[], None] | None = None
+        #: Request method -> handler; notification -> handler; client action
+        #: type -> rule (``ahpd.host.kernel.dispatch``): joined in ``ahpd.host.table``.
+        self.commands: dict[str, Handler] = commands if commands is not None else dict(kernel_commands.COMMANDS)
+        self.notifications: dict[str, Handler] = (
+            notifications if notifications is not None else dict(kernel_commands.NOTIFICATIONS))
+        self.client_actions: dict[str, Any] = client_actions if client_actions is not None else {}
+        self.hooks = hooks or KernelHooks()
         self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
         values = {**rootconfig.DEFAULT_VALUES, **(config_values or {})}
-        #: Sessions and their agents; None for a host that runs no agents.
-        self.sessions = SessionManager(self, backends, session_store) if backends is not None else None
         self.bus.open(ROOT, "root", {
-            "agents": self.sessions.agents() if self.sessions else [],
-            "activeSessions": self.sessions.count() if self.sessions else 0,
+            "agents": [],
+            "activeSessions": 0,
             "terminals": [],
             "config": {"schema": rootconfig.SCHEMA, "values": values},
         })
-        from ahpd.host.terminals.terminals import Terminals
-
-        #: The terminals, over the terminals port given (None: this host runs none).
-        self.terminals = Terminals(self, terminals) if terminals is not None else None
         self.peers: set[Peer] = set()
         self._numbers = 0
         self._limit_from: Any = None
         self._limit = 0
-        #: Logs, traces and metrics on the ``ahp-otlp:`` channels (``ahpd.host.telemetry.telemetry``).
-        self.telemetry = telemetry
-        if telemetry is not None:
-            telemetry.attach(self)
-        #: Resource watches, each in its own nursery (``ahpd.host.resources.watches``).
-        self.watches = Watches(self)
-        if self.sessions is not None:
-            from ahpd.host.customizations import customizations
-
-            customizations.attach(self)  # the plugins clients hand over
         #: Called with a channel's URI after a client's action moved its
         #: state, so that what a user set can be written down.
         self.on_state_change = on_state_change
         #: What writes to disk behind the host's back (``run`` in its
         #: nursery, ``close`` on the way out): the serverSeq reservation and
         #: the stores given.
-        self.writers = [self.bus.sequencer, *(s for s in (session_store, *stores) if hasattr(s, "run"))]
+        self.writers = [self.bus.sequencer, *(s for s in stores if hasattr(s, "run"))]
+        #: The nursery of what the host runs beside its connections (a lent
+        #: token's clock), while :meth:`run` runs.
+        self.nursery: trio.Nursery | None = None
+
+    def seed_root(self, **fields: Any) -> None:
+        """Fill in the root state while the host is being assembled, before
+        any client can have seen it (the agents, the session count)."""
+        channel = self.bus.channels[ROOT]
+        channel.state = {**channel.state, **fields}
+
+    def services(self) -> list[Any]:
+        """What runs beside the connections, in the order it starts (each
+        has ``run(task_status)``); the assembled host names its features'."""
+        return []
 
     # -- configuration -------------------------------------------------------
 
@@ -158,36 +177,31 @@ class Host:
         return values.get(key, rootconfig.DEFAULT_VALUES.get(key))
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run what the host owns beyond its connections: the sessions'
-        nursery and the writers. Cancelled, it ends every agent."""
+        """Run what the host owns beyond its connections: the writers, then
+        the features' services. Cancelled, it ends every agent."""
         async with trio.open_nursery() as nursery:
+            self.nursery = nursery
             for writer in self.writers:
                 await nursery.start(writer.run)
-            await nursery.start(self.watches.run)
-            if self.terminals is not None:
-                await nursery.start(self.terminals.run)
-            if self.sessions is not None:
-                await nursery.start(self.sessions.run)
-            if self.automations is not None:  # after the sessions: a run makes one
-                await nursery.start(self.automations.run)
+            for service in self.services():
+                await nursery.start(service.run)
             task_status.started()
             await trio.sleep_forever()
 
     async def ensure_channel(self, uri: str) -> bool:
-        """True if ``uri`` is an open channel, waking a stored session it names."""
+        """True if ``uri`` is an open channel, opening it when a feature can
+        (a stored session woken, a changeset read)."""
         if uri in self.bus.channels:
             return True
-        if changesets.split(uri) is not None:
-            return await changesets.ensure(self, uri)
-        return self.sessions is not None and await self.sessions.wake(uri)
+        for opener in self.hooks.openers:
+            if await opener(self, uri):
+                return True
+        return uri in self.bus.channels
 
     def state_changed(self, channel: str) -> None:
         """A client's action moved ``channel``: write down what must survive."""
-        if self.sessions is not None:
-            owner = self.sessions.sessions.get(channel) or getattr(
-                self.sessions.chat_owner.get(channel), "session", None)
-            if owner is not None:
-                owner.save()
+        for hook in self.hooks.state_changed:
+            hook(self, channel)
         if self.on_state_change is not None:
             self.on_state_change(channel)
 
@@ -221,28 +235,19 @@ class Host:
                 clock.cancel()  # its tokens go with it
             for uri in list(peer.subscriptions):
                 self.leave(peer, uri)
-            if self.sessions is not None and peer.client_id is not None and not any(
-                    p.client_id == peer.client_id for p in self.peers):
-                # The last connection of this client: its tools' calls fail.
-                self.sessions.client_gone(peer.client_id)
-            self.watches.peer_gone(peer)
+            if peer.client_id is not None and not any(p.client_id == peer.client_id for p in self.peers):
+                for hook in self.hooks.client_gone:  # the last connection of this client
+                    hook(self, peer.client_id)
+            for gone in self.hooks.peer_gone:
+                gone(self, peer)
             log.info("disconnected: %s", peer.name)
 
     def leave(self, peer: Peer, uri: str) -> None:
-        """``peer`` stops watching ``uri``; a client that no longer watches a
-        session in any window is taken out of its active clients."""
+        """``peer`` stops watching ``uri``."""
         self.bus.unsubscribe(uri, peer)
         peer.subscriptions.discard(uri)
-        changesets.left(self, uri)
-        channel = self.bus.channels.get(uri)
-        if channel is not None and channel.kind == "resourceWatch":
-            self.watches.left(uri)
-        if channel is None or channel.kind != "session" or peer.client_id is None:
-            return
-        if any(p.client_id == peer.client_id and uri in p.subscriptions for p in self.peers if p is not peer):
-            return
-        if any(c.get("clientId") == peer.client_id for c in channel.state.get("activeClients", [])):
-            self.bus.emit(uri, {"type": "session/activeClientRemoved", "clientId": peer.client_id})
+        for hook in self.hooks.left:
+            hook(self, peer, uri)
 
     async def handle_frame(self, peer: Peer, text: str) -> None:
         message = jsonrpc.parse(text)
@@ -258,10 +263,8 @@ class Host:
             log.debug("%s: response to nothing we asked (id %r)", peer.name, message.id)
 
     async def _answer(self, peer: Peer, request: jsonrpc.Request) -> str:
-        from ahpd.host import table
-
         try:
-            result = await self._call(table.COMMANDS, peer, request.method, request.params)
+            result = await self._call(self.commands, peer, request.method, request.params)
         except RpcError as err:
             return jsonrpc.error_frame(request.id, err)
         except Exception as exc:  # noqa: BLE001 - a fault answers one request, no more
@@ -302,9 +305,7 @@ class Host:
             ) from None
 
     async def _notification(self, peer: Peer, note: jsonrpc.Notification) -> None:
-        from ahpd.host import table
-
-        handler = table.NOTIFICATIONS.get(note.method)
+        handler = self.notifications.get(note.method)
         if handler is None:
             log.warning("%s: notification %s is not served; dropped", peer.name, note.method)
             return

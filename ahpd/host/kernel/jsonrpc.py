@@ -332,3 +332,14 @@ def parse(text: str) -> Message:
     return Invalid(error_frame(reply_id, RpcError(
         INVALID_REQUEST, "a message needs a method (request or notification) or a result or error"
     )))
+
+
+def string_param(params: Any, key: str, *, required: bool = True) -> str | None:
+    """``params[key]`` for a method outside the protocol, which reads its own
+    params: a non-empty string, or -32602 naming the key."""
+    value = params.get(key) if isinstance(params, dict) else None
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        raise RpcError(INVALID_PARAMS, f"{key} must be a non-empty string", {"path": f"$.{key}"})
+    return value

@@ -15,8 +15,19 @@ A key nobody declared is refused by name, and the rest of the push applies.
 
 from __future__ import annotations
 
+import json
+import logging
 import math
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import trio
+
+from ahpd.host.kernel.writes import PendingWrites, read_kept
+from ahpd.ports.atomic import write_atomic
+
+log = logging.getLogger("ahpd.host")
 
 #: ``changeWords`` modes; the last two are declared and refused (see check_value).
 CHANGE_WORDS = ("session-title", "forced", "model", "agent")
@@ -192,3 +203,39 @@ def check_value(key: str, value: Any) -> str | None:
         return (f"{key} must be from {bounds[0]} {unit} ({_mib(bounds[0])}) to {bounds[1]} {unit} "
                 f"({_mib(bounds[1])}), not {value}")
     return None
+
+
+class RootConfigStore:
+    """The root config values a client pushed, kept across restarts
+    (``--sessions file``), or not at all (``--sessions memory``). A value
+    the host no longer accepts is dropped at start, by name."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.writes = PendingWrites(f"root config {path}", self._prepare)
+
+    def load(self) -> dict[str, Any]:
+        values = read_kept(self.path, "the values") if self.path is not None else None
+        kept = {}
+        for key, value in (values or {}).items():
+            problem = check_value(key, value)
+            if problem is None and key not in CONNECTION_KEYS:
+                kept[key] = value
+            else:
+                log.error("%s: %s; the default applies", self.path, problem or f"{key} is a connection's own")
+        return kept
+
+    def save(self, values: dict[str, Any]) -> None:
+        if self.path is not None:
+            self.writes.put("values", values)
+
+    def _prepare(self, _: str, values: dict[str, Any]) -> Callable[[], None]:
+        assert self.path is not None
+        path, data = self.path, json.dumps(values, indent=1, sort_keys=True, allow_nan=False).encode()
+        return lambda: write_atomic(path, data)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.writes.run(task_status=task_status)
+
+    def close(self) -> None:
+        self.writes.close()

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import trio
 
-from ahpd.host.sessions.store import FIRST_RETRY, LAST_RETRY, set_aside, write_atomic
+from ahpd.host.kernel.writes import FIRST_RETRY, LAST_RETRY, set_aside
+from ahpd.ports.atomic import write_atomic
 
 log = logging.getLogger("ahpd.host")
 

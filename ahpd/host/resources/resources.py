@@ -44,7 +44,6 @@ from urllib.parse import unquote, urlsplit
 import trio
 
 from ahpd.backends.translate import PENDING_EDIT
-from ahpd.host.changesets import changesets
 from ahpd.host.kernel import forward, jsonrpc
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.ports import fs
@@ -224,13 +223,15 @@ def _forwarded(params: Any) -> dict[str, Any]:
 def _touched(host: Host, *paths: str) -> None:
     """A client wrote through the host: a changeset over that folder re-reads."""
     for path in paths:
-        changesets.touch(host, folder=Path(path).parent)
+        for touched in host.hooks.files_touched:
+            touched(host, Path(path).parent)
 
 
 async def resource_read(host: Host, peer: Peer,
                         params: model.ResourceReadParams) -> dict[str, Any] | jsonrpc.Encoded:
-    if (side := await changesets.read_resource(host, params)) is not None:
-        return side  # the changeset source first: a before side is not a file on disk
+    for reader in host.hooks.readers:  # a changeset's before side first: it is not a file on disk
+        if (side := await reader(host, params)) is not None:
+            return side
     where = _route(host, peer, params.uri)
     if isinstance(where, Pending):
         return _encoded([where.content.encode()], params.encoding, "text/plain")

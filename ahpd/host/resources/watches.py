@@ -46,6 +46,7 @@ from watchfiles._rust_notify import RustNotify
 from ahpd.host.kernel import dispatch
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, RpcError
 from ahpd.ports import fs
+from ahpd.host.kernel.forward import forward
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -217,8 +218,6 @@ class Watches:
 
     async def relay(self, asker: Peer, owner: Peer, params: dict[str, Any], uri: str) -> str:
         """Create the watch on ``owner`` and open the channel it mints here."""
-        from ahpd.host.kernel.forward import forward
-
         result = await forward(self._host, asker, owner, "createResourceWatch", params, uri)
         channel = result.get("channel") if isinstance(result, dict) else None
         if not isinstance(channel, str) or not channel.startswith(SCHEME):
@@ -299,3 +298,17 @@ def relay_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) 
 
 
 CLIENT_ACTIONS = {"resourceWatch/changed": relay_changed}
+
+
+# -- what the kernel asks (ahpd.host.table.KERNEL_HOOKS) ----------------------------------
+
+
+def on_left(host: Any, peer: Peer, uri: str) -> None:
+    """A watch nobody watches any more ends."""
+    channel = host.bus.channels.get(uri)
+    if channel is not None and channel.kind == "resourceWatch":
+        host.watches.left(uri)
+
+
+def on_peer_gone(host: Any, peer: Peer) -> None:
+    host.watches.peer_gone(peer)

@@ -24,7 +24,7 @@ from ahpd.host.kernel.dispatch import Apply, Refuse
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Session
+    from ahpd.host.sessions.session import Session
 
 SUFFIX = "/annotations"
 

@@ -19,14 +19,17 @@ primary.
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.kernel.supervise import spawn
+from ahpd.host.sessions.common import path_of
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Chat, Session
+    from ahpd.host.sessions.chat import Chat
+    from ahpd.host.sessions.session import Session
 
 #: ``AgentCapabilities.multipleWorkingDirectories`` as every backend here has it.
 CAPABILITY = {"immutablePrimary": True, "primaryReplacement": True}
@@ -39,8 +42,6 @@ def advertise(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def _path(uri: str) -> Path:
-    from ahpd.host.sessions.manager import path_of
-
     return path_of(uri)
 
 
@@ -198,3 +199,13 @@ CLIENT_ACTIONS = {
     "chat/workingDirectorySet": chat_directory_set,
     "chat/workingDirectoryRemoved": chat_directory_removed,
 }
+
+
+def agent_extras(chat: Chat, accepts: Collection[str]) -> dict[str, Any]:
+    """The folders an agent is granted beside its cwd (``SessionHooks.agent_extras``)."""
+    return {"additional_directories": additional(chat)} if "additional_directories" in accepts else {}
+
+
+def agent_info(host: Any, info: dict[str, Any]) -> dict[str, Any]:
+    """``RootState.agents``: every agent here takes more than one folder."""
+    return advertise(info)

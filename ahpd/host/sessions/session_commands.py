@@ -19,13 +19,13 @@ from ahpd.backends.port import BackendError
 from ahpd.host.kernel.bus import ROOT, utc_now
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.host.sessions import session_config, worktrees
-from ahpd.host.sessions.manager import IDLE, path_of, session_id
+from ahpd.host.sessions.common import IDLE, path_of, session_id
 from ahpd.ports.git import GitError
 from ahpd.protocol import model
+from ahpd.protocol import codec
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Session
 
 log = logging.getLogger("ahpd.host")
 
@@ -126,8 +126,6 @@ def _more_directories(params: model.CreateSessionParams) -> list[str]:
 
 
 def _client_fields(active: model.SessionActiveClient) -> dict[str, Any]:
-    from ahpd.protocol import codec
-
     fields = codec.encode(active)
     fields.pop("clientId", None)
     return fields
@@ -225,12 +223,6 @@ def list_sessions(host: Host, peer: Peer, params: model.ListSessionsParams) -> d
     if start + limit < len(rows):
         result["nextCursor"] = _cursor(start + limit)
     return result
-
-
-def notify_summary(host: Host, session: Session, changes: dict[str, Any]) -> None:
-    host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionSummaryChanged", {
-        "channel": ROOT, "session": session.uri, "changes": changes,
-    })
 
 
 COMMANDS = {

@@ -24,7 +24,7 @@ describe different futures. An agent that moves a setting on its own (ACP
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ahpd.backends.port import BackendError
@@ -32,7 +32,8 @@ from ahpd.host.kernel.dispatch import Apply, Refuse
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Chat, Session
+    from ahpd.host.sessions.chat import Chat
+    from ahpd.host.sessions.session import Session
 
 log = logging.getLogger("ahpd.host")
 
@@ -195,3 +196,8 @@ async def config_changed(host: Host, peer: Peer, channel: str, action: dict[str,
 
 
 CLIENT_ACTIONS = {"session/configChanged": config_changed}
+
+
+def agent_extras(chat: Chat, accepts: Collection[str]) -> dict[str, Any]:
+    """The config an agent starts with (``SessionHooks.agent_extras``)."""
+    return {"config": desired(chat)} if "config" in accepts else {}

@@ -47,16 +47,13 @@ from typing import Any, Protocol
 import trio
 
 from ahpd.ports import journal
+from ahpd.host.kernel.writes import MAX_DEPTH, PendingWrites, disk_reason, read_json, set_aside
 from ahpd.ports.atomic import write_atomic
+from ahpd.protocol import DecodeError
+from ahpd.protocol import codec
+from ahpd.protocol import model
 
 log = logging.getLogger("ahpd.host")
-
-#: The first retry of a refused write, and the longest wait between two.
-FIRST_RETRY = 0.25
-LAST_RETRY = 5.0
-#: How deep a stored record may nest: far beyond any state a client is
-#: served, far below where encoding it again would run out of stack.
-MAX_DEPTH = 200
 
 
 class SessionStore(Protocol):
@@ -64,156 +61,6 @@ class SessionStore(Protocol):
     def save(self, record: dict[str, Any]) -> None: ...
     def delete(self, uri: str) -> None: ...
     async def older_turns(self, chat_uri: str, before: int, count: int) -> list[dict[str, Any]]: ...
-
-
-# -- files -------------------------------------------------------------------
-
-
-def set_aside(path: Path, reason: str) -> None:
-    """Move a damaged file out of the way, keeping it for whoever wants to
-    look: ``<name>.damaged`` (``.damaged.1``... when that is taken)."""
-    target = path.with_name(path.name + ".damaged")
-    n = 0
-    while target.exists():
-        n += 1
-        target = path.with_name(f"{path.name}.damaged.{n}")
-    try:
-        path.rename(target)
-    except OSError as exc:
-        log.error("%s is damaged (%s) and could not be set aside (%s); ignored", path, reason, exc.strerror or exc)
-        return
-    log.error("%s is damaged (%s); set aside as %s", path, reason, target.name)
-
-
-def read_json(path: Path) -> Any:
-    """The JSON in ``path``; ValueError naming what is wrong with it."""
-    try:
-        return json.loads(path.read_bytes())
-    except RecursionError:
-        raise ValueError("nested deeper than a record can be") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 ({exc.reason})") from None
-    except ValueError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-
-
-def _reason(exc: OSError) -> str:
-    """Why the disk refused, without the name of the temporary file it refused."""
-    return exc.strerror or str(exc) or type(exc).__name__
-
-
-class PendingWrites:
-    """The latest write of each file, kept until the disk takes it.
-
-    ``put(key, op)`` replaces whatever was pending for ``key``: only the
-    latest record of a file is ever worth writing. ``prepare(key, op)`` runs
-    on the event loop (it encodes the record, so no thread reads state the
-    loop may be changing) and returns what a thread then does to the disk;
-    what that returns, if anything, is called back on the loop once it has
-    been done (the journal store notes there what is now on disk).
-
-    While :meth:`run` runs, writes go through one task, in a thread, in the
-    order they were asked for per key. Without it (before the host runs,
-    and after it stopped) a write is done at once. A write the disk refuses
-    stays pending and is retried; nothing is raised to whoever asked.
-    """
-
-    def __init__(self, what: str, prepare: Callable[[str, Any], Callable[[], Any]]) -> None:
-        self.what = what
-        self._prepare = prepare
-        self._pending: dict[str, Any] = {}
-        self._wake: trio.Event | None = None
-        #: Why writes are failing, while they are; None when the disk takes them.
-        self.failing: str | None = None
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
-
-    def put(self, key: str, op: Any) -> None:
-        self._pending.pop(key, None)  # to the end: written in the order asked
-        self._pending[key] = op
-        if self._wake is not None:
-            self._wake.set()
-        else:
-            self.flush()
-
-    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        self._wake = trio.Event()
-        task_status.started()
-        delay = FIRST_RETRY
-        try:
-            while True:
-                if not self._pending:
-                    await self._wake.wait()
-                    self._wake = trio.Event()
-                    continue
-                key, op = next(iter(self._pending.items()))
-                write = self._encode(key, op)
-                if write is None:
-                    continue
-                try:
-                    then = await trio.to_thread.run_sync(write)
-                except OSError as exc:
-                    self._failed(exc, key)
-                    # Another file may be luckier (a file-descriptor
-                    # shortage passes); this one waits its turn again.
-                    if self._pending.get(key) is op:
-                        self._pending[key] = self._pending.pop(key)
-                    await trio.sleep(delay)
-                    delay = min(delay * 2, LAST_RETRY)
-                    continue
-                if then is not None:
-                    then()
-                self._done(key, op)
-                delay = FIRST_RETRY
-        finally:
-            self._wake = None
-
-    def flush(self) -> bool:
-        """Write what is pending now, here; True when nothing is left."""
-        for key, op in list(self._pending.items()):
-            write = self._encode(key, op)
-            if write is None:
-                continue
-            try:
-                then = write()
-            except OSError as exc:
-                self._failed(exc, key)
-                break
-            if then is not None:
-                then()
-            self._done(key, op)
-        return not self._pending
-
-    def close(self) -> None:
-        """The host stops: the last chance to write what a user set."""
-        if self._pending and not self.flush():
-            log.error("%s: %d record(s) could not be written before stopping (%s); what they held is lost",
-                      self.what, len(self._pending), self.failing)
-
-    def _encode(self, key: str, op: Any) -> Callable[[], Any] | None:
-        try:
-            return self._prepare(key, op)
-        except Exception:  # noqa: BLE001 - a record that cannot be written at all is dropped, said once
-            log.exception("%s: the record of %s cannot be written; dropped", self.what, key)
-            if self._pending.get(key) is op:
-                del self._pending[key]
-            return None
-
-    def _done(self, key: str, op: Any) -> None:
-        if self._pending.get(key) is op:
-            del self._pending[key]
-        if self.failing is not None:
-            log.warning("%s: the disk takes writes again (after: %s); %d more pending",
-                        self.what, self.failing, len(self._pending))
-            self.failing = None
-
-    def _failed(self, exc: OSError, key: str) -> None:
-        if self.failing is None:
-            log.error("%s: a write failed (%s, writing %s); kept in memory and retried until the disk takes it",
-                      self.what, _reason(exc), key)
-        self.failing = _reason(exc)
 
 
 # -- sessions ----------------------------------------------------------------
@@ -484,7 +331,7 @@ class FileSessionStore(MemorySessionStore):
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             log.error("cannot make the session folder %s (%s); sessions are kept in memory until it can be",
-                      directory, _reason(exc))
+                      directory, disk_reason(exc))
         self.writes = PendingWrites(f"session store {directory}", self._prepare)
 
     def _folder(self, uri: str) -> Path | None:
@@ -501,7 +348,7 @@ class FileSessionStore(MemorySessionStore):
                 self.directory.glob("*.json"))
         except OSError as exc:
             log.error("cannot list the session folder %s (%s); no stored session is offered",
-                      self.directory, _reason(exc))
+                      self.directory, disk_reason(exc))
             return []
         legacy = []
         for path in paths:
@@ -518,7 +365,7 @@ class FileSessionStore(MemorySessionStore):
                 try:
                     record = read_json(path)
                 except OSError as exc:
-                    log.error("session file %s cannot be read (%s); skipped", path, _reason(exc))
+                    log.error("session file %s cannot be read (%s); skipped", path, disk_reason(exc))
                     continue
                 except ValueError as exc:
                     set_aside(path, str(exc))
@@ -552,7 +399,7 @@ class FileSessionStore(MemorySessionStore):
         except FileNotFoundError:
             return None  # a session whose first write never completed
         except OSError as exc:
-            log.error("session %s cannot be read (%s); skipped", folder, _reason(exc))
+            log.error("session %s cannot be read (%s); skipped", folder, disk_reason(exc))
             return None
         except ValueError as exc:
             set_aside(folder, f"session.json: {exc}")
@@ -573,7 +420,7 @@ class FileSessionStore(MemorySessionStore):
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                log.error("the journal of %s cannot be read (%s); the chat starts empty", chat["uri"], _reason(exc))
+                log.error("the journal of %s cannot be read (%s); the chat starts empty", chat["uri"], disk_reason(exc))
                 continue
             state = {**(tail.chat or {}), "turns": tail.turns}
             problem = _shape_problem(chat["uri"], "ChatState", state) if tail.chat is not None else None
@@ -717,8 +564,6 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
 
 
 def _shape_problem(where: str, model_name: str, value: Any) -> str | None:
-    from ahpd.protocol import DecodeError, codec, model
-
     if value is None:
         return None
     try:
@@ -728,140 +573,3 @@ def _shape_problem(where: str, model_name: str, value: Any) -> str | None:
     except RecursionError:
         return f"{where} is nested deeper than a record can be"
     return None
-
-
-# -- the root config -----------------------------------------------------------
-
-
-class RootConfigStore:
-    """The root config values a client pushed, kept across restarts
-    (``--sessions file``), or not at all (``--sessions memory``). A value
-    the host no longer accepts is dropped at start, by name."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.writes = PendingWrites(f"root config {path}", self._prepare)
-
-    def load(self) -> dict[str, Any]:
-        from ahpd.host.kernel import rootconfig
-
-        if self.path is None:
-            return {}
-        try:
-            values = read_json(self.path)
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:
-            log.error("%s cannot be read (%s); starting from the defaults", self.path, _reason(exc))
-            return {}
-        except ValueError as exc:
-            set_aside(self.path, str(exc))
-            return {}
-        if not isinstance(values, dict):
-            set_aside(self.path, f"the values are an object, not {type(values).__name__}")
-            return {}
-        kept = {}
-        for key, value in values.items():
-            problem = rootconfig.check_value(key, value)
-            if problem is None and key not in rootconfig.CONNECTION_KEYS:
-                kept[key] = value
-            else:
-                log.error("%s: %s; the default applies", self.path, problem or f"{key} is a connection's own")
-        return kept
-
-    def save(self, values: dict[str, Any]) -> None:
-        if self.path is not None:
-            self.writes.put("values", values)
-
-    def _prepare(self, _: str, values: dict[str, Any]) -> Callable[[], None]:
-        assert self.path is not None
-        path, data = self.path, json.dumps(values, indent=1, sort_keys=True, allow_nan=False).encode()
-        return lambda: write_atomic(path, data)
-
-    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self.writes.run(task_status=task_status)
-
-    def close(self) -> None:
-        self.writes.close()
-
-
-class DecisionStore:
-    """The enablement decisions kept beyond one session: for the folder a
-    session works in (``workspace``) and for every session (``global``), by
-    customization id, so a decision made in one session reaches a session
-    that has decided nothing, and survives a restart (``--sessions file``:
-    ``DATA_DIR/customizations.json``, rewritten whole off the event loop and
-    retried while the disk refuses; ``None`` keeps them in memory). A file
-    that cannot be read is set aside, not written over."""
-
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self.writes = PendingWrites(f"customization decisions {path}", self._prepare)
-        self._global: dict[str, bool] = {}
-        self._workspace: dict[str, dict[str, bool]] = {}
-        if path is None:
-            return
-        try:
-            data = read_json(path)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            log.error("%s cannot be read (%s); no customization decision is kept from it", path, _reason(exc))
-            return
-        except ValueError as exc:
-            set_aside(path, str(exc))
-            return
-        if not isinstance(data, dict):
-            set_aside(path, f"the decisions are an object, not {type(data).__name__}")
-            return
-        self._global = {k: v for k, v in (data.get("global") or {}).items() if isinstance(v, bool)}
-        self._workspace = {folder: {k: v for k, v in ids.items() if isinstance(v, bool)}
-                           for folder, ids in (data.get("workspace") or {}).items() if isinstance(ids, dict)}
-
-    def enablement(self, cid: str, folder: str) -> list[dict[str, Any]]:
-        """The kept decisions for ``cid`` in a session working in ``folder``,
-        most specific first (workspace, then global)."""
-        out: list[dict[str, Any]] = []
-        if cid in self._workspace.get(folder, {}):
-            out.append({"kind": "workspace", "uri": folder, "enabled": self._workspace[folder][cid]})
-        if cid in self._global:
-            out.append({"kind": "global", "enabled": self._global[cid]})
-        return out
-
-    def decide(self, cid: str, folder: str, enablement: list[dict[str, Any]]) -> bool:
-        """Keep what ``enablement`` says for ``folder`` and for every session
-        (an entry for another folder is not this session's to decide); a
-        scope it leaves out is a decision taken back. True when anything moved."""
-        workspace = next((e["enabled"] for e in enablement
-                          if e.get("kind") == "workspace" and e.get("uri") == folder), None)
-        everywhere = next((e["enabled"] for e in enablement if e.get("kind") == "global"), None)
-        before = (self._workspace.get(folder, {}).get(cid), self._global.get(cid))
-        if workspace is None:
-            self._workspace.get(folder, {}).pop(cid, None)
-        else:
-            self._workspace.setdefault(folder, {})[cid] = bool(workspace)
-        if everywhere is None:
-            self._global.pop(cid, None)
-        else:
-            self._global[cid] = bool(everywhere)
-        self._workspace = {f: ids for f, ids in self._workspace.items() if ids}
-        moved = before != (workspace, everywhere)
-        if moved and self.path is not None:
-            self.writes.put("decisions", None)
-        return moved
-
-    def _prepare(self, _: str, __: Any) -> Callable[[], None]:
-        assert self.path is not None
-        path = self.path
-        data = json.dumps({"global": self._global, "workspace": self._workspace}, indent=1, sort_keys=True).encode()
-
-        def write() -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, data)
-        return write
-
-    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await self.writes.run(task_status=task_status)
-
-    def close(self) -> None:
-        self.writes.close()

@@ -31,11 +31,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ahpd.host.kernel.dispatch import Apply, Refuse
-from ahpd.host.sessions.manager import IS_ARCHIVED
+from ahpd.host.sessions.common import IS_ARCHIVED
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Chat, Session
+    from ahpd.host.sessions.chat import Chat
+    from ahpd.host.sessions.session import Session
 
 #: A chat's fields its session's row repeats, and moves with it.
 ROW_FIELDS = ("title", "status", "modifiedAt")

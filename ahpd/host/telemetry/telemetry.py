@@ -336,3 +336,20 @@ class Telemetry:
         data = self.reader.get_metrics_data()
         if data is not None:
             self._notify("otlp/exportMetrics", METRICS, otlp.encode_metrics(data), peers)
+
+
+# -- what the kernel asks (ahpd.host.table.KERNEL_HOOKS) ----------------------------------
+
+
+def capabilities_of(host: Any) -> dict[str, Any]:
+    """``InitializeResult.telemetry``, when the host has telemetry."""
+    telemetry = getattr(host, "telemetry", None)
+    return {"telemetry": telemetry.capabilities} if telemetry is not None else {}
+
+
+def subscribe_stateless(host: Any, peer: Peer, uri: str) -> dict[str, Any] | None:
+    """An ``ahp-otlp:`` channel: no snapshot, never replayed."""
+    telemetry = getattr(host, "telemetry", None)
+    if telemetry is None or not uri.startswith("ahp-otlp:"):
+        return None
+    return telemetry.subscribe(peer, uri)

@@ -42,23 +42,26 @@ import math
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import trio
 
-from ahpd.host.changesets import changesets
 from ahpd.host.kernel.bus import ROOT
 from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.host.kernel.supervise import supervised
 from ahpd.ports import shell_marks
 from ahpd.protocol import codec, model
+from ahpd.host.sessions.chats.turns import TurnRunner
+from ahpd.host.sessions.chats.turns import take_up_queued
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
+    from ahpd.host.sessions.chat import Chat
+    from ahpd.host.sessions.session import Session
 
 log = logging.getLogger("ahpd.host")
 
@@ -272,7 +275,8 @@ class Terminal:
             self.manager.publish()
             cwd = urlsplit(self.state().get("cwd") or "")
             if cwd.scheme == "file":  # what ran may have changed the tree a changeset shows
-                changesets.touch(self.host, folder=Path(unquote(cwd.path)))
+                for touched in self.host.hooks.files_touched:
+                    touched(self.host, Path(unquote(cwd.path)))
         self.exited.set()
 
     # -- what clients and sessions ask -----------------------------------------
@@ -439,7 +443,7 @@ class Terminals:
 class AgentTerminals:
     """What a backend is given to run its agent's commands in AHP terminals
     claimed by the session for the turn that runs them (see
-    ``ahpd.backends._acp_terminals``)."""
+    ``ahpd.backends.acp.terminals``)."""
 
     def __init__(self, terminals: Terminals, session_uri: str, chat_uri: str,
                  turn_id: Callable[[], str | None]) -> None:
@@ -648,8 +652,6 @@ def command_turn(host: Host, peer: Peer, chat: Any, action: dict[str, Any]) -> R
     shell = peer.config.get("defaultShell") or os.environ.get("SHELL") or "/bin/sh"
 
     def start() -> None:
-        from ahpd.host.sessions.chats.turns import TurnRunner
-
         turn = chat.turn = TurnRunner(chat, action["turnId"], previous=chat.turn)
         chat.session.nursery.start_soon(_run_command, turn, command, shell, backend,
                                         name=f"!command turn {turn.turn_id} of {chat.uri}")
@@ -658,8 +660,6 @@ def command_turn(host: Host, peer: Peer, chat: Any, action: dict[str, Any]) -> R
 
 
 async def _run_command(turn: Any, command: str, shell: str, backend: Any) -> None:
-    from ahpd.host.sessions.chats.turns import take_up_queued
-
     chat = turn.chat
     with supervised(f"!command turn {turn.turn_id} of {chat.uri}", turn.failed):
         try:
@@ -732,3 +732,39 @@ def _ended(terminal: Terminal) -> str:
     if signum:
         return f"signal {signal.Signals(signum).name}"
     return f"exit code {terminal.exit_code}"
+
+
+# -- what the sessions and the kernel ask (ahpd.host.table) ---------------------------------
+
+
+def capabilities_of(host: Any) -> dict[str, Any]:
+    """A turn starting with ``!`` runs in a terminal, where the host has terminals."""
+    return {"terminalCommandPrefix": "!"} if host.terminals is not None else {}
+
+
+def agent_extras(chat: Chat, accepts: Collection[str]) -> dict[str, Any]:
+    """``terminals`` for a backend that runs its commands in the host's."""
+    terminals = chat.host.terminals
+    if "terminals" not in accepts or terminals is None:
+        return {}
+    return {"terminals": AgentTerminals(terminals, chat.session.uri, chat.uri,
+                                        lambda: chat.turn.turn_id if chat.turn is not None else None)}
+
+
+def turn_action(chat: Chat, action: dict[str, Any]) -> None:
+    """A command the agent ran has a terminal: follow it."""
+    if chat.host.terminals is not None:
+        chat.host.terminals.follow_tool_call(action)
+
+
+def take_command_turn(host: Any, peer: Peer, chat: Chat, action: dict[str, Any]) -> Refuse | Apply | None:
+    """A ``!command`` runs in a terminal, not sent to the agent."""
+    if host.terminals is None or not action["message"].get("text", "").startswith("!"):
+        return None
+    return command_turn(host, peer, chat, action)
+
+
+def session_disposed(session: Session) -> None:
+    """The terminals a session claimed go with it."""
+    if session.host.terminals is not None:
+        session.host.terminals.dispose_claimed_by(session.uri)

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd import __version__
-from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
+from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, string_param
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -69,15 +69,6 @@ LEASE_SECONDS = 600.0
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
                    "http_proxy", "https_proxy", "all_proxy", "no_proxy")
 _ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64", "i686": "ia32", "armv7l": "arm"}
-
-
-def _string(params: Any, key: str, *, required: bool = True) -> str | None:
-    value = params.get(key) if isinstance(params, dict) else None
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value:
-        raise RpcError(INVALID_PARAMS, f"{key} must be a non-empty string", {"path": f"$.{key}"})
-    return value
 
 
 # -- shutdown and diagnostics ----------------------------------------------------------
@@ -159,7 +150,7 @@ def _fetch(url: str, hostname: str) -> dict[str, Any]:
 
 
 async def diagnostics_fetch(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
-    url = _string(params, "url")
+    url = string_param(params, "url")
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise RpcError(INVALID_PARAMS, f"{url!r} is not an http or https URL", {"path": "$.url"})
@@ -173,8 +164,8 @@ async def diagnostics_fetch(host: Host, peer: Peer, params: Any) -> dict[str, An
 
 
 def _session_and_chat(host: Host, params: Any) -> tuple[Any, Any]:
-    session_uri = _string(params, "session")
-    chat_uri = _string(params, "chat", required=False)
+    session_uri = string_param(params, "session")
+    chat_uri = string_param(params, "chat", required=False)
     session = host.sessions.sessions.get(session_uri) if host.sessions is not None else None
     if session is None:
         raise RpcError(SESSION_NOT_FOUND, f"no open session {session_uri} on this host (subscribe to it first)",
@@ -273,7 +264,7 @@ async def collect_debug_logs(host: Host, peer: Peer, params: Any) -> dict[str, A
 
 
 def read_debug_logs_chunk(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
-    resource = _string(params, "resource")
+    resource = string_param(params, "resource")
     position = params.get("position")
     if not isinstance(position, int) or isinstance(position, bool) or position < 0:
         raise RpcError(INVALID_PARAMS, "position must be a non-negative integer", {"path": "$.position"})
@@ -320,3 +311,8 @@ COMMANDS = {
     **{f"vscode/devContainers/{name}": _containers(f"vscode/devContainers/{name}")
        for name in ("isDockerAvailable", "connect", "disconnect", "stop", "remove", "relaySend")},
 }
+
+
+def capabilities_of(host: Any) -> dict[str, Any]:
+    """``InitializeResult._meta``: a chat's own record is served (``getAgentHostSessionStateFile``)."""
+    return {"_meta": {"vscode.getAgentHostSessionStateFile.chat": True}}

@@ -11,7 +11,8 @@ from typing import Any
 
 import trio
 
-from ahpd.backends.acp import AcpBackend, AcpConversation
+from ahpd.backends.acp.session import AcpConversation
+from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import Event, InputRequest, PermissionRequest, Update
 
 RAW_AGENT = Path(__file__).with_name("raw_agent.py")

@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 
-from ahpd.backends.claude import ClaudeBackend, ClaudeConversation
+from ahpd.backends.claude.backend import ClaudeBackend, ClaudeConversation
 from tests.backends.acp_agents.harness import Recorder
 
 #: Generous: a loaded two-core machine must not make these tests flaky.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ahpd.backends.port import PermissionRequest
 
 if TYPE_CHECKING:
-    from ahpd.host.sessions.manager import Chat
+    from ahpd.host.sessions.chat import Chat
     from ahpd.host.sessions.chats.turns import TurnRunner
 
 KEY = "globalAutoApproveEnabled"

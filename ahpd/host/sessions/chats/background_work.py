@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ahpd.host.sessions.chats import workers
 
 if TYPE_CHECKING:
-    from ahpd.host.sessions.manager import Chat
+    from ahpd.host.sessions.chat import Chat
 
 
 def said(chat: Chat, update: dict[str, Any]) -> bool:

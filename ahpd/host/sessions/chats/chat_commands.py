@@ -17,12 +17,17 @@ from ahpd.host.sessions import session_config, worktrees
 from ahpd.host.kernel.bus import utc_now
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.host.sessions.session_commands import PROVIDER_NOT_FOUND, SESSION_NOT_FOUND
-from ahpd.host.sessions.manager import IDLE, Chat, path_of
+from ahpd.host.sessions.chat import Chat
+from ahpd.host.sessions.common import IDLE, path_of, transcript
 from ahpd.protocol import codec, model
+from ahpd.host.kernel.auth import signed
+from ahpd.host.kernel.auth import who
+from ahpd.host.sessions.chats import workers
+from ahpd.host.sessions.chats.turns import start_turn
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Session
+    from ahpd.host.sessions.session import Session
 
 log = logging.getLogger("ahpd.host")
 
@@ -54,17 +59,6 @@ async def _chat(host: Host, uri: str) -> Chat:
     if chat is None:
         raise RpcError(NOT_FOUND, f"no chat {uri}")
     return chat
-
-
-def _transcript(turns: list[dict[str, Any]]) -> str:
-    """What a conversation said, as plain text for a model to read."""
-    lines = []
-    for turn in turns:
-        lines.append(f"User: {turn.get('message', {}).get('text', '')}")
-        reply = "".join(p.get("content", "") for p in turn.get("responseParts", []) if p.get("kind") == "markdown")
-        if reply:
-            lines.append(f"Assistant: {reply}")
-    return "\n".join(lines)
 
 
 def _through(chat_state: dict[str, Any], turn_id: str) -> list[dict[str, Any]] | None:
@@ -101,7 +95,7 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
         if source["kind"] == "fork":
             turns = history
         preamble = (
-            "The conversation so far, for context:\n" + _transcript(history)
+            "The conversation so far, for context:\n" + transcript(history)
             + (f"\n\nThe user selected: {source['selection']['text']}" if source.get("selection") else "")
         )
     directories = params.workingDirectories
@@ -125,9 +119,6 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
     host.bus.emit(session.uri, {"type": "session/chatAdded", "summary": summary})
     session.save()
     if params.initialMessage is not None:
-        from ahpd.host.kernel.auth import signed, who
-        from ahpd.host.sessions.chats.turns import start_turn
-
         message = codec.encode(params.initialMessage)
         turn_id = host.sessions.new_turn_id()
         action = signed({"type": "chat/turnStarted", "turnId": turn_id, "startedAt": now, "message": message},
@@ -137,8 +128,6 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
 
 
 async def dispose_chat(host: Host, peer: Peer, params: model.DisposeChatParams) -> None:
-    from ahpd.host.sessions.chats import workers
-
     chat = await _chat(host, params.channel)
     session = chat.session
     # The chats its subagents worked in go with it: a worker is a view of one

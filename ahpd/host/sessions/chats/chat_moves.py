@@ -47,7 +47,8 @@ from ahpd.protocol import codec, model
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Chat, Session
+    from ahpd.host.sessions.chat import Chat
+    from ahpd.host.sessions.session import Session
 
 log = logging.getLogger("ahpd.host")
 

@@ -17,7 +17,7 @@ from ahpd.host.kernel.dispatch import Apply, Refuse
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Chat
+    from ahpd.host.sessions.chat import Chat
 
 
 def open_request(chat: Chat, request_id: str) -> dict[str, Any] | None:

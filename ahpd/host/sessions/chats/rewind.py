@@ -30,6 +30,7 @@ next turn after it resumes the truncated conversation, not the whole one.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ahpd.backends.port import BackendError
@@ -37,7 +38,7 @@ from ahpd.host.kernel.dispatch import Apply, Refuse
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Chat
+    from ahpd.host.sessions.chat import Chat
 
 #: What is remembered per chat: turn id -> its rewind point, and the point
 #: the agent is to be started again at before its next prompt.
@@ -133,12 +134,17 @@ def pending_point(chat: Chat) -> str | None:
     return record.pending if record is not None and record.pending else None
 
 
-def _point_before(chat: Chat, turns: list[dict[str, Any]]) -> str | None:
+def point_before(chat: Chat, turns: list[dict[str, Any]]) -> str | None:
     """Where a turn that follows ``turns`` starts: the last one's point,
     :data:`START` before the chat's first turn, None when unknown."""
     if not turns:
         return START if not chat.session.older_turns.get(chat.uri) else None
     return _record(chat).points.get(turns[-1]["id"])
+
+
+def resume_at(chat: Chat, point: str) -> None:
+    """The next time the chat's agent starts, it starts at ``point``."""
+    _record(chat).pending = point
 
 
 def resumable(chat: Chat) -> bool:
@@ -147,7 +153,7 @@ def resumable(chat: Chat) -> bool:
     channel = chat.host.bus.channels.get(chat.uri)
     if channel is None or not rewinds(chat):
         return False  # a chat being disposed runs nothing again
-    return _point_before(chat, list(channel.state.get("turns") or [])) is not None
+    return point_before(chat, list(channel.state.get("turns") or [])) is not None
 
 
 def _chat(host: Host, channel: str) -> Chat | None:
@@ -193,44 +199,21 @@ def truncated(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> R
     return Apply(action, after=after)
 
 
-def turn_resume(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    """The latest errored turn, run again: its message sent again to the
-    agent started at where it stood before that turn, under the same turn id."""
-    chat = _chat(host, channel)
-    if chat is None:
-        return Refuse(f"{channel} is not a chat this host runs")
-    if not rewinds(chat):
-        return Refuse("this chat's agent cannot re-run a turn that ended in an error; send the message again")
-    if _running(chat):
-        return Refuse("a turn is running in this chat")
-    turns = list(chat.state().get("turns") or [])
-    turn_id = action["turnId"]
-    if not turns or turns[-1].get("id") != turn_id:
-        return Refuse(f"turn {turn_id} is not the latest turn of this chat")
-    last = turns[-1]
-    parts = last.get("responseParts") or []
-    if last.get("state") != "error" or not parts or parts[-1].get("kind") != "error":
-        return Refuse(f"turn {turn_id} did not end in an error")
-    if not parts[-1].get("resumable"):
-        return Refuse(f"turn {turn_id} ended in an error this host cannot resume")
-    point = _point_before(chat, turns[:-1])
-    if point is None:
-        return Refuse(f"the turn before {turn_id} has no rewind point, so it cannot be run again")
-    if chat.session.provider not in host.sessions.backends:
-        return Refuse(f"no agent for provider {chat.session.provider} on this host")
-
-    def after() -> None:
-        from ahpd.host.sessions.chats.turns import start_turn
-
-        _record(chat).pending = point
-        start_turn(chat, turn_id, last.get("message") or {})
-        if chat.turn is not None:
-            chat.turn.translator.continue_after(len(parts))
-
-    return Apply(action, after=after)
-
-
 CLIENT_ACTIONS = {
     "chat/truncated": truncated,
-    "chat/turnResume": turn_resume,
 }
+
+
+# -- what the sessions core asks (ahpd.host.table.SESSION_HOOKS) -----------------------------
+
+
+def chat_created(chat: Chat, record: dict[str, Any]) -> None:
+    restore(chat, record.get("rewind"))
+
+
+def agent_extras(chat: Chat, accepts: Collection[str]) -> dict[str, Any]:
+    """An agent with a truncation pending is started at the kept point."""
+    if "resume_at" not in accepts or chat.backend_id is None:
+        return {}
+    point = pending_point(chat)
+    return {"resume_at": point} if point is not None else {}

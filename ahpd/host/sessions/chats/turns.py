@@ -37,17 +37,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ahpd import state as reducers
 from ahpd.backends.port import (
     BackendError,
     ClientToolCall,
     Event,
-    HistoryTurn,
     InputRequest,
     PermissionRequest,
     Update,
@@ -55,14 +53,12 @@ from ahpd.backends.port import (
 from ahpd.backends.translate import TurnTranslator, pending_edits
 from ahpd.host.sessions import annotations, session_config
 from ahpd.host.sessions.chats import auto_approve, background_work, rewind, workers
-from ahpd.host.changesets import changesets
-from ahpd.host.kernel.auth import signed, who
-from ahpd.host.kernel.dispatch import Apply, Refuse
-from ahpd.host.kernel.supervise import spawn, supervised
+from ahpd.host.kernel.bus import utc_now
+from ahpd.host.kernel.supervise import supervised
 
 if TYPE_CHECKING:
-    from ahpd.host.kernel.host import Host, Peer
-    from ahpd.host.sessions.manager import Chat
+    from ahpd.host.kernel.host import Host
+    from ahpd.host.sessions.chat import Chat
 
 log = logging.getLogger("ahpd.host")
 
@@ -192,7 +188,8 @@ class TurnRunner:
                 chat.rest()
         with supervised(f"after turn {self.turn_id} of {chat.uri}"):
             rewind.remember(chat, self.turn_id, self.conversation)
-            await changesets.turn_ended(chat.session, self.turn_id)
+            for ended in chat.hooks.turn_ended:  # the changesets read what it changed
+                await ended(chat.session, self.turn_id)
             chat.session.save()
             take_up_queued(chat)
             chat.host.sessions.refresh_catalogue_soon(chat.session.provider)
@@ -213,7 +210,8 @@ class TurnRunner:
             return
         if self.ended:
             return  # cancelled while its agent started
-        await changesets.turn_started(chat.session, self.turn_id)
+        for started in chat.hooks.turn_started:  # the tree it starts from is kept
+            await started(chat.session, self.turn_id)
         if chat.preamble:
             text, chat.preamble = f"{chat.preamble}\n\n{text}", None
         offer_client_tools(chat)
@@ -318,39 +316,6 @@ def client_gone(chat: Chat, client_id: str) -> None:
         fail(client_id, LEFT)
 
 
-def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str, origin: str = "user",
-                  worker_chat: Callable[[str], str | None] | None = None) -> list[dict[str, Any]]:
-    """A stored conversation's turns, built the way a live turn is: each past
-    turn's updates go through a :class:`TurnTranslator` and its actions
-    through the chat reducer, from an empty chat. So a rebuilt turn has
-    exactly the live shapes - tool calls with ``confirmed`` and an
-    ``invocationMessage``, statuses among the seven, the recorded usage -
-    and one builder cannot drift from the other.
-
-    Turn ids are ``<prefix>-<n>``; ``at`` is when they are said to have
-    started (a transcript dates its conversation, not each turn). ``origin``
-    is who said each turn's message; ``worker_chat`` names the worker chat
-    of a subagent call that has one (its calls then link it)."""
-    chat: dict[str, Any] = {"resource": "", "title": "", "status": 1, "modifiedAt": at, "turns": []}
-    for number, past in enumerate(history, 1):
-        turn_id = f"{prefix}-{number}"
-        translator = TurnTranslator(turn_id)
-        translator.worker_chat = worker_chat
-        actions: list[dict[str, Any]] = [{
-            "type": "chat/turnStarted", "turnId": turn_id, "startedAt": at,
-            "message": {"text": past.text, "origin": {"kind": origin}},
-        }]
-        for update in past.updates:
-            actions += translator.feed(update)
-        if past.usage:
-            actions.append({"type": "chat/usage", "turnId": turn_id, "usage": past.usage})
-        actions.append({"type": "chat/turnComplete", "turnId": turn_id, "duration": 0})
-        actions += translator.finish()
-        for action in actions:
-            chat = reducers.reduce("chat", chat, action)
-    return chat["turns"]
-
-
 def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
     """Run a turn whose ``chat/turnStarted`` has been applied."""
     session_config.from_message(chat, message)
@@ -372,8 +337,6 @@ def take_up_queued(chat: Chat) -> None:
     if state.get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended) or not pending:
         return
     turn_id = chat.host.sessions.new_turn_id()
-    from ahpd.host.kernel.bus import utc_now
-
     chat.host.bus.emit(chat.uri, {
         "type": "chat/turnStarted", "turnId": turn_id, "startedAt": utc_now(),
         "message": pending["message"], "queuedMessageId": pending["id"],
@@ -406,12 +369,10 @@ def on_event(chat: Chat, event: Event) -> None:
         actions = turn.translator.feed(event.update)
         for action in actions:
             turn.emit(action)
-            if action["type"] == "chat/toolCallComplete":
-                changesets.touch(chat.host, session=chat.session)
-                if action["toolCallId"] in turn.client_calls:
-                    turn.lift_client_call(action["toolCallId"])
-            if chat.host.terminals is not None:
-                chat.host.terminals.follow_tool_call(action)
+            if action["type"] == "chat/toolCallComplete" and action["toolCallId"] in turn.client_calls:
+                turn.lift_client_call(action["toolCallId"])
+            for said in chat.hooks.turn_action:  # changesets, terminals
+                said(chat, action)
         if any(a["type"] == "chat/activityChanged" for a in actions):
             chat.host.sessions.sync_summary(chat)
     elif isinstance(event, PermissionRequest):
@@ -487,31 +448,6 @@ def _tool_call_state(chat: Chat, turn_id: str, call_id: str) -> dict[str, Any] |
     return None
 
 
-# -- what clients dispatch on a chat --------------------------------------------------
-
-
-def _chat(host: Host, channel: str) -> Chat | None:
-    return host.sessions.chat_owner.get(channel) if host.sessions else None
-
-
-def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    chat = _chat(host, channel)
-    if chat is None:
-        return Refuse(f"{channel} is not a chat this host runs")
-    if chat.state().get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended):
-        return Refuse("a turn is already running in this chat; queue the message or cancel the turn")
-    if chat.session.provider not in host.sessions.backends:
-        return Refuse(f"no agent for provider {chat.session.provider} on this host")
-    if host.terminals is not None and action["message"].get("text", "").startswith("!"):
-        from ahpd.host.terminals.terminals import command_turn
-
-        return command_turn(host, peer, chat, action)  # a !command: run in a terminal, not sent to the agent
-
-    chat.lender = peer
-    action = signed(action, who(host, peer))
-    return Apply(action, after=lambda: start_turn(chat, action["turnId"], action["message"]))
-
-
 def _name_after_first_message(chat: Chat, text: str) -> None:
     """An untitled session is one nobody can find again: name it."""
     session_state = chat.session.state()
@@ -523,142 +459,19 @@ def _name_after_first_message(chat: Chat, text: str) -> None:
     host.sessions.notify_summary(chat.session, {"title": title})
 
 
-def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    chat = _chat(host, channel)
-    turn = chat.turn if chat else None
-    if turn is None or turn.turn_id != action["turnId"] or turn.ended:
-        return Apply(action)  # names no running turn: changes nothing, answered as such
-
-    def after() -> None:
-        turn.ended = True  # this action is the ending
-        turn.lift_all()
-        workers.turn_ended(chat, cancelled=True)
-        for extra in turn.translator.finish():
-            turn.emit(extra)
-        host.sessions.sync_summary(chat)
-        turn.stop()  # the agent is told, and stopped if it does not listen
-
-    return Apply(action, after=after)
+# -- what the kernel and the sessions core ask (ahpd.host.table) ----------------------------
 
 
-def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    answered = workers.tool_call_confirmed(host, channel, action)
-    if answered is not None:
-        return answered  # a subagent's call, asked in its worker chat
-    chat = _chat(host, channel)
-    turn = chat.turn if chat else None
-    request = turn.permissions.get(action["toolCallId"]) if turn and turn.turn_id == action["turnId"] else None
-    if request is None:
-        return Refuse(f"tool call {action['toolCallId']} is not waiting for a confirmation")
-    approved = bool(action.get("approved"))
-    wanted = "allow" if approved else "reject"
-    option = action.get("selectedOptionId")
-    if option not in {o.option_id for o in request.options}:
-        option = next((o.option_id for o in request.options if o.kind.startswith(wanted)), None)
-
-    def after() -> None:
-        for extra in turn.translator.confirmed(action["toolCallId"], approved):
-            turn.emit(extra)
-        turn.lift(action["toolCallId"])
-        if chat.conversation is not None:
-            chat.conversation.answer_permission(request.request_id, option)
-
-    return Apply(action, after=after)
+def agent_extras(chat: Chat, accepts: Collection[str]) -> dict[str, Any]:
+    """The tools the chat's active clients run, for a backend that takes them."""
+    return {"client_tools": announced_tools(chat)} if "client_tools" in accepts else {}
 
 
-def tool_call_complete(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
-    """A client's result for a call of its own tool. Only the client the call
-    was reported against may send one. It is handed to the agent and not
-    applied: the completion comes off the agent's tool result (see above)."""
-    chat = _chat(host, channel)
-    turn = chat.turn if chat else None
-    call_id = action["toolCallId"]
-    call = turn.client_calls.get(call_id) if turn and turn.turn_id == action["turnId"] and not turn.ended else None
-    if call is None:
-        return Refuse(f"tool call {call_id} is not waiting for a client's result: only a call of a tool an "
-                      "active client provides is completed by a client")
-    if peer.client_id != call.client_id:
-        return Refuse(f"tool call {call_id} runs on client {call.client_id}: only that client may complete it")
-    complete = getattr(chat.conversation, "complete_client_tool", None)
-    handed = complete is not None and complete(call_id, action["result"])
-    turn.lift_client_call(call_id)
-    if not handed:
-        return Refuse(f"tool call {call_id} is no longer waiting: the agent has gone")
-    return Refuse("taken, not applied as sent: the result went to the agent, and the call completes from the "
-                  "agent's own tool result, as every call does")
-
-
-def tool_call_content_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    """Streaming into a running call is its contributor's to do: relayed from
-    the client named in the call's ``ToolCallClientContributor``, refused
-    from anyone else and for a call no client runs."""
-    chat = _chat(host, channel)
-    turn = chat.turn if chat else None
-    call_id = action["toolCallId"]
-    call = turn.client_calls.get(call_id) if turn and turn.turn_id == action["turnId"] and not turn.ended else None
-    if call is None:
-        return Refuse(f"tool call {call_id} is not run by a client: its content is the agent's to say")
-    if peer.client_id != call.client_id:
-        return Refuse(f"tool call {call_id} runs on client {call.client_id}: only that client streams into it")
-    return Apply(action)
-
-
-def input_completed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    chat = _chat(host, channel)
-    turn = chat.turn if chat else None
-    request = turn.inputs.get(action["requestId"]) if turn else None
-    if request is None:
-        return Refuse(f"input request {action['requestId']} is not open")
-    from ahpd.host.sessions.chats.input_answers import synced
-
-    answers = synced(chat, action["requestId"], action.get("answers"))
-
-    def after() -> None:
-        turn.inputs.pop(action["requestId"], None)
-        turn._emit_session({"type": "session/inputNeededRemoved", "id": action["requestId"]})
-        turn.heard()
-        if chat.conversation is not None:
-            chat.conversation.answer_input(request.request_id, action["response"], answers)
-
-    return Apply(action, after=after)
-
-
-def tool_call_result_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse:
-    return Refuse(
-        "chat/toolCallResultConfirmed is not served: no agent behind this host asks for a tool's "
-        "result to be confirmed after it ran, so there is no such question to answer"
-    )
-
-
-def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
-    """A queued message is taken up as soon as the chat is free. A steering
-    message goes into the running turn when the agent takes one (Claude
-    Code does); otherwise it waits like a queued one, because an ACP agent
-    takes no message mid-turn."""
-    chat = _chat(host, channel)
-    if chat is None:
-        return Refuse(f"{channel} is not a chat this host runs")
-    turn, conversation = chat.turn, chat.conversation
-    steer = getattr(conversation, "steer", None)
-    if action["kind"] == "steering" and steer is not None and turn is not None and turn.live and not turn.ended:
-
-        def into_the_turn() -> None:
-            # The agent takes it mid-turn: it leaves the queue as it goes in.
-            spawn(chat.session.nursery, f"steering {channel}", steer, action["message"].get("text", ""))
-            host.bus.emit(channel, {"type": "chat/pendingMessageRemoved", "kind": "steering", "id": action["id"]})
-
-        return Apply(action, after=into_the_turn)
-    action = signed(action, who(host, peer))
-    return Apply(action, after=lambda: take_up_queued(chat))
-
-
-CLIENT_ACTIONS = {
-    "chat/turnStarted": turn_started,
-    "chat/turnCancelled": turn_cancelled,
-    "chat/toolCallConfirmed": tool_call_confirmed,
-    "chat/toolCallComplete": tool_call_complete,
-    "chat/toolCallContentChanged": tool_call_content_changed,
-    "chat/inputCompleted": input_completed,
-    "chat/toolCallResultConfirmed": tool_call_result_confirmed,
-    "chat/pendingMessageSet": pending_message_set,
-}
+def client_gone_everywhere(host: Host, client_id: str) -> None:
+    """``client_id`` has no connection left: the calls of its tools that
+    agents wait on are answered as failed, so no turn waits for ever."""
+    if host.sessions is None:
+        return
+    for session in list(host.sessions.sessions.values()):
+        for chat in list(session.chats.values()):
+            client_gone(chat, client_id)

@@ -40,7 +40,9 @@ from ahpd.backends.port import PARENT_CALL_META, PermissionRequest
 from ahpd.backends.translate import TurnTranslator
 from ahpd.host.kernel.bus import utc_now
 from ahpd.host.kernel.dispatch import Apply
-from ahpd.host.sessions.manager import IDLE, IS_READ, Chat, default_chat_uri
+from ahpd.host.sessions.chat import Chat
+from ahpd.host.sessions.common import IDLE, default_chat_uri
+from ahpd.host.sessions import summaries
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host
@@ -328,8 +330,6 @@ def carry(chat: Chat, source: Any, target: Any) -> None:
     down first, then said (``session/chatRemoved`` on the source,
     ``session/chatAdded`` on the destination); the caller then says the
     chat's own move and the destination's order."""
-    from ahpd.host.sessions import summaries
-
     moved = of(chat.uri, source)
     if not moved:
         return
@@ -351,29 +351,3 @@ def carry(chat: Chat, source: Any, target: Any) -> None:
         chat.host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": worker.uri})
         chat.host.bus.emit(target.uri, {"type": "session/chatAdded", "summary": summaries.chat_row(worker)})
     log.info("%s took its workers %s to %s", chat.uri, [w.uri for w in moved], target.uri)
-
-
-def rebuilt(session_uri: str, chat_uri_: str, turns: list[dict[str, Any]], subagents: dict[str, Any],
-            at: str) -> list[dict[str, Any]]:
-    """The worker chats of a conversation read back from what its backend
-    kept (no agent runs): one per subagent call of ``turns`` whose own
-    record was found, its one turn rebuilt like any past turn, the
-    subagent's prompt as its message. As session records, after its chat."""
-    from ahpd.host.sessions.chats.turns import rebuild_turns
-
-    records = []
-    for turn in turns:
-        for part in turn.get("responseParts") or []:
-            call = part.get("toolCall") if part.get("kind") == "toolCall" else None
-            past = subagents.get(call["toolCallId"]) if call is not None else None
-            if past is None:
-                continue
-            uri = chat_uri(session_uri, call["toolCallId"])
-            title = (call.get("_meta") or {}).get("subagentDescription") or call.get("displayName") or "Subagent"
-            records.append({"uri": uri, "state": {
-                "resource": uri, "title": title, "status": IDLE | IS_READ, "modifiedAt": at,
-                "origin": {"kind": "tool", "chat": chat_uri_, "toolCallId": call["toolCallId"]},
-                "interactivity": READ_ONLY,
-                "turns": rebuild_turns([past], prefix=f"{turn['id']}-{call['toolCallId']}", at=at, origin="agent"),
-            }})
-    return records

@@ -31,7 +31,7 @@ from typing import Any
 import trio
 import trio_asyncio
 
-log = logging.getLogger("ahpd.backends.acp")
+log = logging.getLogger("ahpd.backends.acp.backend")
 
 _CHUNK = 65536
 _STDERR_LINE_MAX = 2000  # characters logged per stderr line
@@ -161,7 +161,7 @@ class AgentProcess:
                             "bytes (max_line_bytes); its connection was closed"
                         )
                         return
-        except Exception:  # never let a pump take the conversation down by itself
+        except Exception:  # noqa: BLE001 - never let a pump take the conversation down by itself: said, and failed
             log.exception("%s: reading the agent's stdout failed", self.label)
             self.fail("reading the agent's output failed")
 
@@ -204,12 +204,12 @@ class AgentProcess:
                 if len(buf) > _STDERR_BUFFER_MAX:
                     self._log_stderr(bytes(buf))
                     buf.clear()
-        except Exception:
+        except Exception:  # noqa: BLE001 - stderr is diagnostics: failing to read it ends only the reading
             log.exception("%s: reading the agent's stderr failed", self.label)
         finally:
             self._stderr_done.set()
 
-    def _log_stderr(self, raw: bytes) -> None:
+    def _log_stderr(self, raw: bytes | bytearray) -> None:
         line = raw.decode("utf-8", errors="replace").rstrip("\r")
         if len(line) > _STDERR_LINE_MAX:
             line = line[:_STDERR_LINE_MAX] + "…"
@@ -226,7 +226,7 @@ class AgentProcess:
                     await stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.debug("%s: the agent's stdin is closed: %s", self.label, exc)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a failed write ends the pump; the agent's exit says the rest
             log.exception("%s: writing to the agent failed", self.label)
         finally:
             with trio.CancelScope(shield=True):

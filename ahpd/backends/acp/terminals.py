@@ -45,10 +45,10 @@ from typing import Any
 import trio
 from acp.exceptions import RequestError
 
-from ahpd.backends._acp_files import confine
-from ahpd.backends._acp_process import signal_group
+from ahpd.backends.acp.files import confine
+from ahpd.backends.acp.process import signal_group
 
-log = logging.getLogger("ahpd.backends.acp")
+log = logging.getLogger("ahpd.backends.acp.backend")
 
 DEFAULT_OUTPUT_LIMIT = 1024 * 1024
 MAX_OUTPUT_LIMIT = 16 * 1024 * 1024

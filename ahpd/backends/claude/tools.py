@@ -30,14 +30,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from ahpd.backends.translate import CONTRIBUTOR_META  # noqa: F401 - re-exported for the backend
 
-log = logging.getLogger("ahpd.backends.claude")
+if TYPE_CHECKING:
+    from claude_agent_sdk import McpSdkServerConfig
+
+log = logging.getLogger("ahpd.backends.claude.backend")
 
 #: The in-process MCP server a client's tools ride on.
 SERVER_NAME = "ahp"
@@ -66,7 +69,9 @@ def mcp_result(result: Mapping[str, Any]) -> dict[str, Any]:
              if isinstance(c, Mapping) and c.get("type") == "text"]
     ok = bool(result.get("success"))
     if not ok and not texts:
-        error = result.get("error") if isinstance(result.get("error"), Mapping) else {}
+        error = result.get("error")
+        if not isinstance(error, Mapping):
+            error = {}
         texts = [str(error.get("message") or _plain(result.get("pastTenseMessage")) or "the tool failed")]
     if ok and not texts and result.get("structuredContent") is not None:
         texts = [json.dumps(result["structuredContent"], ensure_ascii=False)]
@@ -86,7 +91,8 @@ def announced_tools(active_clients: Sequence[Mapping[str, Any]]) -> dict[str, li
     out: dict[str, list[dict[str, Any]]] = {}
     for client in active_clients or []:
         client_id = client.get("clientId")
-        tools = [dict(t) for t in client.get("tools") or [] if isinstance(t, Mapping) and isinstance(t.get("name"), str)]
+        tools = [dict(t) for t in client.get("tools") or []
+                 if isinstance(t, Mapping) and isinstance(t.get("name"), str)]
         if isinstance(client_id, str) and client_id and tools:
             out[client_id] = tools
     return out
@@ -159,7 +165,7 @@ class ClientTools:
 
     # -- the MCP server --------------------------------------------------------
 
-    def server_config(self) -> dict[str, Any]:
+    def server_config(self) -> McpSdkServerConfig:
         """The ``mcp_servers`` entry: ``{"ahp": <this>}``'s value."""
         if self._server is None:
             from claude_agent_sdk._internal._mcp_compat import build_tool_server
@@ -175,11 +181,11 @@ class ClientTools:
         for definition in self._host_definitions():
             entries.append((definition["name"], "", _mcp_tool(definition["name"], definition)))
         for client_id, definitions in announced.items():
-            for definition in definitions:
-                name = definition.get("name")
+            for announced_one in definitions:
+                name = announced_one.get("name")
                 if isinstance(name, str) and name:
                     full = registered_name(client_id, name)
-                    entries.append((full, client_id, _mcp_tool(full, definition)))
+                    entries.append((full, client_id, _mcp_tool(full, announced_one)))
         signature = json.dumps([e[2] for e in entries], sort_keys=True, default=str)
         if signature == self._signature:
             return False

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import SdkPluginConfig
 
 
-def local(paths: Sequence[str]) -> list[dict[str, str]]:
+def local(paths: Sequence[str]) -> list[SdkPluginConfig]:
     """The SDK's ``plugins`` option: each directory a local plugin (``--plugin-dir``)."""
     return [{"type": "local", "path": path} for path in paths]
 

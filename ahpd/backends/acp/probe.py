@@ -1,4 +1,4 @@
-"""``python -m ahpd.backends._acp_probe SPEC``: an ACP agent's boot probe, in
+"""``python -m ahpd.backends.acp.probe SPEC``: an ACP agent's boot probe, in
 a process of its own (see :meth:`AcpBackend.probe`). SPEC is the backend as
 JSON; what the probe learned is printed as JSON: ``{"models": [...],
 "commands": [...], "modes": ..., "configOptions": [...], "conversations": [...]}``
@@ -12,7 +12,7 @@ import sys
 import attrs
 import trio
 
-from ahpd.backends.acp import AcpBackend
+from ahpd.backends.acp.backend import AcpBackend
 
 
 async def _learn(spec: dict) -> dict:

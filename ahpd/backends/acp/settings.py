@@ -10,7 +10,7 @@ functions over ACP wire JSON, so they are tested without a process.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 #: ACP config option category -> the host's key.
@@ -31,11 +31,13 @@ def _choices(option: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
             yield choice
 
 
-def _options(options: list[Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
+def _options(options: Sequence[Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
     return {_key(o): o for o in options or [] if isinstance(o, Mapping) and o.get("id")}
 
 
-def properties(modes: Mapping[str, Any] | None, options: list[Mapping[str, Any]] | None) -> dict[str, dict[str, Any]]:
+def properties(
+    modes: Mapping[str, Any] | None, options: Sequence[Mapping[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
     """``SessionConfigPropertySchema`` per key, every one changeable mid-session."""
     out: dict[str, dict[str, Any]] = {}
     if modes and modes.get("availableModes"):
@@ -64,7 +66,7 @@ def properties(modes: Mapping[str, Any] | None, options: list[Mapping[str, Any]]
     return out
 
 
-def values(modes: Mapping[str, Any] | None, options: list[Mapping[str, Any]] | None) -> dict[str, Any]:
+def values(modes: Mapping[str, Any] | None, options: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     """What the agent runs with now, in the host's keys."""
     out: dict[str, Any] = {}
     if modes and modes.get("currentModeId"):
@@ -76,7 +78,7 @@ def values(modes: Mapping[str, Any] | None, options: list[Mapping[str, Any]] | N
 
 
 def request(key: str, value: Any, modes: Mapping[str, Any] | None,
-            options: list[Mapping[str, Any]] | None) -> tuple[str, dict[str, Any]] | None:
+            options: Sequence[Mapping[str, Any]] | None) -> tuple[str, dict[str, Any]] | None:
     """The ACP request that sets ``key`` (method, params without the session id),
     or None when the agent offers no such setting."""
     option = _options(options).get(key)

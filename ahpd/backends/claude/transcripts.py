@@ -17,11 +17,11 @@ from typing import Any
 
 import trio
 
-from ahpd.backends._claude_wire import StreamMapper, usage_info
+from ahpd.backends.claude.wire import StreamMapper, usage_info
 from ahpd.backends.port import HistoryTurn, StoredConversation
 from ahpd.backends.translate import repair
 
-log = logging.getLogger("ahpd.backends.claude")
+log = logging.getLogger("ahpd.backends.claude.backend")
 
 
 def _iso(ms: int | None) -> str | None:
@@ -131,7 +131,7 @@ def _turns(session_id: str, entries: Any) -> list[HistoryTurn]:
     text: str | None = None
     updates: list[dict[str, Any]] = []
     totals: dict[str, int] = {}
-    counted: set[str] = set()
+    counted: set[str | None] = set()  # message ids whose usage is in totals: entries of one message share it
 
     def close() -> None:
         if text is not None:

@@ -341,8 +341,9 @@ class StreamMapper:
         if not isinstance(command, str):
             return None
         label = started.get("description")
-        return {"id": f"shell:{task_id}", "kind": "shell", "label": label if isinstance(label, str) and label else command,
-                "startedAt": _now(), "command": command}
+        if not (isinstance(label, str) and label):
+            label = command
+        return {"id": f"shell:{task_id}", "kind": "shell", "label": label, "startedAt": _now(), "command": command}
 
     def _stream_event(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
         etype = event.get("type")
@@ -478,7 +479,7 @@ def usage_info(usage: Mapping[str, Any] | None, *, model: str | None = None, cos
     details = usage.get("output_tokens_details") or {}
     if isinstance(details, Mapping) and details.get("thinking_tokens"):
         meta["ahpd.reasoningTokens"] = int(details["thinking_tokens"])
-    if model_usage and model in model_usage and model_usage[model].get("contextWindow"):
+    if model is not None and model_usage and model in model_usage and model_usage[model].get("contextWindow"):
         used = info["inputTokens"] + info.get("cacheReadTokens", 0) + meta.get("ahpd.cacheWriteTokens", 0)
         meta["ahpd.context"] = {"used": used, "size": int(model_usage[model]["contextWindow"])}
     if cost_usd is not None:

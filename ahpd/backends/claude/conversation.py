@@ -1,18 +1,10 @@
-"""Claude Code, through the Claude Agent SDK: one CLI conversation per chat.
+"""One live Claude Code conversation: a CLI held open for a chat's whole life.
 
-The SDK (``claude-agent-sdk``) is anyio-based, so it runs under trio as it
-is - no asyncio bridge. It starts the bundled Claude Code CLI and speaks
-newline-delimited JSON with it (``stream-json``), with ``control_request`` /
-``control_response`` pairs for the questions either side asks: the CLI asks
-``can_use_tool`` before a tool it will not run on its own, and we ask
-``interrupt``.
-
-A chat is one :class:`ClaudeConversation`, held open in the chat's nursery
-for the chat's whole life: the CLI's input stays open between turns (which
-is also what lets a steering message reach a running turn), a single reader
-task takes every message the CLI writes and hands it, mapped to ACP-shaped
-updates by :class:`~ahpd.backends._claude_wire.StreamMapper`, to the event
-sink. A turn is one user message in and one ``result`` out:
+The CLI's input stays open between turns (which is also what lets a steering
+message reach a running turn), and a single reader task takes every message
+the CLI writes and hands it, mapped to ACP-shaped updates by
+:class:`~ahpd.backends.claude.wire.StreamMapper`, to the event sink. A turn
+is one user message in and one ``result`` out:
 
 * ``can_use_tool`` becomes a :class:`PermissionRequest` under the agent's own
   ``tool_use`` id, answered through :meth:`ClaudeConversation.answer_permission`;
@@ -22,84 +14,58 @@ sink. A turn is one user message in and one ``result`` out:
   the CLI's own words, and so does a CLI that dies - never a hang;
 * cancelling interrupts the CLI, which answers the turn with a result;
 * the active clients' tools ride the in-process MCP server ``ahp``
-  (:mod:`~ahpd.backends._claude_tools`): a call of one is announced with
+  (:mod:`~ahpd.backends.claude.tools`): a call of one is announced with
   the client as its contributor, runs without asking, and becomes a
   :class:`ClientToolCall` the host answers with the client's result.
 
-A conversation's id is the CLI's session id. A new one is chosen here (or by
-the caller) and handed to the CLI with ``--session-id``, so it is known
-before the first prompt and a resume after a restart finds the transcript
-under the same name.
+:class:`~ahpd.backends.claude.backend.ClaudeBackend` starts the CLI and wires a
+conversation to it (its client, nursery and restart); this module is what
+the conversation does once it runs. The SDK's classes are imported in the
+methods that use them, never with this module: the SDK is about a second of
+a daemon's start-up (``python -X importtime -c 'import claude_agent_sdk'``),
+and those methods run only once a CLI does.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import os
-import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 import attrs
 import trio
 
-from ahpd.backends import _claude_plugins, _claude_transcripts
-from ahpd.backends._claude_tools import CONTRIBUTOR_META, ENDED, LEFT, ClientCall, ClientTools
-from ahpd.backends._claude_tools import PREFIX as CLIENT_TOOL_PREFIX
-from ahpd.backends._claude_tools import SERVER_NAME as CLIENT_TOOL_SERVER
-from ahpd.backends._claude_wire import (
-    StreamMapper,
-    available_commands,
-    models_from_init,
-    pending_edit,
-    usage_info,
-)
-from ahpd.backends._paths import ignore, scratch_root, working_root
+from ahpd.backends.claude import plugins as _claude_plugins
+from ahpd.backends.claude.tools import CONTRIBUTOR_META, ENDED, LEFT, ClientCall, ClientTools
+from ahpd.backends.claude.tools import PREFIX as CLIENT_TOOL_PREFIX
+from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
+from ahpd.backends.claude.wire import StreamMapper, pending_edit, usage_info
 from ahpd.backends.port import (
     BackendError,
     ClientToolCall,
-    Conversation,
     Event,
     EventSink,
     PermissionOption,
     PermissionRequest,
     PromptResult,
-    StoredConversation,
     Update,
 )
 
 if TYPE_CHECKING:
-    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage, ToolPermissionContext
-    from claude_agent_sdk import Transport as SdkTransport
-
-log = logging.getLogger("ahpd.backends.claude")
-
-
-def _load() -> None:
-    """Import the Claude Agent SDK on first use (a probe or a conversation),
-    not with this module: it is most of a daemon's start-up otherwise."""
-    global AssistantMessage, ClaudeAgentOptions, ClaudeSDKClient, PermissionResultAllow
-    global PermissionResultDeny, ResultMessage, SystemMessage, ToolUseBlock
-    if "ToolUseBlock" in globals():
-        return  # loaded already
     from claude_agent_sdk import (
-        AssistantMessage,
-        ClaudeAgentOptions,
         ClaudeSDKClient,
         PermissionResultAllow,
         PermissionResultDeny,
         ResultMessage,
-        SystemMessage,
-        ToolUseBlock,
+        ToolPermissionContext,
     )
 
-
-PROVIDER = "claude"
-ANTHROPIC_RESOURCE = "https://api.anthropic.com"
+log = logging.getLogger("ahpd.backends.claude.backend")
 
 _OPTIONS = (
     PermissionOption("allow", "Allow", "allow_once"),
@@ -108,319 +74,6 @@ _OPTIONS = (
 _DENIED = "The user denied this tool call."
 _STOP_REASONS = {"end_turn": "end_turn", "max_tokens": "max_tokens", "refusal": "refusal",
                  "stop_sequence": "end_turn", "tool_use": "end_turn"}
-
-TransportFactory = Callable[["ClaudeAgentOptions"], "SdkTransport"]
-
-
-class ClaudeBackend:
-    """The ``claude`` provider: Claude Code via the Claude Agent SDK."""
-
-    #: Where a person adds a command or a skill, relative to the session's
-    #: folder: the containers its customizations are published under.
-    customization_dirs = {"prompt": ".claude/commands", "skill": ".claude/skills", "agent": ".claude/agents"}
-    #: A conversation can be resumed at a point of its transcript
-    #: (:meth:`ClaudeConversation.rewind`): ``chat/truncated`` and ``chat/turnResume``.
-    rewinds = True
-
-    def __init__(
-        self,
-        provider: str = PROVIDER,
-        *,
-        cli_path: str | Path | None = None,
-        env: Mapping[str, str] | None = None,
-        model: str | None = None,
-        display_name: str = "Claude Code",
-        description: str = "Anthropic's Claude Code agent, through the Claude Agent SDK",
-        transport_factory: TransportFactory | None = None,
-        start_timeout: float = 60.0,
-        cancel_grace: float = 30.0,
-        shutdown_timeout: float = 20.0,
-    ) -> None:
-        self.provider = provider
-        self.cli_path = cli_path
-        #: Set over the daemon's own environment for every CLI, never instead of it.
-        self.env = dict(env or {})
-        self.model = model
-        self.display_name = display_name
-        self.description = description
-        self.transport_factory = transport_factory
-        self.start_timeout = start_timeout
-        self.cancel_grace = cancel_grace
-        self.shutdown_timeout = shutdown_timeout
-        #: What the CLI said about itself at ``initialize`` (the boot probe's
-        #: answer, or the latest conversation's): models, commands, agents.
-        self.server_info: dict[str, Any] | None = None
-        #: The skills the CLI named in a turn's ``init`` message (initialize
-        #: does not tell a skill from a prompt), or None before any turn.
-        self.skills: list[str] | None = None
-        self._models: list[dict[str, Any]] = []
-
-    # -- AgentInfo ----------------------------------------------------------------
-
-    def agent_info(self) -> dict[str, Any]:
-        return {
-            "provider": self.provider,
-            "displayName": self.display_name,
-            "description": self.description,
-            "models": [dict(m) for m in self._models],
-            "protectedResources": [{"resource": ANTHROPIC_RESOURCE, "required": False}],
-        }
-
-    #: The MCP servers the CLI has configured (its ``mcp_status``), from the
-    #: probe; our own in-process ``ahp`` server is not among them.
-    mcp_servers: list[dict[str, Any]] = []
-    #: The plugins the CLI loads (its ``reload_plugins`` answer), from the probe.
-    plugins: list[dict[str, Any]] = []
-
-    @property
-    def subagents(self) -> list[dict[str, Any]]:
-        """The subagents the CLI offers (``name``, ``description``), from the probe."""
-        agents = (self.server_info or {}).get("agents")
-        return [a for a in agents if isinstance(a, dict)] if isinstance(agents, list) else []
-
-    @property
-    def commands(self) -> list[dict[str, Any]]:
-        """The CLI's slash commands, as ACP ``AvailableCommand`` wire JSON."""
-        return available_commands((self.server_info or {}).get("commands"), self.skills)
-
-    def config_properties(self) -> dict[str, dict[str, Any]]:
-        """The session config the CLI takes: the model. Its thinking level is
-        each model's own ``configSchema`` (``thinkingLevel``), so no
-        session-wide effort key is offered beside it."""
-        if not self._models:
-            return {}
-        model: dict[str, Any] = {
-            "type": "string", "title": "Model", "enum": [m["id"] for m in self._models],
-            "enumLabels": [m["name"] for m in self._models], "sessionMutable": True,
-        }
-        if self.model in model["enum"]:
-            model["default"] = self.model
-        return {"model": model}
-
-    def _learn(self, info: Mapping[str, Any] | None) -> bool:
-        """Keep what the CLI said at ``initialize``; True when the models moved."""
-        if not info:
-            return False
-        self.server_info = dict(info)
-        models = models_from_init(self.provider, info.get("models"))
-        if models and models != self._models:
-            self._models = models
-            return True
-        return False
-
-    async def probe(self, cwd: Path | None = None) -> bool:
-        """The boot probe: start a CLI, read what ``initialize`` answers
-        (models, commands, agents), and stop it. No model is called. True
-        when :meth:`agent_info` changed, so the host sends
-        ``root/agentsChanged`` again. Failure is logged, never raised."""
-        _load()
-        root = working_root(cwd or scratch_root())
-        conversation = ClaudeConversation(str(uuid.uuid4()), ignore, root, self.provider)
-        options = self._options(root, conversation, resume_id=None, session_id=None, api_key=None)
-        client = ClaudeSDKClient(options, transport=self.transport_factory(options) if self.transport_factory else None)
-        try:
-            with trio.fail_after(self.start_timeout):
-                await client.connect()
-                changed = self._learn(await client.get_server_info())
-            with trio.move_on_after(self.start_timeout):
-                status = await client.get_mcp_status()
-                servers = [s for s in status.get("mcpServers") or []
-                           if isinstance(s, dict) and s.get("name") != CLIENT_TOOL_SERVER]
-                if servers != self.mcp_servers:
-                    self.mcp_servers = servers
-                    changed = True
-                try:  # a seed for the sessions' lists; AgentInfo does not carry them
-                    self.plugins = _claude_plugins.loaded(await _claude_plugins.reload(client))
-                except Exception as exc:  # noqa: BLE001 - a CLI that lists no plugins spoils nothing else
-                    log.info("%s: the boot probe read no plugins: %s", self.provider, exc)
-            return changed
-        except Exception as exc:  # noqa: BLE001 - a probe that fails leaves the list as it was
-            log.warning("%s: the boot probe failed: %s", self.provider, _words(exc, conversation))
-            return False
-        finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(self.shutdown_timeout):
-                await client.disconnect()
-
-    # -- conversations --------------------------------------------------------------
-
-    def _options(
-        self, root: Path, conversation: ClaudeConversation, *, resume_id: str | None,
-        session_id: str | None, api_key: str | None, resume_at: str | None = None,
-    ) -> ClaudeAgentOptions:
-        settings = conversation.settings
-        # The daemon's own environment, then ours: whether or not the SDK
-        # merges ``env`` over it, the CLI never starts on a lone credential.
-        env = {k: v for k, v in os.environ.items() if k != "CLAUDECODE"}
-        env.update(self.env)
-        if api_key:
-            env["ANTHROPIC_API_KEY"] = api_key
-        return ClaudeAgentOptions(
-            cwd=str(root),
-            cli_path=self.cli_path,
-            env=env,
-            model=settings.get("model") or self.model,
-            effort=settings.get("effortLevel"),
-            add_dirs=list(conversation.add_dirs),
-            resume=resume_id,
-            resume_session_at=resume_at,
-            session_id=session_id,
-            include_partial_messages=True,
-            can_use_tool=conversation._can_use_tool,
-            stderr=conversation._stderr,
-            mcp_servers={CLIENT_TOOL_SERVER: conversation._tools.server_config()},
-            plugins=_claude_plugins.local(conversation.plugins),
-            settings=_claude_plugins.settings(conversation.plugin_switches),
-            # When to record an artifact, said where the CLI's prompt takes an append.
-            system_prompt=({"type": "preset", "preset": "claude_code", "append": instructions}
-                           if (instructions := getattr(conversation._tools.host_tools, "instructions", None))
-                           else None),
-        )
-
-    async def run_conversation(
-        self,
-        *,
-        cwd: Path,
-        events: EventSink,
-        resume_id: str | None = None,
-        task_status: trio.TaskStatus[Conversation] = trio.TASK_STATUS_IGNORED,
-        api_key: str | None = None,
-        session_id: str | None = None,
-        client_tools: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-        host_tools: Any = None,
-        additional_directories: Sequence[Path] = (),
-        config: Mapping[str, Any] | None = None,
-        plugins: Sequence[Path] = (),
-        plugin_switches: Mapping[str, bool] | None = None,
-        resume_at: str | None = None,
-    ) -> None:
-        """Start the CLI in ``cwd`` on a new conversation (under ``session_id``
-        when given, a UUID the caller chose) or on ``resume_id``'s, hand over
-        the conversation, and keep the CLI until cancelled.
-
-        ``api_key`` is a token a client pushed for ``https://api.anthropic.com``;
-        it reaches the CLI as ``ANTHROPIC_API_KEY`` over the daemon's own
-        environment. Raises :class:`BackendError` when the CLI cannot start
-        (before ``task_status.started``); once started, a CLI that dies makes
-        this *return*, with the reason in ``conversation.end_reason``.
-
-        ``client_tools`` is what the session's active clients announce
-        (client id -> ``ToolDefinition`` list), offered from the start.
-        ``plugins`` are plugin directories the CLI loads beside its own, and
-        ``plugin_switches`` the session's ``enabledPlugins`` (source -> on);
-        the CLI takes directories only when it starts. ``resume_at`` is a
-        :attr:`ClaudeConversation.rewind_point` to resume ``resume_id`` at
-        (a rewind still to be made), said back as ``resumed_at``."""
-        _load()
-        root = working_root(cwd)
-        if session_id is not None and not _is_uuid(session_id):
-            raise BackendError(f"a Claude session id must be a UUID, not {session_id!r}")
-        backend_id = resume_id or session_id or str(uuid.uuid4())
-        if resume_id is not None and await trio.to_thread.run_sync(_claude_transcripts.state_file, resume_id) is None:
-            # A CLI that never had a turn wrote no transcript, and the CLI
-            # refuses to resume one it cannot find ("No conversation found"):
-            # there is nothing to resume, so it starts anew under the same id.
-            log.info("%s[%s]: no transcript to resume; starting it anew under its id", self.provider, resume_id)
-            resume_id = None
-        conversation = ClaudeConversation(backend_id, events, root, self.provider, cancel_grace=self.cancel_grace)
-        conversation._on_init = self._learn_init
-        conversation._tools.host_tools = host_tools  # the host's own, on the same server
-        if client_tools or host_tools is not None:
-            conversation._tools.set(client_tools or {})
-        # What the CLI starts with: it takes its directories and its effort
-        # only here, so a change of either starts it again, resumed.
-        conversation.add_dirs = [str(working_root(d)) for d in additional_directories]
-        conversation.settings = {k: v for k, v in (config or {}).items() if k in ("model", "effortLevel") and v}
-        conversation.plugins = [str(p) for p in plugins]
-        conversation.plugin_switches = dict(plugin_switches or {})
-        conversation._on_commands = self._commands_now
-
-        async def connect(resume: str | None, at: str | None = None) -> ClaudeSDKClient:
-            options = self._options(root, conversation, resume_id=resume, session_id=None if resume else backend_id,
-                                    api_key=api_key, resume_at=at)
-            client = ClaudeSDKClient(options, transport=self.transport_factory(options) if self.transport_factory else None)
-            try:
-                with trio.fail_after(self.start_timeout):
-                    await client.connect()
-            except trio.TooSlowError:
-                raise BackendError(f"Claude Code did not start within {self.start_timeout:g} s") from None
-            except Exception as exc:  # noqa: BLE001 - the SDK raises several kinds; all mean "did not start"
-                raise BackendError(f"Claude Code did not start: {_words(exc, conversation)}") from None
-            return client
-
-        async def restart(point: str | None) -> ClaudeSDKClient:
-            """The CLI again, resumed at ``point`` (None: the conversation
-            begun again under its own id, its transcript deleted)."""
-            if point is None:
-                await _claude_transcripts.delete_conversation(backend_id)
-            return await connect(backend_id if point else None, point)
-
-        try:
-            at = resume_at if resume_id is not None else None
-            conversation._client = await connect(resume_id, at)
-            conversation.resumed_at = at
-            if self._learn(await conversation._client.get_server_info()):
-                log.info("%s: the CLI reported %d models", self.provider, len(self._models))
-            if self.commands:
-                conversation._emit(Update({"sessionUpdate": "available_commands_update",
-                                           "availableCommands": self.commands}))
-            async with trio.open_nursery() as nursery:
-                conversation._restart = restart
-                conversation._nursery = nursery
-                conversation._start_reading()
-                task_status.started(conversation)
-                await conversation._ended.wait()
-                nursery.cancel_scope.cancel()
-            log.warning("%s[%s]: the conversation ended: %s", self.provider, backend_id, conversation.end_reason)
-        finally:
-            conversation._cancel_pending()
-            conversation._shells_gone()
-            with trio.CancelScope(shield=True), trio.move_on_after(self.shutdown_timeout):
-                try:
-                    if conversation._client is not None:
-                        await conversation._client.disconnect()
-                except Exception:  # noqa: BLE001 - closing is best effort, and logged
-                    log.exception("%s[%s]: closing the CLI failed", self.provider, backend_id)
-
-    def _commands_now(self, commands: Any) -> list[dict[str, Any]]:
-        """The commands a reload answered (a plugin switched moves them): kept, and re-marked."""
-        if isinstance(commands, list):
-            self.server_info = {**(self.server_info or {}), "commands": commands}
-        return self.commands
-
-    def _learn_init(self, data: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-        """A turn's ``init`` system message: which commands are skills. The
-        commands, re-marked, when that changed what the session was told."""
-        skills = data.get("skills")
-        if not isinstance(skills, list):
-            return None
-        skills = [s for s in skills if isinstance(s, str)]
-        if skills == self.skills:
-            return None
-        self.skills = skills
-        return self.commands
-
-    async def list_conversations(self) -> list[StoredConversation]:
-        """Past sessions, from the CLI's transcripts (a file read, no CLI)."""
-        return await _claude_transcripts.list_conversations()
-
-    def state_file(self, backend_id: str) -> Path | None:
-        """The CLI's own transcript of a conversation (the window's debug view)."""
-        return _claude_transcripts.state_file(backend_id)
-
-    async def delete_conversation(self, backend_id: str) -> bool:
-        """Delete the session's transcript; False when there is none."""
-        return await _claude_transcripts.delete_conversation(backend_id)
-
-    async def read_subagents(self, backend_id: str) -> dict[str, _claude_transcripts.HistoryTurn]:
-        """A past session's subagents, each as its worker chat's one turn, by
-        the call that spawned it (a file read, no CLI)."""
-        return await _claude_transcripts.read_subagents(backend_id)
-
-    async def read_history(self, backend_id: str) -> list[_claude_transcripts.HistoryTurn]:
-        """A past session's turns as a live one would have streamed them
-        (a file read, no CLI): feed each turn's updates to a
-        ``TurnTranslator`` to rebuild the same turn shapes."""
-        return await _claude_transcripts.read_history(backend_id)
 
 
 @attrs.define
@@ -442,7 +95,9 @@ class _Asked:
 class ClaudeConversation:
     """One live CLI conversation. Methods are called from trio tasks."""
 
-    def __init__(self, backend_id: str, events: EventSink, root: Path, label: str, *, cancel_grace: float = 30.0) -> None:
+    def __init__(
+        self, backend_id: str, events: EventSink, root: Path, label: str, *, cancel_grace: float = 30.0
+    ) -> None:
         self.backend_id = backend_id
         #: Why the CLI went away on its own, once it has.
         self.end_reason: str | None = None
@@ -473,7 +128,7 @@ class ClaudeConversation:
         self.settings: dict[str, Any] = {}
         self.add_dirs: list[str] = []
         #: The plugin directories it was started with, and the session's
-        #: ``enabledPlugins`` switches (:mod:`~ahpd.backends._claude_plugins`).
+        #: ``enabledPlugins`` switches (:mod:`~ahpd.backends.claude.plugins`).
         self.plugins: list[str] = []
         self.plugin_switches: dict[str, bool] = {}
         #: The rewind point the CLI was started at, if it was started at one.
@@ -509,7 +164,7 @@ class ClaudeConversation:
             try:
                 await self._client.query(prompt_text(text, attachments))
             except Exception as exc:  # noqa: BLE001 - a CLI that cannot be written to is a dead one
-                raise BackendError(self.end_reason or _words(exc, self)) from None
+                raise BackendError(self.end_reason or words(exc, self)) from None
             await turn.done.wait()
         finally:
             if self._turn is turn:
@@ -525,8 +180,8 @@ class ClaudeConversation:
             raise BackendError(self.end_reason or "the conversation with Claude Code has ended")
         try:
             await self._client.query(text)
-        except Exception as exc:  # noqa: BLE001
-            raise BackendError(self.end_reason or _words(exc, self)) from None
+        except Exception as exc:  # noqa: BLE001 - a CLI that cannot be written to is a dead one
+            raise BackendError(self.end_reason or words(exc, self)) from None
 
     @property
     def rewind_point(self) -> str | None:
@@ -635,8 +290,7 @@ class ClaudeConversation:
 
     async def mcp_status(self) -> list[dict[str, Any]]:
         """The CLI's MCP servers as it reports them (``mcp_status``), without our own ``ahp``."""
-        status = await self._control().get_mcp_status()
-        return [s for s in status.get("mcpServers") or [] if isinstance(s, dict) and s.get("name") != CLIENT_TOOL_SERVER]
+        return configured_servers(await self._control().get_mcp_status())
 
     async def toggle_mcp(self, name: str, enabled: bool) -> None:
         """The CLI's own switch for a server (``mcp_toggle``); it keeps it per project."""
@@ -708,7 +362,9 @@ class ClaudeConversation:
             return
         meta = update.get("_meta") or {}
         name = (meta.get("claudeCode") or {}).get("toolName")
-        owner = self._tools.owner(name) if isinstance(name, str) else None
+        if not isinstance(name, str):
+            return
+        owner = self._tools.owner(name)
         if owner is not None:
             update["_meta"] = {**meta, CONTRIBUTOR_META: {"kind": "client", "clientId": owner}}
             if update.get("title"):
@@ -726,14 +382,15 @@ class ClaudeConversation:
             return
         server = name[len("mcp__"):].split("__", 1)[0]
         if server and server != CLIENT_TOOL_SERVER:
-            update["_meta"] = {**meta, CONTRIBUTOR_META: {"kind": "mcp", "customizationId": f"{self._provider}.mcp:{server}"}}
+            contributor = {"kind": "mcp", "customizationId": f"{self._provider}.mcp:{server}"}
+            update["_meta"] = {**meta, CONTRIBUTOR_META: contributor}
 
     # -- the CLI's side -------------------------------------------------------------------
 
     def _emit(self, event: Event) -> None:
         try:
             self._events(event)
-        except Exception:
+        except Exception:  # noqa: BLE001 - the host's sink failing must not break the agent's stream
             log.exception("%s: the event sink failed on %r", self._label, type(event).__name__)
 
     def _stderr(self, line: str) -> None:
@@ -749,6 +406,8 @@ class ClaudeConversation:
         self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
         """The CLI asks before a tool it will not run on its own."""
+        from claude_agent_sdk import PermissionResultAllow, PermissionResultDeny  # see the module's docstring
+
         if tool_name.startswith(CLIENT_TOOL_PREFIX) and not self._tools.asks(tool_name):
             # A client's tool: the client announced it to be run, and runs it.
             return PermissionResultAllow(updated_input=tool_input)
@@ -780,19 +439,22 @@ class ClaudeConversation:
         assert client is not None
         reason = "Claude Code exited"
         try:
-            async with aclosing(client.receive_messages()) as messages:
+            # The SDK says AsyncIterator; what it returns is an async generator, which has aclose.
+            async with aclosing(client.receive_messages()) as messages:  # type: ignore[type-var]
                 async for message in messages:
                     self._on_message(message)
         except Exception as exc:  # noqa: BLE001 - a CLI that dies is said, not raised
-            reason = _words(exc, self)
+            reason = words(exc, self)
         else:
-            tail = _tail(self)
+            tail = stderr_tail(self)
             if tail:
                 reason = f"{reason}: {tail}"
         if self._client is client:  # not a CLI a rewind let go of
             self._die(reason)
 
     def _on_message(self, message: Any) -> None:
+        from claude_agent_sdk import AssistantMessage, ResultMessage, SystemMessage, ToolUseBlock  # see the docstring
+
         if isinstance(message, SystemMessage) and message.subtype == "init" and self._on_init is not None:
             commands = self._on_init(message.data or {})
             if commands:
@@ -841,6 +503,12 @@ class ClaudeConversation:
 # -- helpers ----------------------------------------------------------------------------
 
 
+def configured_servers(status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The CLI's MCP servers from its ``mcp_status`` answer, without our own ``ahp``."""
+    return [dict(s) for s in status.get("mcpServers") or []
+            if isinstance(s, dict) and s.get("name") != CLIENT_TOOL_SERVER]
+
+
 def prompt_text(text: str, attachments: Sequence[dict[str, Any]]) -> str:
     """The user message as the CLI takes it: the text, then the files attached
     as ``@path`` mentions, which the CLI reads in itself."""
@@ -851,8 +519,6 @@ def prompt_text(text: str, attachments: Sequence[dict[str, Any]]) -> str:
             continue
         uri = attachment.get("uri") or (attachment.get("resource") or {}).get("uri")
         if isinstance(uri, str) and uri.startswith("file://"):
-            from urllib.parse import unquote, urlparse
-
             mentions.append("@" + unquote(urlparse(uri).path))
     return "\n".join([text, *mentions]) if mentions else text
 
@@ -868,21 +534,14 @@ def result_error(message: ResultMessage) -> str:
     return message.subtype or "Claude Code failed the turn"
 
 
-def _tail(conversation: ClaudeConversation) -> str:
+def stderr_tail(conversation: ClaudeConversation) -> str:
+    """The CLI's last few lines on standard error: often the only reason it gives."""
     return " | ".join(line for line in list(conversation._stderr_tail)[-3:] if line.strip())
 
 
-def _words(exc: BaseException, conversation: ClaudeConversation) -> str:
+def words(exc: BaseException, conversation: ClaudeConversation) -> str:
+    """A failure said for a person: the error, and what the CLI said about it."""
     text = str(exc) or type(exc).__name__
-    tail = _tail(conversation)
+    tail = stderr_tail(conversation)
     return f"{text} ({tail})" if tail and tail not in text else text
-
-
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
-
 

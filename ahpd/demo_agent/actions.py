@@ -1,0 +1,382 @@
+"""What the demo agent's turn does over the wire: the script's actions.
+
+A script (:mod:`ahpd.demo_agent.script`) says what a prompt asks for; each
+action is carried out here as a real agent would: the demo tool and a write
+or a command are announced as tool calls and asked permission for (unless
+the session is in ``auto`` mode), a read and a write go through the client's
+``fs/*`` methods, a command through its ``terminal/*`` methods, and a
+question through ``elicitation/create`` (or, for a client without it, a
+permission request with yes and no options).
+
+:class:`Actions` is a part of :class:`~ahpd.demo_agent.agent.DemoAgent`, kept
+apart because it is the half that talks to the client rather than answers
+it: all it needs is the connection and what the client offered at
+``initialize``. :mod:`~ahpd.demo_agent.mcp_calls` announces its tool call
+with the same helpers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from acp import RequestError, text_block, tool_content, tool_diff_content, tool_terminal_ref
+from acp.helpers import start_tool_call, update_tool_call
+from acp.schema import (
+    AcceptElicitationResponse,
+    CancelElicitationResponse,
+    ClientCapabilities,
+    DeclineElicitationResponse,
+    DeniedOutcome,
+    ElicitationFormSessionMode,
+    ElicitationSchema,
+    ElicitationStringPropertySchema,
+    PermissionOption,
+    PromptResponse,
+    ToolCallLocation,
+    ToolCallStart,
+    ToolCallUpdate,
+)
+
+from ahpd.demo_agent import script as sc
+from ahpd.demo_agent.store import SessionRecord, new_id
+
+log = logging.getLogger("ahpd.demo_agent.agent")
+
+T = TypeVar("T")
+
+#: Permission options offered before a tool acts (ACP option kinds).
+ALLOW_ONCE = PermissionOption(option_id="allow-once", name="Allow once", kind="allow_once")
+REJECT_ONCE = PermissionOption(option_id="reject-once", name="Reject", kind="reject_once")
+
+TERMINAL_OUTPUT_LIMIT = 64 * 1024
+CLEANUP_TIMEOUT = 5.0
+
+
+class TurnCancelled(Exception):
+    """The client answered a request of the turn with ``cancelled``."""
+
+
+@dataclass(eq=False)
+class LiveSession:
+    record: SessionRecord
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    turn: asyncio.Task[PromptResponse] | None = None
+    deleted: bool = False
+    #: The MCP servers the client handed over (``mcp`` prompts call them: ``mcp_calls``).
+    mcp_servers: list[Any] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.record.session_id
+
+
+class Actions:
+    """The requests a turn makes of the client; a base of ``DemoAgent``."""
+
+    #: The library's connection to the client (``AgentSideConnection``), once connected.
+    _conn: Any
+    #: What the client offered at ``initialize``.
+    _client: ClientCapabilities
+
+    # -- actions --------------------------------------------------------------------------
+
+    async def _act(self, session: LiveSession, action: sc.Action) -> str:
+        if action.kind == "permission":
+            return await self._demo_tool(session)
+        if action.kind == "read":
+            return await self._read(session, action.target)
+        if action.kind == "write":
+            return await self._write(session, action.target, action.text)
+        if action.kind == "run":
+            return await self._run(session, action.target)
+        return await self._ask(session)
+
+    async def _demo_tool(self, session: LiveSession) -> str:
+        sid = session.id
+        title = "Run the demo tool"
+        raw_input = {"command": "demo-tool --greet", "mode": session.record.mode}
+        start = start_tool_call(new_call_id(), title, kind="execute", status="pending", raw_input=raw_input)
+        async with self._tool_call(sid, start) as call_id:
+            if not await self._allowed(session, start):
+                await self._denied(sid, call_id, "the demo tool did not run")
+                return "You rejected the demo tool, so it did not run."
+            how = "ran without asking (auto mode)" if session.record.mode == "auto" else "ran with your permission"
+            await self._update(sid, update_tool_call(call_id, status="in_progress"))
+            output = "hello from the demo tool"
+            await self._update(
+                sid,
+                update_tool_call(
+                    call_id,
+                    status="completed",
+                    content=[tool_content(text_block(output))],
+                    raw_output={"exitCode": 0, "stdout": output},
+                ),
+            )
+        return f"The demo tool {how}: “{output}”."
+
+    async def _allowed(self, session: LiveSession, start: ToolCallStart) -> bool:
+        """Ask the client before a tool that acts (the demo tool, ``write``, ``run``).
+
+        In ``auto`` mode nothing is asked. A request answered ``cancelled``
+        ends the turn (:class:`TurnCancelled`).
+        """
+        if session.record.mode == "auto":
+            return True
+        request = ToolCallUpdate(
+            tool_call_id=start.tool_call_id,
+            title=start.title,
+            kind=start.kind,
+            status="pending",
+            raw_input=start.raw_input,
+            content=start.content,
+            locations=start.locations,
+        )
+        answer = await self._conn.request_permission(
+            session_id=session.id, tool_call=request, options=[ALLOW_ONCE, REJECT_ONCE]
+        )
+        if isinstance(answer.outcome, DeniedOutcome):
+            raise TurnCancelled()
+        return answer.outcome.option_id == ALLOW_ONCE.option_id
+
+    async def _denied(self, session_id: str, call_id: str, what: str) -> None:
+        await self._update(
+            session_id,
+            update_tool_call(
+                call_id,
+                status="failed",
+                content=[tool_content(text_block(f"Permission denied: {what}."))],
+                raw_output={"denied": True},
+            ),
+        )
+
+    async def _read(self, session: LiveSession, target: str) -> str:
+        if not (self._client.fs and self._client.fs.read_text_file):
+            return f"I cannot read `{target}`: the client did not offer `fs/read_text_file`."
+        sid = session.id
+        path = _resolve(session.record.cwd, target)
+        start = start_tool_call(
+            new_call_id(),
+            f"Read {target}",
+            kind="read",
+            status="pending",
+            locations=[ToolCallLocation(path=path)],
+            raw_input={"path": path},
+        )
+        async with self._tool_call(sid, start) as call_id:
+            await self._update(sid, update_tool_call(call_id, status="in_progress"))
+            try:
+                answer = await self._conn.read_text_file(session_id=sid, path=path)
+            except RequestError as exc:
+                await self._failed(sid, call_id, f"Could not read {path}: {exc}")
+                return f"I could not read `{target}`: {exc}."
+            content = answer.content
+            shown = "\n".join(content.splitlines()[:20])
+            await self._update(
+                sid, update_tool_call(call_id, status="completed", content=[tool_content(text_block(shown))])
+            )
+        lines = content.splitlines()
+        if not lines:
+            return f"`{target}` is empty."
+        return f"The first line of `{target}` is: “{lines[0]}”."
+
+    async def _write(self, session: LiveSession, target: str, text: str) -> str:
+        if not (self._client.fs and self._client.fs.write_text_file):
+            return f"I cannot write `{target}`: the client did not offer `fs/write_text_file`."
+        sid = session.id
+        path = _resolve(session.record.cwd, target)
+        new_text = text + "\n"
+        old_text = None
+        if self._client.fs.read_text_file:
+            with contextlib.suppress(RequestError):  # a new file
+                old_text = (await self._conn.read_text_file(session_id=sid, path=path)).content
+        start = start_tool_call(
+            new_call_id(),
+            f"Write {target}",
+            kind="edit",
+            status="pending",
+            content=[tool_diff_content(path, new_text, old_text)],
+            locations=[ToolCallLocation(path=path)],
+            raw_input={"path": path, "content": new_text},
+        )
+        async with self._tool_call(sid, start) as call_id:
+            if not await self._allowed(session, start):
+                await self._denied(sid, call_id, f"{path} was not written")
+                return f"You rejected writing `{target}`, so it was not written."
+            await self._update(sid, update_tool_call(call_id, status="in_progress"))
+            try:
+                await self._conn.write_text_file(session_id=sid, path=path, content=new_text)
+            except RequestError as exc:
+                await self._failed(sid, call_id, f"Could not write {path}: {exc}")
+                return f"I could not write `{target}`: {exc}."
+            await self._update(sid, update_tool_call(call_id, status="completed"))
+        verb = "Created" if old_text is None else "Updated"
+        return f"{verb} `{target}` ({len(new_text)} characters)."
+
+    async def _run(self, session: LiveSession, command: str) -> str:
+        if not self._client.terminal:
+            return f"I cannot run `{command}`: the client did not offer `terminal/*`."
+        sid = session.id
+        cwd = session.record.cwd
+        start = start_tool_call(
+            new_call_id(),
+            f"Run {command}",
+            kind="execute",
+            status="pending",
+            raw_input={"command": command, "cwd": cwd},
+        )
+        async with self._tool_call(sid, start) as call_id:
+            if not await self._allowed(session, start):
+                await self._denied(sid, call_id, "the command did not run")
+                return f"You rejected running `{command}`, so it did not run."
+            try:
+                created = await self._conn.create_terminal(
+                    session_id=sid,
+                    command="sh",
+                    args=["-c", command],
+                    cwd=cwd,
+                    output_byte_limit=TERMINAL_OUTPUT_LIMIT,
+                )
+            except RequestError as exc:
+                await self._failed(sid, call_id, f"Could not start the command: {exc}")
+                return f"I could not run `{command}`: {exc}."
+            terminal_id = created.terminal_id
+            exited = False
+            try:
+                await self._update(
+                    sid, update_tool_call(call_id, status="in_progress", content=[tool_terminal_ref(terminal_id)])
+                )
+                status = await self._conn.wait_for_terminal_exit(session_id=sid, terminal_id=terminal_id)
+                exited = True
+                output = await self._conn.terminal_output(session_id=sid, terminal_id=terminal_id)
+            except RequestError as exc:
+                await self._failed(sid, call_id, f"The terminal failed: {exc}")
+                return f"I could not finish running `{command}`: {exc}."
+            finally:
+                if not exited:
+                    await _best_effort(self._conn.kill_terminal(session_id=sid, terminal_id=terminal_id))
+                await _best_effort(self._conn.release_terminal(session_id=sid, terminal_id=terminal_id))
+            await self._update(
+                sid,
+                update_tool_call(
+                    call_id,
+                    status="completed" if status.exit_code == 0 else "failed",
+                    raw_output={
+                        "exitCode": status.exit_code,
+                        "signal": status.signal,
+                        "output": output.output,
+                        "truncated": output.truncated,
+                    },
+                ),
+            )
+        if status.exit_code is None:
+            result = f"`{command}` was stopped by signal {status.signal}."
+        else:
+            result = f"`{command}` exited with code {status.exit_code}."
+        first = output.output.strip().splitlines()[:1]
+        if first:
+            result += f" Its output begins: “{first[0]}”."
+        return result
+
+    async def _ask(self, session: LiveSession) -> str:
+        sid = session.id
+        elicitation = self._client.elicitation
+        if elicitation is not None and elicitation.form is not None:
+            schema = ElicitationSchema(
+                type="object",
+                title="A question from the demo agent",
+                properties={
+                    "answer": ElicitationStringPropertySchema(type="string", title="Your answer", enum=list(sc.ANSWERS))
+                },
+                required=["answer"],
+            )
+            try:
+                answer = await self._conn.create_elicitation(
+                    message=sc.QUESTION, mode=ElicitationFormSessionMode(session_id=sid, requested_schema=schema)
+                )
+            except RequestError as exc:
+                if exc.code != -32601:  # anything but "method not found"
+                    return f"I could not ask you: {exc}."
+                log.info("the client offered elicitation but does not answer it; asking through a permission request")
+            else:
+                if isinstance(answer, AcceptElicitationResponse):
+                    value = (answer.content or {}).get("answer")
+                    return f"I asked “{sc.QUESTION}” and you answered **{value}**."
+                if isinstance(answer, DeclineElicitationResponse):
+                    return f"I asked “{sc.QUESTION}” and you declined to answer."
+                if isinstance(answer, CancelElicitationResponse):
+                    return f"I asked “{sc.QUESTION}” and you dismissed the question."
+                return f"I asked “{sc.QUESTION}” and the client answered “{answer.action}”."
+        return await self._ask_by_permission(session)
+
+    async def _ask_by_permission(self, session: LiveSession) -> str:
+        """``ask`` for clients without elicitation: a permission request with yes/no options."""
+        sid = session.id
+        title = f"Question: {sc.QUESTION}"
+        yes = PermissionOption(option_id=sc.ANSWERS[0], name="Yes", kind="allow_once")
+        no = PermissionOption(option_id=sc.ANSWERS[1], name="No", kind="reject_once")
+        start = start_tool_call(
+            new_call_id(), title, kind="other", status="pending", raw_input={"question": sc.QUESTION}
+        )
+        async with self._tool_call(sid, start) as call_id:
+            request = ToolCallUpdate(tool_call_id=call_id, title=title, kind="other", status="pending")
+            answer = await self._conn.request_permission(session_id=sid, tool_call=request, options=[yes, no])
+            if isinstance(answer.outcome, DeniedOutcome):
+                raise TurnCancelled()
+            value = answer.outcome.option_id
+            await self._update(
+                sid,
+                update_tool_call(
+                    call_id, status="completed", content=[tool_content(text_block(f"Answer: {value}"))]
+                ),
+            )
+        return f"I asked “{sc.QUESTION}” and you answered **{value}**."
+
+    # -- tool calls and updates ------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _tool_call(self, session_id: str, start: ToolCallStart) -> AsyncIterator[str]:
+        """Announce a tool call; if the turn is cancelled inside, mark it ``failed``."""
+        await self._update(session_id, start)
+        try:
+            yield start.tool_call_id
+        except (asyncio.CancelledError, TurnCancelled):
+            await _best_effort(
+                self._update(
+                    session_id,
+                    update_tool_call(
+                        start.tool_call_id, status="failed", content=[tool_content(text_block("Cancelled."))]
+                    ),
+                )
+            )
+            raise
+
+    async def _failed(self, session_id: str, call_id: str, message: str) -> None:
+        await self._update(
+            session_id, update_tool_call(call_id, status="failed", content=[tool_content(text_block(message))])
+        )
+
+    async def _update(self, session_id: str, update: Any) -> None:
+        await self._conn.session_update(session_id=session_id, update=update)
+
+
+def new_call_id() -> str:
+    return "call_" + new_id()[:16]
+
+
+def _resolve(cwd: str, target: str) -> str:
+    return os.path.normpath(os.path.join(cwd, os.path.expanduser(target)))
+
+
+async def _best_effort(awaitable: Awaitable[T]) -> T | None:
+    """Await a clean-up request, giving up quietly on errors or after a few seconds."""
+    try:
+        return await asyncio.wait_for(awaitable, CLEANUP_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - clean-up is best effort: any failure is given up on, quietly
+        log.debug("clean-up request failed: %s", exc)
+        return None

@@ -1,0 +1,36 @@
+"""What the quick commands load: ``ahpd --help``, ``status``, ``users`` and ``chat`` start without
+the daemon, the host, the agents, the transports or the generated protocol model, which take
+about a second to import between them (``python -X importtime -m ahpd --help`` shows the rest).
+The command line imports those where one command needs them; this keeps it so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+#: Modules, and packages with everything under them, that only run, stdio, doctor, schema and
+#: wire-check need.
+HEAVY = ("ahpd.daemon", "ahpd.host", "ahpd.backends", "ahpd.demo_agent", "ahpd.state", "ahpd.transport",
+         "ahpd.protocol.model", "ahpd.doctor", "ahpd.wire", "ahpd.ports.users", "argon2")
+
+
+def _loaded(code: str) -> list[str]:
+    """The heavy modules loaded once ``code`` has run in a fresh interpreter."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    modules = json.loads(run.stdout.splitlines()[-1])
+    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+
+
+def test_help_loads_neither_the_daemon_nor_the_host() -> None:
+    assert _loaded(
+        "import contextlib, io\n"
+        "from ahpd.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])"
+    ) == []
+
+
+def test_the_chat_client_loads_neither_the_daemon_nor_the_host() -> None:
+    assert _loaded("import ahpd.cli, ahpd.chat.app, ahpd.chat.prompt") == []
