@@ -328,6 +328,59 @@ async def rpc(url: str) -> AsyncIterator[Rpc]:
         yield Rpc(ws)
 
 
+def _frames(task: trio.lowlevel.Task) -> Iterator[Any]:
+    """The frames ``task`` is suspended in, outermost first (its await chain)."""
+    awaited: Any = task.coro
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None) \
+            or getattr(awaited, "ag_frame", None)
+        if frame is not None:
+            yield frame
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None) \
+            or getattr(awaited, "ag_await", None)
+
+
+def _tasks() -> list[trio.lowlevel.Task]:
+    found: list[trio.lowlevel.Task] = []
+
+    def walk(task: trio.lowlevel.Task) -> None:
+        found.append(task)
+        for nursery in task.child_nurseries:
+            for child in nursery.child_tasks:
+                walk(child)
+
+    walk(trio.lowlevel.current_root_task())
+    return found
+
+
+async def tasks_ended(*owners: object) -> None:
+    """Until no task of this trio run is running a method of any of ``owners``
+    (an in-process daemon's session, chat or turn, say): whatever they were
+    doing, and whatever they do on their way out, is done. Woken by each task
+    that exits (a trio instrument), not by a clock."""
+    ids = {id(owner) for owner in owners}
+
+    def busy() -> bool:
+        return any(id(frame.f_locals.get("self")) in ids for task in _tasks() for frame in _frames(task)
+                   if "self" in frame.f_code.co_varnames)
+
+    if not busy():
+        return
+    done = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+
+    class Exits(trio.abc.Instrument):
+        def task_exited(self, task: trio.lowlevel.Task) -> None:
+            token.run_sync_soon(lambda: None if busy() else done.set())
+
+    instrument = Exits()
+    trio.lowlevel.add_instrument(instrument)
+    try:
+        await done.wait()
+    finally:
+        trio.lowlevel.remove_instrument(instrument)
+
+
 def wire_clean(capture: Path) -> None:
     """A daemon's ``--wire`` capture reads clean under ``ahpd wire-check``: every
     frame fits the schema, every action reduces, the protocol's invariants hold."""
