@@ -307,6 +307,11 @@ class Rpc:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}))
 
+    async def read_more(self) -> None:
+        """Wait for the next frame off the wire and keep it in ``notes`` (for
+        a reader of ``notes`` whose condition the frames so far do not meet)."""
+        self.notes.append(json.loads(await self.ws.get_message()))
+
     async def next_note(self, timeout: float = math.inf) -> dict[str, Any]:
         if self.notes:
             return self.notes.pop(0)
@@ -379,6 +384,37 @@ async def tasks_ended(*owners: object) -> None:
         await done.wait()
     finally:
         trio.lowlevel.remove_instrument(instrument)
+
+
+async def snapshot_until(client: Rpc, channel: str, check) -> dict[str, Any]:
+    """``channel``'s state once ``check(state)`` holds: a fresh snapshot,
+    taken again after each action on the channel (subscribing to it, if the
+    client was not already)."""
+    while True:
+        reply = await client.call("subscribe", {"channel": channel})
+        assert "result" in reply, reply
+        state = reply["result"]["snapshot"]["state"]
+        if check(state):
+            return state
+        await until(client, lambda n: (n.get("params") or {}).get("channel") == channel and n.get("method") == "action")
+
+
+async def listed_until(client: Rpc, check) -> list[dict[str, Any]]:
+    """``listSessions``' rows once ``check(rows)`` holds, asked again after each
+    notification on the root channel (a row added, removed or changed)."""
+    while True:
+        rows = (await client.call("listSessions", {"channel": ROOT}))["result"]["items"]
+        if check(rows):
+            return rows
+        await until(client, lambda n: (n.get("params") or {}).get("channel") == ROOT)
+
+
+async def eventually(predicate, interval: float = 0.05) -> None:
+    """Until ``predicate()`` holds, for what no event announces: a file another
+    process writes, a process's state in /proc. It checks the condition, never
+    the clock: how long is the test's guard's to judge."""
+    while not predicate():  # noqa: ASYNC110 - nothing to wait on but the condition itself
+        await trio.sleep(interval)
 
 
 def wire_clean(capture: Path) -> None:

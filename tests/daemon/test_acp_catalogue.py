@@ -1,7 +1,7 @@
 """An ACP agent's own stored conversations in the catalogue, end to end.
 
 Conversations are made with the shipped demo agent directly (nobody's
-session here), then a real ``ahpd run`` over the same agent store lists
+session here), then a real daemon over the same agent store lists
 them, a client opens one - its past turns rebuilt from ``session/load``'s
 replay, no turn started and no agent left running - the first new turn
 resumes it under its own id, and disposing deletes the agent's copy.
@@ -11,32 +11,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import trio
-
 from ahpd.demo_agent.store import SessionStore
 from tests.backends.acp_agents.harness import conversation, demo_backend
 
-from .helpers import Rpc, action_of, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean
+from .helpers import (
+    Rpc, action_of, daemon_in_process, dispatch, eventually, fits, is_action, listed_until, rpc, start_turn, until,
+    wire_clean,
+)
 
 
 async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
-    """listSessions until ``uri`` is (or is no longer) a row: the catalogue
-    is read in the background, after the agent's boot probe."""
-    with trio.fail_after(90):
-        while True:
-            result = (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]
-            fits("/commands/listSessions/result", result)
-            if any(r["resource"] == uri for r in result["items"]) == present:
-                return result["items"]
-            await trio.sleep(0.2)
+    """listSessions once ``uri`` is (or is no longer) a row: the catalogue is
+    read in the background, after the agent's boot probe, and each row it
+    adds or removes is said on the root channel."""
+    def settled(rows: list[dict]) -> bool:
+        fits("/commands/listSessions/result", {"items": rows})
+        return any(r["resource"] == uri for r in rows) == present
+
+    return await listed_until(client, settled)
 
 
 async def _no_agent_left(daemon) -> None:
     """Until the daemon has no child process: whatever read the catalogue is
     gone (an agent kept running would hang here until the guard)."""
-    with trio.fail_after(90):
-        while daemon.children():
-            await trio.sleep(0.2)
+    await eventually(lambda: not daemon.children())
 
 
 async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_path: Path) -> None:
@@ -91,9 +89,7 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
             # Disposing deletes the agent's copy, opened or not, and no row comes back for it.
             assert (await client.call("disposeSession", {"channel": uri}, timeout=60))["result"] is None
             assert (await client.call("disposeSession", {"channel": other_uri}, timeout=60))["result"] is None
-            with trio.fail_after(60):
-                while SessionStore(agent_home).get(kept) is not None:
-                    await trio.sleep(0.2)
+            await eventually(lambda: SessionStore(agent_home).get(kept) is None)  # the agent's own files
             assert SessionStore(agent_home).get(other) is None
             rows = await _listed(client, uri, present=False)
             assert other_uri not in [r["resource"] for r in rows]

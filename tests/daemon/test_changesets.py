@@ -12,9 +12,13 @@ from typing import Any
 import trio
 
 from ahpd import state as reducers
+from ahpd.host.changesets import changesets
 
 from ..gitrepo import git, git_env, make_repo, mixed_repo, porcelain
-from .helpers import Rpc, action_of, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean
+from .helpers import (
+    Rpc, action_of, daemon_in_process, dispatch, fits, is_action, rpc, snapshot_until, start_turn, until,
+    wire_clean,
+)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -61,14 +65,13 @@ class Watched:
                 keep.append(note)
         self.client.notes[:] = keep
 
-    async def until(self, check, timeout: float = 30) -> dict[str, Any]:
-        with trio.fail_after(timeout):
-            while True:
-                self.take()
-                if check(self.state):
-                    return self.state
-                await self.client.call("ping", {"channel": "ahp-root://"})  # reads whatever arrived meanwhile
-                await trio.sleep(0.05)
+    async def until(self, check) -> dict[str, Any]:
+        """The changeset once ``check(state)`` holds, judged again after each frame the client receives."""
+        while True:
+            self.take()
+            if check(self.state):
+                return self.state
+            await self.client.read_more()
 
     async def fresh(self) -> dict[str, Any]:
         """A new snapshot, and every action sent before it taken in."""
@@ -137,10 +140,8 @@ async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
             def git_meta(state: dict[str, Any]) -> dict[str, Any]:
                 return (state.get("_meta") or {}).get("git") or {}
 
-            with trio.fail_after(30):
-                while git_meta((await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]) != {
-                        "branchName": "main", "uncommittedChanges": 7}:
-                    await trio.sleep(0.1)
+            await snapshot_until(client, uri, lambda state: git_meta(state) == {
+                "branchName": "main", "uncommittedChanges": 7})
             [row] = (await client.call("listSessions", {}))["result"]["items"]
             assert row["_meta"]["git"] == {"branchName": "main", "uncommittedChanges": 7}
             fits("/$defs/SessionSummary", row)
@@ -148,18 +149,38 @@ async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
         await daemon.wait()
 
 
-async def test_a_folder_outside_git_has_no_changesets(tmp_path) -> None:
+class _Events(dict):
+    """A trio.Event by key, made when first asked for."""
+
+    def __missing__(self, key: str) -> trio.Event:
+        event = self[key] = trio.Event()
+        return event
+
+
+async def test_a_folder_outside_git_has_no_changesets(tmp_path, monkeypatch) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     bare = tmp_path / "bare.git"
     bare.mkdir()
     git(bare, "init", "-q", "--bare")
+    # Nothing is said for a folder outside git: what is waited for is the
+    # host having looked (its advertise() for the session has returned).
+    looked = _Events()
+    advertise = changesets.advertise
+
+    async def advertise_and_say_so(session) -> None:
+        try:
+            await advertise(session)
+        finally:
+            looked[session.uri].set()
+
+    monkeypatch.setattr(changesets, "advertise", advertise_and_say_so)
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("bob")
             for folder in (plain, bare):
                 uri, _, state = await _session(client, folder)
-                await trio.sleep(0.5)
+                await looked[uri].wait()
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
                 assert "changesets" not in state
                 reply = await client.call("subscribe", {"channel": f"{uri}/changeset/uncommitted"})
