@@ -43,17 +43,17 @@ async def settle(*clients: Rpc, quiet: float = QUIET) -> None:
             return
 
 
-async def until(client: Rpc, kind: str, channel: str | None = None, timeout: float = 30) -> dict[str, Any]:
-    """Wait for the action ``kind`` (on ``channel``), then for the wire to be quiet; returns it."""
-    with trio.fail_after(timeout):
-        while True:
-            note = json.loads(await client.ws.get_message())
-            client.notes.append(note)
-            params = note.get("params") or {}
-            if note.get("method") == "action" and params["action"]["type"] == kind \
-                    and (channel is None or params["channel"] == channel) and "rejectionReason" not in params:
-                found = params
-                break
+async def until(client: Rpc, kind: str, channel: str | None = None, **fields: Any) -> dict[str, Any]:
+    """Wait for the action ``kind`` (on ``channel``, with ``fields``), then for the wire to be quiet; returns it."""
+    while True:
+        note = json.loads(await client.ws.get_message())
+        client.notes.append(note)
+        params = note.get("params") or {}
+        if note.get("method") == "action" and params["action"]["type"] == kind \
+                and (channel is None or params["channel"] == channel) and "rejectionReason" not in params \
+                and all(params["action"].get(key) == value for key, value in fields.items()):
+            found = params
+            break
     await settle(client)
     return found
 
@@ -116,10 +116,16 @@ async def drive(url: str, work: Path) -> dict[str, Any]:
         await send(chat, {"type": "chat/toolCallConfirmed", "turnId": "turn-2", "toolCallId": call_id,
                           "approved": True, "confirmed": "user-action"})
         await until(alice, "chat/turnComplete", chat)
+        # Cancelled while it runs: the agent has said it will reply slowly and
+        # pauses before the first chunk (an hour, in the conformance daemon).
         await send(chat, turn("turn-3", "be slow please"))
-        await until(alice, "chat/delta", chat)
+        await until(alice, "chat/reasoning", chat, content="I will write the reply slowly.")
         await send(chat, {"type": "chat/turnCancelled", "turnId": "turn-3", "duration": 5})
         await until(alice, "chat/turnCancelled", chat)
+        seen["turn-3 endings"] = [
+            n["params"]["action"]["type"] for n in alice.notes if n.get("method") == "action"
+            and n["params"]["action"].get("turnId") == "turn-3"
+            and n["params"]["action"]["type"] in ("chat/turnComplete", "chat/turnCancelled", "chat/error")]
         await send(chat, turn("turn-4", "now fail"))
         await until(alice, "chat/error", chat)
         await send(chat, turn("turn-5", "show me a plan"))

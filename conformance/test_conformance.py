@@ -14,6 +14,7 @@ import os
 import stat
 from pathlib import Path
 
+from ahpd.backends.registry import build_backends
 from ahpd.wire import Checker, read_frames
 from ahpd.wire.cli import wire_check
 from tests.daemon.helpers import running_daemon
@@ -29,14 +30,16 @@ async def test_the_wire_of_every_command_and_action(tmp_path: Path) -> None:
     (work / "src").mkdir(parents=True)
     (work / "src" / "main.py").write_text("print('hi')\n")
     capture = tmp_path / "wire.jsonl"
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
-                              env=demo_only(tmp_path)) as daemon:
+    data = tmp_path / "d"
+    async with running_daemon(data, "--sessions", "memory", "--wire", str(capture),
+                              "--config", str(slow_demo_config(tmp_path, data)), env=demo_only(tmp_path)) as daemon:
         seen = await drive(daemon.url, work)
         daemon.terminate()
         assert await daemon.wait() == 0
     assert stat.S_IMODE(capture.stat().st_mode) == 0o600
     assert len(seen["refusals"]) == 1 and seen["bob refusals"] == []
     assert seen["reconnect"] == "replay"
+    assert seen["turn-3 endings"] == ["chat/turnCancelled"]  # cancelled mid-turn, never completed
 
     out = io.StringIO()
     assert wire_check([str(capture)], out=out) == 0, out.getvalue()
@@ -72,6 +75,25 @@ def demo_only(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir()
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(hide), os.environ.get("PYTHONPATH")])), "HOME": str(home)}
+
+
+def slow_demo_config(tmp_path: Path, data: Path) -> Path:
+    """A config file offering the built-in demo agent as it is, but for the
+    pause before each chunk of a ``slow`` reply: an hour. The scenario cancels
+    a slow turn once the agent has said it will reply slowly, so the cancel
+    lands while the turn is surely running (whatever the machine's load) and
+    the capture holds the same frames every run."""
+    demo = build_backends({}, [], data)["demo"]
+    args = [*demo.args, "--slow-delay", "3600"]
+    path = tmp_path / "config.toml"
+    path.write_text(
+        "[agents.demo]\n"
+        f"command = {json.dumps(demo.command)}\n"
+        f"args = {json.dumps(args)}\n"
+        f"displayName = {json.dumps(demo.display_name)}\n"
+        f"description = {json.dumps(demo.description)}\n"
+    )
+    return path
 
 
 def test_the_committed_capture_is_clean() -> None:

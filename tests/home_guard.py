@@ -15,7 +15,8 @@ What is compared, and why only that:
   them (sessions, telemetry, settings backups), so a change there names no
   writer. A CLI started from a test also leaves an entry named after its
   working directory under :data:`CLAUDE_BY_PROJECT`; one named after a path of
-  this session (:attr:`HomeGuard.roots`) is the suite's.
+  this session (:attr:`HomeGuard.roots`, a path or the beginning of one) is
+  the suite's.
 
 The rest of HOME (shells, editors, package caches such as ``~/.cache/pip``,
 which installing writes and testing does not) is left out: other programs
@@ -55,6 +56,10 @@ CLAUDE_BY_PROJECT = (".claude/projects", ".cache/claude-cli-nodejs")
 
 #: Depth to which :data:`OURS` is walked (the demo agent's store is the deepest).
 MAX_DEPTH = 6
+
+#: The beginning of the name of each test process's temporary HOME (in the
+#: system's temporary folder).
+TEMP_HOME_PREFIX = "ahpd-test-home-"
 
 
 def isolate(environ: MutableMapping[str, str], home: Path) -> None:
@@ -106,7 +111,8 @@ class HomeGuard:
     def __init__(self, real_home: Path) -> None:
         self.real_home = real_home
         self.before = snapshot(real_home)
-        #: This session's own directories (the temporary HOME, pytest's base temp).
+        #: This session's own directories (the temporary HOME, pytest's base
+        #: temp), or the beginnings of their paths (every worker's HOME).
         self.roots: list[Path] = []
 
     def writes(self) -> list[str]:

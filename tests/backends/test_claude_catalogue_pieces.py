@@ -10,12 +10,7 @@ from ahpd.backends.port import HistoryTurn, PermissionOption, PermissionRequest
 from ahpd.backends.translate import TurnTranslator, pending_edits
 from ahpd.host.sessions.catalogue import command_customizations
 from ahpd.host.sessions.chats.history import rebuild_turns
-from ahpd.protocol.strict_schema import validator
-
-
-def _fits(pointer: str, value: object) -> None:
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator(pointer).iter_errors(value)]
-    assert errors == [], errors
+from tests.schema import fits
 
 
 def test_skills_named_by_a_turns_init_are_marked() -> None:
@@ -33,8 +28,8 @@ def test_commands_become_one_container_per_kind(tmp_path: Path) -> None:
     dirs = {"prompt": ".claude/commands", "skill": ".claude/skills"}
     prompts, skills = command_customizations("claude", commands, tmp_path, dirs)
     for container in (prompts, skills):
-        _fits("/$defs/Customization", container)
-        _fits("/$defs/DirectoryCustomization", container)
+        fits("/$defs/Customization", container)
+        fits("/$defs/DirectoryCustomization", container)
     assert (prompts["contents"], skills["contents"]) == ("prompt", "skill")
     assert prompts["children"][0]["uri"] == (tmp_path / ".claude/commands/compact.md").as_uri()
     assert prompts["children"][0]["_meta"] == {"ahpd.argumentHint": "<x>"}
@@ -58,7 +53,7 @@ def test_a_pending_edit_is_a_file_edit(tmp_path: Path) -> None:
     assert first["before"] == {"uri": Path(old).as_uri(), "content": {"uri": Path(old).as_uri()}}
     assert second["after"]["content"]["uri"] == "ahp-edit://pending/toolu_1/1" and "before" not in second
     for edit in (first, second):
-        _fits("/$defs/FileEdit", edit)
+        fits("/$defs/FileEdit", edit)
 
     translator = TurnTranslator("t1")
     actions = translator.permission(PermissionRequest(
@@ -66,7 +61,7 @@ def test_a_pending_edit_is_a_file_edit(tmp_path: Path) -> None:
         tool_call={"toolCallId": "toolu_1", "title": "Edit a.txt", "kind": "edit", "content": content[:1]},
     ))
     ready = actions[-1]
-    _fits("/$defs/ChatToolCallReadyAction", ready)
+    fits("/$defs/ChatToolCallReadyAction", ready)
     assert ready["edits"] == {"items": [first]} and "confirmed" not in ready
 
 
@@ -87,7 +82,7 @@ def test_a_rebuilt_turn_has_the_live_shapes() -> None:
         ]),
     ]
     turns = rebuild_turns(history, prefix="turn-x", at="2026-01-01T00:00:00.000Z")
-    _fits("/$defs/ChatState", {"resource": "r", "title": "", "status": 1, "modifiedAt": "x", "turns": turns})
+    fits("/$defs/ChatState", {"resource": "r", "title": "", "status": 1, "modifiedAt": "x", "turns": turns})
     first, second = turns
     assert [t["id"] for t in turns] == ["turn-x-1", "turn-x-2"] and first["usage"] == usage
     assert [p["kind"] for p in first["responseParts"]] == ["reasoning", "toolCall", "markdown"]

@@ -12,7 +12,7 @@ import json
 from ahpd import state
 from ahpd.backends.port import PermissionOption, PermissionRequest
 from ahpd.backends.translate import TurnTranslator
-from ahpd.protocol.strict_schema import validator
+from tests.schema import fits
 
 TURN = "t1"
 
@@ -30,8 +30,7 @@ def chat_with_active_turn() -> dict:
 def replay(actions: list[dict], chat: dict | None = None) -> dict:
     chat = chat or chat_with_active_turn()
     for action in actions:
-        errors = [e.message for e in validator("/actions/" + action["type"].replace("/", "~1")).iter_errors(action)]
-        assert errors == [], (action, errors)
+        fits("/actions/" + action["type"].replace("/", "~1"), action)
         new = state.reduce("chat", chat, action)
         assert new is not chat, f"{action['type']} changed nothing"
         chat = new
@@ -97,8 +96,7 @@ def test_a_tool_that_simply_runs() -> None:
     assert call["status"] == "completed" and call["toolCallId"] == "call-1"
     assert call["success"] is True and call["confirmed"] == "not-needed"
     assert call["content"] == [{"type": "text", "text": "first line"}]
-    errors = [e.message for e in validator("/$defs/ToolCallCompletedState").iter_errors(call)]
-    assert errors == []
+    fits("/$defs/ToolCallCompletedState", call)
     assert parts[2]["content"] == "Done."  # text after a tool opens a new part
 
 

@@ -1,26 +1,50 @@
-"""Start a real ``ahpd`` process and talk to it over a real socket."""
+"""A real daemon and a client of it over a real WebSocket on 127.0.0.1.
+
+Two ways to have the daemon:
+
+* :func:`running_daemon`: ``ahpd run`` as a user starts it, a process of its
+  own. For what only a process has: its ready line and exit status, signals,
+  SIGKILL, its own open-file limit, its stderr, a second daemon refused.
+* :func:`daemon_in_process`: the same ``ahpd.daemon.run`` (the same host,
+  stores, agents, transport, wire capture, runtime record and control socket)
+  in the test's own trio run. Agents are still real subprocesses, the socket
+  a real one; what it saves is a Python start-up and its imports per test,
+  and what it adds is the host itself (``daemon.host``), for a test to wait
+  on the event it needs rather than on the clock.
+
+Both take the same arguments as ``ahpd run`` and give a daemon with ``url``,
+``data_dir``, ``terminate()`` and ``wait()``.
+"""
 
 from __future__ import annotations
 
+import contextvars
+import gc
 import json
+import logging
+import math
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
-from ahpd.protocol.strict_schema import validator
+from tests.schema import fits
 
 READY = "ahpd ready: "
+ROOT = "ahp-root://"
 
 
 class Daemon:
+    """An ``ahpd run`` process (see :func:`running_daemon`)."""
+
     def __init__(self, process: trio.Process, url: str, data_dir: Path) -> None:
         self.process = process
         self.url = url
@@ -29,19 +53,30 @@ class Daemon:
     def terminate(self) -> None:
         self.process.send_signal(signal.SIGTERM)
 
-    async def wait(self, timeout: float = 15) -> int:
-        with trio.fail_after(timeout):
-            return await self.process.wait()
+    async def wait(self) -> int:
+        """Its exit status, once it has exited (however long stopping its agents takes)."""
+        return await self.process.wait()
+
+    @property
+    def alive(self) -> bool:
+        return self.process.returncode is None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def children(self) -> list[int]:
+        """The processes it has started and not yet reaped (agents, probes, shells)."""
+        return children_of(self.process.pid)
 
 
-async def _read_line(stream: trio.abc.ReceiveStream, timeout: float) -> str:
+async def _read_line(stream: trio.abc.ReceiveStream) -> str:
     data = b""
-    with trio.fail_after(timeout):
-        while not data.endswith(b"\n"):
-            chunk = await stream.receive_some(1)
-            if not chunk:
-                break
-            data += chunk
+    while not data.endswith(b"\n"):
+        chunk = await stream.receive_some(1)
+        if not chunk:
+            break
+        data += chunk
     return data.decode()
 
 
@@ -50,23 +85,198 @@ async def running_daemon(data_dir: Path, *args: str, env: dict[str, str] | None 
                          **popen: Any) -> AsyncIterator[Daemon]:
     """``popen``: more for ``open_process`` (``stderr=``, ``preexec_fn=``)."""
     command = [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(data_dir), *args]
-    env = dict(env or {})
-    if "HOME" not in env and "CLAUDE_CONFIG_DIR" not in env:
-        # Claude Code's transcripts are the catalogue's past sessions: a test
-        # that did not give the daemon a home of its own must not list (or
-        # write into) the ones of whoever runs the suite.
-        env["CLAUDE_CONFIG_DIR"] = str(data_dir.parent / f"{data_dir.name}-claude")
+    env = _claude_home(data_dir, env or {})
     process = await trio.lowlevel.open_process(
         command, stdout=subprocess.PIPE, env={**os.environ, **env}, **{"stderr": None, **popen},
     )
     try:
-        line = await _read_line(process.stdout, timeout=30)
+        line = await _read_line(process.stdout)
         assert line.startswith(READY), f"no ready line, got {line!r}"
         yield Daemon(process, line[len(READY):].strip(), data_dir)
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+def children_of(pid: int) -> list[int]:
+    """The child processes of ``pid`` (a zombie not yet reaped counts)."""
+    pids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            pids += [int(p) for p in (task / "children").read_text().split()]
+        except FileNotFoundError:  # a thread that ended while we looked
+            pass
+    return pids
+
+
+def _claude_home(data_dir: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env``, with Claude Code's config folder beside ``data_dir`` unless it names a HOME or one.
+
+    Claude Code's transcripts are the catalogue's past sessions: a test that
+    did not give the daemon a home of its own must not list (or write into)
+    the ones of whoever runs the suite, nor another test's."""
+    env = dict(env)
+    if "HOME" not in env and "CLAUDE_CONFIG_DIR" not in env:
+        env["CLAUDE_CONFIG_DIR"] = str(data_dir.parent / f"{data_dir.name}-claude")
+    return env
+
+
+class InProcessDaemon:
+    """``ahpd.daemon.run`` in the test's trio run (see :func:`daemon_in_process`)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.url = ""
+        #: The daemon's Host, once ``make_host`` has built it.
+        self.host: Any = None
+        #: What ``run`` returned (0), once it has.
+        self.returncode: int | None = None
+        self._ready = trio.Event()
+        self._asked_to_stop = trio.Event()
+        self._stopped = trio.Event()
+        self._children_before = set(children_of(os.getpid()))
+
+    def terminate(self) -> None:
+        """What SIGTERM does to the process: ``run`` cancels what it serves and returns."""
+        self._asked_to_stop.set()
+
+    async def wait(self) -> int:
+        await self._stopped.wait()
+        assert self.returncode is not None
+        return self.returncode
+
+    @property
+    def alive(self) -> bool:
+        return not self._stopped.is_set()
+
+    @property
+    def pid(self) -> int:
+        """The process it runs in: this one."""
+        return os.getpid()
+
+    def children(self) -> list[int]:
+        """The processes it has started and not yet reaped (agents, probes, shells): this
+        process's children that were not already there when it started."""
+        return [pid for pid in children_of(os.getpid()) if pid not in self._children_before]
+
+
+#: The in-process daemon whose ``run`` is under way in this task and its children.
+_SERVING: contextvars.ContextVar[InProcessDaemon | None] = contextvars.ContextVar("_SERVING", default=None)
+
+
+def _divert_daemon_hooks() -> None:
+    """Two of ``ahpd.daemon``'s functions, for an in-process daemon only.
+
+    ``_until_signalled`` waits for ``terminate()`` instead of a signal (a
+    signal would reach the whole test process), and ``make_host`` hands the
+    host to the test and points its ``stop`` (the ``shutdown`` request) at
+    ``terminate()`` instead of a SIGTERM to this process. A process started
+    with ``ahpd run`` is another interpreter and never sees these."""
+    from ahpd import daemon
+
+    if getattr(daemon, "_diverted_for_tests", False):
+        return
+    until_signalled, make_host = daemon._until_signalled, daemon.make_host
+
+    async def until_told(cancel_scope: trio.CancelScope, caught: list[int] | None = None) -> None:
+        served = _SERVING.get()
+        if served is None:
+            return await until_signalled(cancel_scope, caught)
+        await served._asked_to_stop.wait()
+        cancel_scope.cancel()
+
+    def make_and_hand_over(*args: Any, **kwargs: Any) -> Any:
+        host = make_host(*args, **kwargs)
+        served = _SERVING.get()
+        if served is not None:
+            served.host = host
+        return host
+
+    daemon._until_signalled = until_told
+    daemon.make_host = make_and_hand_over
+    daemon._diverted_for_tests = True
+
+
+@contextmanager
+def environment(env: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``env`` over it, as a daemon process would have been started with it."""
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class _ReadyLine:
+    """``run``'s standard output: its one line, ``ahpd ready: URL``."""
+
+    def __init__(self, served: InProcessDaemon) -> None:
+        self.served = served
+
+    def write(self, text: str) -> int:
+        if text.startswith(READY):
+            self.served.url = text[len(READY):].strip()
+            self.served._ready.set()
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@asynccontextmanager
+async def daemon_in_process(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[InProcessDaemon]:
+    """``ahpd run --port 0 --data-dir DATA_DIR ARGS`` in this trio run, with
+    ``env`` over the environment while it runs (its agents, shells and CLIs
+    are started with it, as they would be by a process started with it).
+
+    The command line is read by ahpd's own parser and prepared the way
+    ``ahpd run`` prepares it (data directory, config file, agents, token);
+    the data directory is not locked, since the lock belongs to a process.
+    Leaving the block without ``terminate()`` stops it the same way."""
+    from ahpd import cli, daemon
+    from ahpd.ops.paths import default_config_path
+
+    _divert_daemon_hooks()
+    served = InProcessDaemon(data_dir)
+    with environment(_claude_home(data_dir, env or {})):
+        argv = cli.build_parser().parse_args(["run", "--port", "0", "--data-dir", str(data_dir), *args])
+        argv.config_given = argv.config is not None
+        argv.config = argv.config or default_config_path()
+        prepared_dir, backends = cli._prepare(argv, hold=False)
+        token = cli._token_choice(argv, prepared_dir)
+        ours = logging.getLogger("ahpd")
+        level = ours.level
+        ours.setLevel(argv.log_level.upper())  # what `ahpd run --log-level` sets: its log file has its lines
+
+        async def serve() -> None:
+            _SERVING.set(served)
+            try:
+                served.returncode = await daemon.run(
+                    data_dir=prepared_dir, host_name=argv.host, port=argv.port, token=token,
+                    sessions=argv.sessions, backends=backends, max_frame=argv.max_frame_bytes, wire=argv.wire,
+                    ready_out=_ReadyLine(served), limits=cli._limits(argv), worktrees_root=argv.worktrees_root,
+                )
+            finally:
+                served._stopped.set()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(serve)
+                await served._ready.wait()
+                served.host.stop = served.terminate  # `shutdown`, as a SIGTERM would be to a process
+                try:
+                    yield served
+                finally:
+                    served.terminate()
+        finally:
+            ours.setLevel(level)
+            gc.unfreeze()  # run() froze what lived at start-up, as a process that then ends may
 
 
 class Rpc:
@@ -77,7 +287,13 @@ class Rpc:
         self.next_id = 0
         self.notes: list[dict[str, Any]] = []
 
-    async def call(self, method: str, params: dict[str, Any] | None = None, timeout: float = 10) -> dict[str, Any]:
+    async def call(self, method: str, params: dict[str, Any] | None = None,
+                   timeout: float = math.inf) -> dict[str, Any]:
+        """The reply to ``method``; notifications read on the way are kept in ``notes``.
+
+        It waits for the reply however long a loaded machine takes; a hang is
+        caught by the test's own guard (the root ``conftest.py``), or by a
+        ``timeout`` a caller gives when the wait itself is the question."""
         self.next_id += 1
         ident = self.next_id
         await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}}))
@@ -91,7 +307,12 @@ class Rpc:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}))
 
-    async def next_note(self, timeout: float = 10) -> dict[str, Any]:
+    async def read_more(self) -> None:
+        """Wait for the next frame off the wire and keep it in ``notes`` (for
+        a reader of ``notes`` whose condition the frames so far do not meet)."""
+        self.notes.append(json.loads(await self.ws.get_message()))
+
+    async def next_note(self, timeout: float = math.inf) -> dict[str, Any]:
         if self.notes:
             return self.notes.pop(0)
         with trio.fail_after(timeout):
@@ -112,17 +333,107 @@ async def rpc(url: str) -> AsyncIterator[Rpc]:
         yield Rpc(ws)
 
 
-def fits(pointer: str, value: Any) -> None:
-    """``value`` is valid against the protocol's schema at ``pointer``."""
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator(pointer).iter_errors(value)]
-    assert errors == [], errors
+def _frames(task: trio.lowlevel.Task) -> Iterator[Any]:
+    """The frames ``task`` is suspended in, outermost first (its await chain)."""
+    awaited: Any = task.coro
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None) \
+            or getattr(awaited, "ag_frame", None)
+        if frame is not None:
+            yield frame
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None) \
+            or getattr(awaited, "ag_await", None)
 
 
-async def until(client: Rpc, predicate, timeout: float = 240) -> list[dict]:
+def _tasks() -> list[trio.lowlevel.Task]:
+    found: list[trio.lowlevel.Task] = []
+
+    def walk(task: trio.lowlevel.Task) -> None:
+        found.append(task)
+        for nursery in task.child_nurseries:
+            for child in nursery.child_tasks:
+                walk(child)
+
+    walk(trio.lowlevel.current_root_task())
+    return found
+
+
+async def tasks_ended(*owners: object) -> None:
+    """Until no task of this trio run is running a method of any of ``owners``
+    (an in-process daemon's session, chat or turn, say): whatever they were
+    doing, and whatever they do on their way out, is done. Woken by each task
+    that exits (a trio instrument), not by a clock."""
+    ids = {id(owner) for owner in owners}
+
+    def busy() -> bool:
+        return any(id(frame.f_locals.get("self")) in ids for task in _tasks() for frame in _frames(task)
+                   if "self" in frame.f_code.co_varnames)
+
+    if not busy():
+        return
+    done = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+
+    class Exits(trio.abc.Instrument):
+        def task_exited(self, task: trio.lowlevel.Task) -> None:
+            token.run_sync_soon(lambda: None if busy() else done.set())
+
+    instrument = Exits()
+    trio.lowlevel.add_instrument(instrument)
+    try:
+        await done.wait()
+    finally:
+        trio.lowlevel.remove_instrument(instrument)
+
+
+async def snapshot_until(client: Rpc, channel: str, check) -> dict[str, Any]:
+    """``channel``'s state once ``check(state)`` holds: a fresh snapshot,
+    taken again after each action on the channel (subscribing to it, if the
+    client was not already)."""
+    while True:
+        reply = await client.call("subscribe", {"channel": channel})
+        assert "result" in reply, reply
+        state = reply["result"]["snapshot"]["state"]
+        if check(state):
+            return state
+        await until(client, lambda n: (n.get("params") or {}).get("channel") == channel and n.get("method") == "action")
+
+
+async def listed_until(client: Rpc, check) -> list[dict[str, Any]]:
+    """``listSessions``' rows once ``check(rows)`` holds, asked again after each
+    notification on the root channel (a row added, removed or changed)."""
+    while True:
+        rows = (await client.call("listSessions", {"channel": ROOT}))["result"]["items"]
+        if check(rows):
+            return rows
+        await until(client, lambda n: (n.get("params") or {}).get("channel") == ROOT)
+
+
+async def eventually(predicate, interval: float = 0.05) -> None:
+    """Until ``predicate()`` holds, for what no event announces: a file another
+    process writes, a process's state in /proc. It checks the condition, never
+    the clock: how long is the test's guard's to judge."""
+    while not predicate():  # noqa: ASYNC110 - nothing to wait on but the condition itself
+        await trio.sleep(interval)
+
+
+def wire_clean(capture: Path) -> None:
+    """A daemon's ``--wire`` capture reads clean under ``ahpd wire-check``: every
+    frame fits the schema, every action reduces, the protocol's invariants hold."""
+    import io
+
+    from ahpd.wire.cli import wire_check
+
+    out = io.StringIO()
+    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+
+
+async def until(client: Rpc, predicate, timeout: float = math.inf) -> list[dict]:
     """Notes up to and including the first one ``predicate`` accepts, each
-    action checked against the schema. ``timeout`` is a hang guard only (an
-    agent starting on a loaded machine may be silent for a while); it
-    governs the whole wait, not each note's own."""
+    action checked against the schema. It waits as long as that takes (an
+    agent starting on a loaded machine may be silent for a while); a hang
+    is the test's guard's to catch. ``timeout``, when given, governs the
+    whole wait, not each note's own."""
     seen = []
     with trio.fail_after(timeout):
         while True:
@@ -132,3 +443,43 @@ async def until(client: Rpc, predicate, timeout: float = 240) -> list[dict]:
             seen.append(note)
             if predicate(note):
                 return seen
+
+
+def action_of(note: dict) -> dict | None:
+    """The action a notification carries, or None for anything else."""
+    return note["params"]["action"] if note.get("method") == "action" else None
+
+
+def is_action(kind: str, channel: str | None = None):
+    """A predicate for ``until``: an action of type ``kind`` (on ``channel``)."""
+    def check(note: dict) -> bool:
+        action = action_of(note)
+        return bool(action) and action["type"] == kind and (channel is None or note["params"]["channel"] == channel)
+    return check
+
+
+async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
+    """A session in ``tmp_path`` (more ``createSession`` params in ``extra``),
+    subscribed to with its default chat; returns both URIs."""
+    uri = f"ahp-session:/{uuid.uuid4()}"
+    reply = await client.call("createSession", {
+        "channel": uri, "workingDirectories": [tmp_path.as_uri()], **extra,
+    }, timeout=60)
+    assert reply.get("result", "missing") is None, reply
+    sub = await client.call("subscribe", {"channel": uri})
+    state = sub["result"]["snapshot"]["state"]
+    fits("/$defs/SessionState", state)
+    chat = state["defaultChat"]
+    chat_sub = await client.call("subscribe", {"channel": chat})
+    fits("/$defs/ChatState", chat_sub["result"]["snapshot"]["state"])
+    return uri, chat
+
+
+def start_turn(text: str, turn_id: str | None = None) -> dict:
+    """A ``chat/turnStarted`` action for a user's message ``text``."""
+    return {"type": "chat/turnStarted", "turnId": turn_id or f"t-{uuid.uuid4().hex[:8]}",
+            "startedAt": "2026-12-02T00:00:00Z", "message": {"text": text, "origin": {"kind": "user"}}}
+
+
+async def dispatch(client: Rpc, channel: str, action: dict, seq: int) -> None:
+    await client.notify("dispatchAction", {"channel": channel, "clientSeq": seq, "action": action})

@@ -1,7 +1,7 @@
 """An ACP agent's own stored conversations in the catalogue, end to end.
 
 Conversations are made with the shipped demo agent directly (nobody's
-session here), then a real ``ahpd run`` over the same agent store lists
+session here), then a real daemon over the same agent store lists
 them, a client opens one - its past turns rebuilt from ``session/load``'s
 replay, no turn started and no agent left running - the first new turn
 resumes it under its own id, and disposing deletes the agent's copy.
@@ -9,38 +9,32 @@ resumes it under its own id, and disposing deletes the agent's copy.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
-
-import trio
 
 from ahpd.demo_agent.store import SessionStore
 from tests.backends.acp_agents.harness import conversation, demo_backend
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_boot_probe import children_of
-from .test_sessions import action_of, dispatch, fits, is_action, start_turn, until
+from .helpers import (
+    Rpc, action_of, daemon_in_process, dispatch, eventually, fits, is_action, listed_until, rpc, start_turn, until,
+    wire_clean,
+)
 
 
 async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
-    """listSessions until ``uri`` is (or is no longer) a row: the catalogue
-    is read in the background, after the agent's boot probe."""
-    with trio.fail_after(90):
-        while True:
-            result = (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]
-            fits("/commands/listSessions/result", result)
-            if any(r["resource"] == uri for r in result["items"]) == present:
-                return result["items"]
-            await trio.sleep(0.2)
+    """listSessions once ``uri`` is (or is no longer) a row: the catalogue is
+    read in the background, after the agent's boot probe, and each row it
+    adds or removes is said on the root channel."""
+    def settled(rows: list[dict]) -> bool:
+        fits("/commands/listSessions/result", {"items": rows})
+        return any(r["resource"] == uri for r in rows) == present
+
+    return await listed_until(client, settled)
 
 
-async def _no_agent_left(pid: int) -> None:
+async def _no_agent_left(daemon) -> None:
     """Until the daemon has no child process: whatever read the catalogue is
     gone (an agent kept running would hang here until the guard)."""
-    with trio.fail_after(90):
-        while children_of(pid):
-            await trio.sleep(0.2)
+    await eventually(lambda: not daemon.children())
 
 
 async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_path: Path) -> None:
@@ -56,7 +50,7 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
         other = conv.backend_id
     uri, other_uri = f"demo:/{kept}", f"demo:/{other}"
 
-    async with running_daemon(data, "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")) as daemon:
+    async with daemon_in_process(data, "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("reader")
             rows = await _listed(client, uri)
@@ -64,7 +58,7 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
             assert row["provider"] == "demo" and row["title"] == "remember the walrus"
             assert row["workingDirectories"] == [cwd.resolve().as_uri()]
             assert other_uri in [r["resource"] for r in rows]
-            await _no_agent_left(daemon.process.pid)
+            await _no_agent_left(daemon)
 
             session = (await client.call("subscribe", {"channel": uri}, timeout=60))["result"]["snapshot"]["state"]
             fits("/$defs/SessionState", session)
@@ -80,7 +74,7 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
             assert "activeTurn" not in state  # opened, not started
             rows = await _listed(client, uri)
             assert [r["resource"] for r in rows].count(uri) == 1  # the session's row, not the catalogue's too
-            await _no_agent_left(daemon.process.pid)
+            await _no_agent_left(daemon)
             assert len(SessionStore(agent_home).get(kept).messages) == 4  # the replay added nothing
 
             # The first new turn resumes the conversation the agent keeps, under its own id.
@@ -95,20 +89,12 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
             # Disposing deletes the agent's copy, opened or not, and no row comes back for it.
             assert (await client.call("disposeSession", {"channel": uri}, timeout=60))["result"] is None
             assert (await client.call("disposeSession", {"channel": other_uri}, timeout=60))["result"] is None
-            with trio.fail_after(60):
-                while SessionStore(agent_home).get(kept) is not None:
-                    await trio.sleep(0.2)
+            await eventually(lambda: SessionStore(agent_home).get(kept) is None)  # the agent's own files
             assert SessionStore(agent_home).get(other) is None
             rows = await _listed(client, uri, present=False)
             assert other_uri not in [r["resource"] for r in rows]
             assert (await client.call("subscribe", {"channel": other_uri}))["error"]["code"] == -32001
         daemon.terminate()
         assert await daemon.wait() == 0
-    _wire_clean(tmp_path / "wire.jsonl")
+    wire_clean(tmp_path / "wire.jsonl")
 
-
-def _wire_clean(capture: Path) -> None:
-    """The traffic of the test, captured by the daemon, reads clean under ``ahpd wire-check``."""
-    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
-                             capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import trio
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
+from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until
 
 
 async def initialize(client: Rpc, client_id: str) -> None:
@@ -39,7 +38,7 @@ async def test_acp_tool_names_and_refused_rewinds(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     (work / "notes.txt").write_text("some notes\n")
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client, rpc(daemon.url) as watcher:
             await initialize(client, "driver")
             await initialize(watcher, "watcher")

@@ -13,9 +13,7 @@ import trio
 from tests.backends.acp_agents.harness import raw_backend
 from tests.host.live import live_host, run_turn
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_boot_probe import children_of
-from .test_sessions import action_of, create, dispatch, is_action, start_turn, until
+from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until
 
 ROOT = "ahp-root://"
 
@@ -51,26 +49,25 @@ async def test_an_idle_agent_is_stopped_and_the_next_turn_continues_its_conversa
     work = tmp_path / "work"
     work.mkdir()
     data = tmp_path / "d"
-    async with running_daemon(data, "--sessions", "memory") as daemon:
-        pid = daemon.process.pid
+    async with daemon_in_process(data, "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("idle")
             await dispatch(client, ROOT, {"type": "root/configChanged", "config": {"agentIdleTimeout": 1}}, 1)
             await until(client, is_action("root/configChanged"))
             uri, chat = await create(client, work)
             # createSession waited for the boot probe, whose process is gone: no agent runs.
-            assert children_of(pid) == []
+            assert daemon.children() == []
 
             # A slow turn, so its agent is seen while it runs.
             await dispatch(client, chat, start_turn("slow first"), 2)
             await until(client, is_action("chat/responsePart", chat))
-            [agent] = children_of(pid)
+            [agent] = daemon.children()
             await until(client, is_action("chat/turnComplete", chat))
 
             # Idle for a second: the process ends (and is reaped), and clients hear nothing.
             heard = await quiet_until(client, lambda: not alive(agent))
             assert_nothing_but_idle(heard)
-            assert children_of(pid) == []
+            assert daemon.children() == []
 
             await dispatch(client, chat, start_turn("/echo second"), 3)
             notes = await until(client, lambda n: (action_of(n) or {}).get("type") in (
@@ -92,12 +89,12 @@ async def test_an_idle_agent_is_stopped_and_the_next_turn_continues_its_conversa
 
 
 async def test_no_agent_runs_for_idle_sessions(tmp_path: Path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("many")
             for _ in range(5):
                 await create(client, tmp_path)
-            assert children_of(daemon.process.pid) == []
+            assert daemon.children() == []
             # The slash commands and models are what the boot probe learned.
             root = (await client.call("subscribe", {"channel": ROOT}))["result"]["snapshot"]["state"]
             [demo] = [a for a in root["agents"] if a["provider"] == "demo"]
@@ -108,7 +105,7 @@ async def test_no_agent_runs_for_idle_sessions(tmp_path: Path) -> None:
 
 
 async def test_a_missing_agent_command_is_refused_at_create_session(tmp_path: Path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--agent", "ghost=/no/such/agent") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--agent", "ghost=/no/such/agent") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ghost")
             reply = await client.call("createSession", {

@@ -9,14 +9,11 @@ after the moment it would have been sent shows everything sent before it.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_sessions import ROOT, fits
+from .helpers import ROOT, Rpc, fits, rpc, running_daemon, wire_clean
 
 ANTHROPIC = "https://api.anthropic.com"
 
@@ -82,7 +79,7 @@ async def test_a_token_that_runs_out_is_said_to_its_own_connection_only(tmp_path
             assert refused["error"]["data"] == {"path": "$.resource", "resources": [record]}
         daemon.terminate()
         assert await daemon.wait() == 0
-    _wire_clean(tmp_path / "wire.jsonl")
+    wire_clean(tmp_path / "wire.jsonl")
 
 
 async def test_authenticate_on_a_plain_install_says_nothing_is_advertised(tmp_path: Path) -> None:
@@ -107,9 +104,3 @@ async def test_authenticate_on_a_plain_install_says_nothing_is_advertised(tmp_pa
         daemon.terminate()
         assert await daemon.wait() == 0
 
-
-def _wire_clean(capture: Path) -> None:
-    """The traffic of the test, captured by the daemon, reads clean under ``ahpd wire-check``."""
-    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
-                             capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -12,17 +12,14 @@ The traffic of the first test is a capture ``ahpd wire-check`` reads clean.
 from __future__ import annotations
 
 import datetime as dt
-import io
 from typing import Any
 
 import pytest
 import trio
 
 from ahpd.ports.automation_store import AutomationStore
-from ahpd.wire.cli import wire_check
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_sessions import fits
+from .helpers import Rpc, daemon_in_process, fits, rpc, running_daemon, wire_clean
 
 CAT = "ahp-automations://"
 
@@ -74,7 +71,7 @@ async def test_two_clients_one_catalogue_and_a_run_that_makes_a_session(tmp_path
     work = tmp_path / "work"
     work.mkdir()
     capture = tmp_path / "wire.jsonl"
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as one, rpc(daemon.url) as two:
             hello = await one.initialize("one", subscriptions=["ahp-root://", CAT])
             assert hello["automations"]["schedules"]["minIntervalMinutes"] == 5
@@ -135,14 +132,13 @@ async def test_two_clients_one_catalogue_and_a_run_that_makes_a_session(tmp_path
             assert (await catalogue(one))[0]["definition"]["triggers"] == []
         daemon.terminate()
         await daemon.wait()
-    out = io.StringIO()
-    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+    wire_clean(capture)
 
 
 async def test_a_run_is_cancelled_through_its_turn_and_a_failed_session_fails_the_run(tmp_path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("c", subscriptions=["ahp-root://", CAT])
             await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/ask",
@@ -228,7 +224,7 @@ async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(
     due = dt.datetime.fromisoformat(claim.scheduled_for.replace("Z", "+00:00"))
     await trio.sleep(max(0.0, (due - dt.datetime.now(dt.UTC)).total_seconds()) + 1)
     restarted_at = _stamp_now()
-    async with running_daemon(data, "--sessions", "file") as daemon:
+    async with daemon_in_process(data, "--sessions", "file") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("c", subscriptions=["ahp-root://", CAT])
             with trio.fail_after(60):

@@ -9,14 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from .helpers import rpc, running_daemon
-
-
-def children_of(pid: int) -> list[int]:
-    pids: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        pids += [int(p) for p in (task / "children").read_text().split()]
-    return pids
+from .helpers import daemon_in_process, rpc
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -29,11 +22,10 @@ async def test_the_probe_starts_at_the_first_initialize_not_at_boot(tmp_path: Pa
     home = tmp_path / "home"
     home.mkdir()
     with fake_api.FakeAnthropic().running() as api:
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
-            pid = daemon.process.pid
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 assert "result" in await client.call("ping")  # a connection, but no hello yet
-                assert children_of(pid) == []
+                assert daemon.children() == []
                 result = await client.initialize("first")
                 [claude] = [a for a in result["snapshots"][0]["state"]["agents"] if a["provider"] == "claude"]
                 assert claude["models"] == []  # nothing probed before this client came

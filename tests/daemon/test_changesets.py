@@ -5,7 +5,6 @@ the package's reducer and compared with a fresh snapshot."""
 
 from __future__ import annotations
 
-import io
 import uuid
 from pathlib import Path
 from typing import Any
@@ -13,11 +12,13 @@ from typing import Any
 import trio
 
 from ahpd import state as reducers
-from ahpd.wire.cli import wire_check
+from ahpd.host.changesets import changesets
 
 from ..gitrepo import git, git_env, make_repo, mixed_repo, porcelain
-from .helpers import Rpc, rpc, running_daemon
-from .test_sessions import action_of, dispatch, fits, is_action, start_turn, until
+from .helpers import (
+    Rpc, action_of, daemon_in_process, dispatch, fits, is_action, rpc, snapshot_until, start_turn, until,
+    wire_clean,
+)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -64,14 +65,13 @@ class Watched:
                 keep.append(note)
         self.client.notes[:] = keep
 
-    async def until(self, check, timeout: float = 30) -> dict[str, Any]:
-        with trio.fail_after(timeout):
-            while True:
-                self.take()
-                if check(self.state):
-                    return self.state
-                await self.client.call("ping", {"channel": "ahp-root://"})  # reads whatever arrived meanwhile
-                await trio.sleep(0.05)
+    async def until(self, check) -> dict[str, Any]:
+        """The changeset once ``check(state)`` holds, judged again after each frame the client receives."""
+        while True:
+            self.take()
+            if check(self.state):
+                return self.state
+            await self.client.read_more()
 
     async def fresh(self) -> dict[str, Any]:
         """A new snapshot, and every action sent before it taken in."""
@@ -95,7 +95,7 @@ def _ready(state: dict[str, Any]) -> bool:
 
 async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
     repo = mixed_repo(tmp_path / "repo")
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("alice")
             uri, _, state = await _session(client, repo)
@@ -140,10 +140,8 @@ async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
             def git_meta(state: dict[str, Any]) -> dict[str, Any]:
                 return (state.get("_meta") or {}).get("git") or {}
 
-            with trio.fail_after(30):
-                while git_meta((await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]) != {
-                        "branchName": "main", "uncommittedChanges": 7}:
-                    await trio.sleep(0.1)
+            await snapshot_until(client, uri, lambda state: git_meta(state) == {
+                "branchName": "main", "uncommittedChanges": 7})
             [row] = (await client.call("listSessions", {}))["result"]["items"]
             assert row["_meta"]["git"] == {"branchName": "main", "uncommittedChanges": 7}
             fits("/$defs/SessionSummary", row)
@@ -151,18 +149,38 @@ async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
         await daemon.wait()
 
 
-async def test_a_folder_outside_git_has_no_changesets(tmp_path) -> None:
+class _Events(dict):
+    """A trio.Event by key, made when first asked for."""
+
+    def __missing__(self, key: str) -> trio.Event:
+        event = self[key] = trio.Event()
+        return event
+
+
+async def test_a_folder_outside_git_has_no_changesets(tmp_path, monkeypatch) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     bare = tmp_path / "bare.git"
     bare.mkdir()
     git(bare, "init", "-q", "--bare")
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    # Nothing is said for a folder outside git: what is waited for is the
+    # host having looked (its advertise() for the session has returned).
+    looked = _Events()
+    advertise = changesets.advertise
+
+    async def advertise_and_say_so(session) -> None:
+        try:
+            await advertise(session)
+        finally:
+            looked[session.uri].set()
+
+    monkeypatch.setattr(changesets, "advertise", advertise_and_say_so)
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("bob")
             for folder in (plain, bare):
                 uri, _, state = await _session(client, folder)
-                await trio.sleep(0.5)
+                await looked[uri].wait()
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
                 assert "changesets" not in state
                 reply = await client.call("subscribe", {"channel": f"{uri}/changeset/uncommitted"})
@@ -194,7 +212,7 @@ async def _confirm_and_finish(client: Rpc, session: str, chat: str, turn: dict, 
 async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_change_the_repo(tmp_path) -> None:
     repo = mixed_repo(tmp_path / "repo")
     capture = tmp_path / "changesets.jsonl"
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
                               env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("carol")
@@ -300,14 +318,13 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
                                   and n["params"]["action"]["type"] != "changeset/cleared"][-1:]
         daemon.terminate()
         await daemon.wait()
-    out = io.StringIO()
-    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+    wire_clean(capture)
 
 
 async def test_reviews_are_kept_across_a_restart_until_the_file_moves(tmp_path) -> None:
     repo = mixed_repo(tmp_path / "repo")
     data = tmp_path / "d"
-    async with running_daemon(data, "--sessions", "file", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(data, "--sessions", "file", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("frank")
             uri, _, _ = await _session(client, repo)
@@ -320,7 +337,7 @@ async def test_reviews_are_kept_across_a_restart_until_the_file_moves(tmp_path) 
             await cs.until(lambda s: all(f.get("reviewed") for f in s["files"] if f["id"] in marked))
         daemon.terminate()
         assert await daemon.wait() == 0
-    async with running_daemon(data, "--sessions", "file", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(data, "--sessions", "file", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("frank")
             cs = await Watched(client, f"{uri}/changeset/uncommitted").subscribe()
@@ -344,7 +361,7 @@ async def test_operations_are_disabled_while_a_turn_runs_and_a_merge_is_refused(
     git(repo, "checkout", "-q", "main")
     (repo / "f.txt").write_text("main\n")
     git(repo, "commit", "-qam", "main")
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("gina")
             uri, chat, _ = await _session(client, repo)
@@ -375,7 +392,7 @@ async def test_operations_are_disabled_while_a_turn_runs_and_a_merge_is_refused(
 
 async def test_the_uncommitted_changeset_follows_the_agent_s_edits(tmp_path) -> None:
     repo = mixed_repo(tmp_path / "repo")
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("hal")
             uri, chat, _ = await _session(client, repo)
@@ -418,7 +435,7 @@ async def test_a_client_s_write_and_a_terminal_s_exit_are_seen_by_the_uncommitte
     changeset re-read: a write through ``resourceWrite``, a terminal in the
     folder that exits."""
     repo = make_repo(tmp_path / "repo", {"README.md": "hello\n"})
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
             uri, _, _ = await _session(client, repo)

@@ -2,7 +2,9 @@
 
 The chat process is driven through pexpect (a pty, so prompt_toolkit and
 rich behave as in a terminal); what it did is checked both on screen and in
-the protocol state the daemon reports to another client.
+the protocol state the daemon reports to another client. pexpect waits by
+blocking, so the daemon those tests talk to is a process of its own (one in
+the test's trio run would not be served while pexpect waits).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import pexpect
 import trio
 
-from .helpers import rpc, running_daemon
+from .helpers import daemon_in_process, rpc, running_daemon
 
 HANG_GUARD = 60
 PROMPT = b"you>"
@@ -136,7 +138,7 @@ async def test_sessions_are_continued_listed_and_only_created_when_asked(tmp_pat
         assert done.returncode == 0, done.stderr.decode()
         return done.stdout.decode()
 
-    async with running_daemon(data, "--sessions", "memory") as daemon:
+    async with daemon_in_process(data, "--sessions", "memory") as daemon:
         first = await run("hello")
         assert "You said: “hello”" in first and ", new)" in first
         again = await run("ask me")  # not a terminal: the question is declined, not left hanging

@@ -5,17 +5,16 @@ turn continuing the same agent conversation."""
 
 from __future__ import annotations
 
-import io
 import json
 import uuid
 from pathlib import Path
 from typing import Any
 
 from ahpd.host.sessions.store import _name
-from ahpd.wire.cli import wire_check
 
-from .helpers import Rpc, rpc, running_daemon, until
-from .test_sessions import ROOT, action_of, create, dispatch, fits, is_action, start_turn
+from .helpers import (
+    ROOT, Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean,
+)
 
 
 async def hello(client: Rpc, client_id: str) -> None:
@@ -75,7 +74,7 @@ async def test_chats_move_within_between_and_out_of_sessions_and_survive_a_resta
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
     capture = tmp_path / "moves.jsonl"
-    async with running_daemon(data, "--wire", str(capture)) as daemon:
+    async with daemon_in_process(data, "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             await hello(ann, "ann")
             await hello(bob, "bob")
@@ -185,7 +184,7 @@ async def test_chats_move_within_between_and_out_of_sessions_and_survive_a_resta
     sessions = data / "sessions"
     assert (sessions / _name(s2) / f"{_name(chat)}.jsonl").exists()
     assert not (sessions / _name(s1) / f"{_name(chat)}.jsonl").exists()
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as cat:
             await hello(cat, "cat")
             assert [c["resource"] for c in (await state_of(cat, s2))["chats"]] == [chat, default2]
@@ -202,15 +201,14 @@ async def test_chats_move_within_between_and_out_of_sessions_and_survive_a_resta
             assert said(conversation_with(home, "side words")) == ["side words", "more side words"]
         daemon.terminate()
         assert await daemon.wait() == 0
-    out = io.StringIO()
-    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+    wire_clean(capture)
 
 
 async def test_a_destination_that_will_not_take_the_conversation_leaves_the_chat(tmp_path) -> None:
     home = tmp_path / "d" / "demo-agent"
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as ann:
             await hello(ann, "ann")
             s1, _ = await create(ann, tmp_path / "one")
@@ -241,7 +239,7 @@ async def test_a_new_session_whose_agent_will_not_start_is_undone_unseen(tmp_pat
     home = data / "demo-agent"
     (tmp_path / "one").mkdir()
     capture = tmp_path / "undone.jsonl"
-    async with running_daemon(data, "--wire", str(capture)) as daemon:
+    async with daemon_in_process(data, "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             await hello(ann, "ann")
             await hello(bob, "bob")
@@ -292,7 +290,7 @@ async def test_a_new_session_whose_agent_will_not_start_is_undone_unseen(tmp_pat
     sessions = data / "sessions"
     assert (sessions / _name(s1) / f"{_name(chat)}.jsonl").exists()
     assert not (sessions / _name(would_be)).exists()
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as cat:
             await hello(cat, "cat")
             assert [c["resource"] for c in (await state_of(cat, s1))["chats"]] == [*order, fence]
@@ -300,5 +298,4 @@ async def test_a_new_session_whose_agent_will_not_start_is_undone_unseen(tmp_pat
             assert [t["message"]["text"] for t in moved["turns"]] == ["words to lose"]
         daemon.terminate()
         assert await daemon.wait() == 0
-    out = io.StringIO()
-    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+    wire_clean(capture)

@@ -7,12 +7,11 @@ import uuid
 
 from ahpd.host.sessions.store import FileSessionStore
 
-from .helpers import rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
+from .helpers import action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until
 
 
 async def test_chats_fork_side_chat_and_disposal(tmp_path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("fay")
             uri, chat = await create(client, tmp_path)
@@ -64,7 +63,7 @@ async def test_completions_and_session_config(tmp_path) -> None:
     (work / "src").mkdir(parents=True)
     (work / "src" / "main.py").write_text("print('hi')\n")
     (work / "README.md").write_text("# hi\n")
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("gus")
             uri, chat = await create(client, work)
@@ -117,7 +116,7 @@ async def test_older_turns_are_paged_in(tmp_path) -> None:
         }}],
     })
     data.chmod(0o700)
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("hal")
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]

@@ -19,9 +19,8 @@ from ahpd.backends.claude.backend import ClaudeBackend  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
 
-from .helpers import Rpc, rpc, running_daemon  # noqa: E402
+from .helpers import Rpc, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
-from .test_sessions import dispatch, fits, is_action, start_turn, until  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -73,7 +72,7 @@ async def test_a_past_session_is_listed_opened_resumed_and_disposed(
         assert (cwd / "past.txt").exists()
 
         uri, other_uri = f"claude:/{kept}", f"claude:/{other}"
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize("reader")
                 rows = await _listed(client, uri)
@@ -155,7 +154,7 @@ async def test_a_past_subagent_is_opened_in_its_worker_chat(
 
         uri = f"claude:/{kept}"
         worker = worker_uri(uri, "toolu_past_task")
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize("reader")
                 await _listed(client, uri)

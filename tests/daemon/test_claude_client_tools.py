@@ -18,9 +18,10 @@ pytest.importorskip("claude_agent_sdk")
 
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import rpc, running_daemon  # noqa: E402
+from .helpers import (  # noqa: E402
+    action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until,
+)
 from .test_claude_sessions import _env  # noqa: E402
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -55,7 +56,7 @@ async def test_a_client_runs_its_own_tool(tmp_path: Path) -> None:
             fake_api.tool_use("toolu_client", model_name, {"path": "notes.txt"}),
             fake_api.text("Opened."),
         )
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client, rpc(daemon.url) as other:
                 await client.initialize(client_id)
                 await other.initialize("someone-else")
@@ -124,7 +125,7 @@ async def test_a_client_that_leaves_fails_its_calls(tmp_path: Path) -> None:
             fake_api.tool_use("toolu_gone", model_name, {"path": "notes.txt"}),
             fake_api.text("The editor is gone."),
         )
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as watcher:
                 await watcher.initialize("watcher")
                 async with rpc(daemon.url) as client:

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
+from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until
 
 
 async def _slash(client: Rpc, chat: str, text: str) -> list[dict]:
@@ -21,7 +20,7 @@ async def _slash(client: Rpc, chat: str, text: str) -> list[dict]:
 
 
 async def test_the_demo_agents_commands_are_a_container_and_the_slash_menu(tmp_path: Path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("cmd-user")
             uri, chat = await create(client, tmp_path)
@@ -64,7 +63,7 @@ async def test_claude_commands_and_skills(tmp_path: Path) -> None:
     work.mkdir()
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.text("Hello."))
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize("claude-cmds")
                 uri, chat = await create(client, work, provider="claude")
@@ -106,7 +105,6 @@ async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monk
 
     from ahpd.backends.claude.backend import ClaudeBackend
     from ahpd.host.assembly import Host
-    from ahpd.protocol.strict_schema import validator
     from tests.backends.claude_fixtures import fake_api
 
     import json
@@ -127,7 +125,7 @@ async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monk
                     await trio.sleep(0.1)
             nursery.cancel_scope.cancel()
     [agent] = host.bus.channels["ahp-root://"].state["agents"]
-    assert [e.message for e in validator("/$defs/AgentInfo").iter_errors(agent)] == []
+    fits("/$defs/AgentInfo", agent)
     names = [c["name"] for container in agent["customizations"] for c in container.get("children", [])]
     assert "compact" in names
     agents = [c for container in agent["customizations"] if container.get("contents") == "agent"

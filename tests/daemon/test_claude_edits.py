@@ -13,9 +13,10 @@ pytest.importorskip("claude_agent_sdk")
 
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import Rpc, rpc, running_daemon  # noqa: E402
+from .helpers import (  # noqa: E402
+    Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until,
+)
 from .test_claude_sessions import _env  # noqa: E402
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -37,7 +38,7 @@ async def test_an_edit_asks_with_a_diff_served_until_settled(tmp_path: Path) -> 
                                                      "new_string": "gamma"}),
             fake_api.text("Edited."),
         )
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize("editor")
                 uri, chat = await create(client, work, provider="claude")

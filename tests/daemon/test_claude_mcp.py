@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import rpc, running_daemon
-from .test_customizations import answered, wire_checked
-from .test_sessions import action_of, create, dispatch, fits, is_action, until
+from .helpers import action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, until, wire_clean
+from .test_customizations import answered
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -88,7 +87,7 @@ async def test_claude_mcp_servers_switched_through_the_cli(tmp_path: Path) -> No
     tiny, broken = "claude.mcp:tiny", "claude.mcp:broken"
     capture = tmp_path / "wire.jsonl"
     with fake_api.FakeAnthropic().running() as api:
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
                                   env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
                 await alice.initialize("alice")
@@ -152,7 +151,7 @@ async def test_claude_mcp_servers_switched_through_the_cli(tmp_path: Path) -> No
                 assert "rejectionReason" not in note["params"]
             daemon.terminate()
             assert await daemon.wait() == 0
-    wire_checked(capture)
+    wire_clean(capture)
 
 
 async def test_a_server_asking_for_a_sign_in_is_auth_required_in_the_protocols_words(tmp_path: Path) -> None:
@@ -167,7 +166,7 @@ async def test_a_server_asking_for_a_sign_in_is_auth_required_in_the_protocols_w
 
     from .locked_mcp import LockedMcp
     from .test_claude_sessions import _env
-    from .test_sessions import start_turn
+    from .helpers import start_turn
 
     home = tmp_path / "home"
     home.mkdir()
@@ -187,7 +186,7 @@ async def test_a_server_asking_for_a_sign_in_is_auth_required_in_the_protocols_w
         (home / ".claude.json").write_text(json.dumps({"mcpServers": {"locked": {"type": "http", "url": server.url}}}))
         api.add(fake_api.tool_use("toolu_mcp", "mcp__locked__hello", {}))
         api.add(fake_api.text("Could not say hello."))
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
                                   env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
                 await alice.initialize("alice")
@@ -236,4 +235,4 @@ async def test_a_server_asking_for_a_sign_in_is_auth_required_in_the_protocols_w
                     await until(who, server_state("ready"), timeout=120)
             daemon.terminate()
             assert await daemon.wait() == 0
-    wire_checked(capture)
+    wire_clean(capture)

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from .helpers import Rpc, rpc, running_daemon
+from .helpers import (
+    Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean,
+)
 from .test_claude_mcp import TINY_SERVER
-from .test_customizations import answered, wire_checked
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
+from .test_customizations import answered
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -101,7 +102,7 @@ async def test_claude_plugins_listed_switched_and_handed_over(tmp_path: Path) ->
     data = tmp_path / "d"
     with fake_api.FakeAnthropic().running() as api:
         api.add(*(fake_api.text(f"Reply {n}") for n in range(4)))
-        async with running_daemon(data, "--sessions", "memory", "--wire", str(capture),
+        async with daemon_in_process(data, "--sessions", "memory", "--wire", str(capture),
                                   env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
                 await alice.initialize("alice")
@@ -170,7 +171,7 @@ async def test_claude_plugins_listed_switched_and_handed_over(tmp_path: Path) ->
                 assert "tidy-kit:tidy" in _commands(state)
             daemon.terminate()
             assert await daemon.wait() == 0
-    wire_checked(capture)
+    wire_clean(capture)
 
 
 async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart(tmp_path: Path) -> None:
@@ -196,7 +197,7 @@ async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart
 
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.text("Reply"))
-        async with running_daemon(data, "--sessions", "file", "--wire", str(capture),
+        async with daemon_in_process(data, "--sessions", "file", "--wire", str(capture),
                                   env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as alice:
                 await alice.initialize("alice")
@@ -220,10 +221,10 @@ async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart
                 await until(alice, _row_updated(third, OWN, False), timeout=120)
             daemon.terminate()
             assert await daemon.wait() == 0
-        wire_checked(capture)
+        wire_clean(capture)
         assert json.loads((data / "customizations.json").read_text())["workspace"] == {work.as_uri(): {OWN: False}}
 
-        async with running_daemon(data, "--sessions", "file", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(data, "--sessions", "file", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as alice:
                 await alice.initialize("alice")
                 fourth, _chat = await create(alice, work, provider="claude")
@@ -260,7 +261,7 @@ async def test_a_plugin_handed_over_before_the_first_turn_reaches_a_cli_that_sai
     handed = _plugin(tmp_path / "handed", "hello-kit", "hi")
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.text("Reply"))
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as alice:
                 await alice.initialize("alice")
                 uri, chat = await create(alice, work, provider="claude")

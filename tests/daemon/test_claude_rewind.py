@@ -8,7 +8,6 @@ turn whose point was never kept is refused."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -19,15 +18,13 @@ pytest.importorskip("claude_agent_sdk")
 
 from ahpd.backends.claude.backend import ClaudeBackend  # noqa: E402
 from ahpd.host.sessions.store import _name  # noqa: E402
-from ahpd.wire.cli import wire_check  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
 
-from .helpers import rpc, running_daemon  # noqa: E402
+from .helpers import ROOT, create, daemon_in_process, dispatch, fits, rpc, start_turn, wire_clean  # noqa: E402
 from .test_acp_tool_names import initialize, refused  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
 from .test_claude_tool_stream import collect  # noqa: E402
-from .test_sessions import ROOT, create, dispatch, fits, start_turn  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -41,7 +38,7 @@ async def test_truncate_rewinds_and_an_errored_turn_runs_again(tmp_path: Path) -
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.text("ANSWER-ONE"), fake_api.text("ANSWER-TWO"), fake_api.text("ANSWER-THREE"),
                 fake_api.text("never finished", hold_after=2), fake_api.text("ANSWER-FOUR"))
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
                                   env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client, rpc(daemon.url) as watcher:
                 await initialize(client, "driver")
@@ -114,8 +111,7 @@ async def test_truncate_rewinds_and_an_errored_turn_runs_again(tmp_path: Path) -
                 assert len(part_ids) == len(set(part_ids))
             daemon.terminate()
             assert await daemon.wait() == 0
-    out = io.StringIO()
-    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+    wire_clean(capture)
 
 
 async def test_a_turn_read_back_off_a_transcript_is_rewound_to_where_the_transcript_says(
@@ -136,7 +132,7 @@ async def test_a_turn_read_back_off_a_transcript_is_rewound_to_where_the_transcr
             await conv.prompt("PROMPT-PAST")
             await conv.prompt("PROMPT-GONE")
             uri = f"claude:/{conv.backend_id}"
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "reader")
                 with trio.fail_after(60):
@@ -193,7 +189,7 @@ async def test_rewinds_survive_a_restart(tmp_path: Path) -> None:
     data = tmp_path / "d"
     with fake_api.FakeAnthropic().running() as api:
         api.add(*(fake_api.text(f"ANSWER-{n}") for n in ("ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX")))
-        async with running_daemon(data, env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(data, env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "before")
                 uri, chat = await create(client, work, provider="claude")
@@ -205,7 +201,7 @@ async def test_rewinds_survive_a_restart(tmp_path: Path) -> None:
             assert await daemon.wait() == 0
         assert len(api.requests) == 3
 
-        async with running_daemon(data, env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(data, env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "after")
                 await client.call("subscribe", {"channel": uri}, timeout=60)
@@ -222,7 +218,7 @@ async def test_rewinds_survive_a_restart(tmp_path: Path) -> None:
         logged = (data / "logs" / "ahpd.log").read_text()
         assert "ERROR" not in logged and "Traceback" not in logged, logged
 
-        async with running_daemon(data, env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(data, env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "again")
                 await client.call("subscribe", {"channel": uri}, timeout=60)
@@ -243,7 +239,7 @@ async def test_rewinds_survive_a_restart(tmp_path: Path) -> None:
         for kept in head["chats"]:
             kept.pop("rewind", None)
         head_file.write_text(json.dumps(head))
-        async with running_daemon(data, env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(data, env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "older")
                 await client.call("subscribe", {"channel": uri}, timeout=60)

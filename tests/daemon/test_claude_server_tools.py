@@ -18,9 +18,8 @@ pytest.importorskip("claude_agent_sdk")
 
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import rpc, running_daemon, until  # noqa: E402
+from .helpers import action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
-from .test_sessions import action_of, create, dispatch, is_action, start_turn  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -36,7 +35,7 @@ async def test_claude_records_an_artifact_with_the_host_tool(tmp_path: Path) -> 
             fake_api.tool_use("toolu_host", "mcp__ahp__add_artifact_or_reference", {"items": [item]}),
             fake_api.text("Recorded."),
         )
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client, rpc(daemon.url) as other:
                 await client.initialize("editor")
                 await other.initialize("watcher")

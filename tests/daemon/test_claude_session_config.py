@@ -13,10 +13,9 @@ pytest.importorskip("claude_agent_sdk")
 
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import rpc, running_daemon, until  # noqa: E402
+from .helpers import action_of, create, daemon_in_process, is_action, rpc, until  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
 from .test_session_config import _applied, _refused, _turn  # noqa: E402
-from .test_sessions import action_of, create, is_action  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -42,7 +41,7 @@ async def test_model_effort_directories_and_auto_approve_reach_claude(tmp_path: 
     for folder in (home, work, extra, moved):
         folder.mkdir()
     with fake_api.FakeAnthropic().running() as api:
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
                 await ann.initialize("ann")
                 await bob.initialize("bob")

@@ -11,8 +11,7 @@ pytest.importorskip("claude_agent_sdk")
 
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import rpc, running_daemon  # noqa: E402
-from .test_sessions import action_of, create, dispatch, is_action, start_turn, until  # noqa: E402
+from .helpers import action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -28,7 +27,7 @@ async def test_a_claude_turn_streams_and_reports_usage(tmp_path) -> None:
     home.mkdir()
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.text("Hello from the fake Claude"))
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 init = await client.initialize("claude-user")
                 agents = {a["provider"]: a for a in init["snapshots"][0]["state"]["agents"]}
@@ -53,7 +52,7 @@ async def test_a_claude_turn_streams_and_reports_usage(tmp_path) -> None:
 async def test_without_credentials_the_turn_ends_with_the_clis_words(tmp_path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(None, str(home))) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(None, str(home))) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("nobody")
             uri, chat = await create(client, tmp_path, provider="claude")

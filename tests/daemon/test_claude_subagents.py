@@ -20,7 +20,6 @@ The capture of it is clean under ``ahpd wire-check``.
 from __future__ import annotations
 
 import base64
-import io
 import json
 from pathlib import Path
 
@@ -29,13 +28,11 @@ import trio
 
 pytest.importorskip("claude_agent_sdk")
 
-from ahpd.wire.cli import wire_check  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import Rpc, rpc, running_daemon  # noqa: E402
+from .helpers import Rpc, create, daemon_in_process, dispatch, fits, rpc, start_turn, wire_clean  # noqa: E402
 from .test_acp_tool_names import initialize, refused  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
-from .test_sessions import create, dispatch, fits, start_turn  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -83,7 +80,7 @@ async def test_a_subagent_runs_in_a_read_only_worker_chat(tmp_path: Path) -> Non
             fake_api.text("All done."),
         )
         env = _env(api.url, str(home))
-        async with running_daemon(tmp_path / "d", "--sessions", "file", "--wire", str(capture), env=env) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "file", "--wire", str(capture), env=env) as daemon:
             async with rpc(daemon.url) as client, rpc(daemon.url) as watcher:
                 await initialize(client, "driver")
                 await initialize(watcher, "watcher")
@@ -173,11 +170,10 @@ async def test_a_subagent_runs_in_a_read_only_worker_chat(tmp_path: Path) -> Non
         [row] = [c for c in session["chats"] if c["resource"] == worker]
         assert row["origin"] == origin and row["interactivity"] == "read-only"
 
-        out = io.StringIO()
-        assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+        wire_clean(capture)
 
         # The worker is kept like any chat: a restarted daemon serves it again.
-        async with running_daemon(tmp_path / "d", "--sessions", "file", env=env) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "file", env=env) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "again")
                 kept = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
@@ -201,7 +197,7 @@ async def test_a_backgrounded_subagent_is_background_work_naming_its_worker(tmp_
         # The subagent and the spawning turn ask at once: which reply each gets is the CLI's race.
         api.add(fake_api.tool_use("toolu_bg", "Task", {**TASK, "run_in_background": True}),
                 *(fake_api.text(r) for r in reports))
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "driver")
                 uri, chat = await create(client, work, provider="claude")
@@ -239,7 +235,7 @@ async def test_a_chat_moved_to_another_session_takes_its_workers(tmp_path: Path)
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.tool_use("toolu_mv", "Task", TASK), fake_api.text("Nothing much here."),
                 fake_api.text("All done."))
-        async with running_daemon(tmp_path / "d", "--sessions", "file", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "file", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "driver")
                 first, _ = await create(client, work, provider="claude")
@@ -293,7 +289,7 @@ async def test_a_subagents_question_is_asked_and_answered_in_its_worker_chat(tmp
         api.add(fake_api.tool_use("toolu_ask", "Task", TASK),
                 fake_api.tool_use("toolu_write", "Write", {"file_path": str(target), "content": "found\n"}),
                 fake_api.text("Wrote it."), fake_api.text("All done."))
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "driver")
                 uri, chat = await create(client, work, provider="claude")

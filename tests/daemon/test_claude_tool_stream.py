@@ -19,7 +19,6 @@ The capture of it all is clean under ``ahpd wire-check``.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -31,13 +30,11 @@ import trio
 
 pytest.importorskip("claude_agent_sdk")
 
-from ahpd.wire.cli import wire_check  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import Rpc, rpc, running_daemon  # noqa: E402
+from .helpers import ROOT, Rpc, create, daemon_in_process, dispatch, fits, rpc, start_turn, wire_clean  # noqa: E402
 from .test_acp_tool_names import initialize, refused  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
-from .test_sessions import ROOT, create, dispatch, fits, start_turn  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -80,7 +77,7 @@ async def test_tool_calls_stream_progress_and_background_shells(tmp_path: Path) 
             fake_api.tool_use("toolu_mcp", "mcp__docs__search", SEARCH),
             fake_api.text("All done."),
         )
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
                                   env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client, rpc(daemon.url) as watcher:
                 await initialize(client, "driver")
@@ -155,8 +152,7 @@ async def test_tool_calls_stream_progress_and_background_shells(tmp_path: Path) 
     assert "progressMessage" not in (calls["toolu_task"].get("_meta") or {})
     assert calls["toolu_mcp"]["contributor"]["kind"] == "mcp"
 
-    out = io.StringIO()
-    assert wire_check([str(capture)], out=out) == 0, out.getvalue()
+    wire_clean(capture)
 
 
 async def test_only_the_running_client_streams_into_its_call(tmp_path: Path) -> None:
@@ -171,7 +167,7 @@ async def test_only_the_running_client_streams_into_its_call(tmp_path: Path) -> 
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.tool_use("toolu_client", f"mcp__ahp__{owner_id}__openFile", {"path": "notes.txt"}),
                 fake_api.text("Opened."))
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as owner, rpc(daemon.url) as other:
                 await initialize(owner, owner_id)
                 await initialize(other, "someone-else")
@@ -257,7 +253,7 @@ async def _runs_in_the_background(tmp_path: Path, home: Path, work: Path, more: 
                                   marker: str) -> None:
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.tool_use("toolu_long", "Bash", long_shell), fake_api.text("Left it running."))
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "driver")
                 await client.call("subscribe", {"channel": ROOT})

@@ -22,7 +22,7 @@ from ahpd.cli_errors import (
     EXIT_REFUSED, EXIT_USAGE,
 )
 
-from .helpers import rpc, running_daemon
+from .helpers import daemon_in_process, rpc, running_daemon
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -192,7 +192,7 @@ async def test_chat_token_provider_and_agent_failures(tmp_path) -> None:
     def chat(*argv: str) -> subprocess.CompletedProcess[str]:
         return ahpd(tmp_path, "chat", "--data-dir", str(data), "--cwd", str(work), "--yes", *argv, "hello")
 
-    async with running_daemon(data, "--sessions", "memory", "--agent", "ghost=/no/such/agent",
+    async with daemon_in_process(data, "--sessions", "memory", "--agent", "ghost=/no/such/agent",
                               env={"HOME": str(tmp_path)}) as daemon:
         bare = daemon.url.split("?")[0]
         run = await trio.to_thread.run_sync(chat, "--url", bare + "?tkn=wrong")

@@ -6,21 +6,12 @@ a client's plugin is copied into the daemon's own directory and reported
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import trio
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, fits, is_action, until
+from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, until, wire_clean
 
-
-def wire_checked(capture: Path) -> None:
-    """``ahpd wire-check`` finds nothing wrong in what the daemon said and heard."""
-    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
-                             capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def answered(seq: int, channel: str):
@@ -44,7 +35,7 @@ async def _pair(url_a: Rpc, url_b: Rpc, work: Path) -> tuple[str, str]:
 
 async def test_a_toggle_the_agent_cannot_do_is_refused_and_the_list_resent(tmp_path: Path) -> None:
     capture = tmp_path / "wire.jsonl"
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
             uri, _chat = await _pair(alice, bob, tmp_path)
             state = (await alice.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
@@ -87,7 +78,7 @@ async def test_a_toggle_the_agent_cannot_do_is_refused_and_the_list_resent(tmp_p
                 assert not is_action("session/mcpServerBackgroundRequested")(stray), stray
         daemon.terminate()
         assert await daemon.wait() == 0
-    wire_checked(capture)
+    wire_clean(capture)
 
 
 def _plugin(root: Path) -> Path:
@@ -104,7 +95,7 @@ async def test_a_clients_plugins_are_copied_and_reported(tmp_path: Path) -> None
     source = _plugin(tmp_path / "plug")
     data = tmp_path / "d"
     capture = tmp_path / "wire.jsonl"
-    async with running_daemon(data, "--sessions", "memory", "--wire", str(capture)) as daemon:
+    async with daemon_in_process(data, "--sessions", "memory", "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
             uri, _chat = await _pair(alice, bob, tmp_path)
             plugins = [
@@ -174,7 +165,7 @@ async def test_a_clients_plugins_are_copied_and_reported(tmp_path: Path) -> None
             assert all(not c.get("clientId") for c in state["customizations"])
         daemon.terminate()
         assert await daemon.wait() == 0
-    wire_checked(capture)
+    wire_clean(capture)
 
 
 async def test_a_plugin_an_automation_template_names_reaches_its_runs_session(tmp_path: Path) -> None:
@@ -187,7 +178,7 @@ async def test_a_plugin_an_automation_template_names_reaches_its_runs_session(tm
     work = tmp_path / "work"
     work.mkdir()
     data = tmp_path / "d"
-    async with running_daemon(data, "--sessions", "memory") as daemon:
+    async with daemon_in_process(data, "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("one", subscriptions=["ahp-root://", CAT])
             chore = definition("hello", work)
@@ -241,7 +232,7 @@ async def test_a_folder_decision_on_a_clients_plugin_reaches_the_sessions_in_tha
                             and action_of(n)["customization"]["load"]["kind"] == "loaded")
         return uri, action_of(notes[-1])["customization"]
 
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as alice:
             await alice.initialize("alice")
             first, row = await announced(alice, work)

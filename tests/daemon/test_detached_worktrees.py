@@ -15,7 +15,7 @@ from ahpd.host.changesets import detached
 from ahpd.host.sessions import worktrees
 
 from ..gitrepo import git, git_env
-from .helpers import Rpc, rpc, running_daemon
+from .helpers import Rpc, daemon_in_process, rpc
 from .test_changesets import _env
 from .test_worktrees import _repo
 
@@ -46,7 +46,7 @@ def _branch(tree: Path) -> str:
 
 async def test_the_window_creates_claims_archives_and_deletes_trees(tmp_path) -> None:
     repo = _repo(tmp_path)
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             init = await client.initialize("win")
             assert init["_meta"]["vscode.detachedWorktrees"] is True
@@ -166,7 +166,7 @@ def test_delete_keeps_a_branch_not_made_for_the_session(tmp_path, git_home) -> N
 async def test_worktrees_root_keeps_every_tree_in_one_folder(tmp_path) -> None:
     repo = _repo(tmp_path)
     root = tmp_path / "trees"
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--worktrees-root", str(root),
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--worktrees-root", str(root),
                               env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("win")

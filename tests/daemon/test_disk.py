@@ -19,8 +19,7 @@ import trio
 from ahpd.ports import journal
 
 from ..smalldisk import SmallDisk, small_disk
-from .helpers import rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, is_action, start_turn, until
+from .helpers import action_of, create, daemon_in_process, dispatch, is_action, rpc, running_daemon, start_turn, until
 
 ROOT = "ahp-root://"
 
@@ -64,7 +63,7 @@ def mount_data(tmp_path: Path, disk: SmallDisk) -> Path:
 async def test_what_a_user_sets_on_a_full_disk_is_written_once_it_has_room(tmp_path) -> None:
     with small_disk(tmp_path / "d", size="1m") as disk:
         data = mount_data(tmp_path, disk)
-        async with running_daemon(data) as daemon:
+        async with daemon_in_process(data) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize("ann")
                 uri, chat = await create(client, tmp_path)
@@ -94,7 +93,7 @@ async def test_what_a_user_sets_on_a_full_disk_is_written_once_it_has_room(tmp_p
                 assert len(stored(data, uri)["chats"][0]["state"]["turns"]) == 1
             daemon.terminate()
             assert await daemon.wait() == 0
-        async with running_daemon(data) as daemon:
+        async with daemon_in_process(data) as daemon:
             async with rpc(daemon.url) as client:
                 result = await client.initialize("ann")
                 assert result["snapshots"][0]["state"]["config"]["values"]["autoReplyEnabled"] is True
@@ -107,7 +106,7 @@ async def test_what_a_user_sets_on_a_full_disk_is_written_once_it_has_room(tmp_p
 async def test_a_read_only_disk_keeps_the_daemon_serving_and_stopping_writes_what_was_set(tmp_path) -> None:
     with small_disk(tmp_path / "d", size="1m") as disk:
         data = mount_data(tmp_path, disk)
-        async with running_daemon(data) as daemon:
+        async with daemon_in_process(data) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize("cy")
                 uri, chat = await create(client, tmp_path)
@@ -123,7 +122,7 @@ async def test_a_read_only_disk_keeps_the_daemon_serving_and_stopping_writes_wha
             daemon.terminate()
             assert await daemon.wait() == 0
         assert stored(data, uri)["title"] == "set while read-only"
-        async with running_daemon(data) as daemon:
+        async with daemon_in_process(data) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize("cy")
                 row = (await client.call("listSessions", {}))["result"]["items"][0]
@@ -186,7 +185,7 @@ async def test_a_damaged_session_file_is_set_aside_and_the_others_still_open(tmp
     (data / "sessions" / "nested.json").write_text("[" * 100_000 + "]" * 100_000)
     (data / "sessions" / "no-uri.json").write_text(json.dumps({"provider": "demo", "cwd": "/", "createdAt": "x"}))
     data.chmod(0o700)
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("eve")
             rows = (await client.call("listSessions", {}))["result"]["items"]

@@ -1,16 +1,11 @@
 """Answers typed into an open question are one form for everyone: held on the
 session's ``inputNeeded`` entry as well as the chat's request, and handed to
 the agent when ``chat/inputCompleted`` carries none of its own. A real
-``ahpd run``, real WebSocket clients, the demo agent asking (``ask``)."""
+daemon, real WebSocket clients, the demo agent asking (``ask``)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-from .helpers import rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
+from .helpers import action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean
 
 
 def _answer(value: str) -> dict:
@@ -18,7 +13,7 @@ def _answer(value: str) -> dict:
 
 
 async def test_answers_typed_so_far_show_on_the_session_and_reach_the_agent(tmp_path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")) as daemon:
         async with rpc(daemon.url) as asker, rpc(daemon.url) as watcher:
             await asker.initialize("asker")
             await watcher.initialize("watcher")
@@ -66,11 +61,5 @@ async def test_answers_typed_so_far_show_on_the_session_and_reach_the_agent(tmp_
             assert "you answered **no**" in reply, reply
         daemon.terminate()
         assert await daemon.wait() == 0
-    _wire_clean(tmp_path / "wire.jsonl")
+    wire_clean(tmp_path / "wire.jsonl")
 
-
-def _wire_clean(capture: Path) -> None:
-    """The traffic of the test, captured by the daemon, reads clean under ``ahpd wire-check``."""
-    checked = subprocess.run([sys.executable, "-m", "ahpd", "wire-check", str(capture)],
-                             capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0, checked.stdout + checked.stderr

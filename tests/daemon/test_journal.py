@@ -11,8 +11,9 @@ import trio
 
 from ahpd.ports import journal
 
-from .helpers import rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
+from .helpers import (
+    action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, running_daemon, start_turn, until,
+)
 
 ROOT = "ahp-root://"
 
@@ -30,7 +31,7 @@ async def turn_done(client, chat: str) -> dict:
 async def test_a_restart_keeps_sessions_chats_turns_titles_and_what_the_user_set(tmp_path) -> None:
     data = tmp_path / "d"
     side = f"ahp-chat:/{uuid.uuid4()}"
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("jo")
             uri, chat = await create(client, tmp_path)
@@ -52,7 +53,7 @@ async def test_a_restart_keeps_sessions_chats_turns_titles_and_what_the_user_set
     folder = data / "sessions" / name(uri)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
         ["session.json", f"{name(chat)}.jsonl", f"{name(side)}.jsonl"])
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("jo")
             [row] = (await client.call("listSessions", {}))["result"]["items"]
@@ -98,7 +99,7 @@ async def test_a_10000_turn_chat_opens_with_its_tail_and_pages_back_through_all(
     data = tmp_path / "d"
     uri, chat = f"ahp-session:/{uuid.uuid4()}", f"ahp-chat:/{uuid.uuid4()}"
     write_long_session(data, tmp_path, uri, chat, 10_000)
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("kim")
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
@@ -119,7 +120,7 @@ async def test_a_10000_turn_chat_opens_with_its_tail_and_pages_back_through_all(
             assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
         daemon.terminate()
         assert await daemon.wait() == 0
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("kim")
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
@@ -153,7 +154,7 @@ async def test_a_daemon_killed_mid_write_loses_only_the_torn_record(tmp_path) ->
             await daemon.wait()
     with path.open("ab") as f:
         f.write(b'{"n":2,"turn":{"id":"turn-thr')  # what a crash mid-append leaves
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("lu")
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]

@@ -135,7 +135,7 @@ async def test_an_agents_broken_text_is_repaired_and_modified_at_follows_the_tur
     the turn's ``startedAt + duration``, as the client computes it."""
     from tests.backends.acp_agents.harness import raw_backend
 
-    from .test_sessions import action_of, create, dispatch, is_action, start_turn, until
+    from .helpers import action_of, create, dispatch, is_action, start_turn, until
 
     host = Host(backends={"raw": raw_backend()})
     async with trio.open_nursery() as nursery:

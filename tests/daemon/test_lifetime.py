@@ -75,7 +75,7 @@ async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_pat
 
     from ahpd.backends.registry import build_backends
 
-    from .test_sessions import dispatch, is_action, start_turn, until
+    from .helpers import dispatch, is_action, start_turn, until
 
     children_before = set(child_processes())
     # The demo agent alone: another backend's boot probe would be a child too.

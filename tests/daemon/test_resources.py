@@ -1,5 +1,5 @@
-"""The ``resource*`` family end to end: a real ``ahpd run`` process, real
-WebSocket clients, real files in ``tmp_path``.
+"""The ``resource*`` family end to end: a real daemon, real WebSocket
+clients, real files in ``tmp_path``.
 
 Every command's happy path and refusals (each naming the URI), the attacks
 a path invites (``..``, links, a folder swapped for a link during a
@@ -8,6 +8,8 @@ daemon's memory growing past a few times the file, resources a client
 publishes (forwarded, answered, refused, and a publisher that goes
 mid-request), and watches (order, coalescing, globs, release). Every daemon
 runs with ``--wire``, and each capture must be clean under ``wire-check``.
+The daemon runs in the test's trio run, except where its memory is measured:
+that one is an ``ahpd run`` process, with nothing else in it.
 """
 
 from __future__ import annotations
@@ -30,20 +32,17 @@ from trio_websocket import open_websocket_url
 from ahpd.wire.check import check_frames
 from ahpd.wire.reader import read_frames
 
-from .helpers import Daemon, Rpc, rpc, running_daemon
-from .test_boot_probe import children_of
-from .test_sessions import fits
+from .helpers import InProcessDaemon, Rpc, children_of, daemon_in_process, fits, rpc, running_daemon
 
 ROOT = "ahp-root://"
 BIG = 50 * 2**20
 
 
 @asynccontextmanager
-async def daemon_with_capture(tmp_path: Path, *args: str, **popen: Any) -> AsyncIterator[Daemon]:
+async def daemon_with_capture(tmp_path: Path, *args: str) -> AsyncIterator[InProcessDaemon]:
     """A daemon whose every frame is captured; the capture must check clean."""
     capture = tmp_path / "wire.jsonl"
-    async with running_daemon(tmp_path / "data", "--sessions", "memory", "--wire", str(capture), *args,
-                              **popen) as daemon:
+    async with daemon_in_process(tmp_path / "data", "--sessions", "memory", "--wire", str(capture), *args) as daemon:
         yield daemon
         daemon.terminate()
         assert await daemon.wait() == 0
@@ -73,7 +72,7 @@ async def refused(client: Rpc, method: str, code: int, *named: str, **params: An
 
 
 @asynccontextmanager
-async def client_of(daemon: Daemon, client_id: str) -> AsyncIterator[Rpc]:
+async def client_of(daemon: InProcessDaemon, client_id: str) -> AsyncIterator[Rpc]:
     async with rpc(daemon.url) as client:
         await client.initialize(client_id, subscriptions=())
         yield client
@@ -402,70 +401,69 @@ class Publisher:
 
 
 async def test_a_client_publishes_resources_and_its_answers_come_back_verbatim(tmp_path: Path) -> None:
-    log = tmp_path / "daemon.log"
+    log = tmp_path / "data" / "logs" / "ahpd.log"  # the daemon's log file (`--log-level info`)
     work = tmp_path / "work"
     work.mkdir()
     (work / "local.txt").write_text("local")
-    with log.open("wb") as stderr:
-        async with daemon_with_capture(tmp_path, stderr=stderr) as daemon, \
-                client_of(daemon, "asker") as asker, client_of(daemon, "pub") as pub_client, \
-                trio.open_nursery() as nursery:
-            pub = Publisher(pub_client, "pub")
-            nursery.start_soon(pub.serve)
-            # Answered: the owner's result, as it sent it.
-            read = await ok(asker, "resourceRead", uri="virtual://pub/buffer.txt")
-            assert read == {"data": "unsaved text", "encoding": "utf-8", "contentType": "text/plain"}
-            assert pub.asked[-1]["params"] == {"channel": ROOT, "uri": "virtual://pub/buffer.txt"}
-            listing = await ok(asker, "resourceList", uri="virtual://pub/")
-            assert listing["entries"] == [{"name": "buffer.txt", "type": "file"}]
-            # Refused: the owner's error, code, message and data untouched.
-            reply = await call(asker, "resourceWrite", uri="virtual://pub/buffer.txt", data="x", encoding="utf-8")
-            assert reply["error"] == {"code": -32009, "message": "virtual://pub/buffer.txt is published read-only",
-                                      "data": {"request": {"channel": ROOT, "uri": "virtual://pub/buffer.txt",
-                                                           "write": True}}}
-            await refused(asker, "resourceRead", -32008, "virtual://pub/other", uri="virtual://pub/other")
-            # A move inside the one client is its to do; across two peers nobody can.
-            await ok(asker, "resourceMove", source="virtual://pub/a", destination="virtual://pub/b")
-            asked = len(pub.asked)
-            await refused(asker, "resourceMove", -32602, "virtual://pub/a", source="virtual://pub/a",
-                          destination=(work / "b").as_uri())
-            await refused(asker, "resourceCopy", -32602, "different", source=(work / "local.txt").as_uri(),
-                          destination="virtual://pub/local.txt")
-            assert len(pub.asked) == asked  # neither was sent on
-            # file: and ahp- URIs are never a client's, whatever the authority says.
-            await refused(asker, "resourceRead", -32009, "ahp-edit://pub/x", uri="ahp-edit://pub/x")
+    async with daemon_with_capture(tmp_path) as daemon, \
+            client_of(daemon, "asker") as asker, client_of(daemon, "pub") as pub_client, \
+            trio.open_nursery() as nursery:
+        pub = Publisher(pub_client, "pub")
+        nursery.start_soon(pub.serve)
+        # Answered: the owner's result, as it sent it.
+        read = await ok(asker, "resourceRead", uri="virtual://pub/buffer.txt")
+        assert read == {"data": "unsaved text", "encoding": "utf-8", "contentType": "text/plain"}
+        assert pub.asked[-1]["params"] == {"channel": ROOT, "uri": "virtual://pub/buffer.txt"}
+        listing = await ok(asker, "resourceList", uri="virtual://pub/")
+        assert listing["entries"] == [{"name": "buffer.txt", "type": "file"}]
+        # Refused: the owner's error, code, message and data untouched.
+        reply = await call(asker, "resourceWrite", uri="virtual://pub/buffer.txt", data="x", encoding="utf-8")
+        assert reply["error"] == {"code": -32009, "message": "virtual://pub/buffer.txt is published read-only",
+                                  "data": {"request": {"channel": ROOT, "uri": "virtual://pub/buffer.txt",
+                                                       "write": True}}}
+        await refused(asker, "resourceRead", -32008, "virtual://pub/other", uri="virtual://pub/other")
+        # A move inside the one client is its to do; across two peers nobody can.
+        await ok(asker, "resourceMove", source="virtual://pub/a", destination="virtual://pub/b")
+        asked = len(pub.asked)
+        await refused(asker, "resourceMove", -32602, "virtual://pub/a", source="virtual://pub/a",
+                      destination=(work / "b").as_uri())
+        await refused(asker, "resourceCopy", -32602, "different", source=(work / "local.txt").as_uri(),
+                      destination="virtual://pub/local.txt")
+        assert len(pub.asked) == asked  # neither was sent on
+        # file: and ahp- URIs are never a client's, whatever the authority says.
+        await refused(asker, "resourceRead", -32009, "ahp-edit://pub/x", uri="ahp-edit://pub/x")
 
-            # A watch over the client's resources is created on that client and relayed.
-            watch = await ok(asker, "createResourceWatch", uri="virtual://pub/", recursive=True)
-            channel = watch["channel"]
-            assert channel == "ahp-resource-watch:/pub-1"
-            snapshot = (await asker.call("subscribe", {"channel": channel}))["result"]["snapshot"]
-            assert snapshot["state"] == {"root": "virtual://pub/", "recursive": True}
-            assert [f["method"] for f in pub.asked[-1:]] == ["createResourceWatch"]
-            # The owner subscribes to the relay like any channel, and says what changed.
-            await pub.request("subscribe", {"channel": channel})
-            changed = {"type": "resourceWatch/changed", "changes": {"items": [
-                {"uri": "virtual://pub/buffer.txt", "type": "updated"}]}}
-            await pub.client.notify("dispatchAction", {"channel": channel, "clientSeq": 1, "action": changed})
-            note = await asker.next_note()
-            assert note["params"]["channel"] == channel and note["params"]["action"] == changed
-            # Only the owner may say what changed in it.
-            await asker.notify("dispatchAction", {"channel": channel, "clientSeq": 1, "action": changed})
-            note = await asker.next_note()
-            assert note["params"]["origin"] == {"clientId": "asker", "clientSeq": 1}
-            assert "only client pub" in note["params"]["rejectionReason"]
-            # The last listener leaving closes the relay; the owner's next
-            # dispatch is refused, its cue to let its watcher go.
-            await asker.notify("unsubscribe", {"channel": channel})
-            await asker.call("ping", {"channel": ROOT})
-            await pub.client.notify("dispatchAction", {"channel": channel, "clientSeq": 2, "action": changed})
-            with trio.fail_after(10):
-                while not any("rejectionReason" in n.get("params", {}) for n in pub.notes):
-                    await trio.sleep(0.02)
-            refusal = next(n for n in pub.notes if "rejectionReason" in n.get("params", {}))
-            assert refusal["params"]["origin"] == {"clientId": "pub", "clientSeq": 2}
-            assert f"no channel {channel}" in refusal["params"]["rejectionReason"]
-            nursery.cancel_scope.cancel()
+        # A watch over the client's resources is created on that client and relayed.
+        watch = await ok(asker, "createResourceWatch", uri="virtual://pub/", recursive=True)
+        channel = watch["channel"]
+        assert channel == "ahp-resource-watch:/pub-1"
+        snapshot = (await asker.call("subscribe", {"channel": channel}))["result"]["snapshot"]
+        assert snapshot["state"] == {"root": "virtual://pub/", "recursive": True}
+        assert [f["method"] for f in pub.asked[-1:]] == ["createResourceWatch"]
+        # The owner subscribes to the relay like any channel, and says what changed.
+        await pub.request("subscribe", {"channel": channel})
+        changed = {"type": "resourceWatch/changed", "changes": {"items": [
+            {"uri": "virtual://pub/buffer.txt", "type": "updated"}]}}
+        await pub.client.notify("dispatchAction", {"channel": channel, "clientSeq": 1, "action": changed})
+        note = await asker.next_note()
+        assert note["params"]["channel"] == channel and note["params"]["action"] == changed
+        # Only the owner may say what changed in it.
+        await asker.notify("dispatchAction", {"channel": channel, "clientSeq": 1, "action": changed})
+        note = await asker.next_note()
+        assert note["params"]["origin"] == {"clientId": "asker", "clientSeq": 1}
+        assert "only client pub" in note["params"]["rejectionReason"]
+        # The last listener leaving closes the relay; the owner's next
+        # dispatch is refused, its cue to let its watcher go.
+        await asker.notify("unsubscribe", {"channel": channel})
+        await asker.call("ping", {"channel": ROOT})
+        await pub.client.notify("dispatchAction", {"channel": channel, "clientSeq": 2, "action": changed})
+        with trio.fail_after(10):
+            while not any("rejectionReason" in n.get("params", {}) for n in pub.notes):
+                await trio.sleep(0.02)
+        refusal = next(n for n in pub.notes if "rejectionReason" in n.get("params", {}))
+        assert refusal["params"]["origin"] == {"clientId": "pub", "clientSeq": 2}
+        assert f"no channel {channel}" in refusal["params"]["rejectionReason"]
+        nursery.cancel_scope.cancel()
     text = log.read_text()
     assert "resourceWrite of virtual://pub/buffer.txt refused by client pub: -32009" in text
 
@@ -514,7 +512,7 @@ async def test_a_watch_reports_in_order_coalesces_filters_and_is_released(tmp_pa
     (tree / "src" / "deep").mkdir(parents=True)
     (tree / "build").mkdir()
     async with daemon_with_capture(tmp_path) as daemon, client_of(daemon, "watcher") as c:
-        pid = daemon.process.pid
+        pid = daemon.pid
         channel = (await ok(c, "createResourceWatch", uri=tree.as_uri(), recursive=True,
                             excludes={"items": ["build", "*.log"]}))["channel"]
         assert channel.startswith("ahp-resource-watch:/")

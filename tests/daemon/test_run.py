@@ -12,16 +12,10 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_url
 
-from ahpd.protocol.strict_schema import validator
-
+from ..schema import fits
 from .helpers import rpc, running_daemon
 
 ROOT = "ahp-root://"
-
-
-def assert_fits(pointer: str, value) -> None:
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator(pointer).iter_errors(value)]
-    assert errors == []
 
 
 async def test_ready_line_runtime_record_root_state_and_clean_stop(tmp_path) -> None:
@@ -34,11 +28,11 @@ async def test_ready_line_runtime_record_root_state_and_clean_stop(tmp_path) -> 
         assert stat.S_IMODE((data / "token").stat().st_mode) == 0o600
         async with rpc(daemon.url) as client:
             result = await client.initialize()
-            assert_fits("/commands/initialize/result", result)
+            fits("/commands/initialize/result", result)
             [snapshot] = result["snapshots"]
-            assert_fits("/$defs/RootState", snapshot["state"])
+            fits("/$defs/RootState", snapshot["state"])
             sub = await client.call("subscribe", {"channel": ROOT})
-            assert_fits("/commands/subscribe/result", sub["result"])
+            fits("/commands/subscribe/result", sub["result"])
             daemon.terminate()
             with pytest.raises(ConnectionClosed) as closed:
                 with trio.fail_after(10):

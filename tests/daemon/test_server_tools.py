@@ -10,8 +10,6 @@ daemon runs with ``--wire`` and its capture must check clean.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,11 +17,10 @@ from typing import Any
 
 import trio
 
-from ahpd.wire.check import check_frames
-from ahpd.wire.reader import read_frames
-
-from .helpers import Daemon, Rpc, rpc, running_daemon, until
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn
+from .helpers import (
+    InProcessDaemon, Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until,
+    wire_clean,
+)
 
 ROOT = "ahp-root://"
 KEY = "agentHost/sessionArtifacts"
@@ -33,17 +30,13 @@ TOOLS = ["list_sessions", "get_current_session", "create_session", "create_chat"
 
 
 @asynccontextmanager
-async def daemon(tmp_path: Path, data: Path, name: str) -> AsyncIterator[Daemon]:
+async def daemon(tmp_path: Path, data: Path, name: str) -> AsyncIterator[InProcessDaemon]:
     capture = tmp_path / f"{name}.jsonl"
-    async with running_daemon(data, "--wire", str(capture)) as running:
+    async with daemon_in_process(data, "--wire", str(capture)) as running:
         yield running
         running.terminate()
         assert await running.wait() == 0
-    problems = check_frames(read_frames([str(capture)]))
-    assert problems == [], problems
-    run = subprocess.run(  # noqa: ASYNC221 - the capture is checked after the daemon stopped
-        [sys.executable, "-m", "ahpd", "wire-check", str(capture)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stdout + run.stderr
+    wire_clean(capture)
 
 
 class Turns:

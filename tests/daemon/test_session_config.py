@@ -4,15 +4,14 @@ whose ``settings`` trigger word says what it runs with."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from typing import Any
 
 import trio
 
-from .helpers import Rpc, rpc, running_daemon, until
-from .test_sessions import action_of, create, dispatch, fits, is_action, start_turn
+from .helpers import (
+    Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean,
+)
 
 DEMO_SETTINGS = "Settings: model {model}, thinking {effort}, mode {mode}, cwd {cwd}, additional directories {extra}."
 
@@ -57,7 +56,7 @@ async def _quiet(client: Rpc, seconds: float = 0.5) -> list[dict]:
 async def test_config_reaches_the_agent_and_is_refused_by_name(tmp_path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             init = await ann.initialize("ann")
             await bob.initialize("bob")
@@ -146,7 +145,7 @@ async def test_working_directories_restart_the_agent_resumed(tmp_path) -> None:
     for folder in (work, extra, other, moved):
         folder.mkdir()
     data = tmp_path / "d"
-    async with running_daemon(data, "--sessions", "memory") as daemon:
+    async with daemon_in_process(data, "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             await ann.initialize("ann")
             await bob.initialize("bob")
@@ -233,7 +232,7 @@ async def test_working_directories_restart_the_agent_resumed(tmp_path) -> None:
 
 
 async def test_global_auto_approve_answers_by_the_setting(tmp_path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             await ann.initialize("ann")
             await bob.initialize("bob")
@@ -272,7 +271,7 @@ async def test_a_capture_of_config_and_directories_is_wire_check_clean(tmp_path)
     work.mkdir()
     extra.mkdir()
     capture = tmp_path / "wire.jsonl"
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as ann:
             await ann.initialize("ann")
             await ann.call("resolveSessionConfig", {"channel": "ahp-root://", "provider": "demo",
@@ -290,6 +289,4 @@ async def test_a_capture_of_config_and_directories_is_wire_check_clean(tmp_path)
             assert any(is_action("session/configChanged", uri)(n) for n in notes)
         daemon.terminate()
         await daemon.wait()
-    checked = subprocess.run(  # noqa: ASYNC221 - the capture is checked after the daemon stopped
-        [sys.executable, "-m", "ahpd", "wire-check", str(capture)], capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    wire_clean(capture)

@@ -1,63 +1,25 @@
 """Sessions, chats and turns against the shipped demo agent, end to end.
 
-A real ``ahpd run`` process, a real WebSocket, and behind it the demo agent
-as a real ACP subprocess. Every action a client receives is also replayed
+A real daemon (``ahpd.daemon.run`` in the test's trio run), a real
+WebSocket, and behind it the demo agent as a real ACP subprocess. Every action a client receives is also replayed
 through the reducers and compared with a fresh snapshot.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import trio
 
 from ahpd import state as reducers
 
-from .helpers import Rpc, fits, rpc, running_daemon, until  # noqa: F401 - shared with the other files
-
-ROOT = "ahp-root://"
-
-
-def action_of(note: dict) -> dict | None:
-    return note["params"]["action"] if note.get("method") == "action" else None
-
-
-def is_action(kind: str, channel: str | None = None):
-    def check(note: dict) -> bool:
-        action = action_of(note)
-        return bool(action) and action["type"] == kind and (channel is None or note["params"]["channel"] == channel)
-    return check
-
-
-async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
-    uri = f"ahp-session:/{uuid.uuid4()}"
-    reply = await client.call("createSession", {
-        "channel": uri, "workingDirectories": [tmp_path.as_uri()], **extra,
-    }, timeout=60)
-    assert reply.get("result", "missing") is None, reply
-    sub = await client.call("subscribe", {"channel": uri})
-    state = sub["result"]["snapshot"]["state"]
-    fits("/$defs/SessionState", state)
-    chat = state["defaultChat"]
-    chat_sub = await client.call("subscribe", {"channel": chat})
-    fits("/$defs/ChatState", chat_sub["result"]["snapshot"]["state"])
-    return uri, chat
-
-
-def start_turn(text: str, turn_id: str | None = None) -> dict:
-    return {"type": "chat/turnStarted", "turnId": turn_id or f"t-{uuid.uuid4().hex[:8]}",
-            "startedAt": "2026-12-02T00:00:00Z", "message": {"text": text, "origin": {"kind": "user"}}}
-
-
-async def dispatch(client: Rpc, channel: str, action: dict, seq: int) -> None:
-    await client.notify("dispatchAction", {"channel": channel, "clientSeq": seq, "action": action})
+from .helpers import action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until
 
 
 async def test_a_conversation_with_the_demo_agent(tmp_path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             init = await client.initialize("alice")
             agents = init["snapshots"][0]["state"]["agents"]
@@ -111,7 +73,7 @@ async def test_a_conversation_with_the_demo_agent(tmp_path) -> None:
 
 
 async def test_a_tool_confirmation_round_trip(tmp_path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("bob")
             uri, chat = await create(client, tmp_path)
@@ -142,7 +104,7 @@ async def test_a_tool_confirmation_round_trip(tmp_path) -> None:
 
 
 async def test_cancel_a_slow_turn_and_a_failing_one(tmp_path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("carol")
             uri, chat = await create(client, tmp_path)
@@ -165,7 +127,7 @@ async def test_cancel_a_slow_turn_and_a_failing_one(tmp_path) -> None:
 
 
 async def test_refusals_for_sessions(tmp_path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("dan")
             uri, chat = await create(client, tmp_path)
@@ -192,7 +154,7 @@ async def test_refusals_for_sessions(tmp_path) -> None:
 
 async def test_sessions_come_back_after_a_restart(tmp_path) -> None:
     data = tmp_path / "d"
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("erin")
             uri, chat = await create(client, tmp_path)
@@ -202,7 +164,7 @@ async def test_sessions_come_back_after_a_restart(tmp_path) -> None:
             await until(client, is_action("session/isReadChanged", uri))
         daemon.terminate()
         assert await daemon.wait() == 0
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("erin")
             listed = (await client.call("listSessions", {}))["result"]["items"]
@@ -223,7 +185,7 @@ async def test_ahpd_chat_holds_a_conversation(tmp_path) -> None:
     import sys
 
     data = tmp_path / "d"
-    async with running_daemon(data, "--sessions", "memory") as daemon:
+    async with daemon_in_process(data, "--sessions", "memory") as daemon:
         run = await trio.run_process(
             [sys.executable, "-m", "ahpd", "chat", "--data-dir", str(data), "--cwd", str(tmp_path), "--yes",
              "--dispose", "use the tool with permission please"],
@@ -242,7 +204,7 @@ async def test_ahpd_chat_holds_a_conversation(tmp_path) -> None:
 
 
 async def test_queued_messages_refusals_and_leaving(tmp_path) -> None:
-    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as watcher:
             await watcher.initialize("watcher")
             async with rpc(daemon.url) as client:

@@ -11,8 +11,7 @@ import trio
 from ahpd.wire.check import check_frames
 from ahpd.wire.reader import read_frames
 
-from .helpers import rpc, running_daemon
-from .test_sessions import dispatch, is_action, start_turn, until
+from .helpers import dispatch, is_action, rpc, running_daemon, start_turn, until
 
 SESSIONS = 40
 TURNS = 10

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import base64
 import http.server
-import subprocess
-import sys
 import threading
 from typing import Any
 
@@ -23,8 +21,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, start_turn
+from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, rpc, start_turn, wire_clean
 
 TRACES, METRICS = "ahp-otlp://traces", "ahp-otlp://metrics"
 
@@ -103,7 +100,7 @@ async def test_logs_traces_and_metrics_on_the_channels_and_at_a_collector(tmp_pa
            "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100",
            "OTEL_METRIC_EXPORT_INTERVAL": "500"}
     try:
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=env) as daemon:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=env) as daemon:
             async with rpc(daemon.url) as client, rpc(daemon.url) as quiet:
                 init = await client.initialize("w1")
                 assert init["telemetry"] == {"logs": "ahp-otlp://logs/{level}", "traces": TRACES, "metrics": METRICS}
@@ -189,6 +186,4 @@ async def test_logs_traces_and_metrics_on_the_channels_and_at_a_collector(tmp_pa
     finally:
         collector.shutdown()
 
-    checked = subprocess.run(  # noqa: ASYNC221 - the capture is checked after the daemon stopped
-        [sys.executable, "-m", "ahpd", "wire-check", str(capture)], capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    wire_clean(capture)

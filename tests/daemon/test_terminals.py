@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from .helpers import Rpc, rpc, running_daemon
-from .test_sessions import action_of, fits, until
+from .helpers import Rpc, action_of, daemon_in_process, fits, rpc, until
 
 BASH = shutil.which("bash")
 ZSH = shutil.which("zsh")
@@ -129,7 +128,7 @@ async def pid_of(watcher: Watcher) -> int:
 async def test_bash_with_shell_integration(tmp_path) -> None:
     env = env_for(tmp_path)
     work = Path(env["HOME"]) / "work"
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         async with rpc(daemon.url) as client:
             init = await client.initialize("ann")
             assert init["terminalCommandPrefix"] == "!"
@@ -219,7 +218,7 @@ async def test_bash_with_shell_integration(tmp_path) -> None:
 async def test_refusals_and_exit(tmp_path) -> None:
     env = env_for(tmp_path)
     home = Path(env["HOME"])
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
             claim = {"kind": "client", "clientId": "ann"}
@@ -278,7 +277,7 @@ async def test_refusals_and_exit(tmp_path) -> None:
 @pytest.mark.skipif(BASH is None, reason="bash is not installed")
 async def test_shutdown_leaves_no_process(tmp_path) -> None:
     env = env_for(tmp_path)
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
             term = await open_terminal(client, "ahp-terminal:/s", Path(env["HOME"]))
@@ -297,7 +296,7 @@ async def test_zsh_with_shell_integration(tmp_path) -> None:
     env = env_for(tmp_path, ZSH)
     work = Path(env["HOME"]) / "work"
     (Path(env["HOME"]) / ".zshrc").write_text("PS1='z%# '\nexport FROM_USER_RC=yes\n")
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
             term = await open_terminal(client, "ahp-terminal:/z", work)
@@ -315,14 +314,14 @@ async def test_zsh_with_shell_integration(tmp_path) -> None:
 
 async def test_bang_command_in_a_chat(tmp_path) -> None:
     env = env_for(tmp_path)
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         await bang_commands(daemon, env)
         daemon.terminate()
         assert await daemon.wait() == 0
 
 
 async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
-    from .test_sessions import create, dispatch, is_action, start_turn
+    from .helpers import create, dispatch, is_action, start_turn
 
     work = Path(env["HOME"]) / "work"
     (work / "alpha.txt").write_text("a")
@@ -399,14 +398,14 @@ async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
 
 async def test_an_acp_agents_terminal_is_watched_and_typed_into(tmp_path) -> None:
     env = env_for(tmp_path)
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         await agent_terminal(daemon, env)
         daemon.terminate()
         assert await daemon.wait() == 0
 
 
 async def agent_terminal(daemon: Any, env: dict[str, str]) -> None:
-    from .test_sessions import create, dispatch, is_action, start_turn
+    from .helpers import create, dispatch, is_action, start_turn
 
     work = Path(env["HOME"]) / "work"
     if True:
@@ -456,7 +455,7 @@ async def test_a_capture_of_terminals_is_clean_under_wire_check(tmp_path) -> Non
 
     env = env_for(tmp_path)
     capture = tmp_path / "terminals.jsonl"
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=env) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=env) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
             term = await open_terminal(client, "ahp-terminal:/w", Path(env["HOME"]) / "work", cols=90, rows=20)
@@ -489,7 +488,7 @@ async def test_a_capture_of_terminals_is_clean_under_wire_check(tmp_path) -> Non
 @pytest.mark.skipif(BASH is None, reason="bash is not installed")
 async def test_scrollback_is_capped_and_a_late_snapshot_keeps_the_end(tmp_path) -> None:
     env = env_for(tmp_path)
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
             await client.notify("dispatchAction", {"channel": "ahp-root://", "clientSeq": 1, "action": {
@@ -519,13 +518,13 @@ async def test_a_bang_command_is_refused_where_the_agent_cannot_be_told(tmp_path
     pytest.importorskip("claude_agent_sdk")
     from tests.backends.claude_fixtures import fake_api
 
-    from .test_sessions import create, dispatch, start_turn
+    from .helpers import create, dispatch, start_turn
 
     home = tmp_path / "home"
     (home / "work").mkdir(parents=True)
     env = {name: "" for name in fake_api.CREDENTIAL_VARS if name in os.environ}
     env.update(fake_api.cli_env("http://127.0.0.1:9", str(home), api_key=None))
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
             _, chat = await create(client, home / "work", provider="claude")

@@ -14,8 +14,7 @@ import sys
 import uuid
 
 from . import test_automations as automations
-from .helpers import rpc, running_daemon
-from .test_sessions import action_of, create, dispatch, start_turn, until
+from .helpers import action_of, create, daemon_in_process, dispatch, rpc, start_turn, until, wire_clean
 
 USERS = "ahpd://users"
 
@@ -58,7 +57,7 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
     token = users(tmp_path, data, "add", "alice").stdout.strip()
     root_ref = f"root:{socket.gethostname()}"
     capture = tmp_path / "wire.jsonl"
-    async with running_daemon(data, "--wire", str(capture)) as daemon:
+    async with daemon_in_process(data, "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as client:
             init = await client.initialize("w1")
             agents = init["snapshots"][0]["state"]["agents"]
@@ -112,7 +111,7 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
         daemon.terminate()
         assert await daemon.wait() == 0
 
-    async with running_daemon(data) as daemon:
+    async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("w2")
             rows = (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"]
@@ -132,15 +131,13 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
             later, _ = await create(client, work)
             state = (await client.call("subscribe", {"channel": later}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == root_ref
-    checked = subprocess.run(  # noqa: ASYNC221 - the capture is checked after the daemon stopped
-        [sys.executable, "-m", "ahpd", "wire-check", str(capture)], capture_output=True, text=True, timeout=120)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    wire_clean(capture)
 
 
 async def test_a_host_without_a_directory_names_nobody(tmp_path) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    async with running_daemon(tmp_path / "d") as daemon:
+    async with daemon_in_process(tmp_path / "d") as daemon:
         async with rpc(daemon.url) as client:
             init = await client.initialize("w1")
             agents = init["snapshots"][0]["state"]["agents"]

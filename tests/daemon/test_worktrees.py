@@ -9,9 +9,8 @@ from pathlib import Path
 import trio
 
 from ..gitrepo import git, make_repo
-from .helpers import rpc, running_daemon
+from .helpers import daemon_in_process, fits, rpc
 from .test_changesets import _env
-from .test_sessions import fits
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -32,7 +31,7 @@ async def test_resolve_session_config_and_branch_completions(tmp_path) -> None:
     repo = _repo(tmp_path)
     plain = tmp_path / "plain"
     plain.mkdir()
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("dora")
             reply = await client.call("resolveSessionConfig", {
@@ -66,7 +65,7 @@ async def test_resolve_session_config_and_branch_completions(tmp_path) -> None:
 
 async def test_a_worktree_session_end_to_end(tmp_path) -> None:
     repo = _repo(tmp_path)
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("erin")
             trees = []
@@ -126,7 +125,7 @@ async def _folder(client, uri: str) -> Path:
 
 async def test_branch_prefix_track_and_the_base_branch_itself(tmp_path) -> None:
     repo = _repo(tmp_path)
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("fay")
             # a prefixed new branch that tracks its base

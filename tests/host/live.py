@@ -21,8 +21,7 @@ from ahpd.host.assembly import Host
 from ahpd.host.sessions.store import MemorySessionStore
 from ahpd.transport.websocket import serve_websocket
 from tests.backends.acp_agents.harness import demo_backend
-from tests.daemon.helpers import Rpc, rpc
-from tests.daemon.test_sessions import action_of, create, dispatch, start_turn, until
+from tests.daemon.helpers import Rpc, action_of, create, dispatch, rpc, start_turn, until
 
 
 class LiveHost:

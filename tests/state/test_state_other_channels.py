@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ahpd.protocol.strict_schema import validator
 from state_helpers import run, same
+from tests.schema import fits
 
 # ── Root ─────────────────────────────────────────────────────────────────────
 
@@ -32,10 +32,6 @@ def test_root_config_merge_replace_and_absent() -> None:
     assert run("root", state, {"type": "root/configChanged", "config": {"b": 2}})["config"]["values"] == {"a": 1, "b": 2}
     assert run("root", state, {"type": "root/configChanged", "config": {"b": 2}, "replace": True})["config"]["values"] == {"b": 2}
     same("root", root(), {"type": "root/configChanged", "config": {"b": 2}})
-
-
-def assert_fits(pointer: str, value: Any) -> None:
-    assert [e.message for e in validator(pointer).iter_errors(value)] == []
 
 
 # ── Terminal ─────────────────────────────────────────────────────────────────
@@ -71,7 +67,7 @@ def test_terminal_exited_sets_the_exited_lifecycle_with_its_code() -> None:
     assert "exitCode" not in state  # TerminalState has no top-level exitCode
     killed = run("terminal", running, {"type": "terminal/exited"})
     assert killed["lifecycle"] == {"status": "exited"}
-    assert_fits("/$defs/TerminalState", state)
+    fits("/$defs/TerminalState", state)
 
 
 def test_terminal_command_lifecycle() -> None:

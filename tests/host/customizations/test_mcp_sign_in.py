@@ -20,8 +20,7 @@ import trio
 import ahpd.host.customizations.customizations
 from ahpd.backends.port import PromptResult, Update
 from ahpd.backends.translate import CONTRIBUTOR_META
-from tests.daemon.helpers import rpc
-from tests.daemon.test_sessions import action_of, create, dispatch, fits, is_action, start_turn, until
+from tests.daemon.helpers import action_of, create, dispatch, fits, is_action, rpc, start_turn, until
 
 from ..live import ending_of, live_host
 

@@ -22,8 +22,7 @@ from ahpd.host.customizations.session_tools import spawn_depth
 from ahpd.host.customizations.tool_args import ToolError
 from ahpd.host.customizations.tool_schemas import DEFAULT_TOOLS, MAX_SPAWN_DEPTH
 from ahpd.host.customizations.mcp_bridge import bridge
-from tests.daemon.helpers import rpc, until
-from tests.daemon.test_sessions import action_of, create, dispatch, fits, is_action, start_turn
+from tests.daemon.helpers import action_of, create, dispatch, fits, is_action, rpc, start_turn, until
 from tests.host.live import ending_of, live_host
 
 

@@ -31,8 +31,7 @@ from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import PermissionRequest, Update
 from ahpd.host.assembly import Host
 from ahpd.transport.websocket import WebSocketConnection
-from tests.daemon.helpers import Rpc, rpc
-from tests.daemon.test_sessions import action_of, dispatch, start_turn, until
+from tests.daemon.helpers import Rpc, action_of, dispatch, rpc, start_turn, until
 
 from ..live import LiveHost, assert_alive, create, live_host, run_turn
 

@@ -8,16 +8,11 @@ import trio
 
 from ahpd.host.assembly import Host
 from ahpd.host.kernel.seqstore import FileSeqStore, MemorySeqStore
-from ahpd.protocol.strict_schema import validator
 
+from ...schema import fits
 from ..harness import connect
 
 ROOT = "ahp-root://"
-
-
-def assert_fits(pointer: str, value) -> None:
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator(pointer).iter_errors(value)]
-    assert errors == []
 
 
 @pytest.fixture
@@ -39,8 +34,8 @@ async def test_initialize_answers_root_snapshot_that_fits_the_schema(host_and_nu
     assert result["serverInfo"]["name"] == "ahpd"
     [snapshot] = result["snapshots"]
     assert snapshot["resource"] == ROOT and snapshot["fromSeq"] == result["serverSeq"]
-    assert_fits("/commands/initialize/result", result)
-    assert_fits("/$defs/RootState", snapshot["state"])
+    fits("/commands/initialize/result", result)
+    fits("/$defs/RootState", snapshot["state"])
     assert "clientQueueBytes" in snapshot["state"]["config"]["schema"]["properties"]
 
 
@@ -184,7 +179,7 @@ async def test_host_only_action_is_refused_to_its_sender_only(host_and_nursery) 
     assert len(host.bus.replay) == 0
     await b.call("ping")
     assert b.pending() == []
-    assert_fits("/notifications/action", env)
+    fits("/notifications/action", env)
 
 
 async def test_config_change_reaches_everyone_with_origin(host_and_nursery) -> None:
@@ -200,7 +195,7 @@ async def test_config_change_reaches_everyone_with_origin(host_and_nursery) -> N
     assert env_a["origin"]["clientId"] == "a" and "rejectionReason" not in env_a
     assert env_a["serverSeq"] == host.bus.server_seq == 1
     assert host.config("autoReplyEnabled") is True
-    assert_fits("/notifications/action", env_a)
+    fits("/notifications/action", env_a)
 
 
 async def test_unchanged_action_goes_back_to_its_sender_only(host_and_nursery) -> None:
@@ -267,7 +262,7 @@ async def test_malformed_dispatch_is_refused_naming_the_path(host_and_nursery) -
     a.dispatch(ROOT, {"type": "root/configChanged", "config": {}, "sneaky": 1})
     env = (await a.frame())["params"]
     assert "$.action.sneaky" in env["rejectionReason"]
-    assert_fits("/notifications/action", env)
+    fits("/notifications/action", env)
     a.notify("dispatchAction", {"channel": ROOT, "clientSeq": 9, "action": {"type": "root/nope"}})
     refusal = (await a.frame())["params"]  # the sender can match it by its clientSeq
     assert refusal["origin"] == {"clientId": "a", "clientSeq": 9}
@@ -300,7 +295,7 @@ async def test_reconnect_replays_only_its_channels_and_names_missing(host_and_nu
     assert result["type"] == "replay"
     assert [e["serverSeq"] for e in result["actions"]] == [2, 3]
     assert result["missing"] == ["ahp-session:/gone"]
-    assert_fits("/commands/reconnect/result", result)
+    fits("/commands/reconnect/result", result)
     # And it is subscribed again.
     host.bus.emit(ROOT, {"type": "root/activeSessionsChanged", "activeSessions": 9})
     assert (await b.frame())["params"]["serverSeq"] == 4

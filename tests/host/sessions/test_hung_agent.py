@@ -18,8 +18,7 @@ import trio
 
 import ahpd.host.sessions.chats.turns
 from tests.backends.acp_agents.harness import demo_backend, raw_backend, reaped
-from tests.daemon.helpers import rpc
-from tests.daemon.test_sessions import action_of, dispatch, is_action, start_turn, until
+from tests.daemon.helpers import action_of, dispatch, is_action, rpc, start_turn, until
 
 from ..live import assert_alive, create, ending_of, live_host, run_turn
 
