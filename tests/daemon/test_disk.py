@@ -67,6 +67,7 @@ async def test_what_a_user_sets_on_a_full_disk_is_written_once_it_has_room(tmp_p
             async with rpc(daemon.url) as client:
                 await client.initialize("ann")
                 uri, chat = await create(client, tmp_path)
+                await eventually(lambda: stored(data, uri) is not None)  # written off the event loop
                 assert stored(data, uri)["title"] == ""
                 disk.fill()
                 await dispatch(client, uri, {"type": "session/titleChanged", "title": "kept in memory"}, 1)

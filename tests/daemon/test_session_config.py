@@ -212,6 +212,9 @@ async def test_working_directories_restart_the_agent_resumed(tmp_path) -> None:
             await dispatch(ann, chat, {"type": "chat/turnCancelled", "turnId": slow["turnId"],
                                        "duration": 0}, 15)
             await until(ann, is_action("chat/turnCancelled", chat), timeout=60)
+            # The cancelled turn's agent still returns its prompt; a turn queued
+            # behind it ends only after, so once it has, nothing is running.
+            await _turn(ann, chat, "settings", 23)
 
             # A side chat narrowed to the primary: its agent is granted nothing more.
             side = f"ahp-chat:/{uuid.uuid4()}"
