@@ -12,7 +12,7 @@ of its own. Then, in the same run:
   the time from the subscribe to the first ``ready`` holding CHANGED rows;
 * one more edit, staged with ``git add`` (the index moving is the trigger),
   and the time until the row arrives; this includes the watcher's poll
-  interval (``ahpd.host.changesets.changesets.POLL``), which the port's read does not.
+  interval (``ahpd.host.changesets.view.POLL``), which the port's read does not.
 
 Numbers only; nothing is asserted. ``--files`` makes a smaller repository
 when building 50,000 files takes too long on a loaded machine.
@@ -36,7 +36,7 @@ from pathlib import Path
 import trio
 from trio_websocket import open_websocket_url
 
-from ahpd.host.changesets.changesets import POLL
+from ahpd.host.changesets.view import POLL
 from ahpd.ports import git as gitport
 
 

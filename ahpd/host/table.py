@@ -15,22 +15,27 @@ itself by being imported, so what runs at each moment is read in this file.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ahpd.host.automations import automations
-from ahpd.host.changesets import changesets, detached
-from ahpd.host.customizations import customizations, mcp_bridge, plugins, server_tools
+from ahpd.host.changesets import book, changesets, detached, operations
+from ahpd.host.customizations import artifact_tools, customizations, mcp_bridge, plugins, server_tools
 from ahpd.host.kernel import auth, commands, dispatch
 from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.resources import resources, watches
-from ahpd.host.sessions import annotations, directories, manager, session_commands, session_config, summaries
+# Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
+from ahpd.host.sessions import annotations as session_annotations
+from ahpd.host.sessions import directories, manager, session_commands, session_config, summaries
 from ahpd.host.sessions.chats import (
     background_work, chat_commands, chat_moves, history, input_answers, rewind, turn_rules, turns, workers,
 )
 from ahpd.host.sessions.hooks import SessionHooks
 from ahpd.host.telemetry import telemetry
-from ahpd.host.terminals import terminals
+from ahpd.host.terminals import command_turns, terminal_commands, terminals
 from ahpd.host.window import window
+
+if TYPE_CHECKING:
+    from ahpd.host.kernel.host import Handler
 
 
 def _join(*tables: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +48,7 @@ def _join(*tables: dict[str, Any]) -> dict[str, Any]:
     return joined
 
 
-COMMANDS = _join(
+COMMANDS: dict[str, Handler] = _join(
     commands.COMMANDS,
     auth.COMMANDS,
     session_commands.COMMANDS,
@@ -52,13 +57,13 @@ COMMANDS = _join(
     resources.COMMANDS,
     window.COMMANDS,
     automations.COMMANDS,
-    terminals.COMMANDS,
-    changesets.COMMANDS,
+    terminal_commands.COMMANDS,
+    operations.COMMANDS,
     detached.COMMANDS,
-    server_tools.COMMANDS,
+    artifact_tools.COMMANDS,
 )
 
-NOTIFICATIONS = _join(
+NOTIFICATIONS: dict[str, Handler] = _join(
     commands.NOTIFICATIONS,
 )
 
@@ -67,11 +72,11 @@ CLIENT_ACTIONS = _join(
     turn_rules.CLIENT_ACTIONS,
     rewind.CLIENT_ACTIONS,
     summaries.CLIENT_ACTIONS,
-    annotations.CLIENT_ACTIONS,
+    session_annotations.CLIENT_ACTIONS,
     watches.CLIENT_ACTIONS,
     automations.CLIENT_ACTIONS,
-    terminals.CLIENT_ACTIONS,
-    changesets.CLIENT_ACTIONS,
+    terminal_commands.CLIENT_ACTIONS,
+    operations.CLIENT_ACTIONS,
     customizations.CLIENT_ACTIONS,
     directories.CLIENT_ACTIONS,
     session_config.CLIENT_ACTIONS,
@@ -81,8 +86,8 @@ CLIENT_ACTIONS = _join(
 KERNEL_HOOKS = KernelHooks(
     hello=(manager.hello,),
     capabilities=(
-        telemetry.capabilities_of, window.capabilities_of, detached.capabilities_of, server_tools.capabilities_of,
-        automations.capabilities_of, terminals.capabilities_of,
+        telemetry.capabilities_of, window.capabilities_of, detached.capabilities_of, artifact_tools.capabilities_of,
+        automations.capabilities_of, command_turns.capabilities_of,
     ),
     stateless=(telemetry.subscribe_stateless,),
     openers=(changesets.open_channel, manager.open_channel),
@@ -112,13 +117,13 @@ SESSION_HOOKS = SessionHooks(
     session_created=(plugins.session_created,),
     chat_created=(rewind.chat_created,),
     session_opened=(server_tools.session_opened, changesets.session_opened),
-    session_record=(changesets.record_of, plugins.saved),
+    session_record=(book.record_of, plugins.saved),
     chat_record=(rewind.saved,),
     session_disposed=(changesets.session_disposed, terminals.session_disposed, automations.session_disposed),
     agent_info=(directories.agent_info,),
     turn_started=(changesets.turn_started,),
     turn_ended=(changesets.turn_ended,),
     turn_action=(changesets.turn_action, terminals.turn_action),
-    turn_takers=(terminals.take_command_turn,),
+    turn_takers=(command_turns.take_command_turn,),
     stored_record=history.stored_record,
 )

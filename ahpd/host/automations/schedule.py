@@ -109,7 +109,8 @@ def next_after(expression: str, time_zone: str, after: dt.datetime) -> dt.dateti
 def missed(expression: str, time_zone: str, after: dt.datetime, now: dt.datetime) -> tuple[int, dt.datetime | None]:
     """How many occurrences fall in (after, now] - counted up to a
     hundred, then said as a hundred - and the latest of them."""
-    count, latest, at = 0, None, after
+    count, at = 0, after
+    latest: dt.datetime | None = None
     while count < _COUNTED:
         upcoming = next_after(expression, time_zone, at)
         if upcoming > now:
@@ -122,7 +123,8 @@ def missed(expression: str, time_zone: str, after: dt.datetime, now: dt.datetime
         before = it.get_prev(dt.datetime)
         if _real(expression, before, tz):
             break
-    return count, max(latest, before.astimezone(dt.UTC))  # type: ignore[type-var]
+    assert latest is not None  # a hundred were counted
+    return count, max(latest, before.astimezone(dt.UTC))
 
 
 def _real(expression: str, when: dt.datetime, tz: dt.tzinfo) -> bool:

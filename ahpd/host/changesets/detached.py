@@ -72,7 +72,7 @@ class Handle:
         return Path(self.worktree["tree"])
 
 
-_handles: weakref.WeakKeyDictionary[Any, dict[str, Handle]] = weakref.WeakKeyDictionary()
+_handles: weakref.WeakKeyDictionary[Host, dict[str, Handle]] = weakref.WeakKeyDictionary()
 
 
 def handles(host: Host) -> dict[str, Handle]:

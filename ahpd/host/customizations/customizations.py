@@ -23,7 +23,7 @@ import re
 import shutil
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import trio
 
@@ -47,6 +47,19 @@ SETTLE_SECONDS = 30.0
 
 #: A chat's turn is over: nothing of it waits on a sign-in any more.
 _TURN_OVER = frozenset({"chat/turnComplete", "chat/turnCancelled", "chat/error"})
+
+
+@runtime_checkable
+class McpSwitches(Protocol):
+    """What the conversation of a backend that switches MCP servers while
+    it runs (``_controls_mcp``: Claude Code) answers besides the port's."""
+
+    async def mcp_status(self) -> list[dict[str, Any]]: ...
+
+    async def toggle_mcp(self, name: str, enabled: bool) -> None: ...
+
+    async def reconnect_mcp(self, name: str) -> None: ...
+
 
 # -- the session's list -------------------------------------------------------
 
@@ -127,7 +140,7 @@ def customization_toggled(host: Host, peer: Peer, channel: str, action: dict[str
         enabled = action["enablement"][0]["enabled"] if action["enablement"] else True
         return Apply(action, after=lambda: _drive_soon(session, entry, "on" if enabled else "off"))
     what = {"prompt": "a prompt", "skill": "a skill", "agent": "a subagent", "directory": "a directory of "
-            + str(entry.get("contents", "customization")) + "s", "plugin": "a plugin"}.get(kind, f"a {kind}")
+            + str(entry.get("contents", "customization")) + "s", "plugin": "a plugin"}.get(str(kind), f"a {kind}")
     return refuse_and_resend(session, f"{session.provider} has no runtime switch for {what} "
                                        f"({entry.get('name')!r}); it stays as it is")
 
@@ -181,6 +194,8 @@ async def _drive(session: Session, entry: dict[str, Any], op: str) -> None:
         return
     try:
         conversation = await chat.ensure_agent()
+        if not isinstance(conversation, McpSwitches):
+            raise TypeError(f"the {session.provider} agent's conversation has no MCP switches")
         try:
             servers = {s["name"]: s for s in await conversation.mcp_status()}
             if op in ("off", "stop"):
@@ -199,7 +214,7 @@ async def _drive(session: Session, entry: dict[str, Any], op: str) -> None:
                 "kind": "error", "error": {"errorType": "McpServerFailed", "message": f"{op} failed: {exc}"}}})
 
 
-async def read_back(session: Session, conversation: Any) -> None:
+async def read_back(session: Session, conversation: McpSwitches) -> None:
     """Ask the CLI what its servers are (waiting out ``pending`` ones for a
     while) and say what moved: the state alone with ``mcpServerStateChanged``,
     the whole row with ``customizationUpdated`` when its enablement moved

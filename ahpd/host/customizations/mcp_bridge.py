@@ -40,6 +40,7 @@ import trio
 
 from ahpd import __version__
 from ahpd.host.customizations import server_tools
+from ahpd.host.customizations.tool_schemas import ARTIFACT_INSTRUCTION, CONFIRMED
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host
@@ -178,7 +179,8 @@ class _Session:
 
     async def _answer(self, request: dict[str, Any]) -> None:
         method, ident = request["method"], request["id"]
-        params = request.get("params") if isinstance(request.get("params"), dict) else {}
+        given = request.get("params")
+        params: dict[str, Any] = given if isinstance(given, dict) else {}
         if method == "initialize":
             asked = params.get("protocolVersion")
             reply: Any = {
@@ -211,8 +213,8 @@ class _Session:
 
 def mcp_tool(definition: dict[str, Any]) -> dict[str, Any]:
     """A ``ToolDefinition`` as an MCP ``Tool`` (the fields mirror each other)."""
-    tool = {k: definition[k] for k in ("name", "title", "description", "inputSchema", "annotations")
-            if k in definition}
+    tool: dict[str, Any] = {k: definition[k] for k in ("name", "title", "description", "inputSchema", "annotations")
+                            if k in definition}
     tool.setdefault("inputSchema", {"type": "object", "properties": {}})
     return tool
 
@@ -241,7 +243,7 @@ class AgentTools:
     def instructions(self) -> str | None:
         """For a harness whose system prompt takes an append: when to record."""
         offered = {t.get("name") for t in server_tools.tools(self.host)}
-        return server_tools.ARTIFACT_INSTRUCTION if "add_artifact_or_reference" in offered else None
+        return ARTIFACT_INSTRUCTION if "add_artifact_or_reference" in offered else None
 
     async def call(self, name: str, arguments: Any) -> dict[str, Any]:
         return await server_tools.call(self.host, self.chat_uri, name, arguments)
@@ -249,7 +251,7 @@ class AgentTools:
     def needs_confirmation(self, name: str) -> bool:
         """Asked before it runs, as the reference host asks: a tool that
         starts, messages or deletes another conversation."""
-        return name in server_tools.CONFIRMED
+        return name in CONFIRMED
 
     async def mcp_server(self) -> dict[str, Any]:
         return await bridge(self.host).server_for(self.chat_uri)

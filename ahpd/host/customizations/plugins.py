@@ -58,7 +58,7 @@ def _store(session: Session) -> DecisionStore:
     when the daemon was given no file for them)."""
     store = getattr(session.host, "decisions", None)
     if store is None:
-        store = session.host.decisions = DecisionStore()
+        store = session.host.decisions = DecisionStore(None)
     return store
 
 
@@ -286,8 +286,8 @@ def client_toggled(session: Session, entry: dict[str, Any], action: dict[str, An
             decided = client_enablement(other, cid, held.get("enablement") or [])
             if decided != (held.get("enablement") or []):
                 row = {k: v for k, v in held.items() if k != "enablement"}
-                session.host.bus.emit(other.uri, {"type": "session/customizationUpdated",
-                                                  "customization": {**row, **({"enablement": decided} if decided else {})}})
+                changed = {**row, **({"enablement": decided} if decided else {})}
+                session.host.bus.emit(other.uri, {"type": "session/customizationUpdated", "customization": changed})
                 clients_changed(other)
 
     return Apply(action, after=after)

@@ -17,7 +17,7 @@ from ahpd.host.kernel.jsonrpc import INVALID_REQUEST, RpcError
 from ahpd.protocol import DecodeError, codec, model
 
 if TYPE_CHECKING:
-    from ahpd.host.kernel.host import Host, Peer
+    from ahpd.host.kernel.host import Handler, Host, Peer
 
 log = logging.getLogger("ahpd.host")
 
@@ -53,7 +53,7 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
     log.info("%s: initialized, protocol %s", peer.name, version)
     for hello in host.hooks.hello:
         hello(host)  # the agents' boot probes wait for this (SessionManager.probe_soon)
-    result = {
+    result: dict[str, Any] = {
         "protocolVersion": version,
         "serverSeq": host.bus.server_seq,
         "serverInfo": {"name": "ahpd", "version": __version__},
@@ -117,14 +117,14 @@ def unsubscribe(host: Host, peer: Peer, raw: Any) -> None:
     host.leave(peer, params.channel)
 
 
-COMMANDS = {
+COMMANDS: dict[str, Handler] = {
     "initialize": initialize,
     "ping": ping,
     "subscribe": subscribe,
     "reconnect": reconnect,
 }
 
-NOTIFICATIONS = {
+NOTIFICATIONS: dict[str, Handler] = {
     "unsubscribe": unsubscribe,
     "dispatchAction": dispatch.dispatch_action,
 }

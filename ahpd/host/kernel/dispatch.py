@@ -62,14 +62,12 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     params = raw if isinstance(raw, dict) else {}
     if isinstance(params.get("channel"), str):
         await host.ensure_channel(params["channel"])
-    channel, client_seq, action = params.get("channel"), params.get("clientSeq"), params.get("action")
+    client_seq = params.get("clientSeq")
     try:
         decoded = codec.decode(model.DispatchActionParams, params)
     except DecodeError as err:
-        lenient = _lenient(params)
-        if lenient is not None:
-            channel, client_seq, action = lenient
-        elif not _readable_envelope(params):
+        envelope = _lenient(params) or _readable_envelope(params)
+        if envelope is None:
             # No channel and clientSeq to answer on: say what was wrong as a
             # JSON-RPC error (id null, the only id a notification has).
             peer.send(jsonrpc.error_frame(None, RpcError(
@@ -78,7 +76,9 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
             log.warning("%s: undecodable dispatchAction: %s", peer.name, err)
             return
         # Otherwise the sender can match a refusal by its clientSeq: it gets
-        # its own action back, as sent, with what was wrong in it.
+        # its own action back (as sent, or with undeclared keys dropped when
+        # that much decodes), with what was wrong in it.
+        channel, client_seq, action = envelope
         _refuse(host, peer, channel, action, client_seq, f"{err.reason} at {err.path}")
         return
     channel = decoded.channel
@@ -140,12 +140,14 @@ def _refuse(host: Host, peer: Peer, channel: str, action: dict[str, Any], client
     host.bus.answer(peer, channel, action, {"clientId": peer.client_id, "clientSeq": client_seq}, reason)
 
 
-def _readable_envelope(params: dict[str, Any]) -> bool:
-    """Whether a refusal can be addressed: a channel, a clientSeq and an
-    action object to hand back, however wrong what is inside it."""
-    seq = params.get("clientSeq")
-    return (isinstance(params.get("channel"), str) and isinstance(params.get("action"), dict)
-            and isinstance(seq, int) and not isinstance(seq, bool))
+def _readable_envelope(params: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:
+    """The channel, clientSeq and action object a refusal is addressed with,
+    however wrong what is inside the action; None when one is missing."""
+    channel, seq, action = params.get("channel"), params.get("clientSeq"), params.get("action")
+    if (isinstance(channel, str) and isinstance(action, dict)
+            and isinstance(seq, int) and not isinstance(seq, bool)):
+        return channel, seq, action
+    return None
 
 
 def _lenient(params: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:

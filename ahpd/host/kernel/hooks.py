@@ -57,4 +57,4 @@ class KernelHooks:
     #: Resources only a feature can read (a changeset's before side), asked
     #: before the file system on ``resourceRead``: each returns the answer,
     #: or None when ``params`` names nothing of its own.
-    readers: tuple[Callable[[Host, Any], Awaitable[Any]], ...] = ()
+    readers: tuple[Callable[[Host, Any], Awaitable[dict[str, Any] | None]], ...] = ()

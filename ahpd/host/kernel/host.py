@@ -316,7 +316,7 @@ class Host:
             result = handler(self, peer, note.params)
             if isinstance(result, Awaitable):
                 await result
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a fault in one notification is logged; it has no answer to fail
             log.exception("%s: %s failed", peer.name, note.method)
 
     # -- shutdown --------------------------------------------------------------

@@ -22,7 +22,7 @@ import logging
 import math
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 import orjson
@@ -213,7 +213,7 @@ def request_frame(id: int | str, method: str, params: Any) -> str:
     return dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 
 
-def _valid_id(value: Any) -> bool:
+def _valid_id(value: Any) -> TypeGuard[int | str]:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 

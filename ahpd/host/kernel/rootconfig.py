@@ -35,9 +35,9 @@ MIB = 2**20
 GIB = 2**30
 #: Keys that are the pushing connection's own, not the host's.
 CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
-#: Host keys' bounds in bytes, which ``ConfigPropertySchema`` cannot express: below the floor a client could starve itself
-#: of its own frames, above the ceiling one push could let the host hold
-#: memory without limit.
+#: Host keys' bounds in bytes, which ``ConfigPropertySchema`` cannot
+#: express: below the floor a client could starve itself of its own frames,
+#: above the ceiling one push could let the host hold memory without limit.
 BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB), "terminalScrollback": (64 * 1024, 64 * MIB)}
 #: Host keys' bounds in seconds: an idle agent is kept at most a week (0: never stopped).
 SECONDS_BOUNDS = {"agentIdleTimeout": (0, 7 * 24 * 3600)}
@@ -192,7 +192,8 @@ def check_value(key: str, value: Any) -> str | None:
         if mode not in CHANGE_WORDS:
             return f"changeWords.mode must be one of {list(CHANGE_WORDS)}"
         if mode in ("model", "agent"):
-            return f"changeWords.mode {mode} is not served: this host does not ask a model or an agent for a commit's words"
+            return (f"changeWords.mode {mode} is not served: "
+                    "this host does not ask a model or an agent for a commit's words")
     if key == "agentSilenceTimeout" and value < 0:
         return f"{key} must be 0 (wait for ever) or a number of seconds"
     if (seconds := SECONDS_BOUNDS.get(key)) is not None and not seconds[0] <= value <= seconds[1]:

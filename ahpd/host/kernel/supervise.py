@@ -40,7 +40,7 @@ def _errors(exc: BaseException) -> tuple[Exception | None, BaseException | None]
     """Split ``exc`` into (the errors a boundary stops, what must go on)."""
     if isinstance(exc, BaseExceptionGroup):
         errors, rest = exc.split(Exception)
-        return errors, rest  # type: ignore[return-value]
+        return errors, rest
     if isinstance(exc, Exception):
         return exc, None
     return None, exc

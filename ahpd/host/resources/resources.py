@@ -287,6 +287,14 @@ async def resource_resolve(host: Host, peer: Peer, params: model.ResourceResolve
     return await _on_port(params.uri, resolve)
 
 
+#: How a write places its bytes, in the filesystem port's words.
+_MODES: dict[model.ResourceWriteMode, fs.WriteMode] = {
+    model.ResourceWriteMode.TRUNCATE: "truncate",
+    model.ResourceWriteMode.APPEND: "append",
+    model.ResourceWriteMode.INSERT: "insert",
+}
+
+
 def _decoded(params: model.ResourceWriteParams) -> bytes:
     """The bytes a write carries; -32602 for base64 that is not."""
     if params.encoding != "base64":
@@ -308,13 +316,13 @@ async def resource_write(host: Host, peer: Peer, params: model.ResourceWritePara
             raise RpcError(INVALID_PARAMS, f"{params.uri}: position must be a whole number of bytes, not {position}",
                            {"uri": params.uri, "path": "$.position"})
         position = int(position)
-    mode = str(params.mode) if params.mode is not None else "truncate"
+    mode = _MODES[params.mode] if params.mode is not None else "truncate"
 
     def write(fence: fs.Fence) -> None:
         # Decoded here, in the worker thread: the frame the content came in
         # has been let go of by now, and megabytes of base64 do not hold up
         # the event loop.
-        fence.place(where.path, _decoded(params), mode=mode, position=position,  # type: ignore[arg-type]
+        fence.place(where.path, _decoded(params), mode=mode, position=position,
                     create_only=bool(params.createOnly), if_match=params.ifMatch)
     await _on_port(params.uri, write)
     _touched(host, where.path)

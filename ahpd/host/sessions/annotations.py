@@ -58,7 +58,8 @@ def _kept(host: Host, channel: str, action: dict[str, Any]) -> Apply:
     def after() -> None:
         if session is not None:
             session.save()
-            host.sessions.notify_summary(session, {"annotations": summary(session.uri, host.bus.channels[channel].state)})
+            row = summary(session.uri, host.bus.channels[channel].state)
+            host.sessions.notify_summary(session, {"annotations": row})
 
     return Apply(action, after=after)
 

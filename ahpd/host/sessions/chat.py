@@ -30,6 +30,7 @@ from ahpd.host.sessions.common import default_chat_uri, session_id, transcript
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host
     from ahpd.host.sessions.chats.turns import TurnRunner
+    from ahpd.host.sessions.chats.workers import Worker
     from ahpd.host.sessions.hooks import SessionHooks
     from ahpd.host.sessions.session import Session
 
@@ -48,7 +49,7 @@ class Chat:
         self.scope: trio.CancelScope | None = None  # the agent's
         self.turn: TurnRunner | None = None
         #: The subagents its tool calls run now, by call id (``ahpd.host.sessions.chats.workers``).
-        self.workers: dict[str, Any] = {}
+        self.workers: dict[str, Worker] = {}
         self.commands: list[dict[str, Any]] = []
         #: What the agent is handed on the first prompt only (a side chat's
         #: or a fork's source conversation).
@@ -111,12 +112,16 @@ class Chat:
         mine: Conversation | None = None
         on_its_own = False
 
-        class Started:
-            @staticmethod
-            def started(conversation: Conversation) -> None:
+        class Started(trio.TaskStatus[Conversation]):
+            """The backend's ``task_status``: the conversation it started is
+            noted as this task's before the nursery is told."""
+
+            def started(self, value: Conversation | None = None) -> None:
                 nonlocal mine
-                mine = conversation
-                task_status.started(conversation)
+                if value is None:
+                    raise TypeError("a backend says it started with the conversation it started")
+                mine = value
+                task_status.started(value)
 
         try:
             with trio.CancelScope() as scope:
@@ -125,7 +130,7 @@ class Chat:
                     cwd=self.folder or self.session.cwd,
                     events=self._on_event,
                     resume_id=self.backend_id,
-                    task_status=Started,  # type: ignore[arg-type]
+                    task_status=Started(),
                     **self._extras(),
                 )
                 on_its_own = True

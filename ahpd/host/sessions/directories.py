@@ -18,8 +18,8 @@ primary.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Collection
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ahpd.host.kernel.dispatch import Apply, Refuse
@@ -154,8 +154,15 @@ def session_directory_replaced(host: Host, peer: Peer, channel: str, action: dic
 def _moved(session: Session) -> None:
     """The catalogue row follows (its ``workingDirectories``), and the agents restart."""
     session.save()
-    session.manager.notify_summary(session, {"workingDirectories": list(session.state().get("workingDirectories") or [])})
+    dirs = list(session.state().get("workingDirectories") or [])
+    session.manager.notify_summary(session, {"workingDirectories": dirs})
     _restart(list(session.chats.values()))
+
+
+def _chat_moved(chat: Chat) -> None:
+    """A chat's subset moved: written down, and its agent restarts."""
+    chat.session.save()
+    _restart([chat])
 
 
 def _chat(host: Host, channel: str) -> Chat | None:
@@ -174,7 +181,7 @@ def chat_directory_set(host: Host, peer: Peer, channel: str, action: dict[str, A
     refused = _running([chat])
     if refused is not None:
         return refused
-    return Apply(action, after=lambda: (chat.session.save(), _restart([chat])))
+    return Apply(action, after=lambda: _chat_moved(chat))
 
 
 def chat_directory_removed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
@@ -189,7 +196,7 @@ def chat_directory_removed(host: Host, peer: Peer, channel: str, action: dict[st
     refused = _running([chat])
     if refused is not None:
         return refused
-    return Apply(action, after=lambda: (chat.session.save(), _restart([chat])))
+    return Apply(action, after=lambda: _chat_moved(chat))
 
 
 CLIENT_ACTIONS = {

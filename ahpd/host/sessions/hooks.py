@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ahpd.backends.port import Conversation, StoredConversation
+    from ahpd.host.kernel.dispatch import Apply, Refuse
     from ahpd.host.kernel.host import Host, Peer
     from ahpd.host.sessions.chat import Chat
     from ahpd.host.sessions.manager import SessionManager
@@ -70,5 +71,5 @@ class SessionHooks:
     turn_action: tuple[Callable[[Chat, dict[str, Any]], None], ...] = ()
     #: A turn a client starts that a feature takes instead of the agent (a
     #: ``!command`` runs in a terminal): each returns its decision, or None.
-    turn_takers: tuple[Callable[[Host, Peer, Chat, dict[str, Any]], Any], ...] = ()
+    turn_takers: tuple[Callable[[Host, Peer, Chat, dict[str, Any]], Refuse | Apply | None], ...] = ()
     stored_record: Callable[[SessionManager, str, StoredConversation], Awaitable[dict[str, Any]]] | None = None

@@ -32,7 +32,9 @@ from ahpd.backends.port import Backend, StoredConversation
 from ahpd.host.kernel.auth import USERS_RECORD
 from ahpd.host.kernel.bus import ROOT, utc_now
 from ahpd.host.kernel.supervise import spawn
-from ahpd.host.sessions import annotations, session_config, summaries
+# Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
+from ahpd.host.sessions import annotations as session_annotations
+from ahpd.host.sessions import session_config, summaries
 from ahpd.host.sessions.catalogue import catalogue_row, command_customizations, mcp_customizations, \
     subagent_customizations
 from ahpd.host.sessions.chat import Chat
@@ -203,7 +205,7 @@ class SessionManager:
             return
         before = set(self._unknown(provider))
         try:
-            listed = await self.backends[provider].list_conversations()  # type: ignore[attr-defined]
+            listed = await self.backends[provider].list_conversations()
         except Exception:  # noqa: BLE001 - a catalogue that cannot be read is the one we had
             log.exception("%s: listing its conversations failed", provider)
             return
@@ -273,6 +275,22 @@ class SessionManager:
         if self.nursery is None:
             raise RuntimeError("the session manager is not running")
         session = Session(self, record)
+        # Its nursery is open before anything can reach the session: a turn
+        # started the moment its chat's channel opens has somewhere to run.
+        await self.nursery.start(session.run)
+        try:
+            self._open_channels(session, record, lifecycle)
+        except BaseException:
+            if session.scope is not None:
+                session.scope.cancel()  # nothing reached it: its nursery goes with it
+            raise
+        for opened in self.hooks.session_opened:  # the host's tools, the changesets
+            opened(session, record)
+        return session
+
+    def _open_channels(self, session: Session, record: dict[str, Any], lifecycle: str) -> None:
+        """The session's channels (its chats', its own, its annotations'),
+        each chat known by its URI, and the session by its."""
         for created in self.hooks.session_created:
             created(session, record)
         chats = record.get("chats") or [{"uri": default_chat_uri(session.uri)}]
@@ -325,14 +343,10 @@ class SessionManager:
         if listed:
             state["customizations"] = listed
         self.host.bus.open(session.uri, "session", state)
-        self.host.bus.open(annotations.channel_of(session.uri), "annotations",
+        self.host.bus.open(session_annotations.channel_of(session.uri), "annotations",
                            {"annotations": record.get("annotations") or []})
         self.sessions[session.uri] = session
         session.announced = lifecycle != "creating"
-        await self.nursery.start(session.run)
-        for opened in self.hooks.session_opened:  # the host's tools, the changesets
-            opened(session, record)
-        return session
 
     async def wake(self, uri: str) -> bool:
         """Open a stored session, or a conversation its backend keeps, when a
@@ -367,7 +381,7 @@ class SessionManager:
             waking.set()
 
     async def _wake_stored(self, uri: str) -> bool:
-        record = self.dormant.get(uri) or self.dormant.get(uri.removesuffix(annotations.SUFFIX))
+        record = self.dormant.get(uri) or self.dormant.get(uri.removesuffix(session_annotations.SUFFIX))
         if record is None:
             owner = next((r for r in self.dormant.values()
                           if any(c.get("uri") == uri for c in r.get("chats") or [])), None)
@@ -376,7 +390,8 @@ class SessionManager:
             record = owner
         del self.dormant[record["uri"]]
         if record["provider"] not in self.backends:
-            log.warning("stored session %s names provider %s, which is not configured", record["uri"], record["provider"])
+            log.warning("stored session %s names provider %s, which is not configured",
+                        record["uri"], record["provider"])
         await self.open(record, lifecycle="ready")
         return True
 
@@ -393,7 +408,7 @@ class SessionManager:
         if session.scope is not None:
             session.scope.cancel()
         self.host.bus.close(session.uri)
-        self.host.bus.close(annotations.channel_of(session.uri))
+        self.host.bus.close(session_annotations.channel_of(session.uri))
         self.sessions.pop(session.uri, None)
         self.store.delete(session.uri)
 

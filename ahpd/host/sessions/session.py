@@ -18,7 +18,8 @@ import trio
 
 from ahpd.backends.port import Backend
 from ahpd.host.kernel.supervise import supervised
-from ahpd.host.sessions import annotations
+# Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
+from ahpd.host.sessions import annotations as session_annotations
 from ahpd.host.sessions.catalogue import command_customizations
 from ahpd.host.sessions.common import ACTIVITY_BITS, ERROR, IDLE, INPUT_NEEDED, IS_ARCHIVED, IS_READ
 
@@ -41,7 +42,8 @@ class Session:
         #: Turns older than a chat's loaded window, by chat URI, oldest first;
         #: fetchTurns pages them in.
         self.older_turns: dict[str, list[dict[str, Any]]] = {}
-        self.nursery: trio.Nursery = None  # type: ignore[assignment] - set by run()
+        #: The nursery :meth:`run` keeps open (see :attr:`nursery`).
+        self._nursery: trio.Nursery | None = None
         self.scope: trio.CancelScope | None = None
         #: False while createSession is still announcing the session: what
         #: the agent says meanwhile is held, so that it always follows the
@@ -52,12 +54,26 @@ class Session:
         #: Why the session is in error (its nursery failed, or it cannot be
         #: saved); its summary carries the Error bit while this is set.
         self.failure: str | None = None
+        #: The tree ``isolation: worktree`` made for it (``ahpd.host.sessions.worktrees``:
+        #: its repo, branch, base and path), read back from its record by
+        #: ``ahpd.host.changesets``, which keeps it; None: no tree of its own.
+        self.worktree: dict[str, Any] | None = None
 
     def announce(self) -> None:
         self.announced = True
         if self._held_commands is not None:
             commands, self._held_commands = self._held_commands, None
             self.publish_commands(commands)
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        """Where the session's chats run their agents and turns. It is open
+        before anything can reach the session (``SessionManager.open``
+        starts :meth:`run` first), so only a session that was never started
+        has none."""
+        if self._nursery is None:
+            raise RuntimeError(f"session {self.uri} is not running")
+        return self._nursery
 
     @property
     def backend(self) -> Backend:
@@ -83,7 +99,7 @@ class Session:
             while True:
                 with supervised(f"session {self.uri}", self._failed):
                     async with trio.open_nursery() as nursery:
-                        self.nursery = nursery
+                        self._nursery = nursery
                         if not started:
                             started = True
                             task_status.started()
@@ -130,7 +146,8 @@ class Session:
             "title": state["title"],
             "status": self.status(),
             "createdAt": self.created_at,
-            "modifiedAt": max((self.host.bus.channels[c].state["modifiedAt"] for c in self.chats), default=self.created_at),
+            "modifiedAt": max((self.host.bus.channels[c].state["modifiedAt"] for c in self.chats),
+                              default=self.created_at),
             "workingDirectories": list(state.get("workingDirectories") or []),
             "chats": [
                 {"resource": c["resource"], "title": c["title"], "status": c["status"]}
@@ -143,9 +160,9 @@ class Session:
             row["activity"] = state["activity"]
         if state.get("_meta"):
             row["_meta"] = dict(state["_meta"])  # _meta.git and the rest, as on the session
-        marks = self.host.bus.channels.get(annotations.channel_of(self.uri))
+        marks = self.host.bus.channels.get(session_annotations.channel_of(self.uri))
         if marks is not None:
-            row["annotations"] = annotations.summary(self.uri, marks.state)
+            row["annotations"] = session_annotations.summary(self.uri, marks.state)
         if state.get("origin"):
             row["origin"] = state["origin"]
         return row
@@ -177,7 +194,7 @@ class Session:
             "config": state.get("config"),
             "workingDirectories": state.get("workingDirectories"),
             "_meta": state.get("_meta"),
-            "annotations": self.host.bus.channels[annotations.channel_of(self.uri)].state["annotations"],
+            "annotations": self.host.bus.channels[session_annotations.channel_of(self.uri)].state["annotations"],
             "origin": state.get("origin"),
             "defaultChat": state.get("defaultChat"),
             "chats": [
@@ -201,7 +218,7 @@ class Session:
             return
         try:
             self.manager.store.save(self.record())
-        except Exception as exc:  # noqa: BLE001 - see above
+        except Exception as exc:  # noqa: BLE001 - a failed write is the session's error, not its caller's
             log.exception("session %s could not be saved", self.uri)
             self.set_failure(f"the session could not be saved: {type(exc).__name__}: {exc}")
         else:

@@ -13,7 +13,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ahpd.host.sessions import annotations
+# Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
+from ahpd.host.sessions import annotations as session_annotations
 from ahpd.host.kernel.auth import who
 from ahpd.backends.port import BackendError
 from ahpd.host.kernel.bus import ROOT, utc_now
@@ -151,7 +152,7 @@ async def dispose_session(host: Host, peer: Peer, params: model.DisposeSessionPa
     backend = sessions.backends.get(session.provider)
     backend_ids = [chat.backend_id for chat in session.chats.values() if chat.backend_id]
     sessions.dispose(session)
-    await worktrees.dispose(getattr(session, "worktree", None))  # a dirty tree is kept, and logged
+    await worktrees.dispose(session.worktree)  # a dirty tree is kept, and logged
     sessions.announce_count()
     host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionRemoved", {"channel": ROOT, "session": uri})
     if backend is not None and backend_ids and sessions.nursery is not None:
@@ -189,7 +190,7 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
         row["_meta"] = {"ahpd.owner": record["_meta"]["ahpd.owner"]}
     if (record.get("_meta") or {}).get("agentHost/sessionArtifacts"):  # what the agent recorded (server_tools)
         row.setdefault("_meta", {})["agentHost/sessionArtifacts"] = record["_meta"]["agentHost/sessionArtifacts"]
-    row["annotations"] = annotations.summary(record["uri"], record)
+    row["annotations"] = session_annotations.summary(record["uri"], record)
     return row
 
 

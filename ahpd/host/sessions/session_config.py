@@ -67,7 +67,8 @@ def check(backend: Any, key: str, value: Any, values: Mapping[str, Any]) -> str 
             return (f"the {provider} agent takes a thinking level only with a model that has one; "
                     f"pick such a model first")
         if value not in levels:
-            return f"the model {values.get('model')} offers no thinking level {value!r}; it offers {', '.join(map(str, levels))}"
+            return (f"the model {values.get('model')} offers no thinking level {value!r}; "
+                    f"it offers {', '.join(map(str, levels))}")
         return None
     prop = props.get(key)
     if prop is None:
@@ -153,12 +154,15 @@ def agent_said(chat: Chat, update: Mapping[str, Any]) -> None:
     if heard is None:
         return
     heard(update)
+    # What it runs with now (read after ``heard``, which moves it); a
+    # conversation that keeps no settings has none to say.
+    settings: Mapping[str, Any] = getattr(conversation, "settings", None) or {}
     session = chat.session
     if session.host.bus.channels.get(session.uri) is None:
         return
     values = (session.state().get("config") or {}).get("values") or {}
     props = properties(session.backend)
-    changes = {k: v for k, v in conversation.settings.items() if k in props and values.get(k) != v}
+    changes = {k: v for k, v in settings.items() if k in props and values.get(k) != v}
     _say(session, changes)
 
 

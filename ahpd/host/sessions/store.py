@@ -60,6 +60,7 @@ class SessionStore(Protocol):
     def load_all(self) -> list[dict[str, Any]]: ...
     def save(self, record: dict[str, Any]) -> None: ...
     def delete(self, uri: str) -> None: ...
+    def move_chat(self, chat_uri: str, source_uri: str, target_uri: str) -> None: ...
     async def older_turns(self, chat_uri: str, before: int, count: int) -> list[dict[str, Any]]: ...
 
 
@@ -440,7 +441,7 @@ class FileSessionStore(MemorySessionStore):
     def _deleted(self, session: SessionLog) -> None:
         self.writes.put(session.uri, _Deleted(session))
 
-    def _prepare(self, uri: str, op: Any) -> Callable[[], Callable[[], None]]:
+    def _prepare(self, uri: str, op: Any) -> Callable[[], Callable[[], None] | None]:
         """Encode on the loop what a thread then writes: each chat's new
         lines appended (and its journal compacted when it is mostly dead),
         the head when it moved, the older file gone once all is written."""
@@ -454,13 +455,14 @@ class FileSessionStore(MemorySessionStore):
                     legacy.unlink(missing_ok=True)
                 if folder is not None:
                     folder.with_suffix(".json").unlink(missing_ok=True)
-            return delete  # type: ignore[return-value]
+            return delete  # nothing to note after it: the session is gone
         session = self.sessions.get(uri)
         if session is None or session.folder is None:
             return lambda: (lambda: None)
         folder = session.folder
         chats = []
         for chat in session.chats.values():
+            assert chat.path is not None  # a chat of a session with a folder has its journal in it
             data = b"".join(chat.unwritten)
             size = chat.length + len(data)
             compact = size >= COMPACT_MIN and chat.dead * COMPACT_RATIO > size
@@ -492,7 +494,7 @@ class FileSessionStore(MemorySessionStore):
                 legacy.unlink(missing_ok=True)
 
             def then() -> None:
-                for (chat, _, _, _, count, compact, moved_from), length in zip(chats, results):
+                for (chat, _, _, _, count, compact, moved_from), length in zip(chats, results, strict=True):
                     if moved_from is not None and chat.moved_from is moved_from:
                         chat.moved_from = None
                     del chat.unwritten[:count]

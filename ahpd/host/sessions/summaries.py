@@ -69,7 +69,8 @@ def movable(chat: Chat) -> bool:
 def chat_row(chat: Chat) -> dict[str, Any]:
     """The chat's ``ChatSummary`` as its session's catalogue holds it."""
     state = chat.state()
-    row = {k: state[k] for k in ("resource", *ROW_FIELDS, "activity", "origin", "interactivity", "workingDirectories") if k in state}
+    kept = ("resource", *ROW_FIELDS, "activity", "origin", "interactivity", "workingDirectories")
+    row = {k: state[k] for k in kept if k in state}
     if state.get("movable"):
         row["movable"] = True
     return row

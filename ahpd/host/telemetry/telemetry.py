@@ -34,11 +34,12 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 from opentelemetry import trace
-from opentelemetry.metrics import Observation
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry._logs import LogRecord, SeverityNumber
 from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
@@ -130,6 +131,11 @@ class LogLines(logging.Handler):
             self.handleError(record)
 
 
+def _observer(read: Callable[[], int]) -> Callable[[CallbackOptions], list[Observation]]:
+    """An observable counter's callback: what ``read`` says when it is collected."""
+    return lambda _options: [Observation(read())]
+
+
 class Telemetry:
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         environ = dict(os.environ if environ is None else environ)
@@ -164,8 +170,7 @@ class Telemetry:
             ("ahpd.bytes_sent", "By", "bytes queued to clients", lambda: COUNTS.bytes_sent),
             ("ahpd.queue_closes", "{connection}", "clients closed for falling behind", lambda: COUNTS.queue_closes),
         ):
-            meter.create_observable_counter(name, callbacks=[lambda _options, read=read: [Observation(read())]],
-                                            unit=unit, description=description)
+            meter.create_observable_counter(name, callbacks=[_observer(read)], unit=unit, description=description)
 
     def _to_collector(self) -> MetricReader:
         """The SDK's own OTLP/HTTP exporters, for the collector the standard

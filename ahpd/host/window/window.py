@@ -71,6 +71,13 @@ PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
 _ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64", "i686": "ia32", "armv7l": "arm"}
 
 
+def _required(params: Any, key: str) -> str:
+    """``params[key]``, a non-empty string (-32602 naming the key otherwise)."""
+    value = string_param(params, key)
+    assert value is not None  # required: string_param answered -32602 already
+    return value
+
+
 # -- shutdown and diagnostics ----------------------------------------------------------
 
 
@@ -139,7 +146,7 @@ def _fetch(url: str, hostname: str) -> dict[str, Any]:
         except urllib.error.HTTPError as answered:  # 3xx, 4xx, 5xx: still an answer
             response = answered
         with response:
-            result["statusCode"] = response.status if hasattr(response, "status") else response.code
+            result["statusCode"] = response.status  # an HTTPError's is its code
             result["statusMessage"] = response.reason or ""
             result["body"] = response.read(BODY_BYTES).decode("utf-8", errors="replace")
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
@@ -150,12 +157,13 @@ def _fetch(url: str, hostname: str) -> dict[str, Any]:
 
 
 async def diagnostics_fetch(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
-    url = string_param(params, "url")
+    url = _required(params, "url")
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    hostname = parts.hostname
+    if parts.scheme not in ("http", "https") or not hostname:
         raise RpcError(INVALID_PARAMS, f"{url!r} is not an http or https URL", {"path": "$.url"})
     with trio.move_on_after(FETCH_TIMEOUT * 2) as scope:
-        return await trio.to_thread.run_sync(_fetch, url, parts.hostname, abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(_fetch, url, hostname, abandon_on_cancel=True)
     assert scope.cancelled_caught
     return {"url": url, "error": f"no answer in {FETCH_TIMEOUT * 2:g} seconds"}
 
@@ -164,7 +172,7 @@ async def diagnostics_fetch(host: Host, peer: Peer, params: Any) -> dict[str, An
 
 
 def _session_and_chat(host: Host, params: Any) -> tuple[Any, Any]:
-    session_uri = string_param(params, "session")
+    session_uri = _required(params, "session")
     chat_uri = string_param(params, "chat", required=False)
     session = host.sessions.sessions.get(session_uri) if host.sessions is not None else None
     if session is None:
@@ -216,7 +224,7 @@ def _collect(files: dict[str, Path | bytes], kind: str) -> dict[str, Any]:
     """Write ``files`` (archive name -> source file or bytes) as a zip or a directory."""
     folder = Path(tempfile.mkdtemp(prefix="ahpd-debug-logs-"))  # 0700
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    entries = []
+    entries: list[dict[str, Any]] = []
     target = folder / (f"ahpd-logs-{stamp}.zip" if kind == "archive" else f"ahpd-logs-{stamp}")
     if kind == "archive":
         with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as bundle:
@@ -264,7 +272,7 @@ async def collect_debug_logs(host: Host, peer: Peer, params: Any) -> dict[str, A
 
 
 def read_debug_logs_chunk(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
-    resource = string_param(params, "resource")
+    resource = _required(params, "resource")
     position = params.get("position")
     if not isinstance(position, int) or isinstance(position, bool) or position < 0:
         raise RpcError(INVALID_PARAMS, "position must be a non-negative integer", {"path": "$.position"})

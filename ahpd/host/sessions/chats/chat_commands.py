@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -147,7 +148,7 @@ async def dispose_chat(host: Host, peer: Peer, params: model.DisposeChatParams) 
         try:
             if await backend.delete_conversation(chat.backend_id):
                 host.sessions.catalogue.get(session.provider, {}).pop(chat.backend_id, None)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the agent's copy is its own: the chat goes either way
             log.exception("%s: deleting the agent's copy failed", chat.uri)
     was_default = session.state().get("defaultChat") == chat.uri
     host.bus.close(chat.uri)
@@ -276,7 +277,7 @@ async def _files(chat: Chat, query: str, start: int, end: int, sigil: str) -> li
     return out
 
 
-def _walk(root: str, query: str, deadline: float, found: list[str]) -> None:
+def _walk(root: Path, query: str, deadline: float, found: list[str]) -> None:
     """Append to ``found`` the relative paths under ``root`` containing ``query``
     (hidden folders skipped), until ``COMPLETION_LIMIT`` matches, ``WALK_ENTRIES``
     entries seen or ``deadline`` passed."""

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from ahpd import state as reducers
 from ahpd.backends.port import HistoryTurn, StoredConversation
 from ahpd.backends.translate import TurnTranslator
@@ -68,7 +70,7 @@ def worker_records(session_uri: str, chat_uri_: str, turns: list[dict[str, Any]]
         for part in turn.get("responseParts") or []:
             call = part.get("toolCall") if part.get("kind") == "toolCall" else None
             past = subagents.get(call["toolCallId"]) if call is not None else None
-            if past is None:
+            if call is None or past is None:
                 continue
             uri = workers.chat_uri(session_uri, call["toolCallId"])
             title = (call.get("_meta") or {}).get("subagentDescription") or call.get("displayName") or "Subagent"
@@ -88,11 +90,14 @@ async def stored_record(manager: SessionManager, provider: str, conversation: St
     the backend id its own."""
     uri = catalogue_uri(provider, conversation.backend_id)
     backend = manager.backends[provider]
-    history = await backend.read_history(conversation.backend_id)  # type: ignore[attr-defined]
+    read_history = getattr(backend, "read_history", None)  # a HistoryReader: only those are catalogued
+    if read_history is None:
+        raise RuntimeError(f"the {provider} agent cannot read its conversations back")
+    history: list[HistoryTurn] = await read_history(conversation.backend_id)
     read_subagents = getattr(backend, "read_subagents", None)
     subagents = await read_subagents(conversation.backend_id) if read_subagents is not None else {}
     at = conversation.modified_at or conversation.created_at or utc_now()
-    cwd = Path(conversation.cwd) if conversation.cwd and Path(conversation.cwd).is_dir() else Path.home()
+    cwd = Path(conversation.cwd) if conversation.cwd and await trio.Path(conversation.cwd).is_dir() else Path.home()
     chat_uri = default_chat_uri(uri)
     turns = rebuild_turns(history, prefix=f"turn-{conversation.backend_id[:8]}", at=at,
                           worker_chat=lambda call_id: workers.chat_uri(uri, call_id) if call_id in subagents else None)

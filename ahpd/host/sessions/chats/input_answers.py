@@ -40,7 +40,7 @@ def synced(chat: Chat, request_id: str, answers: dict[str, Any] | None) -> dict[
 def answer_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     chat = host.sessions.chat_owner.get(channel) if host.sessions else None
     turn = chat.turn if chat else None
-    if turn is None or action["requestId"] not in turn.inputs:
+    if chat is None or turn is None or action["requestId"] not in turn.inputs:
         return Refuse(f"input request {action['requestId']} is not open")
 
     def mirror() -> None:

@@ -90,7 +90,7 @@ def turn_started(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -
 def turn_cancelled(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     chat = _chat(host, channel)
     turn = chat.turn if chat else None
-    if turn is None or turn.turn_id != action["turnId"] or turn.ended:
+    if chat is None or turn is None or turn.turn_id != action["turnId"] or turn.ended:
         return Apply(action)  # names no running turn: changes nothing, answered as such
 
     def after() -> None:
@@ -112,7 +112,7 @@ def tool_call_confirmed(host: Host, peer: Peer, channel: str, action: dict[str, 
     chat = _chat(host, channel)
     turn = chat.turn if chat else None
     request = turn.permissions.get(action["toolCallId"]) if turn and turn.turn_id == action["turnId"] else None
-    if request is None:
+    if chat is None or turn is None or request is None:
         return Refuse(f"tool call {action['toolCallId']} is not waiting for a confirmation")
     approved = bool(action.get("approved"))
     wanted = "allow" if approved else "reject"
@@ -138,7 +138,7 @@ def tool_call_complete(host: Host, peer: Peer, channel: str, action: dict[str, A
     turn = chat.turn if chat else None
     call_id = action["toolCallId"]
     call = turn.client_calls.get(call_id) if turn and turn.turn_id == action["turnId"] and not turn.ended else None
-    if call is None:
+    if chat is None or turn is None or call is None:
         return Refuse(f"tool call {call_id} is not waiting for a client's result: only a call of a tool an "
                       "active client provides is completed by a client")
     if peer.client_id != call.client_id:
@@ -171,7 +171,7 @@ def input_completed(host: Host, peer: Peer, channel: str, action: dict[str, Any]
     chat = _chat(host, channel)
     turn = chat.turn if chat else None
     request = turn.inputs.get(action["requestId"]) if turn else None
-    if request is None:
+    if chat is None or turn is None or request is None:
         return Refuse(f"input request {action['requestId']} is not open")
     answers = synced(chat, action["requestId"], action.get("answers"))
 

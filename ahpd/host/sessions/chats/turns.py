@@ -51,7 +51,9 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
-from ahpd.host.sessions import annotations, session_config
+# Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
+from ahpd.host.sessions import annotations as session_annotations
+from ahpd.host.sessions import session_config
 from ahpd.host.sessions.chats import auto_approve, background_work, rewind, workers
 from ahpd.host.kernel.bus import utc_now
 from ahpd.host.kernel.supervise import supervised
@@ -320,7 +322,7 @@ def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
     """Run a turn whose ``chat/turnStarted`` has been applied."""
     session_config.from_message(chat, message)
     turn = chat.turn = TurnRunner(chat, turn_id, previous=chat.turn)
-    attachments = annotations.resolve(chat.host, list(message.get("attachments") or []))
+    attachments = session_annotations.resolve(chat.host, list(message.get("attachments") or []))
     chat.session.nursery.start_soon(turn.run, message.get("text", ""), attachments,
                                     name=f"turn {turn_id} of {chat.uri}")
     _name_after_first_message(chat, message.get("text", ""))
@@ -386,7 +388,8 @@ def on_event(chat: Chat, event: Event) -> None:
         call_id = event.tool_call["toolCallId"]
         for block, edit in pending_edits(call_id, event.tool_call.get("content") or []):
             # Served until the call is settled, so the diff is drawn before anybody decides.
-            chat.host.sessions.pending_edits[edit["after"]["content"]["uri"]] = (call_id, block["path"], block["newText"])
+            edit_of_call = (call_id, block["path"], block["newText"])
+            chat.host.sessions.pending_edits[edit["after"]["content"]["uri"]] = edit_of_call
         for action in turn.translator.permission(event):
             turn.emit(action)
         turn.permissions[call_id] = event

@@ -169,9 +169,9 @@ def route(parent: Chat, update: dict[str, Any]) -> bool:
 def _untagged(update: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """The spawning call an update is tagged with, and the update without the tag."""
     meta = update.get("_meta")
-    call_id = meta.get(PARENT_CALL_META) if isinstance(meta, dict) else None
-    if not isinstance(call_id, str):
+    if not isinstance(meta, dict) or not isinstance(meta.get(PARENT_CALL_META), str):
         return None, update
+    call_id: str = meta[PARENT_CALL_META]
     untagged = {**update, "_meta": {k: v for k, v in meta.items() if k != PARENT_CALL_META}}
     if not untagged["_meta"]:
         del untagged["_meta"]
@@ -229,7 +229,7 @@ def tool_call_confirmed(host: Host, channel: str, action: dict[str, Any]) -> App
     parent = owner.get(origin.get("chat", "")) if origin.get("kind") == "tool" else None
     worker = parent.workers.get(origin.get("toolCallId", "")) if parent is not None else None
     request = worker.permissions.get(action["toolCallId"]) if worker and worker.turn_id == action["turnId"] else None
-    if request is None:
+    if parent is None or worker is None or request is None:
         return None
     approved = bool(action.get("approved"))
     option = action.get("selectedOptionId")

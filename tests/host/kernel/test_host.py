@@ -9,8 +9,8 @@ import trio
 from ahpd.host.assembly import Host
 from ahpd.host.kernel.seqstore import FileSeqStore, MemorySeqStore
 
-from ..schema import fits
-from .harness import connect
+from ...schema import fits
+from ..harness import connect
 
 ROOT = "ahp-root://"
 

@@ -20,7 +20,7 @@ import ahpd.host.sessions.chats.turns
 from tests.backends.acp_agents.harness import demo_backend, raw_backend, reaped
 from tests.daemon.helpers import action_of, dispatch, is_action, rpc, start_turn, until
 
-from .live import assert_alive, create, ending_of, live_host, run_turn
+from ..live import assert_alive, create, ending_of, live_host, run_turn
 
 LIMIT = 60
 

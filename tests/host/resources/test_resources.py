@@ -15,7 +15,7 @@ import trio
 
 from ahpd.host.assembly import Host
 
-from .harness import connect
+from ..harness import connect
 
 ROOT = "ahp-root://"
 

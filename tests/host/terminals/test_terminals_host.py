@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import trio
 
-from ahpd.host.terminals import terminals as terminals_module
+from ahpd.host.terminals import terminal as terminal_module
 from ahpd.host.assembly import Host
 from ahpd.ports.pty import PtyPort, session_members
 
-from .harness import connect
+from ..harness import connect
 
 
 async def until_action(client: Any, kind: str, channel: str, timeout: float = 20) -> dict[str, Any]:
@@ -28,14 +28,14 @@ async def until_action(client: Any, kind: str, channel: str, timeout: float = 20
 async def test_a_fault_in_one_terminal_ends_that_terminal_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("SHELL", "/bin/sh")
-    original = terminals_module.Terminal._text
+    original = terminal_module.Terminal._text
 
     def faulty(self: Any, text: str) -> None:
         if "BOOM" in text and self.uri.endswith("/bad"):
             raise RuntimeError("a bug in the reader")
         original(self, text)
 
-    monkeypatch.setattr(terminals_module.Terminal, "_text", faulty)
+    monkeypatch.setattr(terminal_module.Terminal, "_text", faulty)
     host = Host(terminals=PtyPort())
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)

@@ -20,11 +20,13 @@ import pytest
 import trio
 import trio.testing
 
-from ahpd.host.automations.automations import Automations, TrioClock
+from ahpd.host.automations import runs
+from ahpd.host.automations.automations import Automations
+from ahpd.host.automations.scheduler import TrioClock
 from ahpd.host.assembly import Host
 from ahpd.ports.automation_store import AutomationStore
 
-from .harness import Client
+from ..harness import Client
 
 ANCHOR = dt.datetime(2026, 1, 1, 0, 0, 30, tzinfo=dt.UTC)
 CAT = "ahp-automations://"
@@ -402,9 +404,7 @@ async def test_a_store_that_cannot_write_refuses_the_request_and_keeps_what_it_h
 
 
 async def test_run_history_keeps_the_newest_finished_runs_up_to_the_limit(tmp_path, clock, monkeypatch) -> None:
-    from ahpd.host.automations import automations
-
-    monkeypatch.setattr(automations, "RUN_HISTORY_LIMIT", 3)
+    monkeypatch.setattr(runs, "RUN_HISTORY_LIMIT", 3)
     path = tmp_path / "a.sqlite3"
     async with trio.open_nursery() as nursery:
         running = await start(nursery, path)

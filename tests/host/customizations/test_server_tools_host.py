@@ -18,6 +18,9 @@ from pathlib import Path
 import trio
 
 from ahpd.host.customizations import server_tools
+from ahpd.host.customizations.session_tools import spawn_depth
+from ahpd.host.customizations.tool_args import ToolError
+from ahpd.host.customizations.tool_schemas import DEFAULT_TOOLS, MAX_SPAWN_DEPTH
 from ahpd.host.customizations.mcp_bridge import bridge
 from tests.daemon.helpers import action_of, create, dispatch, fits, is_action, rpc, start_turn, until
 from tests.host.live import ending_of, live_host
@@ -34,17 +37,17 @@ async def test_every_subscriber_of_every_session_is_told_the_new_set(tmp_path) -
         for client in (alice, bob):
             for uri in (first, second):
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
-                assert state["serverTools"] == server_tools.DEFAULT_TOOLS
+                assert state["serverTools"] == DEFAULT_TOOLS
 
         # The embedder's set: one of the host's tools taken away, one of its own added.
         async def shout(host, chat_, arguments):
             if not isinstance(arguments.get("words"), str):
-                raise server_tools.ToolError("words must be a string")
+                raise ToolError("words must be a string")
             return arguments["words"].upper()
 
         mine = {"name": "shout", "description": "Say it louder", "inputSchema": {
             "type": "object", "properties": {"words": {"type": "string"}}, "required": ["words"]}}
-        fewer = [t for t in server_tools.DEFAULT_TOOLS if t["name"] != "delete_session"] + [mine]
+        fewer = [t for t in DEFAULT_TOOLS if t["name"] != "delete_session"] + [mine]
         server_tools.set_tools(live.host, fewer, {"shout": shout})
         for client in (alice, bob):
             for uri in (first, second):
@@ -127,7 +130,7 @@ async def test_the_mcp_socket_answers_only_a_secret_it_gave_out(tmp_path) -> Non
         assert by_id[None]["error"]["code"] == -32700
         assert by_id[1]["result"]["protocolVersion"] == "2025-06-18"
         assert by_id[1]["result"]["capabilities"] == {"tools": {"listChanged": False}}
-        assert [t["name"] for t in by_id[2]["result"]["tools"]] == [t["name"] for t in server_tools.DEFAULT_TOOLS]
+        assert [t["name"] for t in by_id[2]["result"]["tools"]] == [t["name"] for t in DEFAULT_TOOLS]
         assert by_id[3]["error"]["code"] == -32601
         assert by_id[4]["error"]["code"] == -32602
         assert by_id[5]["result"] == {"content": [{"type": "text", "text":
@@ -173,15 +176,15 @@ async def test_agents_make_sessions_only_so_deep_and_on_a_model_offered(tmp_path
 
         by_name = offered[-1]
         depths = []
-        for _level in range(server_tools.MAX_SPAWN_DEPTH):
+        for _level in range(MAX_SPAWN_DEPTH):
             answer = await server_tools.call(live.host, chat, "create_session", {
                 "workspace": str(work), "prompt": "hello", "model": by_name.get("name") or by_name["id"]})
             assert not answer["isError"], answer
             made = json.loads(answer["content"][0]["text"])
             session = live.host.sessions.sessions[made["session"]]
-            depths.append(server_tools.spawn_depth(session))
+            depths.append(spawn_depth(session))
             chat = made["chat"]  # the next one is made from inside the one just made
-        assert depths == list(range(1, server_tools.MAX_SPAWN_DEPTH + 1))
+        assert depths == list(range(1, MAX_SPAWN_DEPTH + 1))
         # The first message carried the model, which became the session's.
         message = {"text": "hello", "origin": {"kind": "agent"}, "model": {"id": by_name["id"]}}
         pending = live.host.bus.channels[chat].state
@@ -190,8 +193,8 @@ async def test_agents_make_sessions_only_so_deep_and_on_a_model_offered(tmp_path
                ([pending["activeTurn"]["message"]] if pending.get("activeTurn") else [])
         assert message in said, said
         deep = await server_tools.call(live.host, chat, "create_session", {"workspace": str(work), "prompt": "hi"})
-        assert deep["isError"] and f"{server_tools.MAX_SPAWN_DEPTH} level(s) down" in deep["content"][0]["text"]
-        assert len(live.host.sessions.sessions) == 1 + server_tools.MAX_SPAWN_DEPTH
+        assert deep["isError"] and f"{MAX_SPAWN_DEPTH} level(s) down" in deep["content"][0]["text"]
+        assert len(live.host.sessions.sessions) == 1 + MAX_SPAWN_DEPTH
         # A chat in the deepest session is still allowed: it makes no new level.
         answer = await server_tools.call(live.host, chat, "create_chat", {"prompt": "a side note"})
         assert not answer["isError"], answer

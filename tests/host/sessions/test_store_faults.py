@@ -21,7 +21,7 @@ from ahpd.host.kernel.seqstore import BLOCK, FileSeqStore, Sequencer
 from ahpd.host.kernel.rootconfig import RootConfigStore
 from ahpd.host.sessions.store import FileSessionStore, write_atomic
 
-from ..smalldisk import small_disk
+from ...smalldisk import small_disk
 
 CHAT = "ahp-chat:/c1"
 

@@ -7,7 +7,7 @@ import trio
 from ahpd.host.kernel.auth import token_for
 from ahpd.host.assembly import Host
 
-from .harness import connect
+from ..harness import connect
 
 ANTHROPIC = "https://api.anthropic.com"
 

@@ -11,7 +11,7 @@ from ahpd.host.kernel.rootconfig import RootConfigStore
 from ahpd.host.assembly import Host
 from ahpd.host.kernel.rootconfig import GIB, MIB, check_value
 
-from .harness import connect
+from ..harness import connect
 
 ROOT = "ahp-root://"
 

@@ -22,7 +22,7 @@ from ahpd.backends.port import PromptResult, Update
 from ahpd.backends.translate import CONTRIBUTOR_META
 from tests.daemon.helpers import action_of, create, dispatch, fits, is_action, rpc, start_turn, until
 
-from .live import ending_of, live_host
+from ..live import ending_of, live_host
 
 LOCKED = "scripted.mcp:locked"
 

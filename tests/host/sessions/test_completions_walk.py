@@ -19,8 +19,7 @@ from ahpd import daemon
 from ahpd.host.sessions.chats import chat_commands
 from ahpd.transport.websocket import serve_websocket
 
-from ..daemon.helpers import rpc
-from ..daemon.helpers import create
+from ...daemon.helpers import create, rpc
 
 FILES = 20_000
 

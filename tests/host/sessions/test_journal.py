@@ -16,7 +16,7 @@ from ahpd.host.sessions import store as store_module
 from ahpd.host.sessions.store import WINDOW, FileSessionStore, MemorySessionStore
 from ahpd.ports import journal
 
-from ..smalldisk import small_disk
+from ...smalldisk import small_disk
 
 SESSION, CHAT = "ahp-session:/s1", "ahp-chat:/c1"
 
@@ -167,15 +167,12 @@ async def test_compaction_runs_in_the_background_and_keeps_what_the_chat_holds(t
         await nursery.start(store.run)
         store.save(record(turns))
         await wait_for(path.exists)  # the first write landed: the loop below samples a file that is there
-        sizes = []
         for n in range(400):  # a title typed a letter at a time: superseded records pile up
             store.save(record(turns, title="t" * (n % 50)))
-            await trio.lowlevel.checkpoint()
-            if path.exists():
-                sizes.append(path.stat().st_size)
-        await wait_for(lambda: store.writes.pending == 0)
+            # Each record is on disk before the next is typed, however busy the
+            # machine: a writer that fell behind would only keep the latest.
+            await wait_for(lambda: store.writes.pending == 0)
         nursery.cancel_scope.cancel()
-    assert max(sizes) >= 4096
     assert any("journal compacted" in r.getMessage() for r in caplog.records)
     size = path.stat().st_size
     with path.open("rb") as f:

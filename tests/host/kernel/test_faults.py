@@ -33,7 +33,7 @@ from ahpd.host.assembly import Host
 from ahpd.transport.websocket import WebSocketConnection
 from tests.daemon.helpers import Rpc, action_of, dispatch, rpc, start_turn, until
 
-from .live import LiveHost, assert_alive, create, live_host, run_turn
+from ..live import LiveHost, assert_alive, create, live_host, run_turn
 
 LIMIT = 60
 
