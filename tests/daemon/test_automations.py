@@ -19,7 +19,9 @@ import trio
 
 from ahpd.ports.automation_store import AutomationStore
 
-from .helpers import Rpc, daemon_in_process, fits, rpc, running_daemon, wire_clean
+from .helpers import (
+    Rpc, action_of, daemon_in_process, eventually, fits, rpc, running_daemon, snapshot_until, until, wire_clean,
+)
 
 CAT = "ahp-automations://"
 
@@ -34,26 +36,18 @@ async def dispatch(client: Rpc, action: dict[str, Any], seq: int, channel: str =
     await client.notify("dispatchAction", {"channel": channel, "clientSeq": seq, "action": action})
 
 
-async def answered(client: Rpc, seq: int, timeout: float = 30) -> dict[str, Any]:
+async def answered(client: Rpc, seq: int) -> dict[str, Any]:
     """The envelope answering the client's dispatch ``seq``."""
-    with trio.fail_after(timeout):
-        while True:
-            note = await client.next_note(timeout)
-            params = note.get("params", {})
-            if note.get("method") == "action" and (params.get("origin") or {}).get("clientSeq") == seq:
-                return params
+    notes = await until(client, lambda n: n.get("method") == "action"
+                        and (n["params"].get("origin") or {}).get("clientSeq") == seq)
+    return notes[-1]["params"]
 
 
-async def run_state(client: Rpc, run: str, done, timeout: float = 60) -> dict[str, Any]:
-    """Poll the run's channel until ``done(state)``."""
-    with trio.fail_after(timeout):
-        while True:
-            reply = await client.call("subscribe", {"channel": run})
-            state = reply["result"]["snapshot"]["state"]
-            if done(state):
-                fits("/$defs/AutomationRunState", state)
-                return state
-            await trio.sleep(0.2)
+async def run_state(client: Rpc, run: str, done) -> dict[str, Any]:
+    """The run's state once ``done(state)``, judged again at each action on its channel."""
+    state = await snapshot_until(client, run, done)
+    fits("/$defs/AutomationRunState", state)
+    return state
 
 
 async def catalogue(client: Rpc, channel: str = CAT) -> list[dict[str, Any]]:
@@ -81,12 +75,8 @@ async def test_two_clients_one_catalogue_and_a_run_that_makes_a_session(tmp_path
             answer = await answered(one, 1)
             assert "rejectionReason" not in answer
             # The other client, on the other spelling, reads the same entry.
-            with trio.fail_after(10):
-                while True:
-                    note = await two.next_note()
-                    if note.get("method") == "action" and note["params"]["action"]["type"] == "automation/set":
-                        assert note["params"]["channel"] == "ahp-automations://catalog"
-                        break
+            notes = await until(two, lambda n: (action_of(n) or {}).get("type") == "automation/set")
+            assert notes[-1]["params"]["channel"] == "ahp-automations://catalog"
             assert await catalogue(one) == await catalogue(two, "ahp-automations://catalog")
 
             reply = await two.call("runAutomation", {"channel": CAT,
@@ -207,19 +197,24 @@ async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(
             await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/tick",
                                     "definition": definition("tick", work, triggers=[trigger])}, 2)
             assert "rejectionReason" not in await answered(client, 2)
-            # The store holds the claim of the next occurrence, not yet started
-            # (one at least two seconds off, so the kill lands before it).
-            with trio.fail_after(30):
-                while True:
-                    claims = AutomationStore(data / "automations.sqlite3").load().claims
-                    pending = [c for c in claims if not c.started]
-                    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-                    if pending and pending[0].scheduled_for > soon:
-                        break
-                    await trio.sleep(0.05)
+            # The store (the daemon's file) holds the claim of the next occurrence,
+            # not yet started: one at least five seconds off, so the kill lands before it.
+            pending: list[Any] = []
+
+            def claimed_ahead() -> bool:
+                claims = AutomationStore(data / "automations.sqlite3").load().claims
+                pending[:] = [c for c in claims if not c.started]
+                ahead = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+                return bool(pending) and pending[0].scheduled_for > ahead
+
+            await eventually(claimed_ahead)
             (claim,) = pending
             daemon.process.kill()  # SIGKILL: no shutdown, between the claim and its run
             await daemon.process.wait()
+    # What the test is about happened: the claim was made and its run never began.
+    [still] = [c for c in AutomationStore(data / "automations.sqlite3").load().claims
+               if c.scheduled_for == claim.scheduled_for]
+    assert not still.started, "the run began before the kill landed"
     # Down until the claimed occurrence has passed.
     due = dt.datetime.fromisoformat(claim.scheduled_for.replace("Z", "+00:00"))
     await trio.sleep(max(0.0, (due - dt.datetime.now(dt.UTC)).total_seconds()) + 1)
@@ -227,19 +222,23 @@ async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(
     async with daemon_in_process(data, "--sessions", "file") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("c", subscriptions=["ahp-root://", CAT])
-            with trio.fail_after(60):
-                while True:
-                    (entry,) = await catalogue(client)
-                    on_time = [r for r in entry["runs"] if not r["origin"].get("catchUp")]
-                    if on_time:  # an occurrence after the restart ran: the misfire was decided before it
-                        break
-                    await trio.sleep(0.3)
+            # An occurrence after the claimed one ran on time: the misfire was decided before it.
+            # (The first daemon may have run occurrences before the claimed one: those are not in question.)
+            def after_claim(run: dict[str, Any]) -> bool:
+                return run["origin"]["scheduledFor"] > claim.scheduled_for
+
+            state = await snapshot_until(client, CAT, lambda state: any(
+                not r["origin"].get("catchUp") and after_claim(r) for entry in state["entries"] for r in entry["runs"]))
+            fits("/$defs/AutomationState", state)
+            (entry,) = state["entries"]
             catch_up = [r for r in entry["runs"] if r["origin"].get("catchUp")]
             if policy == "runOnce":
                 assert len(catch_up) == 1, entry["runs"]
                 assert catch_up[0]["origin"]["scheduledFor"] >= claim.scheduled_for
             else:
                 assert catch_up == [], entry["runs"]
+            # Nothing ran on time for an occurrence while the daemon was down.
+            on_time = [r for r in entry["runs"] if not r["origin"].get("catchUp") and after_claim(r)]
             assert all(r["origin"]["scheduledFor"] > restarted_at for r in on_time), entry["runs"]
             claimed = [r for r in entry["runs"] if r["origin"]["scheduledFor"] == claim.scheduled_for]
             assert len(claimed) <= 1
