@@ -104,7 +104,7 @@ def test_ctrl_c_during_start_up(tmp_path) -> None:
          "--config", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_for(tmp_path),
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 60  # a hang guard: each wait below is for the daemon's next step
         while True:  # opening the writing end succeeds once the daemon has opened it for reading
             try:
                 writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
@@ -112,6 +112,13 @@ def test_ctrl_c_during_start_up(tmp_path) -> None:
             except OSError:
                 assert process.poll() is None and time.monotonic() < deadline
                 time.sleep(0.05)
+        # Then it reads, and blocks there. A SIGINT sent before the read has begun
+        # (between open() returning and read() entering the kernel) is taken by
+        # Python's handler with nothing to interrupt, and the read then blocks for
+        # good: CPython's race, not the daemon's, which the signal must not hit.
+        while "pipe_read" not in Path(f"/proc/{process.pid}/wchan").read_text():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
         os.close(writer)

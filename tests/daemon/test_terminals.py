@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import trio
 
-from .helpers import Rpc, action_of, daemon_in_process, fits, rpc, until
+from .helpers import Rpc, action_of, daemon_in_process, eventually, fits, rpc, snapshot_until, until, wire_clean
 
 BASH = shutil.which("bash")
 ZSH = shutil.which("zsh")
@@ -44,7 +44,7 @@ class Watcher:
         fits("/$defs/TerminalState", self.state)
         return self.state
 
-    async def wait_for(self, predicate, timeout: float = 30) -> dict[str, Any]:
+    async def wait_for(self, predicate) -> dict[str, Any]:
         from ahpd import state as reducers
 
         def seen(note: dict) -> bool:
@@ -56,7 +56,7 @@ class Watcher:
                 return bool(predicate(action))
             return False
 
-        notes = await until(self.client, seen, timeout)
+        notes = await until(self.client, seen)
         return action_of(notes[-1])
 
     async def ready(self) -> None:
@@ -79,8 +79,8 @@ def kind(name: str):
     return lambda action: action["type"] == name
 
 
-async def refusal(client: Rpc, timeout: float = 20) -> dict[str, Any]:
-    notes = await until(client, lambda n: n.get("method") == "action" and "rejectionReason" in n["params"], timeout)
+async def refusal(client: Rpc) -> dict[str, Any]:
+    notes = await until(client, lambda n: n.get("method") == "action" and "rejectionReason" in n["params"])
     return notes[-1]["params"]
 
 
@@ -100,10 +100,33 @@ def live_in_group(sid: int) -> list[int]:
     return found
 
 
-async def gone(pgid: int, timeout: float = 20) -> None:
-    with trio.fail_after(timeout):
-        while live_in_group(pgid):
-            await trio.sleep(0.05)
+async def gone(pgid: int) -> None:
+    await eventually(lambda: not live_in_group(pgid))
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name: state, ppid, pgrp, session, tty_nr, tpgid..."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()
+
+
+def shell_of(daemon: Any) -> int:
+    """The daemon's one shell (its child running bash or zsh)."""
+    [shell] = [pid for pid in daemon.children() if Path(f"/proc/{pid}/comm").read_text().strip() in ("bash", "zsh")]
+    return shell
+
+
+async def in_the_foreground(shell: int, command: str) -> None:
+    """Until ``command`` runs as the terminal's foreground job: the tty's
+    foreground process group (tpgid) is no longer the shell's, and its leader
+    has exec'd ``command``. A ^C sent before then would reach the shell."""
+    def running() -> bool:
+        foreground = int(_stat(shell)[5])
+        try:
+            return foreground != shell and Path(f"/proc/{foreground}/comm").read_text().strip() == command
+        except FileNotFoundError:
+            return False
+    await eventually(running)
 
 
 async def open_terminal(client: Rpc, uri: str, cwd: Path, **extra: Any) -> Watcher:
@@ -168,9 +191,9 @@ async def test_bash_with_shell_integration(tmp_path) -> None:
             # ^C interrupts what runs in the foreground.
             await term.type("sleep 100\r")
             await term.wait_for(lambda a: a["type"] == "terminal/commandExecuted" and a["commandLine"] == "sleep 100")
-            await trio.sleep(0.3)  # let sleep reach the foreground (a hang guard follows, not a timing assertion)
+            await in_the_foreground(shell_of(daemon), "sleep")
             await term.type("\x03")
-            stopped = await term.wait_for(kind("terminal/commandFinished"), timeout=30)
+            stopped = await term.wait_for(kind("terminal/commandFinished"))
             assert stopped["exitCode"] == 130
 
             # A late subscriber sees what happened in its snapshot.
@@ -380,12 +403,7 @@ async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
             running = action_of(notes[-1])["content"][0]["resource"]
             await dispatch(client, chat, {"type": "chat/turnCancelled", "turnId": slow["turnId"], "duration": 5}, 6)
             await until(client, is_action("chat/turnCancelled", chat))
-            with trio.fail_after(30):
-                while True:
-                    snap = (await client.call("subscribe", {"channel": running}))["result"]["snapshot"]["state"]
-                    if snap["lifecycle"]["status"] == "exited":
-                        break
-                    await trio.sleep(0.1)
+            await snapshot_until(client, running, lambda state: state["lifecycle"]["status"] == "exited")
             await dispatch(client, chat, start_turn("!echo after"), 7)
             await until(client, is_action("chat/turnComplete", chat))
 
@@ -450,9 +468,6 @@ async def agent_terminal(daemon: Any, env: dict[str, str]) -> None:
 async def test_a_capture_of_terminals_is_clean_under_wire_check(tmp_path) -> None:
     """A shell, a !command and an agent's terminal, recorded with --wire:
     every frame fits the schema, every action reduces, the invariants hold."""
-    import subprocess
-    import sys
-
     env = env_for(tmp_path)
     capture = tmp_path / "terminals.jsonl"
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=env) as daemon:
@@ -465,7 +480,7 @@ async def test_a_capture_of_terminals_is_clean_under_wire_check(tmp_path) -> Non
             await term.dispatch({"type": "terminal/resized", "cols": 100, "rows": 30})
             await term.type("sleep 100\r")
             await term.wait_for(kind("terminal/commandExecuted"))
-            await trio.sleep(0.3)
+            await in_the_foreground(shell_of(daemon), "sleep")
             await term.type("\x03")
             await term.wait_for(kind("terminal/commandFinished"))
             await term.dispatch({"type": "terminal/titleChanged", "title": "w"})
@@ -479,9 +494,7 @@ async def test_a_capture_of_terminals_is_clean_under_wire_check(tmp_path) -> Non
         await agent_terminal(daemon, env)
         daemon.terminate()
         assert await daemon.wait() == 0
-    checked = await trio.to_thread.run_sync(lambda: subprocess.run(
-        [sys.executable, "-m", "ahpd", "wire-check", str(capture)], capture_output=True, text=True, timeout=120))
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    wire_clean(capture)
     assert "terminal/commandFinished" in capture.read_text()
 
 
@@ -500,7 +513,7 @@ async def test_scrollback_is_capped_and_a_late_snapshot_keeps_the_end(tmp_path) 
             term = await open_terminal(client, "ahp-terminal:/big", Path(env["HOME"]))
             await term.ready()
             await term.type("head -c 600000 /dev/zero | tr '\\0' x; echo; echo THE-END\r")
-            await term.wait_for(kind("terminal/commandFinished"), timeout=60)
+            await term.wait_for(kind("terminal/commandFinished"))
             assert output_of(term.state).count("x") >= 600000  # the watcher was sent every byte
             async with rpc(daemon.url) as late:
                 await late.initialize("bob")
@@ -529,7 +542,7 @@ async def test_a_bang_command_is_refused_where_the_agent_cannot_be_told(tmp_path
             await client.initialize("ann")
             _, chat = await create(client, home / "work", provider="claude")
             await dispatch(client, chat, start_turn("!ls"), 1)
-            reason = (await refusal(client, timeout=60))["rejectionReason"]
+            reason = (await refusal(client))["rejectionReason"]
             assert "cannot be told what a !command ran" in reason
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             assert state["turns"] == [] and state.get("activeTurn") is None
