@@ -81,18 +81,22 @@ async def _read_line(stream: trio.abc.ReceiveStream) -> str:
 
 
 @asynccontextmanager
-async def running_daemon(data_dir: Path, *args: str, env: dict[str, str] | None = None,
-                         **popen: Any) -> AsyncIterator[Daemon]:
+async def running_daemon(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None, **popen: Any
+) -> AsyncIterator[Daemon]:
     """``popen``: more for ``open_process`` (``stderr=``, ``preexec_fn=``)."""
     command = [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(data_dir), *args]
     env = _claude_home(data_dir, env or {})
     process = await trio.lowlevel.open_process(
-        command, stdout=subprocess.PIPE, env={**os.environ, **env}, **{"stderr": None, **popen},
+        command,
+        stdout=subprocess.PIPE,
+        env={**os.environ, **env},
+        **{"stderr": None, **popen},
     )
     try:
         line = await _read_line(process.stdout)
         assert line.startswith(READY), f"no ready line, got {line!r}"
-        yield Daemon(process, line[len(READY):].strip(), data_dir)
+        yield Daemon(process, line[len(READY) :].strip(), data_dir)
     finally:
         if process.returncode is None:
             process.kill()
@@ -221,7 +225,7 @@ class _ReadyLine:
 
     def write(self, text: str) -> int:
         if text.startswith(READY):
-            self.served.url = text[len(READY):].strip()
+            self.served.url = text[len(READY) :].strip()
             self.served._ready.set()
         return len(text)
 
@@ -230,7 +234,9 @@ class _ReadyLine:
 
 
 @asynccontextmanager
-async def daemon_in_process(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[InProcessDaemon]:
+async def daemon_in_process(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[InProcessDaemon]:
     """``ahpd run --port 0 --data-dir DATA_DIR ARGS`` in this trio run, with
     ``env`` over the environment while it runs (its agents, shells and CLIs
     are started with it, as they would be by a process started with it).
@@ -258,9 +264,17 @@ async def daemon_in_process(data_dir: Path, *args: str, env: dict[str, str] | No
             _SERVING.set(served)
             try:
                 served.returncode = await daemon.run(
-                    data_dir=prepared_dir, host_name=argv.host, port=argv.port, token=token,
-                    sessions=argv.sessions, backends=backends, max_frame=argv.max_frame_bytes, wire=argv.wire,
-                    ready_out=_ReadyLine(served), limits=cli._limits(argv), worktrees_root=argv.worktrees_root,
+                    data_dir=prepared_dir,
+                    host_name=argv.host,
+                    port=argv.port,
+                    token=token,
+                    sessions=argv.sessions,
+                    backends=backends,
+                    max_frame=argv.max_frame_bytes,
+                    wire=argv.wire,
+                    ready_out=_ReadyLine(served),
+                    limits=cli._limits(argv),
+                    worktrees_root=argv.worktrees_root,
                 )
             finally:
                 served._stopped.set()
@@ -287,8 +301,9 @@ class Rpc:
         self.next_id = 0
         self.notes: list[dict[str, Any]] = []
 
-    async def call(self, method: str, params: dict[str, Any] | None = None,
-                   timeout: float = math.inf) -> dict[str, Any]:
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = math.inf
+    ) -> dict[str, Any]:
         """The reply to ``method``; notifications read on the way are kept in ``notes``.
 
         It waits for the reply however long a loaded machine takes; a hang is
@@ -296,7 +311,9 @@ class Rpc:
         ``timeout`` a caller gives when the wait itself is the question."""
         self.next_id += 1
         ident = self.next_id
-        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}}))
+        await self.ws.send_message(
+            json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}})
+        )
         with trio.fail_after(timeout):
             while True:
                 frame = json.loads(await self.ws.get_message())
@@ -319,10 +336,15 @@ class Rpc:
             return json.loads(await self.ws.get_message())
 
     async def initialize(self, client_id: str = "test", subscriptions=("ahp-root://",)) -> dict[str, Any]:
-        reply = await self.call("initialize", {
-            "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": client_id,
-            "initialSubscriptions": list(subscriptions),
-        })
+        reply = await self.call(
+            "initialize",
+            {
+                "channel": "ahp-root://",
+                "protocolVersions": ["1.0.0"],
+                "clientId": client_id,
+                "initialSubscriptions": list(subscriptions),
+            },
+        )
         assert "result" in reply, reply
         return reply["result"]
 
@@ -337,12 +359,18 @@ def _frames(task: trio.lowlevel.Task) -> Iterator[Any]:
     """The frames ``task`` is suspended in, outermost first (its await chain)."""
     awaited: Any = task.coro
     while awaited is not None:
-        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None) \
+        frame = (
+            getattr(awaited, "cr_frame", None)
+            or getattr(awaited, "gi_frame", None)
             or getattr(awaited, "ag_frame", None)
+        )
         if frame is not None:
             yield frame
-        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None) \
+        awaited = (
+            getattr(awaited, "cr_await", None)
+            or getattr(awaited, "gi_yieldfrom", None)
             or getattr(awaited, "ag_await", None)
+        )
 
 
 def _tasks() -> list[trio.lowlevel.Task]:
@@ -366,8 +394,12 @@ async def tasks_ended(*owners: object) -> None:
     ids = {id(owner) for owner in owners}
 
     def busy() -> bool:
-        return any(id(frame.f_locals.get("self")) in ids for task in _tasks() for frame in _frames(task)
-                   if "self" in frame.f_code.co_varnames)
+        return any(
+            id(frame.f_locals.get("self")) in ids
+            for task in _tasks()
+            for frame in _frames(task)
+            if "self" in frame.f_code.co_varnames
+        )
 
     if not busy():
         return
@@ -452,9 +484,11 @@ def action_of(note: dict) -> dict | None:
 
 def is_action(kind: str, channel: str | None = None):
     """A predicate for ``until``: an action of type ``kind`` (on ``channel``)."""
+
     def check(note: dict) -> bool:
         action = action_of(note)
         return bool(action) and action["type"] == kind and (channel is None or note["params"]["channel"] == channel)
+
     return check
 
 
@@ -462,9 +496,15 @@ async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
     """A session in ``tmp_path`` (more ``createSession`` params in ``extra``),
     subscribed to with its default chat; returns both URIs."""
     uri = f"ahp-session:/{uuid.uuid4()}"
-    reply = await client.call("createSession", {
-        "channel": uri, "workingDirectories": [tmp_path.as_uri()], **extra,
-    }, timeout=60)
+    reply = await client.call(
+        "createSession",
+        {
+            "channel": uri,
+            "workingDirectories": [tmp_path.as_uri()],
+            **extra,
+        },
+        timeout=60,
+    )
     assert reply.get("result", "missing") is None, reply
     sub = await client.call("subscribe", {"channel": uri})
     state = sub["result"]["snapshot"]["state"]
@@ -477,8 +517,12 @@ async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
 
 def start_turn(text: str, turn_id: str | None = None) -> dict:
     """A ``chat/turnStarted`` action for a user's message ``text``."""
-    return {"type": "chat/turnStarted", "turnId": turn_id or f"t-{uuid.uuid4().hex[:8]}",
-            "startedAt": "2026-12-02T00:00:00Z", "message": {"text": text, "origin": {"kind": "user"}}}
+    return {
+        "type": "chat/turnStarted",
+        "turnId": turn_id or f"t-{uuid.uuid4().hex[:8]}",
+        "startedAt": "2026-12-02T00:00:00Z",
+        "message": {"text": text, "origin": {"kind": "user"}},
+    }
 
 
 async def dispatch(client: Rpc, channel: str, action: dict, seq: int) -> None:

@@ -82,8 +82,7 @@ async def test_a_cancel_frees_the_chat_of_an_agent_that_ignores_it(tmp_path: Pat
 async def test_a_silent_agent_ends_its_turn_with_an_error(tmp_path: Path) -> None:
     (tmp_path / "w").mkdir()
     with trio.fail_after(3 * LIMIT):
-        async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, \
-                rpc(live.url) as client:
+        async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, rpc(live.url) as client:
             await client.initialize("sid")
             _, other = await create(client, tmp_path / "w")
             _, chat = await create(client, tmp_path / "w", provider="raw")
@@ -93,7 +92,9 @@ async def test_a_silent_agent_ends_its_turn_with_an_error(tmp_path: Path) -> Non
             ending = action_of(notes[-1])
             assert ending["type"] == "chat/error", ending
             assert ending["part"]["error"] == {
-                "errorType": "AgentSilent", "message": "the agent produced nothing for 1 seconds"}
+                "errorType": "AgentSilent",
+                "message": "the agent produced nothing for 1 seconds",
+            }
             await _gone(pid)
             assert (await run_turn(client, chat, "hello", 2))["type"] == "chat/turnComplete"
             await assert_alive(live, client, other, 10)
@@ -102,8 +103,7 @@ async def test_a_silent_agent_ends_its_turn_with_an_error(tmp_path: Path) -> Non
 async def test_talking_or_waiting_on_a_person_is_not_silence(tmp_path: Path) -> None:
     (tmp_path / "w").mkdir()
     with trio.fail_after(3 * LIMIT):
-        async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, \
-                rpc(live.url) as client:
+        async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, rpc(live.url) as client:
             await client.initialize("tia")
             uri, chat = await create(client, tmp_path / "w")
             # About four seconds of reply, a chunk every 0.1 s.
@@ -113,8 +113,18 @@ async def test_talking_or_waiting_on_a_person_is_not_silence(tmp_path: Path) -> 
             notes = await until(client, is_action("session/inputNeededSet", uri))
             request = action_of(notes[-1])["request"]
             await trio.sleep(2)  # the person takes their time; the clock stands still
-            await dispatch(client, chat, {"type": "chat/toolCallConfirmed", "turnId": turn["turnId"],
-                                          "toolCallId": request["toolCall"]["toolCallId"], "approved": True, "confirmed": "user-action"}, 3)
+            await dispatch(
+                client,
+                chat,
+                {
+                    "type": "chat/toolCallConfirmed",
+                    "turnId": turn["turnId"],
+                    "toolCallId": request["toolCall"]["toolCallId"],
+                    "approved": True,
+                    "confirmed": "user-action",
+                },
+                3,
+            )
             notes = await until(client, ending_of(chat))
             assert action_of(notes[-1])["type"] == "chat/turnComplete", action_of(notes[-1])
             assert not live.host_ended
