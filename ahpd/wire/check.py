@@ -33,106 +33,27 @@ then is the client's leaving, not a defect.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from ahpd.wire import schema
+from ahpd.wire.check_state import (
+    ANY_ACTION,
+    APPENDS,
+    ENDINGS,
+    TOOL_ACTIONS,
+    Connection,
+    Problem,
+    Turn,
+    clears_activity,
+    excerpt,
+    join_path,
+)
 from ahpd.wire.reader import Frame
-from ahpd.wire.replay import Channel, History
+from ahpd.wire.replay import History
+
 
 #: Stands in for a refused action when its envelope is checked (see ``notification``).
-_ANY_ACTION = {"type": "root/activeSessionsChanged", "activeSessions": 0}
-ENDINGS = frozenset({"chat/turnComplete", "chat/turnCancelled", "chat/error"})
-# Actions that append to a part, and the kind of part each needs.
-APPENDS = {"chat/delta": "markdown", "chat/reasoning": "reasoning"}
-TOOL_ACTIONS = frozenset(
-    {
-        "chat/toolCallDelta",
-        "chat/toolCallReady",
-        "chat/toolCallComplete",
-        "chat/toolCallConfirmed",
-        "chat/toolCallContentChanged",
-    }
-)
-
-
-class Problem(NamedTuple):
-    path: str  # the capture file
-    line: int
-    json_path: str
-    excerpt: str
-    rule: str
-    message: str
-    connection: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.rule}: {self.message} at {self.json_path}: {self.excerpt}"
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self._asdict())
-
-
-def _clears_activity(params: Any) -> bool:
-    changes = params.get("changes") if isinstance(params, dict) else None
-    return isinstance(changes, dict) and "activity" in changes and changes["activity"] is None
-
-
-def excerpt(value: Any, limit: int = 120) -> str:
-    text = (
-        value
-        if isinstance(value, str) and value.startswith(("{", "["))
-        else json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-    )
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _join(prefix: str, sub: str) -> str:
-    return prefix + sub[1:] if sub.startswith("$") else f"{prefix}.{sub}"
-
-
-class Turn:
-    __slots__ = ("started", "ended", "parts")
-
-    def __init__(self, started: int) -> None:
-        self.started = started
-        self.ended: int | None = None
-        self.parts: dict[Any, str] = {}  # part id (or tool call id) -> kind
-
-
-class Connection:
-    """What the checker knows about one connection so far."""
-
-    def __init__(self, name: str, path: str, histories: dict[str, History] | None = None) -> None:
-        self.name = name
-        self.path = path
-        self.histories = histories if histories is not None else {}
-        self.closed = False
-        self.last_frame = 0  # the checker's count of frames at this connection's latest
-        self.client_id: str | None = None
-        self.requests: dict[Any, tuple[str, int, Any]] = {}  # c2s id -> (method, line, params)
-        self.server_requests: dict[Any, tuple[str, int]] = {}  # s2c id -> (method, line)
-        self.last_seq: float | None = None  # an int, unless a frame the schema refused said otherwise
-        self.dispatched: dict[Any, dict[str, Any]] = {}  # clientSeq -> action
-        self.channels: dict[str, Channel] = {}
-        self.dropped: set[str] = set()
-        # Actions on a channel whose first snapshot is still in flight: (serverSeq, action, path, line).
-        self.deferred: dict[str, list[tuple[float, dict[str, Any], str, int]]] = {}
-        # Turn and tool call ids below are as the capture has them: strings in a well-formed
-        # action, anything (None, a number) in one the schema refused, which is followed all the same.
-        self.turns: dict[tuple[str, Any], Turn] = {}
-        self.running: dict[str, Any] = {}  # chat channel -> turn id running
-        self.asked: dict[Any, tuple[int, str]] = {}  # toolCallId -> (line, excerpt) of a ready that asks
-        self.answerable: set[Any] = set()  # toolCallIds somebody was asked about or answered
-
-    def channel(self, uri: str) -> Channel:
-        chan = self.channels.get(uri)
-        if chan is None:
-            history = self.histories.setdefault(uri, History())
-            chan = self.channels[uri] = Channel(uri, self.name, history)
-        return chan
-
-
 class Checker:
     """Feed it frames in capture order; ``finish()`` returns every problem found."""
 
@@ -182,7 +103,7 @@ class Checker:
                     node = node.get(key, node)
                 elif isinstance(node, list) and key.startswith("["):
                     node = node[int(key[1:-1])] if key[1:-1].isdigit() and int(key[1:-1]) < len(node) else node
-            self.report("schema", f"{what}: {reason}", _join(prefix, sub), node)
+            self.report("schema", f"{what}: {reason}", join_path(prefix, sub), node)
             return False
         return True
 
@@ -323,8 +244,8 @@ class Checker:
         if method == "action" and isinstance(params, dict) and self._echoes_its_dispatch(conn, params):
             # A refusal hands the sender its own action back as sent, however
             # wrong: that was judged on the dispatch; the envelope is judged here.
-            checked = {**params, "action": _ANY_ACTION}
-        elif method == "root/sessionSummaryChanged" and _clears_activity(params):
+            checked = {**params, "action": ANY_ACTION}
+        elif method == "root/sessionSummaryChanged" and clears_activity(params):
             # Served outside the protocol, whose type says string: a row that
             # went idle says so with null, the way the reference host does.
             checked = {**params, "changes": {k: v for k, v in params["changes"].items() if k != "activity"}}
@@ -372,7 +293,7 @@ class Checker:
                     "snapshot",
                     f"the snapshot of {uri} differs from the state its actions reduce to: "
                     f"reduced {excerpt(expected, 60)}, snapshot",
-                    _join(f"{at}.state", path),
+                    join_path(f"{at}.state", path),
                     actual,
                 )
             else:
@@ -383,7 +304,7 @@ class Checker:
                         Problem(
                             f.path,
                             f.line,
-                            _join(f"{at}.state", path),
+                            join_path(f"{at}.state", path),
                             excerpt(actual),
                             "snapshot",
                             f"the snapshot of {uri} at serverSeq {from_seq} differs from the state the actions "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ahpd.backends.claude.wire import available_commands
+from ahpd.backends.claude.offers import available_commands
 from ahpd.backends.port import HistoryTurn, PermissionOption, PermissionRequest
 from ahpd.backends.translate import TurnTranslator, pending_edits
 from ahpd.host.sessions.catalogue import command_customizations

@@ -8,10 +8,9 @@ import pytest
 
 sdk = pytest.importorskip("claude_agent_sdk")
 
+from ahpd.backends.claude.offers import available_commands, models_from_init  # noqa: E402
 from ahpd.backends.claude.wire import (  # noqa: E402
     StreamMapper,
-    available_commands,
-    models_from_init,
     pending_edit,
     tool_title,
     usage_info,

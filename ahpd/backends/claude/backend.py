@@ -37,7 +37,7 @@ import trio
 from ahpd.backends.claude import plugins as _claude_plugins, transcripts as _claude_transcripts
 from ahpd.backends.claude.conversation import ClaudeConversation, configured_servers, words
 from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
-from ahpd.backends.claude.wire import available_commands, models_from_init
+from ahpd.backends.claude.offers import available_commands, models_from_init
 from ahpd.backends._paths import ignore, scratch_root, working_root
 from ahpd.backends.port import BackendError, Conversation, EventSink, StoredConversation, Update
 

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ahpd.backends.port import PARENT_CALL_META, SKILL_META
+from ahpd.backends.port import PARENT_CALL_META
 from ahpd.backends.translate import CONTRIBUTOR_META
 
 #: The in-process MCP server of this host (a client's or the host's own
@@ -514,65 +514,6 @@ def usage_info(
     if meta:
         info["_meta"] = meta
     return info
-
-
-# -- what the CLI says about itself at initialize -----------------------------------
-
-_EFFORTS = ("low", "medium", "high", "xhigh", "max")
-
-
-def models_from_init(provider: str, models: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
-    """``initialize``'s ``models`` -> ``SessionModelInfo``; a model's
-    ``configSchema.thinkingLevel`` from its own supported effort levels."""
-    out = []
-    for model in models or []:
-        value = model.get("value")
-        if not isinstance(value, str) or not value:
-            continue
-        info: dict[str, Any] = {"id": value, "provider": provider, "name": model.get("displayName") or value}
-        levels = [lvl for lvl in (model.get("supportedEffortLevels") or []) if isinstance(lvl, str)]
-        if model.get("supportsEffort") and levels:
-            info["configSchema"] = {
-                "type": "object",
-                "properties": {
-                    "thinkingLevel": {
-                        "type": "string",
-                        "title": "Thinking",
-                        "enum": levels,
-                        "enumLabels": [lvl.capitalize() if lvl != "xhigh" else "Extra high" for lvl in levels],
-                    }
-                },
-            }
-        meta = {k: model[k] for k in ("resolvedModel", "description") if isinstance(model.get(k), str)}
-        if meta:
-            info["_meta"] = {f"ahpd.{k}": v for k, v in meta.items()}
-        out.append(info)
-    return out
-
-
-def available_commands(
-    commands: Iterable[Mapping[str, Any]] | None,
-    skills: Iterable[str] | None = None,
-) -> list[dict[str, Any]]:
-    """``initialize``'s ``commands`` -> ACP ``AvailableCommand`` wire JSON.
-
-    ``initialize`` does not say which commands are skills; the ``init``
-    system message of a turn does (its ``skills``). A command named there is
-    marked ``_meta["ahpd.skill"]``."""
-    skill_names = set(skills or ())
-    out = []
-    for command in commands or []:
-        name = command.get("name")
-        if not isinstance(name, str) or not name:
-            continue
-        entry: dict[str, Any] = {"name": name, "description": command.get("description") or ""}
-        hint = command.get("argumentHint")
-        if isinstance(hint, str) and hint:
-            entry["input"] = {"hint": hint}
-        if name in skill_names:
-            entry["_meta"] = {SKILL_META: True}
-        out.append(entry)
-    return out
 
 
 # -- edits waiting for approval ---------------------------------------------------------
