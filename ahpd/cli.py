@@ -12,6 +12,7 @@ import functools
 import sys
 import traceback
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
 import trio
@@ -30,6 +31,7 @@ from ahpd.cli_errors import (
     explain_chat,
 )
 from ahpd.ops import commands as ops
+from ahpd.ops import logs
 from ahpd.ops import users
 from ahpd.ops.paths import default_config_path, default_data_dir, ensure_private_dir
 from ahpd.ops.runtime import AlreadyRunning, hold_data_dir
@@ -57,7 +59,6 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _setup_logging(level: str) -> None:
-    from ahpd.ops import logs  # lazily: logging.handlers and faulthandler, ~3 ms only run and stdio use
 
     logs.setup(level)
 
@@ -85,11 +86,19 @@ def _token_choice(args: argparse.Namespace, data_dir: Path) -> str | None:
     return load_or_create_token(data_dir)
 
 
+def _daemon() -> ModuleType:
+    """The daemon module, imported on first use: it and the host are ~1 s
+    that --help, status, stop and chat do not need."""
+    from ahpd import daemon
+
+    return daemon
+
+
 def _prepare(args: argparse.Namespace, *, hold: bool = False) -> tuple[Path, dict]:
     """What ``run`` and ``stdio`` both need first: the private data directory
     (held for this process's life when ``hold``, so a second daemon on it is
     refused) and the agents the config file and ``--agent`` name."""
-    from ahpd import daemon  # lazily: the daemon and the host are ~1 s that --help does not need
+    daemon = _daemon()
 
     try:
         data_dir = ensure_private_dir(args.data_dir)
@@ -110,7 +119,7 @@ def _prepare(args: argparse.Namespace, *, hold: bool = False) -> tuple[Path, dic
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ahpd import daemon  # lazily: the daemon and the host are ~1 s that --help does not need
+    daemon = _daemon()
 
     _setup_logging(args.log_level)
     explicit_token = (
@@ -193,7 +202,7 @@ def _add_limit_options(run: argparse.ArgumentParser) -> None:
 
 
 def _cmd_stdio(args: argparse.Namespace) -> int:
-    from ahpd import daemon  # lazily: the daemon and the host are ~1 s that --help does not need
+    daemon = _daemon()
 
     _setup_logging(args.log_level)
     try:
