@@ -358,25 +358,18 @@ def _tasks() -> list[trio.lowlevel.Task]:
     return found
 
 
-async def tasks_ended(*owners: object) -> None:
-    """Until no task of this trio run is running a method of any of ``owners``
-    (an in-process daemon's session, chat or turn, say): whatever they were
-    doing, and whatever they do on their way out, is done. Woken by each task
-    that exits (a trio instrument), not by a clock."""
-    ids = {id(owner) for owner in owners}
-
-    def busy() -> bool:
-        return any(id(frame.f_locals.get("self")) in ids for task in _tasks() for frame in _frames(task)
-                   if "self" in frame.f_code.co_varnames)
-
-    if not busy():
+async def until_tasks_exit(check) -> None:
+    """Until ``check()`` holds, judged now and again each time a task of this
+    trio run exits (a trio instrument): for a condition on what the run's
+    tasks are doing, such as an in-process host's."""
+    if check():
         return
     done = trio.Event()
     token = trio.lowlevel.current_trio_token()
 
     class Exits(trio.abc.Instrument):
         def task_exited(self, task: trio.lowlevel.Task) -> None:
-            token.run_sync_soon(lambda: None if busy() else done.set())
+            token.run_sync_soon(lambda: done.set() if not done.is_set() and check() else None)
 
     instrument = Exits()
     trio.lowlevel.add_instrument(instrument)
@@ -384,6 +377,37 @@ async def tasks_ended(*owners: object) -> None:
         await done.wait()
     finally:
         trio.lowlevel.remove_instrument(instrument)
+
+
+async def tasks_ended(*owners: object) -> None:
+    """Until no task of this trio run is running a method of any of ``owners``
+    (an in-process daemon's session, chat or turn, say): whatever they were
+    doing, and whatever they do on their way out, is done."""
+    ids = {id(owner) for owner in owners}
+
+    def idle() -> bool:
+        return not any(id(frame.f_locals.get("self")) in ids for task in _tasks() for frame in _frames(task)
+                       if "self" in frame.f_code.co_varnames)
+
+    await until_tasks_exit(idle)
+
+
+class Listener:
+    """A subscriber on an in-process host's bus: lets a test wait for a
+    condition on a channel, judged again each time the channel says something.
+    ``host.bus.subscribe(channel, listener)`` to start."""
+
+    def __init__(self) -> None:
+        self._said = trio.Event()
+
+    def send(self, text: str, size: int | None = None) -> bool:
+        self._said.set()
+        return True
+
+    async def until(self, check) -> None:
+        while not check():
+            self._said = trio.Event()
+            await self._said.wait()
 
 
 async def snapshot_until(client: Rpc, channel: str, check) -> dict[str, Any]:

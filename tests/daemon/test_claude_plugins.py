@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import trio
 
 from .helpers import (
-    Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean,
+    Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, snapshot_until, start_turn, until,
+    wire_clean,
 )
 from .test_claude_mcp import TINY_SERVER
 from .test_customizations import answered
@@ -63,13 +63,11 @@ def _commands(state: dict) -> set[str]:
             for c in top.get("children") or []}
 
 
-async def _eventually(client: Rpc, uri: str, check, timeout: float = 120) -> dict:
-    with trio.fail_after(timeout):  # a hang guard: a loaded machine starts the CLI slowly
-        while True:
-            state = await _state(client, uri)
-            if check(state):
-                return state
-            await trio.sleep(0.2)
+async def _eventually(client: Rpc, uri: str, check) -> dict:
+    """The session once ``check(state)`` holds, judged again at each action on its channel."""
+    state = await snapshot_until(client, uri, check)
+    fits("/$defs/SessionState", state)
+    return state
 
 
 async def _turn(client: Rpc, chat: str, text: str) -> None:

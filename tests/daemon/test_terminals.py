@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 from .helpers import Rpc, action_of, daemon_in_process, eventually, fits, rpc, snapshot_until, until, wire_clean
 
