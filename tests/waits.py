@@ -71,6 +71,28 @@ async def until_tasks_exit(check) -> None:
         trio.lowlevel.remove_instrument(instrument)
 
 
+async def until_step(check) -> None:
+    """Until ``check()`` holds, judged now and again after each step any task
+    of this trio run takes (a trio instrument): for a condition on an
+    in-process host's own state, which only its tasks move (a writer's queue,
+    a store's failing flag)."""
+    if check():
+        return
+    done = trio.Event()
+    token = trio.lowlevel.current_trio_token()
+
+    class Steps(trio.abc.Instrument):
+        def after_task_step(self, task: trio.lowlevel.Task) -> None:
+            token.run_sync_soon(lambda: done.set() if not done.is_set() and check() else None)
+
+    instrument = Steps()
+    trio.lowlevel.add_instrument(instrument)
+    try:
+        await done.wait()
+    finally:
+        trio.lowlevel.remove_instrument(instrument)
+
+
 async def tasks_ended(*owners: object) -> None:
     """Until no task of this trio run is running a method of any of ``owners``
     (an in-process daemon's session, chat or turn, say): whatever they were
