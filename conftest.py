@@ -41,8 +41,11 @@ def _guarding(real_home: Path) -> home_guard.HomeGuard:
     """A guard of ``real_home`` (photographed now), which knows this run's own folders:
     every process's temporary HOME and pytest's temporary folders, the workers' among them."""
     guard = home_guard.SESSION = home_guard.HomeGuard(real_home)
-    guard.roots += [_home, Path(tempfile.gettempdir()) / home_guard.TEMP_HOME_PREFIX,
-                    Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"]
+    guard.roots += [
+        _home,
+        Path(tempfile.gettempdir()) / home_guard.TEMP_HOME_PREFIX,
+        Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}",
+    ]
     return guard
 
 
@@ -101,8 +104,11 @@ HANG_GUARD = 600
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     test = getattr(item, "obj", None)
-    if item.get_closest_marker("trio") is not None and inspect.iscoroutinefunction(test) \
-            and not hasattr(test, "hypothesis"):
+    if (
+        item.get_closest_marker("trio") is not None
+        and inspect.iscoroutinefunction(test)
+        and not hasattr(test, "hypothesis")
+    ):
         item.obj = _guarded(test)  # type: ignore[attr-defined] - pytest-trio runs what is here
     yield
 

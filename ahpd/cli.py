@@ -19,8 +19,15 @@ import trio
 from ahpd import __version__
 from ahpd.chat import add_chat_parser
 from ahpd.cli_errors import (
-    EXIT_ADDRESS_IN_USE, EXIT_ALREADY_RUNNING, EXIT_DATA_DIR, EXIT_FAILED, EXIT_USAGE, CliError,
-    chat_preflight, explain, explain_chat,
+    EXIT_ADDRESS_IN_USE,
+    EXIT_ALREADY_RUNNING,
+    EXIT_DATA_DIR,
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliError,
+    chat_preflight,
+    explain,
+    explain_chat,
 )
 from ahpd.ops import commands as ops
 from ahpd.ops import users
@@ -89,11 +96,15 @@ def _prepare(args: argparse.Namespace, *, hold: bool = False) -> tuple[Path, dic
         if hold:
             hold_data_dir(data_dir)
     except AlreadyRunning as exc:
-        raise CliError(f"{exc}; stop it with `ahpd stop --data-dir {args.data_dir}` "
-                       "or give this one another --data-dir", EXIT_ALREADY_RUNNING) from None
+        raise CliError(
+            f"{exc}; stop it with `ahpd stop --data-dir {args.data_dir}` or give this one another --data-dir",
+            EXIT_ALREADY_RUNNING,
+        ) from None
     except OSError as exc:
-        raise CliError(f"cannot use data directory {args.data_dir}: {exc.strerror or exc}; "
-                       "choose another with --data-dir", EXIT_DATA_DIR) from None
+        raise CliError(
+            f"cannot use data directory {args.data_dir}: {exc.strerror or exc}; choose another with --data-dir",
+            EXIT_DATA_DIR,
+        ) from None
     config = daemon.load_config_file(args.config, explicit=args.config_given)
     return data_dir, daemon.load_backends(config, args.agent, data_dir)
 
@@ -103,8 +114,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     _setup_logging(args.log_level)
     explicit_token = (
-        args.without_connection_token or args.connection_token is not None
-        or args.connection_token_file is not None
+        args.without_connection_token or args.connection_token is not None or args.connection_token_file is not None
     )
     if not daemon.is_loopback(args.host) and not explicit_token:
         print(
@@ -117,11 +127,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         data_dir, backends = _prepare(args, hold=True)
         token = _token_choice(args, data_dir)
-        return trio.run(functools.partial(
-            daemon.run, data_dir=data_dir, host_name=args.host, port=args.port, token=token,
-            sessions=args.sessions, backends=backends, max_frame=args.max_frame_bytes, wire=args.wire,
-            limits=_limits(args), worktrees_root=args.worktrees_root,
-        ))
+        return trio.run(
+            functools.partial(
+                daemon.run,
+                data_dir=data_dir,
+                host_name=args.host,
+                port=args.port,
+                token=token,
+                sessions=args.sessions,
+                backends=backends,
+                max_frame=args.max_frame_bytes,
+                wire=args.wire,
+                limits=_limits(args),
+                worktrees_root=args.worktrees_root,
+            )
+        )
     except (daemon.UsageError, TokenError) as exc:
         print(f"ahpd: {exc}", file=sys.stderr)
         return 2
@@ -135,8 +155,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _limits(args: argparse.Namespace) -> Limits:
     from ahpd.transport.websocket import Limits  # lazily: the transports are ~0.2 s only run needs
 
-    return Limits.for_this_process(args.max_connections, args.max_pending_connections,
-                                   args.max_queued_bytes)
+    return Limits.for_this_process(args.max_connections, args.max_pending_connections, args.max_queued_bytes)
 
 
 def _positive(text: str) -> int:
@@ -149,17 +168,25 @@ def _positive(text: str) -> int:
 def _add_limit_options(run: argparse.ArgumentParser) -> None:
     """How much ``run`` takes on at once; the defaults fit the open-file limit."""
     run.add_argument(
-        "--max-connections", type=_positive, default=None, metavar="N",
-        help="answer 503 to connections beyond N open at once (default: half the open-file "
-        "limit, at most 1024)",
+        "--max-connections",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help="answer 503 to connections beyond N open at once (default: half the open-file limit, at most 1024)",
     )
     run.add_argument(
-        "--max-pending-connections", type=_positive, default=None, metavar="N",
+        "--max-pending-connections",
+        type=_positive,
+        default=None,
+        metavar="N",
         help="answer 503 to a connection while N others are still sending their request head "
         "(default: an eighth of --max-connections)",
     )
     run.add_argument(
-        "--max-queued-bytes", type=_positive, default=None, metavar="N",
+        "--max-queued-bytes",
+        type=_positive,
+        default=None,
+        metavar="N",
         help="when the bytes queued for all clients together pass N, close the client with the "
         "most queued (default: 256 MiB)",
     )
@@ -171,10 +198,16 @@ def _cmd_stdio(args: argparse.Namespace) -> int:
     _setup_logging(args.log_level)
     try:
         data_dir, backends = _prepare(args)
-        return trio.run(functools.partial(
-            daemon.run_stdio, data_dir=data_dir, sessions=args.sessions, backends=backends,
-            max_frame=args.max_frame_bytes, wire=args.wire,
-        ))
+        return trio.run(
+            functools.partial(
+                daemon.run_stdio,
+                data_dir=data_dir,
+                sessions=args.sessions,
+                backends=backends,
+                max_frame=args.max_frame_bytes,
+                wire=args.wire,
+            )
+        )
     except daemon.UsageError as exc:  # a bad config, or a --wire FILE that cannot be written
         print(f"ahpd: {exc}", file=sys.stderr)
         return 2
@@ -189,33 +222,51 @@ def _cmd_wire_check(args: argparse.Namespace) -> int:
 def _add_host_options(parser: argparse.ArgumentParser) -> None:
     """Options ``run`` and ``stdio`` share: where state lives and what to load."""
     parser.add_argument(
-        "--data-dir", type=Path, default=default_data_dir(), metavar="DIR",
+        "--data-dir",
+        type=Path,
+        default=default_data_dir(),
+        metavar="DIR",
         help="where ahpd keeps its token, runtime record and stores (default: %(default)s)",
     )
     parser.add_argument(
-        "--sessions", choices=("file", "memory"), default="file",
-        help="keep what clients set across restarts (file) or forget it on exit (memory); "
-        "default: %(default)s",
+        "--sessions",
+        choices=("file", "memory"),
+        default="file",
+        help="keep what clients set across restarts (file) or forget it on exit (memory); default: %(default)s",
     )
     parser.add_argument(
-        "--config", type=Path, default=None, metavar="FILE",
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
         help=f"the TOML config file (default: {default_config_path()}, if it exists)",
     )
     parser.add_argument(
-        "--agent", action="append", default=[], metavar="NAME=COMMAND",
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
         help="offer the ACP agent started by COMMAND as provider NAME (repeatable); "
         "agents also come from [agents.NAME] in the config file, and the demo agent is always there",
     )
     parser.add_argument(
-        "--max-frame-bytes", type=int, default=16 * 2**20, metavar="N",
+        "--max-frame-bytes",
+        type=int,
+        default=16 * 2**20,
+        metavar="N",
         help="refuse incoming frames larger than N bytes (default: 16 MiB)",
     )
     parser.add_argument(
-        "--log-level", choices=LOG_LEVELS, default="info",
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="info",
         help="how much to log on stderr (default: %(default)s)",
     )
     parser.add_argument(
-        "--wire", type=Path, default=None, metavar="FILE",
+        "--wire",
+        type=Path,
+        default=None,
+        metavar="FILE",
         help="append every frame, both ways, to FILE as JSON lines (VS Code's agent host log shape, "
         "credentials redacted, mode 0600); check it with `ahpd wire-check`",
     )
@@ -264,17 +315,22 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     run.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    run.add_argument("--port", type=_port, default=8765,
-                     help="port to listen on; 0 picks a free one (default: %(default)s)")
+    run.add_argument(
+        "--port", type=_port, default=8765, help="port to listen on; 0 picks a free one (default: %(default)s)"
+    )
     tokens = run.add_mutually_exclusive_group()
     tokens.add_argument("--connection-token", metavar="TOKEN", help="require this token")
     tokens.add_argument("--connection-token-file", metavar="FILE", type=Path, help="require the token in FILE")
     tokens.add_argument(
-        "--without-connection-token", action="store_true",
+        "--without-connection-token",
+        action="store_true",
         help="require no token (anyone who can reach the port can drive your agents)",
     )
     run.add_argument(
-        "--worktrees-root", type=Path, default=None, metavar="DIR",
+        "--worktrees-root",
+        type=Path,
+        default=None,
+        metavar="DIR",
         help="make a session's worktree at DIR/REPO/NAME instead of beside its repository (REPO.worktrees/NAME)",
     )
     _add_host_options(run)
@@ -322,7 +378,9 @@ def _add_common_options(parser: argparse.ArgumentParser, *, top: bool = False) -
     """``-V``/``--version`` and ``--debug`` on every command, before or after its name."""
     parser.add_argument("-V", "--version", action="version", version=f"ahpd {__version__}")
     parser.add_argument(
-        "--debug", action="store_true", default=False if top else argparse.SUPPRESS,
+        "--debug",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
         help="on an unexpected failure, print the traceback (otherwise one line says what happened)",
     )
     for action in parser._actions:
@@ -357,20 +415,41 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "doctor", help="check this machine's ahpd set-up, one line per check",
+        "doctor",
+        help="check this machine's ahpd set-up, one line per check",
         description="Check Python and the packages ahpd needs, the data directory, the token file, "
         "whether a daemon runs and answers, every configured agent (found, starts, speaks ACP; "
         "Claude Code present and logged in), the open-file limit, and a round trip through the "
         "daemon. Each check prints one line with a fix when it fails. Exit 0 only when all pass.",
     )
-    p.add_argument("--data-dir", type=Path, default=default_data_dir(), metavar="DIR",
-                   help="the data directory to check (default: %(default)s)")
-    p.add_argument("--config", type=Path, default=None, metavar="FILE",
-                   help=f"the TOML config file naming the agents (default: {default_config_path()}, if it exists)")
-    p.add_argument("--agent", action="append", default=[], metavar="NAME=COMMAND",
-                   help="also check this ACP agent, as `ahpd run --agent` would offer it (repeatable)")
-    p.add_argument("--timeout", type=float, default=20.0, metavar="SECONDS",
-                   help="how long an agent or the daemon may take to answer (default: %(default)gs)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default_data_dir(),
+        metavar="DIR",
+        help="the data directory to check (default: %(default)s)",
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"the TOML config file naming the agents (default: {default_config_path()}, if it exists)",
+    )
+    p.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="NAME=COMMAND",
+        help="also check this ACP agent, as `ahpd run --agent` would offer it (repeatable)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="how long an agent or the daemon may take to answer (default: %(default)gs)",
+    )
     p.set_defaults(func=_cmd_doctor)
 
 
@@ -389,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, SystemExit):
             raise
         failure = explain(exc) or CliError(
-            f"unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)", EXIT_FAILED)
+            f"unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)", EXIT_FAILED
+        )
         if getattr(args, "debug", False):
             traceback.print_exception(exc)
         print(f"ahpd: {failure}", file=sys.stderr)

@@ -75,8 +75,7 @@ def chat_preflight(args: object) -> None:
         raise CliError(f"--cwd {cwd} is not a folder; give the folder the session works in", EXIT_USAGE)
     data_dir = getattr(args, "data_dir", None)
     if not getattr(args, "url", None) and data_dir is not None and read_runtime(data_dir) is None:
-        raise CliError(f"no daemon runs with data directory {data_dir}; start one with `ahpd run`",
-                       EXIT_NOT_RUNNING)
+        raise CliError(f"no daemon runs with data directory {data_dir}; start one with `ahpd run`", EXIT_NOT_RUNNING)
 
 
 def explain_chat(exc: BaseException, args: object) -> CliError | None:
@@ -90,13 +89,17 @@ def explain_chat(exc: BaseException, args: object) -> CliError | None:
         if isinstance(leaf, CliError):
             return leaf
         if isinstance(leaf, ConnectionRejected) and leaf.status_code in (401, 403):
-            return CliError(f"{where} refused the token (HTTP {leaf.status_code}); take the URL "
-                            "from `ahpd status`, or the token from the data directory's token file",
-                            EXIT_REFUSED)
+            return CliError(
+                f"{where} refused the token (HTTP {leaf.status_code}); take the URL "
+                "from `ahpd status`, or the token from the data directory's token file",
+                EXIT_REFUSED,
+            )
         if isinstance(leaf, (OSError, HandshakeError)):
             reason = leaf.__cause__ if isinstance(leaf, HandshakeError) and leaf.__cause__ else leaf
-            return CliError(f"cannot connect to {where}: {str(reason) or type(reason).__name__}; "
-                            "is it running? try `ahpd status`", EXIT_NOT_RUNNING)
+            return CliError(
+                f"cannot connect to {where}: {str(reason) or type(reason).__name__}; is it running? try `ahpd status`",
+                EXIT_NOT_RUNNING,
+            )
         # The host's own sentences, whatever the client put before them.
         text = str(leaf)
         if (found := re.search(r"no agent provider .*", text)) is not None:

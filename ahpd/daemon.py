@@ -75,8 +75,9 @@ def load_config_file(path: Path, explicit: bool) -> dict[str, Any]:
         raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
 
 
-def make_host(data_dir: Path, sessions: str, backends: dict[str, Any] | None = None,
-              worktrees_root: Path | None = None) -> Host:
+def make_host(
+    data_dir: Path, sessions: str, backends: dict[str, Any] | None = None, worktrees_root: Path | None = None
+) -> Host:
     """A host whose serverSeq, user-set root config and sessions live in ``data_dir``."""
 
     log.debug("data in %s (sessions: %s); agents: %s", data_dir, sessions, ", ".join(backends or {}) or "none")
@@ -164,15 +165,27 @@ async def run(
             nursery.start_soon(_until_signalled, nursery.cancel_scope, caught)
             await nursery.start(host.run)
             await nursery.start(partial(control.serve_control, data_dir, lambda: status_of(host, started)))
-            listening = await nursery.start(partial(
-                serve_websocket, handler, host=host_name, port=port, token=token,
-                max_message_size=max_frame, queue_limit=host.queue_limit, limits=limits,
-            ))
+            listening = await nursery.start(
+                partial(
+                    serve_websocket,
+                    handler,
+                    host=host_name,
+                    port=port,
+                    token=token,
+                    max_message_size=max_frame,
+                    queue_limit=host.queue_limit,
+                    limits=limits,
+                )
+            )
             shown = f"[{host_name}]" if ":" in host_name else host_name
             url = f"ws://{shown}:{listening.port}/" + (f"?tkn={token}" if token else "")
             runtime.write_runtime(
-                data_dir, pid=os.getpid(), host=host_name, port=listening.port,
-                url=url, startedAt=runtime.utc_now_iso(),
+                data_dir,
+                pid=os.getpid(),
+                host=host_name,
+                port=listening.port,
+                url=url,
+                startedAt=runtime.utc_now_iso(),
             )
             # Everything imported and built so far lives as long as the process:
             # moving it out of the collector's reach keeps full collections (tens
@@ -196,8 +209,9 @@ async def run(
     return 0
 
 
-async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], max_frame: int = MAX_FRAME,
-                    wire: Path | None = None) -> int:
+async def run_stdio(
+    *, data_dir: Path, sessions: str, backends: dict[str, Any], max_frame: int = MAX_FRAME, wire: Path | None = None
+) -> int:
     """One AHP connection over stdin/stdout, until stdin closes."""
     # lazily: `ahpd doctor` imports this module to read the config, and the transports are ~0.2 s
     from ahpd.transport.stdio import serve_stdio
@@ -221,8 +235,9 @@ async def run_stdio(*, data_dir: Path, sessions: str, backends: dict[str, Any], 
     return 0
 
 
-def _handler(host: Host, wire: Path | None,
-             transport: str) -> tuple[Callable[[Any], Awaitable[None]], CaptureFile | None]:
+def _handler(
+    host: Host, wire: Path | None, transport: str
+) -> tuple[Callable[[Any], Awaitable[None]], CaptureFile | None]:
     """The connection handler, recording every frame to ``wire`` when one is given."""
     if wire is None:
         return host.serve_connection, None

@@ -83,8 +83,12 @@ def check_packages() -> Check:
             found.append(f"{req.name} {version}")
     own = f"ahpd {_installed('ahpd')}"
     if wrong:
-        return Check(False, "packages", f"{own}; {', '.join(wrong)}",
-                     f"{sys.executable} -m pip install --upgrade 'ahpd{'[claude]' if claude else ''}'")
+        return Check(
+            False,
+            "packages",
+            f"{own}; {', '.join(wrong)}",
+            f"{sys.executable} -m pip install --upgrade 'ahpd{'[claude]' if claude else ''}'",
+        )
     return Check(True, "packages", f"{own}; {', '.join(found)}")
 
 
@@ -100,9 +104,13 @@ def check_open_files() -> Check:
     shown = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
     if soft == resource.RLIM_INFINITY or soft >= MIN_OPEN_FILES:
         return Check(True, "open files", f"limit {shown}")
-    return Check(False, "open files", f"limit {shown}, below {MIN_OPEN_FILES} (every agent and connection "
-                 "takes several)", f"`ulimit -n {min(4096, hard) if hard != resource.RLIM_INFINITY else 4096}` "
-                 "before `ahpd run`, or LimitNOFILE=4096 in the service unit")
+    return Check(
+        False,
+        "open files",
+        f"limit {shown}, below {MIN_OPEN_FILES} (every agent and connection takes several)",
+        f"`ulimit -n {min(4096, hard) if hard != resource.RLIM_INFINITY else 4096}` "
+        "before `ahpd run`, or LimitNOFILE=4096 in the service unit",
+    )
 
 
 # -- the data directory --------------------------------------------------------------
@@ -114,15 +122,23 @@ def check_data_dir(data_dir: Path) -> Check:
         parent = next((p for p in data_dir.parents if p.exists()), None)
         if parent is not None and parent.is_dir() and os.access(parent, os.W_OK | os.X_OK):
             return Check(True, name, f"{data_dir} does not exist yet; `ahpd run` creates it (0700)")
-        return Check(False, name, f"{data_dir} cannot be created (under {parent})",
-                     "choose a directory of your own with --data-dir")
+        return Check(
+            False,
+            name,
+            f"{data_dir} cannot be created (under {parent})",
+            "choose a directory of your own with --data-dir",
+        )
     st = data_dir.stat()
     if not stat.S_ISDIR(st.st_mode):
         return Check(False, name, f"{data_dir} is not a directory", "remove it, or choose another --data-dir")
     mode = stat.S_IMODE(st.st_mode)
     if st.st_uid != os.geteuid():
-        return Check(False, name, f"{data_dir} belongs to uid {st.st_uid}, not to us",
-                     "choose a directory of your own with --data-dir")
+        return Check(
+            False,
+            name,
+            f"{data_dir} belongs to uid {st.st_uid}, not to us",
+            "choose a directory of your own with --data-dir",
+        )
     if not os.access(data_dir, os.W_OK | os.X_OK):
         return Check(False, name, f"{data_dir} is not writable (mode {mode:04o})", f"chmod 0700 {data_dir}")
     if mode & 0o077:
@@ -147,15 +163,24 @@ def check_token(data_dir: Path) -> Check:
 def check_daemon(data_dir: Path) -> tuple[Check, dict[str, Any] | None]:
     record = read_runtime(data_dir)
     if record is None:
-        return Check(False, "daemon", f"none runs with {data_dir}",
-                     f"start it: `ahpd run --data-dir {data_dir}` (or `ahpd service install`)"), None
+        return Check(
+            False,
+            "daemon",
+            f"none runs with {data_dir}",
+            f"start it: `ahpd run --data-dir {data_dir}` (or `ahpd service install`)",
+        ), None
     where = f"pid {record['pid']} at {str(record.get('url', '?')).split('?')[0]}"
     live = query_status(data_dir)
     if live is None or "error" in live:
-        return Check(False, "daemon", f"{where}, but its control socket does not answer",
-                     f"see its log; restart it with `ahpd stop --data-dir {data_dir}` and `ahpd run`"), record
-    return Check(True, "daemon", f"{where}, {live.get('connections', '?')} connections, "
-                 f"{live.get('sessions', '?')} sessions"), record
+        return Check(
+            False,
+            "daemon",
+            f"{where}, but its control socket does not answer",
+            f"see its log; restart it with `ahpd stop --data-dir {data_dir}` and `ahpd run`",
+        ), record
+    return Check(
+        True, "daemon", f"{where}, {live.get('connections', '?')} connections, {live.get('sessions', '?')} sessions"
+    ), record
 
 
 async def _round_trip(url: str, timeout: float) -> str:
@@ -172,8 +197,12 @@ async def _round_trip(url: str, timeout: float) -> str:
 
     with trio.fail_after(timeout):
         async with open_websocket_url(url, max_message_size=64 * 2**20) as ws:
-            result = await call(ws, 1, "initialize", {
-                "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "ahpd-doctor"})
+            result = await call(
+                ws,
+                1,
+                "initialize",
+                {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "ahpd-doctor"},
+            )
             await call(ws, 2, "ping", {})
             return f"protocol {result['protocolVersion']}, serverSeq {result['serverSeq']}"
 
@@ -191,13 +220,21 @@ def check_round_trip(record: dict[str, Any] | None, timeout: float) -> Check:
     except trio.TooSlowError:
         return Check(False, name, f"{shown} did not answer within {timeout:g}s", "see the daemon's log")
     except ConnectionRejected as exc:
-        return Check(False, name, f"{shown} refused the token in ahpd.json (HTTP {exc.status_code})",
-                     "restart the daemon so that ahpd.json and its token agree")
+        return Check(
+            False,
+            name,
+            f"{shown} refused the token in ahpd.json (HTTP {exc.status_code})",
+            "restart the daemon so that ahpd.json and its token agree",
+        )
     except Exception as exc:  # noqa: BLE001 - any failure is the finding
         cause = next(iter(leaves(exc)))
         cause = cause.__cause__ or cause
-        return Check(False, name, f"{shown}: {str(cause) or type(cause).__name__}",
-                     "see the daemon's log; `ahpd status` says what it serves")
+        return Check(
+            False,
+            name,
+            f"{shown}: {str(cause) or type(cause).__name__}",
+            "see the daemon's log; `ahpd status` says what it serves",
+        )
     return Check(True, name, f"initialize and ping answered at {shown} ({how})")
 
 
@@ -222,14 +259,24 @@ def load_agents(args: argparse.Namespace, data_dir: Path) -> tuple[Check, dict[s
 async def _acp_initialize(argv: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
     """Start an ACP agent, ask ``initialize`` on its stdin, read the answer, stop it."""
     process = await trio.lowlevel.open_process(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
     )
     # Both are pipes because we asked for pipes; trio types them as optional.
     assert process.stdin is not None and process.stdout is not None
     try:
-        request = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": ACP_PROTOCOL_VERSION,
-            "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}}
+        request = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": ACP_PROTOCOL_VERSION,
+                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False},
+            },
+        }
         with trio.fail_after(timeout):
             try:
                 await process.stdin.send_all((json.dumps(request) + "\n").encode())
@@ -270,14 +317,22 @@ def check_acp_agent(backend: Any, timeout: float) -> Check:
     name = f"agent {backend.provider}"
     command = backend.command
     if not command_found(command):
-        return Check(False, name, f"command {command!r} is not found or not executable",
-                     f"install it, or correct the command in [agents.{backend.provider}] or --agent")
+        return Check(
+            False,
+            name,
+            f"command {command!r} is not found or not executable",
+            f"install it, or correct the command in [agents.{backend.provider}] or --agent",
+        )
     env = {**os.environ, **getattr(backend, "env", {})}
     try:
         result = trio.run(_acp_initialize, [command, *backend.args], env, timeout)
     except trio.TooSlowError:
-        return Check(False, name, f"{command} started but did not answer ACP initialize within {timeout:g}s",
-                     "check that it speaks ACP on stdio (some agents need a flag, e.g. --acp)")
+        return Check(
+            False,
+            name,
+            f"{command} started but did not answer ACP initialize within {timeout:g}s",
+            "check that it speaks ACP on stdio (some agents need a flag, e.g. --acp)",
+        )
     except (OSError, RuntimeError) as exc:
         return Check(False, name, f"{command}: {exc}", "run the command by hand to see why")
     info = result.get("agentInfo")
@@ -313,15 +368,28 @@ def check_claude(backend: Any) -> list[Check]:
     name = f"agent {backend.provider}"
     cli = claude_cli(backend)
     if cli is None or not os.access(cli, os.X_OK):
-        return [Check(False, name, "the Claude Code CLI is not found",
-                      f"{sys.executable} -m pip install --force-reinstall claude-agent-sdk")]
+        return [
+            Check(
+                False,
+                name,
+                "the Claude Code CLI is not found",
+                f"{sys.executable} -m pip install --force-reinstall claude-agent-sdk",
+            )
+        ]
     version_file = Path(cli).with_name("claude.version")
     version = version_file.read_text().strip() if version_file.is_file() else ""
     found = Check(True, name, f"Claude Code CLI {version} at {cli}".replace("  ", " "))
     login = claude_login({**os.environ, **backend.env})
     if login is None:
-        return [found, Check(False, f"{name} login", "not logged in (no API key, no credentials file)",
-                             f"run `{cli} /login` once, or set ANTHROPIC_API_KEY for the daemon")]
+        return [
+            found,
+            Check(
+                False,
+                f"{name} login",
+                "not logged in (no API key, no credentials file)",
+                f"run `{cli} /login` once, or set ANTHROPIC_API_KEY for the daemon",
+            ),
+        ]
     return [found, Check(True, f"{name} login", login)]
 
 

@@ -37,8 +37,7 @@ def _upstream(sock: socket.socket) -> None:
 def main() -> int:
     path, secret = os.environ.get("AHPD_MCP_SOCKET"), os.environ.get("AHPD_MCP_SECRET")
     if not path or not secret:
-        print("ahpd.mcp_relay: AHPD_MCP_SOCKET and AHPD_MCP_SECRET must be set (the daemon sets them)",
-              file=sys.stderr)
+        print("ahpd.mcp_relay: AHPD_MCP_SOCKET and AHPD_MCP_SECRET must be set (the daemon sets them)", file=sys.stderr)
         return 2
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -73,7 +73,8 @@ class WsClient:
         key = base64.b64encode(os.urandom(16)).decode()
         await stream.send_all(
             f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
         raw = b""
         while _HEAD_END not in raw:
             chunk = await stream.receive_some(65536)
@@ -113,7 +114,7 @@ class WsClient:
                 elif n == 127:
                     if end - p < 8:
                         break
-                    n, p = int.from_bytes(buf[p:p + 8], "big"), p + 8
+                    n, p = int.from_bytes(buf[p : p + 8], "big"), p + 8
                 if end - p < n:
                     break
                 if b0 == 0x81:
@@ -138,16 +139,16 @@ class WsClient:
             if n == 126:
                 if end - p < 2:
                     break
-                n, p = int.from_bytes(buf[p:p + 2], "big"), p + 2
+                n, p = int.from_bytes(buf[p : p + 2], "big"), p + 2
             elif n == 127:
                 if end - p < 8:
                     break
-                n, p = int.from_bytes(buf[p:p + 8], "big"), p + 8
+                n, p = int.from_bytes(buf[p : p + 8], "big"), p + 8
             if end - p < n:
                 break
             if not b0 & 0x80:
                 raise ValueError("fragmented frames are not expected here")
-            out.append((b0 & 0x0F, bytes(buf[p:p + n])))
+            out.append((b0 & 0x0F, bytes(buf[p : p + n])))
             off = p + n
         if off:
             del buf[:off]
@@ -156,8 +157,7 @@ class WsClient:
     async def call(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         self.next_id += 1
         ident = self.next_id
-        await self.send_text(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method,
-                                         "params": params or {}}))
+        await self.send_text(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}}))
         while True:
             for opcode, payload in await self.frames():
                 if opcode == OP_TEXT:
@@ -168,10 +168,15 @@ class WsClient:
                     raise ConnectionError(f"closed by server: {payload!r}")
 
     async def initialize(self, client_id: str) -> dict[str, Any]:
-        reply = await self.call("initialize", {
-            "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": client_id,
-            "initialSubscriptions": [ROOT],
-        })
+        reply = await self.call(
+            "initialize",
+            {
+                "channel": ROOT,
+                "protocolVersions": ["1.0.0"],
+                "clientId": client_id,
+                "initialSubscriptions": [ROOT],
+            },
+        )
         if "result" not in reply:
             raise RuntimeError(f"initialize failed: {reply}")
         return reply["result"]
@@ -189,8 +194,7 @@ async def _from_parent(pipe: Any) -> Any:
     return await trio.to_thread.run_sync(pipe.recv, abandon_on_cancel=True)
 
 
-async def _open_many(port: int, count: int, initialize: bool, parallel: int = 20,
-                     offset: int = 0) -> list[WsClient]:
+async def _open_many(port: int, count: int, initialize: bool, parallel: int = 20, offset: int = 0) -> list[WsClient]:
     clients: list[WsClient | None] = [None] * count
     limit = trio.CapacityLimiter(parallel)
 
@@ -216,8 +220,9 @@ async def _close_all(clients: list[WsClient]) -> None:
 # -- jobs ------------------------------------------------------------------------
 
 
-async def job_fanout(pipe: Any, *, port: int, clients: int, frames: int, initialize: bool,
-                     timeout: float, offset: int = 0) -> dict[str, Any]:
+async def job_fanout(
+    pipe: Any, *, port: int, clients: int, frames: int, initialize: bool, timeout: float, offset: int = 0
+) -> dict[str, Any]:
     """K clients each read ``frames`` text frames; report when each got its last."""
     conns = await _open_many(port, clients, initialize, offset=offset)
     last_ns = [0] * clients
@@ -242,8 +247,9 @@ async def job_fanout(pipe: Any, *, port: int, clients: int, frames: int, initial
     return {"last_ns": last_ns, "received": sum(got), "cpu": cpu}
 
 
-async def job_latency(pipe: Any, *, port: int, clients: int, frames: int, initialize: bool,
-                      timeout: float, offset: int = 0) -> dict[str, Any]:
+async def job_latency(
+    pipe: Any, *, port: int, clients: int, frames: int, initialize: bool, timeout: float, offset: int = 0
+) -> dict[str, Any]:
     """K clients record (serverSeq, receive time) of every action."""
     conns = await _open_many(port, clients, initialize, offset=offset)
     seqs = [array("q") for _ in conns]
@@ -313,7 +319,7 @@ async def job_hold(pipe: Any, *, port: int, steps: list[int]) -> dict[str, Any]:
         more = await _open_many(port, target - len(held), True)
         held.extend(more)
         # a ping on every connection: the host has finished with each of them
-        for c in held[-len(more):] if more else []:
+        for c in held[-len(more) :] if more else []:
             await c.call("ping")
         pipe.send(("ready", len(held)))
         await _from_parent(pipe)

@@ -72,8 +72,20 @@ def timed(fn, runs: int) -> float:
 
 
 async def through_the_daemon(repo: Path, env: dict[str, str], changed: int, data: Path) -> tuple[float, float]:
-    command = [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(data), "--sessions", "memory",
-               "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "ahpd",
+        "run",
+        "--port",
+        "0",
+        "--data-dir",
+        str(data),
+        "--sessions",
+        "memory",
+        "--log-level",
+        "warning",
+    ]
     process = await trio.lowlevel.open_process(command, stdout=subprocess.PIPE, env=env)
     try:
         line = b""
@@ -97,8 +109,9 @@ async def through_the_daemon(repo: Path, env: dict[str, str], changed: int, data
             await call("createSession", {"channel": session, "workingDirectories": [repo.as_uri()]})
             channel = f"{session}/changeset/uncommitted"
             # Timed from a settled session: its _meta.git (one status read) is in first.
-            while not ((await call("subscribe", {"channel": session}))["result"]["snapshot"]["state"]
-                       .get("_meta") or {}).get("git"):
+            while not (
+                (await call("subscribe", {"channel": session}))["result"]["snapshot"]["state"].get("_meta") or {}
+            ).get("git"):
                 await trio.sleep(0.05)
             start = time.perf_counter()
             state = (await call("subscribe", {"channel": channel}))["result"]["snapshot"]["state"]
@@ -137,18 +150,28 @@ def main() -> None:
         start = time.perf_counter()
         build(repo, args.files, args.changed, env)
         print(f"built {args.files} tracked files, {args.changed} changed, in {time.perf_counter() - start:.1f} s")
-        git_status = timed(lambda: subprocess.run(["git", "status", "--porcelain"], cwd=repo, env=env, check=True,
-                                                  capture_output=True), args.runs)
+        git_status = timed(
+            lambda: subprocess.run(
+                ["git", "status", "--porcelain"], cwd=repo, env=env, check=True, capture_output=True
+            ),
+            args.runs,
+        )
         port = timed(lambda: gitport.Repo(repo).status(), args.runs)
         rows = len(gitport.Repo(repo).status())
         first_ready, reread = trio.run(through_the_daemon, repo, env, rows, root / "data")
         print(f"git status --porcelain (median of {args.runs}):        {git_status * 1000:8.1f} ms")
-        print(f"git port Repo.status(), {rows} rows (median of {args.runs}): {port * 1000:8.1f} ms"
-              f"   ratio {port / git_status:.2f}")
-        print(f"daemon: subscribe -> first ready:            {first_ready * 1000:8.1f} ms"
-              f"   ratio {first_ready / git_status:.2f}")
-        print(f"daemon: git add of one more -> its row:      {reread * 1000:8.1f} ms"
-              f"   ratio {reread / git_status:.2f} (includes up to a {POLL * 1000:.0f} ms poll)")
+        print(
+            f"git port Repo.status(), {rows} rows (median of {args.runs}): {port * 1000:8.1f} ms"
+            f"   ratio {port / git_status:.2f}"
+        )
+        print(
+            f"daemon: subscribe -> first ready:            {first_ready * 1000:8.1f} ms"
+            f"   ratio {first_ready / git_status:.2f}"
+        )
+        print(
+            f"daemon: git add of one more -> its row:      {reread * 1000:8.1f} ms"
+            f"   ratio {reread / git_status:.2f} (includes up to a {POLL * 1000:.0f} ms poll)"
+        )
 
 
 if __name__ == "__main__":

@@ -20,13 +20,23 @@ from ahpd.host.kernel import jsonrpc
 from ahpd.protocol import codec, model
 
 FRAMES = [
-    {"channel": "ahp-chat:/c", "serverSeq": 1,
-     "action": {"type": "chat/delta", "turnId": "t", "partId": "p", "content": "hello " * 8}},
-    {"channel": "ahp-chat:/c", "serverSeq": 2,
-     "action": {"type": "chat/toolCallStart", "turnId": "t", "toolCallId": "c",
-                "toolName": "bash", "displayName": "Bash"}},
-    {"channel": "ahp-root://", "serverSeq": 3,
-     "action": {"type": "root/activeSessionsChanged", "activeSessions": 4}},
+    {
+        "channel": "ahp-chat:/c",
+        "serverSeq": 1,
+        "action": {"type": "chat/delta", "turnId": "t", "partId": "p", "content": "hello " * 8},
+    },
+    {
+        "channel": "ahp-chat:/c",
+        "serverSeq": 2,
+        "action": {
+            "type": "chat/toolCallStart",
+            "turnId": "t",
+            "toolCallId": "c",
+            "toolName": "bash",
+            "displayName": "Bash",
+        },
+    },
+    {"channel": "ahp-root://", "serverSeq": 3, "action": {"type": "root/activeSessionsChanged", "activeSessions": 4}},
 ]
 
 

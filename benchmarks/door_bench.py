@@ -37,8 +37,10 @@ from pathlib import Path
 import trio
 from trio_websocket import open_websocket_url
 
-HEAD = ("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").encode()
+HEAD = (
+    "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+).encode()
 
 
 def masked(text: str) -> bytes:
@@ -59,12 +61,28 @@ class Daemon:
         def lower() -> None:
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
         self.log = open(work / "stderr", "w+b")  # noqa: SIM115 - closed in stop()
         env = {**os.environ, "HOME": str(work), "CLAUDE_CONFIG_DIR": str(work / "claude")}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(work / "d"),
-             "--sessions", "memory", "--without-connection-token"],
-            stdout=subprocess.PIPE, stderr=self.log, env=env, preexec_fn=lower)
+            [
+                sys.executable,
+                "-m",
+                "ahpd",
+                "run",
+                "--port",
+                "0",
+                "--data-dir",
+                str(work / "d"),
+                "--sessions",
+                "memory",
+                "--without-connection-token",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            env=env,
+            preexec_fn=lower,
+        )
         line = self.proc.stdout.readline().decode()
         assert line.startswith("ahpd ready: "), line
         self.url = line.split(": ", 1)[1].strip()
@@ -92,8 +110,16 @@ async def served(url: str) -> bool:
     try:
         with trio.fail_after(10):
             async with open_websocket_url(url) as ws:
-                await ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                    "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "probe"}}))
+                await ws.send_message(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": 1,
+                            "method": "initialize",
+                            "params": {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "probe"},
+                        }
+                    )
+                )
                 return "result" in json.loads(await ws.get_message())
     except Exception:  # noqa: BLE001 - any failure means "not served"
         return False
@@ -141,8 +167,10 @@ async def silent_flood(work: Path, count: int) -> None:
     dropped = sum(a == b"" for a in answers)
     print(f"silent flood: {count} connections that never send, soft open-file limit 1024")
     print(f"  503 answered: {busy}; dropped at the 10 s head deadline: {dropped}; took {took:.1f} s")
-    print(f"  daemon's peak descriptors: {peak[0]}; alive: {daemon.proc.poll() is None}; "
-          f"a real client served afterwards: {ok}")
+    print(
+        f"  daemon's peak descriptors: {peak[0]}; alive: {daemon.proc.poll() is None}; "
+        f"a real client served afterwards: {ok}"
+    )
     print(f"  503 log lines: {daemon.stderr().count('refused with 503')}")
     print(f"  exit status on SIGTERM: {daemon.stop()}")
 
@@ -178,10 +206,14 @@ async def websocket_flood(work: Path, count: int) -> None:
         after = await served(daemon.url)
         stop.set()
     print(f"WebSocket flood: {count} clients that complete the handshake and stay")
-    print(f"  admitted (101): {statuses.count(101)}; refused 503: {statuses.count(503)}; "
-          f"other: {len(statuses) - statuses.count(101) - statuses.count(503)}")
-    print(f"  daemon's peak descriptors: {peak[0]}; alive: {alive}; a new client served while full: "
-          f"{while_full}; once they left: {after}")
+    print(
+        f"  admitted (101): {statuses.count(101)}; refused 503: {statuses.count(503)}; "
+        f"other: {len(statuses) - statuses.count(101) - statuses.count(503)}"
+    )
+    print(
+        f"  daemon's peak descriptors: {peak[0]}; alive: {alive}; a new client served while full: "
+        f"{while_full}; once they left: {after}"
+    )
     print(f"  exit status on SIGTERM: {daemon.stop()}")
 
 
@@ -191,6 +223,7 @@ async def never_readers(work: Path, clients: int, draft_kib: int, drafts: int) -
     folder = work / "project"
     folder.mkdir()
     async with open_websocket_url(daemon.url, max_message_size=2**30) as ws:
+
         async def call(ident: int, method: str, params: dict) -> dict:
             await ws.send_message(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}))
             while True:
@@ -211,9 +244,23 @@ async def never_readers(work: Path, clients: int, draft_kib: int, drafts: int) -
             answer = b""
             while b"\r\n\r\n" not in answer:
                 answer += await sock.recv(1)
-            await sock.send(masked(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": f"sleeper-{n}",
-                "initialSubscriptions": [session, chat]}})))
+            await sock.send(
+                masked(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": 1,
+                            "method": "initialize",
+                            "params": {
+                                "channel": "ahp-root://",
+                                "protocolVersions": ["1.0.0"],
+                                "clientId": f"sleeper-{n}",
+                                "initialSubscriptions": [session, chat],
+                            },
+                        }
+                    )
+                )
+            )
             socks.append(sock)
         await trio.sleep(1)
         before = daemon.rss_mib()
@@ -230,9 +277,22 @@ async def never_readers(work: Path, clients: int, draft_kib: int, drafts: int) -
         async with trio.open_nursery() as nursery:
             nursery.start_soon(drain)
             for n in range(drafts):
-                await ws.send_message(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
-                    "channel": chat, "clientSeq": n + 1, "action": {
-                        "type": "chat/draftChanged", "draft": {"text": f"{n}{text}", "origin": {"kind": "user"}}}}}))
+                await ws.send_message(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "dispatchAction",
+                            "params": {
+                                "channel": chat,
+                                "clientSeq": n + 1,
+                                "action": {
+                                    "type": "chat/draftChanged",
+                                    "draft": {"text": f"{n}{text}", "origin": {"kind": "user"}},
+                                },
+                            },
+                        }
+                    )
+                )
                 if n % 20 == 0:
                     peak = max(peak, daemon.rss_mib())
                     await trio.sleep(0.01)
@@ -250,8 +310,10 @@ async def never_readers(work: Path, clients: int, draft_kib: int, drafts: int) -
         for sock in socks:
             sock.close()
     offered = drafts * (draft_kib * 1024) / 2**20
-    print(f"memory: {clients} clients that never read, {drafts} drafts of {draft_kib} KiB "
-          f"({offered:.0f} MiB offered to each)")
+    print(
+        f"memory: {clients} clients that never read, {drafts} drafts of {draft_kib} KiB "
+        f"({offered:.0f} MiB offered to each)"
+    )
     print(f"  drafts the host took: {seen[0]}")
     print(f"  VmRSS before {before:.0f} MiB, peak {peak:.0f} MiB, after {after:.0f} MiB")
     print(f"  closed by clientQueueBytes (16 MiB each): {per_client}; by the 256 MiB budget over all: {by_budget}")
@@ -268,9 +330,13 @@ async def main() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))  # our side of the floods
     with tempfile.TemporaryDirectory() as tmp:
-        for part, run in enumerate((lambda w: silent_flood(w, args.silent),
-                                    lambda w: websocket_flood(w, args.sockets),
-                                    lambda w: never_readers(w, 30, args.draft_kib, args.drafts))):
+        for part, run in enumerate(
+            (
+                lambda w: silent_flood(w, args.silent),
+                lambda w: websocket_flood(w, args.sockets),
+                lambda w: never_readers(w, 30, args.draft_kib, args.drafts),
+            )
+        ):
             work = Path(tmp) / str(part)
             work.mkdir()
             await run(work)

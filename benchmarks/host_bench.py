@@ -233,9 +233,16 @@ async def ahpd_server() -> AsyncIterator[tuple[Host, int]]:
     """An in-process Host behind ahpd's own WebSocket transport, wired as ``ahpd run`` wires it."""
     host = Host()
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(partial(
-            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
-            queue_limit=host.queue_limit))
+        listening = await nursery.start(
+            partial(
+                serve_websocket,
+                host.serve_connection,
+                host="127.0.0.1",
+                port=0,
+                token=None,
+                queue_limit=host.queue_limit,
+            )
+        )
         gc.collect()
         gc.freeze()  # as ``ahpd run`` does once started
         try:
@@ -274,8 +281,10 @@ class CeilingServer:
             head += chunk
         key = re.search(rb"(?im)^sec-websocket-key:\s*(\S+)", head).group(1)
         accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
-        await stream.send_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                              b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+        await stream.send_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+        )
         conn = _CeilingConnection(stream)
         self.conns.append(conn)
         self.open += 1
@@ -334,8 +343,13 @@ class NodeServer:
     """``node_ws/server.js`` (the Node ``ws`` anchor), one process for the whole run."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen(["node", str(NODE_DIR / "server.js")], cwd=NODE_DIR,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            ["node", str(NODE_DIR / "server.js")],
+            cwd=NODE_DIR,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.port = self._read(30)["port"]
 
     @classmethod
@@ -350,8 +364,13 @@ class NodeServer:
                 print("   (Node ws anchor skipped: 'ws' is not installed and there is no 'npm')")
                 return None
             print(f"   (installing ws in {NODE_DIR} with npm)")
-            done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--silent"], cwd=NODE_DIR,
-                                  capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                [npm, "install", "--no-audit", "--no-fund", "--silent"],
+                cwd=NODE_DIR,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if done.returncode != 0:
                 print(f"   (Node ws anchor skipped: npm install failed: {done.stderr.strip()[-300:]})")
                 return None
@@ -406,8 +425,7 @@ def server_for(kind: str, node: NodeServer | None):
 BATCH = 20  # actions emitted between two checkpoints (in every server)
 
 
-async def fanout_once(clients: Clients, kind: str, k: int, n: int,
-                      node: NodeServer | None) -> dict[str, float]:
+async def fanout_once(clients: Clients, kind: str, k: int, n: int, node: NodeServer | None) -> dict[str, float]:
     """Frames per second delivered, summed over ``k`` clients, for ``n`` actions,
     and how busy the server and the client processes were (CPU time / wall time)."""
     timeout = 60.0
@@ -443,14 +461,16 @@ async def fanout_once(clients: Clients, kind: str, k: int, n: int,
     if received != k * n or not all(last_ns):
         raise RuntimeError(f"{kind}: clients received {received} of {k * n} frames")
     wall = (max(last_ns) - t0) / 1e9
-    return {"rate": k * n / wall, "server": server_cpu / wall,
-            "clients": sum(r["cpu"] for r in results) / wall}
+    return {"rate": k * n / wall, "server": server_cpu / wall, "clients": sum(r["cpu"] for r in results) / wall}
 
 
-async def bench_fanout(clients: Clients, kinds: list[str], configs: list[tuple[int, int]], rounds: int,
-                       node: NodeServer | None) -> list[dict[str, Any]]:
-    print(f"\n1. Fan-out throughput: frames delivered/s summed over K clients "
-          f"(median of {rounds}, {', '.join(kinds)} interleaved; clients in {len(clients.procs)} processes)")
+async def bench_fanout(
+    clients: Clients, kinds: list[str], configs: list[tuple[int, int]], rounds: int, node: NodeServer | None
+) -> list[dict[str, Any]]:
+    print(
+        f"\n1. Fan-out throughput: frames delivered/s summed over K clients "
+        f"(median of {rounds}, {', '.join(kinds)} interleaved; clients in {len(clients.procs)} processes)"
+    )
     rows = []
     for k, n in configs:
         runs: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
@@ -466,9 +486,11 @@ async def bench_fanout(clients: Clients, kinds: list[str], configs: list[tuple[i
         for kind in kinds:
             r = row[kind]
             ratios = "  ".join(f"= {r['rate'] / row[a]['rate']:.2f} x {a}" for a in kinds if a != kind)
-            print(f"     {kind:<8} {r['rate']:>11,.0f} frames/s  {ratios}   CPU: server {r['server']:.0%}, "
-                  f"clients {r['clients']:.0%}; {r['rate'] / r['server']:,.0f} frames per server CPU-second   "
-                  f"runs [{', '.join(f'{x:,.0f}' for x in r['runs'])}]")
+            print(
+                f"     {kind:<8} {r['rate']:>11,.0f} frames/s  {ratios}   CPU: server {r['server']:.0%}, "
+                f"clients {r['clients']:.0%}; {r['rate'] / r['server']:,.0f} frames per server CPU-second   "
+                f"runs [{', '.join(f'{x:,.0f}' for x in r['runs'])}]"
+            )
         for kind in kinds:
             if row[kind]["server"] < 0.85 and row[kind]["clients"] > 0.85:
                 print(f"     ({kind}: server below 85% of a core while the clients were busy: client-bound, a floor)")
@@ -485,13 +507,13 @@ def pct(sorted_values: list[int] | array, p: float) -> float:
     return sorted_values[i]
 
 
-async def latency_once(clients: Clients, kind: str, k: int, rate: float, seconds: float,
-                       node: NodeServer | None) -> dict[str, Any]:
+async def latency_once(
+    clients: Clients, kind: str, k: int, rate: float, seconds: float, node: NodeServer | None
+) -> dict[str, Any]:
     total = int(rate * seconds)
     drain = 30.0
     async with server_for(kind, node) as (server, port):
-        clients.start_split("latency", k, port=port, frames=total, initialize=kind == "ahpd",
-                            timeout=seconds + drain)
+        clients.start_split("latency", k, port=port, frames=total, initialize=kind == "ahpd", timeout=seconds + drain)
         await clients.expect_all("ready", 60)
         if kind == "node":
             cpu0 = _cpu_seconds(server.proc.pid)
@@ -520,6 +542,7 @@ async def latency_once(clients: Clients, kind: str, k: int, rate: float, seconds
                 def emit(i: int) -> int:
                     server.send_all(anchor_frame(i))
                     return i
+
             emitted = array("q", bytes(8 * (total + 1)))
             clock = time.monotonic_ns
             interval = 1e9 / rate
@@ -554,11 +577,19 @@ async def latency_once(clients: Clients, kind: str, k: int, rate: float, seconds
     lat.sort()
     wall = (last_rx - start) / 1e9 if last_rx else math.nan
     return {
-        "kind": kind, "k": k, "rate": rate, "seconds": seconds, "expected": total * k, "received": len(lat),
+        "kind": kind,
+        "k": k,
+        "rate": rate,
+        "seconds": seconds,
+        "expected": total * k,
+        "received": len(lat),
         "emit_rate": total / emit_seconds,
         "delivered_rate": len(lat) / wall if last_rx else 0.0,
-        "server": cpu / wall, "clients": sum(r["cpu"] for r in results) / wall,
-        "p50": pct(lat, 50) / MS, "p99": pct(lat, 99) / MS, "max": (lat[-1] / MS) if lat else math.nan,
+        "server": cpu / wall,
+        "clients": sum(r["cpu"] for r in results) / wall,
+        "p50": pct(lat, 50) / MS,
+        "p99": pct(lat, 99) / MS,
+        "max": (lat[-1] / MS) if lat else math.nan,
     }
 
 
@@ -566,8 +597,9 @@ def latency_ok(r: dict[str, Any]) -> bool:
     return r["p99"] < 20 and r["received"] == r["expected"]
 
 
-async def bench_latency(clients: Clients, kinds: list[str], runs: list[tuple[int, float, int]], seconds: float,
-                        node: NodeServer | None) -> list[dict[str, Any]]:
+async def bench_latency(
+    clients: Clients, kinds: list[str], runs: list[tuple[int, float, int]], seconds: float, node: NodeServer | None
+) -> list[dict[str, Any]]:
     """``runs``: (subscribers, actions per second, how many times); the anchors
     run at 100 subscribers x 1,000 actions/s, interleaved with ahpd."""
     print("\n2. Dispatch-to-delivery latency: paced emits, emit (server) to receive (client) per serverSeq")
@@ -577,16 +609,21 @@ async def bench_latency(clients: Clients, kinds: list[str], runs: list[tuple[int
             for kind in kinds if (k, rate) == (100, 1000.0) else ["ahpd"]:
                 r = await latency_once(clients, kind, k, rate, seconds, node)
                 rows.append(r)
-                lost = "" if r["received"] == r["expected"] else \
-                    f"  (only {r['received']:,} of {r['expected']:,} received in time)"
+                lost = (
+                    ""
+                    if r["received"] == r["expected"]
+                    else f"  (only {r['received']:,} of {r['expected']:,} received in time)"
+                )
                 target = f"target p99 < 20 ms: {'met' if latency_ok(r) else 'NOT met'}" if kind == "ahpd" else ""
                 if r["emit_rate"] < 0.9 * rate:
                     lost += "  (the server did not keep the pace: it carried a lighter load than asked)"
-                print(f"   {kind:<8} K={k:<4} {rate:>6,.0f} actions/s x {seconds:g} s = {k * rate:,.0f} frames/s "
-                      f"(emitted at {r['emit_rate']:,.0f}/s, delivered {r['delivered_rate']:,.0f} frames/s; "
-                      f"CPU server {r['server']:.0%}, clients {r['clients']:.0%}):\n"
-                      f"             p50 {r['p50']:.2f} ms  p99 {r['p99']:.2f} ms  max {r['max']:.2f} ms  "
-                      f"{target}{lost}")
+                print(
+                    f"   {kind:<8} K={k:<4} {rate:>6,.0f} actions/s x {seconds:g} s = {k * rate:,.0f} frames/s "
+                    f"(emitted at {r['emit_rate']:,.0f}/s, delivered {r['delivered_rate']:,.0f} frames/s; "
+                    f"CPU server {r['server']:.0%}, clients {r['clients']:.0%}):\n"
+                    f"             p50 {r['p50']:.2f} ms  p99 {r['p99']:.2f} ms  max {r['max']:.2f} ms  "
+                    f"{target}{lost}"
+                )
     return rows
 
 
@@ -599,13 +636,18 @@ async def bench_handshake(clients: Clients, rounds: int) -> dict[str, Any]:
         clients.start("handshake", port=port, rounds=rounds)
         result = await clients.expect("result", 120)
     stats = {}
-    for name, label in (("ping", "ping on an initialized connection"),
-                        ("initialize", "initialize + root snapshot, new connection"),
-                        ("upgrade", "TCP connect + WebSocket upgrade"),
-                        ("subscribe", "subscribe root (snapshot), one connection")):
+    for name, label in (
+        ("ping", "ping on an initialized connection"),
+        ("initialize", "initialize + root snapshot, new connection"),
+        ("upgrade", "TCP connect + WebSocket upgrade"),
+        ("subscribe", "subscribe root (snapshot), one connection"),
+    ):
         values = sorted(result[name])
-        stats[name] = {"mean": statistics.fmean(values) / 1e3, "p50": pct(values, 50) / 1e3,
-                       "p99": pct(values, 99) / 1e3}
+        stats[name] = {
+            "mean": statistics.fmean(values) / 1e3,
+            "p50": pct(values, 50) / 1e3,
+            "p99": pct(values, 99) / 1e3,
+        }
         s = stats[name]
         print(f"   {label:<44} mean {s['mean']:7.0f} us  p50 {s['p50']:7.0f} us  p99 {s['p99']:7.0f} us")
     mean_ratio = stats["initialize"]["mean"] / stats["ping"]["mean"]
@@ -614,12 +656,20 @@ async def bench_handshake(clients: Clients, rounds: int) -> dict[str, Any]:
     full = [u + i for u, i in zip(result["upgrade"], result["initialize"], strict=True)]
     full_ratio = statistics.median(full) / 1e3 / stats["ping"]["p50"]
     met = mean_ratio <= 3 and p50_ratio <= 3
-    print(f"   initialize / ping: mean {mean_ratio:.2f}x, p50 {p50_ratio:.2f}x  "
-          f"target <= 3x: {'met' if met else 'NOT met'}")
-    print(f"   (subscribe root / ping p50 {sub_ratio:.2f}x; "
-          f"connect + upgrade + initialize / ping p50 {full_ratio:.2f}x)")
-    return {"stats": stats, "mean_ratio": mean_ratio, "p50_ratio": p50_ratio,
-            "sub_ratio": sub_ratio, "full_ratio": full_ratio}
+    print(
+        f"   initialize / ping: mean {mean_ratio:.2f}x, p50 {p50_ratio:.2f}x  "
+        f"target <= 3x: {'met' if met else 'NOT met'}"
+    )
+    print(
+        f"   (subscribe root / ping p50 {sub_ratio:.2f}x; connect + upgrade + initialize / ping p50 {full_ratio:.2f}x)"
+    )
+    return {
+        "stats": stats,
+        "mean_ratio": mean_ratio,
+        "p50_ratio": p50_ratio,
+        "sub_ratio": sub_ratio,
+        "full_ratio": full_ratio,
+    }
 
 
 # -- 4. memory per idle connection ------------------------------------------------------
@@ -636,8 +686,10 @@ class DaemonFailed(RuntimeError):
 
 def bench_memory(clients: Clients, warm: int, count: int) -> dict[str, Any] | None:
     """None (after saying why) if ``ahpd run`` does not start."""
-    print(f"\n4. Memory per idle initialized connection (subscribed to root), "
-          f"'ahpd run' in its own process, {count} connections")
+    print(
+        f"\n4. Memory per idle initialized connection (subscribed to root), "
+        f"'ahpd run' in its own process, {count} connections"
+    )
     half = count // 2
     steps = [warm, warm + half, warm + count]
     rss: list[int] = []
@@ -645,9 +697,23 @@ def bench_memory(clients: Clients, warm: int, count: int) -> dict[str, Any] | No
         log_path = Path(data_dir) / "stderr.log"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", data_dir,
-                 "--without-connection-token", "--sessions", "memory"],
-                stdout=subprocess.PIPE, stderr=log, text=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "ahpd",
+                    "run",
+                    "--port",
+                    "0",
+                    "--data-dir",
+                    data_dir,
+                    "--without-connection-token",
+                    "--sessions",
+                    "memory",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         try:
             ready, _, _ = select.select([proc.stdout], [], [], 30)
             line = proc.stdout.readline() if ready else ""
@@ -676,10 +742,14 @@ def bench_memory(clients: Clients, warm: int, count: int) -> dict[str, Any] | No
                 proc.wait()
     per_conn = (rss[2] - rss[0]) / count
     second_half = (rss[2] - rss[1]) / (count - half)
-    print(f"   VmRSS after {warm} warm-up connections {rss[0]:,} KiB, after +{half} {rss[1]:,} KiB, "
-          f"after +{count} {rss[2]:,} KiB")
-    print(f"   per connection: {per_conn:.1f} KiB (second half alone {second_half:.1f} KiB)  "
-          f"target <= 64 KiB: {'met' if per_conn <= 64 else 'NOT met'}")
+    print(
+        f"   VmRSS after {warm} warm-up connections {rss[0]:,} KiB, after +{half} {rss[1]:,} KiB, "
+        f"after +{count} {rss[2]:,} KiB"
+    )
+    print(
+        f"   per connection: {per_conn:.1f} KiB (second half alone {second_half:.1f} KiB)  "
+        f"target <= 64 KiB: {'met' if per_conn <= 64 else 'NOT met'}"
+    )
     return {"rss": rss, "per_conn": per_conn, "second_half": second_half}
 
 
@@ -689,8 +759,12 @@ def bench_memory(clients: Clients, warm: int, count: int) -> dict[str, Any] | No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small runs, a smoke check in well under a minute")
-    parser.add_argument("--client-procs", type=int, default=max(2, os.cpu_count() or 1),
-                        help="processes the fan-out and latency clients are spread over (default: the CPUs, >= 2)")
+    parser.add_argument(
+        "--client-procs",
+        type=int,
+        default=max(2, os.cpu_count() or 1),
+        help="processes the fan-out and latency clients are spread over (default: the CPUs, >= 2)",
+    )
     parser.add_argument("--only", choices=["fanout", "latency"], help="run this section alone")
     args = parser.parse_args()
     if args.quick:
@@ -706,9 +780,11 @@ def main() -> None:
         mem_warm, mem_count = 20, 400
     raise_nofile(8192)
     check_frames()
-    print(f"host_bench{' --quick' if args.quick else ''}: python {sys.version.split()[0]}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
-          f"servers ahpd and ceiling in pid {os.getpid()}, clients in {args.client_procs} processes")
+    print(
+        f"host_bench{' --quick' if args.quick else ''}: python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; "
+        f"servers ahpd and ceiling in pid {os.getpid()}, clients in {args.client_procs} processes"
+    )
     started = time.monotonic()
     node = NodeServer.start()
     kinds = ["ahpd", "ceiling"] + (["node"] if node else [])
@@ -717,6 +793,7 @@ def main() -> None:
     latency: list[dict[str, Any]] = []
     handshake = memory = None
     try:
+
         async def in_trio() -> None:
             nonlocal fanout, latency, handshake
             sections = []
@@ -750,8 +827,13 @@ def main() -> None:
         sys.exit(1)
 
 
-def summary(kinds: list[str], fanout: list[dict[str, Any]], latency: list[dict[str, Any]],
-            handshake: dict[str, Any] | None, memory: dict[str, Any] | None) -> None:
+def summary(
+    kinds: list[str],
+    fanout: list[dict[str, Any]],
+    latency: list[dict[str, Any]],
+    handshake: dict[str, Any] | None,
+    memory: dict[str, Any] | None,
+) -> None:
     verdict = lambda ok: "met" if ok else "NOT met"  # noqa: E731
     print("\nSummary")
     for r in fanout:
@@ -764,16 +846,27 @@ def summary(kinds: list[str], fanout: list[dict[str, Any]], latency: list[dict[s
             line += f", {a / nd:.2f} x Node ws ({nd:,.0f}/s; target >= 1: {verdict(a >= nd)})"
         print(line)
         per_cpu = {kind: r[kind]["rate"] / r[kind]["server"] for kind in kinds}
-        print("      per server CPU-second (load-independent): " + ", ".join(
-            f"{kind} {per_cpu[kind]:,.0f}" + (f" ({per_cpu['ahpd'] / per_cpu[kind]:.2f}x)" if kind != "ahpd" else "")
-            for kind in kinds))
+        print(
+            "      per server CPU-second (load-independent): "
+            + ", ".join(
+                f"{kind} {per_cpu[kind]:,.0f}"
+                + (f" ({per_cpu['ahpd'] / per_cpu[kind]:.2f}x)" if kind != "ahpd" else "")
+                for kind in kinds
+            )
+        )
     groups: dict[tuple[str, int, float], list[dict[str, Any]]] = {}
     for r in latency:
         groups.setdefault((r["kind"], r["k"], r["rate"]), []).append(r)
-    anchors = {kind: statistics.median(r["p99"] for r in rs)
-               for (kind, k, rate), rs in groups.items() if (k, rate) == (100, 1000.0)}
-    slow = {kind for (kind, k, rate), rs in groups.items()
-            if (k, rate) == (100, 1000.0) and any(r["emit_rate"] < 0.9 * rate for r in rs)}
+    anchors = {
+        kind: statistics.median(r["p99"] for r in rs)
+        for (kind, k, rate), rs in groups.items()
+        if (k, rate) == (100, 1000.0)
+    }
+    slow = {
+        kind
+        for (kind, k, rate), rs in groups.items()
+        if (k, rate) == (100, 1000.0) and any(r["emit_rate"] < 0.9 * rate for r in rs)
+    }
     for (kind, k, rate), rs in groups.items():
         if kind != "ahpd":
             continue
@@ -781,18 +874,27 @@ def summary(kinds: list[str], fanout: list[dict[str, Any]], latency: list[dict[s
         p99s = ", ".join(f"{r['p99']:.1f}" for r in rs)
         extra = ""
         if (k, rate) == (100, 1000.0):
-            extra = "".join(f"; {anchors['ahpd'] / anchors[a]:.2f} x {a} p99 ({anchors[a]:.1f} ms"
-                            f"{', not at the full pace' if a in slow else ''})"
-                            for a in kinds if a != "ahpd" and a in anchors)
-        print(f"   latency K={k} at {rate:,.0f} actions/s: p99 [{p99s}] ms; target < 20 ms: "
-              f"{'met' if met == len(rs) else 'NOT met' if not met else 'mixed'} ({met} of {len(rs)} runs){extra}")
+            extra = "".join(
+                f"; {anchors['ahpd'] / anchors[a]:.2f} x {a} p99 ({anchors[a]:.1f} ms"
+                f"{', not at the full pace' if a in slow else ''})"
+                for a in kinds
+                if a != "ahpd" and a in anchors
+            )
+        print(
+            f"   latency K={k} at {rate:,.0f} actions/s: p99 [{p99s}] ms; target < 20 ms: "
+            f"{'met' if met == len(rs) else 'NOT met' if not met else 'mixed'} ({met} of {len(rs)} runs){extra}"
+        )
     if handshake is not None:
-        print(f"   handshake: initialize = {handshake['mean_ratio']:.2f}x ping (mean), "
-              f"{handshake['p50_ratio']:.2f}x (p50); target <= 3x: "
-              f"{verdict(handshake['mean_ratio'] <= 3 and handshake['p50_ratio'] <= 3)}")
+        print(
+            f"   handshake: initialize = {handshake['mean_ratio']:.2f}x ping (mean), "
+            f"{handshake['p50_ratio']:.2f}x (p50); target <= 3x: "
+            f"{verdict(handshake['mean_ratio'] <= 3 and handshake['p50_ratio'] <= 3)}"
+        )
     if memory is not None:
-        print(f"   memory: {memory['per_conn']:.1f} KiB per idle connection; target <= 64 KiB: "
-              f"{verdict(memory['per_conn'] <= 64)}")
+        print(
+            f"   memory: {memory['per_conn']:.1f} KiB per idle connection; target <= 64 KiB: "
+            f"{verdict(memory['per_conn'] <= 64)}"
+        )
 
 
 if __name__ == "__main__":

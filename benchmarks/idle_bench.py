@@ -85,34 +85,68 @@ class Client:
 async def drive(url: str, pid: int, sessions: int, work: Path) -> None:
     async with open_websocket_url(url, max_message_size=2**26) as ws:
         client = Client(ws)
-        await client.call("initialize", {"channel": "ahp-root://", "protocolVersions": ["1.0.0"],
-                                         "clientId": "idle-bench", "initialSubscriptions": ["ahp-root://"]})
-        await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
-            "channel": "ahp-root://", "clientSeq": 1,
-            "action": {"type": "root/configChanged", "config": {"agentIdleTimeout": 1}}}}))
+        await client.call(
+            "initialize",
+            {
+                "channel": "ahp-root://",
+                "protocolVersions": ["1.0.0"],
+                "clientId": "idle-bench",
+                "initialSubscriptions": ["ahp-root://"],
+            },
+        )
+        await client.ws.send_message(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "dispatchAction",
+                    "params": {
+                        "channel": "ahp-root://",
+                        "clientSeq": 1,
+                        "action": {"type": "root/configChanged", "config": {"agentIdleTimeout": 1}},
+                    },
+                }
+            )
+        )
         before = tree_rss(pid)
         started = time.perf_counter()
         uris = []
         for _ in range(sessions):
             uri = f"ahp-session:/{uuid.uuid4()}"
-            await client.call("createSession", {"channel": uri, "provider": "demo",
-                                                "workingDirectories": [work.as_uri()]})
+            await client.call(
+                "createSession", {"channel": uri, "provider": "demo", "workingDirectories": [work.as_uri()]}
+            )
             uris.append(uri)
         took = time.perf_counter() - started
         await trio.sleep(1)
         daemon, agents, count = tree_rss(pid)
         print(f"daemon after the first hello: {before[0] / 1024:.1f} MB ({before[2]} child processes)")
-        print(f"{sessions} idle sessions (created in {took:.2f} s): daemon {daemon / 1024:.1f} MB + "
-              f"{count} child processes {agents / 1024:.1f} MB = {(daemon + agents) / 1024:.1f} MB "
-              f"(target < 50 MB)")
+        print(
+            f"{sessions} idle sessions (created in {took:.2f} s): daemon {daemon / 1024:.1f} MB + "
+            f"{count} child processes {agents / 1024:.1f} MB = {(daemon + agents) / 1024:.1f} MB "
+            f"(target < 50 MB)"
+        )
 
         state = await client.call("subscribe", {"channel": uris[0]})
         chat = state["snapshot"]["state"]["defaultChat"]
         await client.call("subscribe", {"channel": chat})
-        await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
-            "channel": chat, "clientSeq": 2, "action": {
-                "type": "chat/turnStarted", "turnId": "t-1", "startedAt": "2026-12-03T00:00:00Z",
-                "message": {"text": "hello", "origin": {"kind": "user"}}}}}))
+        await client.ws.send_message(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "dispatchAction",
+                    "params": {
+                        "channel": chat,
+                        "clientSeq": 2,
+                        "action": {
+                            "type": "chat/turnStarted",
+                            "turnId": "t-1",
+                            "startedAt": "2026-12-03T00:00:00Z",
+                            "message": {"text": "hello", "origin": {"kind": "user"}},
+                        },
+                    },
+                }
+            )
+        )
         await client.until("chat/turnComplete", chat)
         daemon, agents, count = tree_rss(pid)
         print(f"after one turn: daemon {daemon / 1024:.1f} MB + {count} agent {agents / 1024:.1f} MB")
@@ -120,15 +154,18 @@ async def drive(url: str, pid: int, sessions: int, work: Path) -> None:
             while descendants(pid):
                 await trio.sleep(0.2)
         daemon, agents, count = tree_rss(pid)
-        print(f"after its idle stop (agentIdleTimeout 1 s): daemon {daemon / 1024:.1f} MB + "
-              f"{count} child processes {agents / 1024:.1f} MB")
+        print(
+            f"after its idle stop (agentIdleTimeout 1 s): daemon {daemon / 1024:.1f} MB + "
+            f"{count} child processes {agents / 1024:.1f} MB"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=100)
-    parser.add_argument("--demo-only", action="store_true",
-                        help="hide the Claude Agent SDK, so the daemon offers the demo agent alone")
+    parser.add_argument(
+        "--demo-only", action="store_true", help="hide the Claude Agent SDK, so the daemon offers the demo agent alone"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ahpd-idle-") as folder:
         tmp = Path(folder)
@@ -141,9 +178,24 @@ def main() -> None:
             (hide / "__init__.py").write_text('raise ImportError("hidden for the benchmark")\n')
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(hide.parent), env.get("PYTHONPATH")]))
         process = subprocess.Popen(
-            [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(tmp / "d"),
-             "--sessions", "memory", "--log-level", "warning"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+            [
+                sys.executable,
+                "-m",
+                "ahpd",
+                "run",
+                "--port",
+                "0",
+                "--data-dir",
+                str(tmp / "d"),
+                "--sessions",
+                "memory",
+                "--log-level",
+                "warning",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
         )
         try:
             assert process.stdout is not None
@@ -151,7 +203,7 @@ def main() -> None:
             if not line.startswith(READY):
                 raise SystemExit(f"no ready line: {line!r}")
             print(f"daemon at its ready line: {rss_kib(process.pid) / 1024:.1f} MB")
-            trio.run(drive, line[len(READY):].strip(), process.pid, args.sessions, tmp / "work")
+            trio.run(drive, line[len(READY) :].strip(), process.pid, args.sessions, tmp / "work")
         finally:
             process.terminate()
             try:

@@ -56,8 +56,9 @@ class Client:
 
     async def call(self, method: str, **params) -> dict:
         self.ids += 1
-        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": self.ids, "method": method,
-                                               "params": {"channel": ROOT, **params}}))
+        await self.ws.send_message(
+            json.dumps({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": {"channel": ROOT, **params}})
+        )
         while True:
             frame = json.loads(await self.ws.get_message())
             if frame.get("id") == self.ids and "method" not in frame:
@@ -99,8 +100,12 @@ class RawClient:
         host, port = url.removeprefix("ws://").rstrip("/").rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)))
         key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall((f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                           f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        self.sock.sendall(
+            (
+                f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
         head = b""
         while b"\r\n\r\n" not in head:
             head += self.sock.recv(1)
@@ -110,8 +115,9 @@ class RawClient:
 
     def send(self, method: str, **params) -> int:
         self.ids += 1
-        payload = json.dumps({"jsonrpc": "2.0", "id": self.ids, "method": method,
-                              "params": {"channel": ROOT, **params}}).encode()
+        payload = json.dumps(
+            {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": {"channel": ROOT, **params}}
+        ).encode()
         mask = os.urandom(4)
         n = len(payload)
         head = bytes([0x81, 0x80 | n]) if n < 126 else bytes([0x81, 0x80 | 126]) + struct.pack("!H", n)
@@ -137,7 +143,7 @@ class RawClient:
             elif n == 127:
                 n = struct.unpack("!Q", self._exactly(8))[0]
             payload = self._exactly(n)
-            if first == 0x81 and payload[:len(prefix)] == prefix:
+            if first == 0x81 and payload[: len(prefix)] == prefix:
                 return n
 
     def call(self, method: str, **params) -> int:
@@ -167,11 +173,13 @@ async def bench_read(client: Client, raw: RawClient, pid: int, work: Path, runs:
         raw.call("resourceRead", uri=path.as_uri(), encoding=encoding)
         rise = _memory(pid, "VmHWM") - before
         took, full, spent = statistics.median(wire), statistics.median(parsed), statistics.median(cpu)
-        print(f"  {encoding:7} open().read() {plain * 1e3:6.2f} ms | daemon CPU per read {spent * 1e3:6.1f} ms "
-              f"({spent / plain:5.1f}x) | frame at a raw socket client "
-              f"{took * 1e3:7.1f} ms ({took / plain:5.1f}x) | trio-websocket client + json.loads "
-              f"{full * 1e3:7.1f} ms ({full / plain:6.1f}x) | daemon peak RSS rise {rise / 2**20:5.1f} MiB "
-              f"({rise / SIZE:.1f}x the file)")
+        print(
+            f"  {encoding:7} open().read() {plain * 1e3:6.2f} ms | daemon CPU per read {spent * 1e3:6.1f} ms "
+            f"({spent / plain:5.1f}x) | frame at a raw socket client "
+            f"{took * 1e3:7.1f} ms ({took / plain:5.1f}x) | trio-websocket client + json.loads "
+            f"{full * 1e3:7.1f} ms ({full / plain:6.1f}x) | daemon peak RSS rise {rise / 2**20:5.1f} MiB "
+            f"({rise / SIZE:.1f}x the file)"
+        )
 
 
 async def bench_round_trip(client: Client, pid: int, work: Path) -> None:
@@ -186,8 +194,10 @@ async def bench_round_trip(client: Client, pid: int, work: Path) -> None:
     back = await client.call("resourceRead", uri=target.as_uri(), encoding="base64")
     rise = max(writing, _memory(pid, "VmHWM") - before)
     assert base64.b64decode(back["data"]) == payload
-    print(f"{BIG // 2**20} MiB base64 resourceWrite + resourceRead: daemon peak RSS rise {rise / 2**20:.0f} MiB "
-          f"= {rise / BIG:.1f}x the file (write {writing / BIG:.1f}x; RSS before {before / 2**20:.0f} MiB)")
+    print(
+        f"{BIG // 2**20} MiB base64 resourceWrite + resourceRead: daemon peak RSS rise {rise / 2**20:.0f} MiB "
+        f"= {rise / BIG:.1f}x the file (write {writing / BIG:.1f}x; RSS before {before / 2**20:.0f} MiB)"
+    )
 
 
 async def bench_watch(client: Client, work: Path, files: int, writes: int) -> None:
@@ -200,8 +210,9 @@ async def bench_watch(client: Client, work: Path, files: int, writes: int) -> No
     start = time.perf_counter()
     channel = (await client.call("createResourceWatch", uri=tree.as_uri(), recursive=True))["channel"]
     setup = time.perf_counter() - start
-    await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 10**6, "method": "subscribe",
-                                             "params": {"channel": channel}}))
+    await client.ws.send_message(
+        json.dumps({"jsonrpc": "2.0", "id": 10**6, "method": "subscribe", "params": {"channel": channel}})
+    )
     while json.loads(await client.ws.get_message()).get("id") != 10**6:
         pass
     latencies = []
@@ -220,9 +231,11 @@ async def bench_watch(client: Client, work: Path, files: int, writes: int) -> No
         await trio.sleep(0.05)  # the next write is its own batch
     latencies.sort()
     p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1e3  # noqa: E731
-    print(f"watch over {files:,} files in {folders} folders: set-up (createResourceWatch answered) "
-          f"{setup * 1e3:.1f} ms; write -> resourceWatch/changed over {writes} writes: "
-          f"p50 {p(0.5):.1f} ms, p99 {p(0.99):.1f} ms, max {latencies[-1] * 1e3:.1f} ms")
+    print(
+        f"watch over {files:,} files in {folders} folders: set-up (createResourceWatch answered) "
+        f"{setup * 1e3:.1f} ms; write -> resourceWatch/changed over {writes} writes: "
+        f"p50 {p(0.5):.1f} ms, p99 {p(0.99):.1f} ms, max {latencies[-1] * 1e3:.1f} ms"
+    )
 
 
 async def main(quick: bool) -> None:
@@ -233,13 +246,32 @@ async def main(quick: bool) -> None:
         hide = work / "hide" / "claude_agent_sdk"
         hide.mkdir(parents=True)
         (hide / "__init__.py").write_text('raise ImportError("hidden for the benchmark")\n')
-        env = {**os.environ, "CLAUDE_CONFIG_DIR": str(work / "claude"),
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(hide.parent), os.environ.get("PYTHONPATH")]))}
+        env = {
+            **os.environ,
+            "CLAUDE_CONFIG_DIR": str(work / "claude"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(hide.parent), os.environ.get("PYTHONPATH")])),
+        }
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(work / "data"),
-             "--max-frame-bytes", str(128 * 2**20),
-             "--sessions", "memory", "--log-level", "warning", "--without-connection-token"],
-            stdout=subprocess.PIPE, env=env)
+            [
+                sys.executable,
+                "-m",
+                "ahpd",
+                "run",
+                "--port",
+                "0",
+                "--data-dir",
+                str(work / "data"),
+                "--max-frame-bytes",
+                str(128 * 2**20),
+                "--sessions",
+                "memory",
+                "--log-level",
+                "warning",
+                "--without-connection-token",
+            ],
+            stdout=subprocess.PIPE,
+            env=env,
+        )
         try:
             line = b""
             with trio.fail_after(30):

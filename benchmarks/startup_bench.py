@@ -47,9 +47,24 @@ def start_daemon(data: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str]
     """A daemon; the seconds from spawning it to its ready line; its URL."""
     started = time.perf_counter()
     process = subprocess.Popen(
-        [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(data), "--sessions", "memory",
-         "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        [
+            sys.executable,
+            "-m",
+            "ahpd",
+            "run",
+            "--port",
+            "0",
+            "--data-dir",
+            str(data),
+            "--sessions",
+            "memory",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
     )
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -57,7 +72,7 @@ def start_daemon(data: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str]
     if not line.startswith(READY):
         process.kill()
         raise SystemExit(f"no ready line: {line!r}")
-    return process, took, line[len(READY):].strip()
+    return process, took, line[len(READY) :].strip()
 
 
 def stop(process: subprocess.Popen[str]) -> None:
@@ -92,8 +107,21 @@ def cold_chat(runs: int, tmp: Path) -> tuple[list[float], list[float]]:
     work.mkdir()
     data = tmp / "chat"
     process, _, _ = start_daemon(data, env)
-    command = [sys.executable, "-m", "ahpd", "chat", "--data-dir", str(data), "--provider", "demo",
-               "--cwd", str(work), "--new", "--dispose", "hello"]
+    command = [
+        sys.executable,
+        "-m",
+        "ahpd",
+        "chat",
+        "--data-dir",
+        str(data),
+        "--provider",
+        "demo",
+        "--cwd",
+        str(work),
+        "--new",
+        "--dispose",
+        "hello",
+    ]
     times, cpu = [], []
     try:
         for n in range(runs + 1):
@@ -106,8 +134,7 @@ def cold_chat(runs: int, tmp: Path) -> tuple[list[float], list[float]]:
                 raise SystemExit(f"ahpd chat failed ({done.returncode}): {done.stderr or done.stdout}")
             if n:  # the first one warms the daemon
                 times.append(took)
-                cpu.append(after.children_user + after.children_system - before.children_user
-                           - before.children_system)
+                cpu.append(after.children_user + after.children_system - before.children_user - before.children_system)
     finally:
         stop(process)
     return times, cpu
@@ -144,15 +171,18 @@ def main() -> None:
         checked, bare, ratio = wire_check_rates(args.mb, tmp)
     ms = [f"{t * 1000:.0f}" for t in ready]
     print(f"load average before the run: {load:.2f} on {os.cpu_count()} cores")
-    print(f"ahpd run to the ready line: median {statistics.median(ready) * 1000:.0f} ms "
-          f"(runs: {', '.join(ms)} ms; target < 300 ms); CPU used by then: median "
-          f"{statistics.median(ready_cpu) * 1000:.0f} ms")
+    print(
+        f"ahpd run to the ready line: median {statistics.median(ready) * 1000:.0f} ms "
+        f"(runs: {', '.join(ms)} ms; target < 300 ms); CPU used by then: median "
+        f"{statistics.median(ready_cpu) * 1000:.0f} ms"
+    )
     ms = [f"{t * 1000:.0f}" for t in chat]
-    print(f"cold ahpd chat \"hello\" (demo agent): median {statistics.median(chat) * 1000:.0f} ms "
-          f"(runs: {', '.join(ms)} ms; target < 500 ms); the client's own CPU: median "
-          f"{statistics.median(chat_cpu) * 1000:.0f} ms")
-    print(f"wire-check {checked:.1f} MB/s, bare per-line json.loads {bare:.1f} MB/s: "
-          f"ratio {ratio:.2f} (target >= 0.5)")
+    print(
+        f'cold ahpd chat "hello" (demo agent): median {statistics.median(chat) * 1000:.0f} ms '
+        f"(runs: {', '.join(ms)} ms; target < 500 ms); the client's own CPU: median "
+        f"{statistics.median(chat_cpu) * 1000:.0f} ms"
+    )
+    print(f"wire-check {checked:.1f} MB/s, bare per-line json.loads {bare:.1f} MB/s: ratio {ratio:.2f} (target >= 0.5)")
 
 
 if __name__ == "__main__":

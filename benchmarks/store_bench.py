@@ -47,24 +47,50 @@ def turn(n: int) -> dict:
     parts = []
     for k in range(6):
         parts.append({"kind": "markdown", "id": f"p{n}-{k}", "content": f"Step {k} of the answer to {n}."})
-        parts.append({"kind": "toolCall", "toolCall": {
-            "toolCallId": f"c{n}-{k}", "toolName": "read", "displayName": "Read", "status": "completed",
-            "invocationMessage": f"Reading src/module_{k}.py", "success": True,
-            "pastTenseMessage": f"Read src/module_{k}.py", "confirmed": "not-needed", "toolInput": json.dumps({"path": f"src/module_{k}.py"}),
-            "content": [{"type": "text", "text": f"{k} lines"}]}})
-    return {"id": f"turn-{n}", "message": {"text": f"question {n}: what does the module do?", "origin": {"kind": "user"}},
-            "responseParts": parts, "state": "complete",
-            "usage": {"inputTokens": 1200 + n % 7, "outputTokens": 300, "model": "demo"}}
+        parts.append(
+            {
+                "kind": "toolCall",
+                "toolCall": {
+                    "toolCallId": f"c{n}-{k}",
+                    "toolName": "read",
+                    "displayName": "Read",
+                    "status": "completed",
+                    "invocationMessage": f"Reading src/module_{k}.py",
+                    "success": True,
+                    "pastTenseMessage": f"Read src/module_{k}.py",
+                    "confirmed": "not-needed",
+                    "toolInput": json.dumps({"path": f"src/module_{k}.py"}),
+                    "content": [{"type": "text", "text": f"{k} lines"}],
+                },
+            }
+        )
+    return {
+        "id": f"turn-{n}",
+        "message": {"text": f"question {n}: what does the module do?", "origin": {"kind": "user"}},
+        "responseParts": parts,
+        "state": "complete",
+        "usage": {"inputTokens": 1200 + n % 7, "outputTokens": 300, "model": "demo"},
+    }
 
 
 def write_session(sessions: Path, cwd: Path, count: int, legacy: bool) -> tuple[str, str]:
     uri, chat = f"ahp-session:/{uuid.uuid4()}", f"ahp-chat:/{uuid.uuid4()}"
-    head = {"uri": uri, "provider": "demo", "cwd": str(cwd), "createdAt": "2026-12-01T00:00:00Z",
-            "title": f"{count} turns", "status": 0, "config": None, "defaultChat": chat}
+    head = {
+        "uri": uri,
+        "provider": "demo",
+        "cwd": str(cwd),
+        "createdAt": "2026-12-01T00:00:00Z",
+        "title": f"{count} turns",
+        "status": 0,
+        "config": None,
+        "defaultChat": chat,
+    }
     fields = {"resource": chat, "title": f"{count} turns", "status": 1, "modifiedAt": "2026-12-01T00:00:00Z"}
     if legacy:
-        record = {**head, "chats": [{"uri": chat, "backendId": None,
-                                      "state": {**fields, "turns": [turn(n) for n in range(count)]}}]}
+        record = {
+            **head,
+            "chats": [{"uri": chat, "backendId": None, "state": {**fields, "turns": [turn(n) for n in range(count)]}}],
+        }
         (sessions / f"{name(uri)}.json").write_text(json.dumps(record))
         return uri, chat
     from ahpd.ports import journal
@@ -87,14 +113,18 @@ class Client:
     async def call(self, method: str, params: dict | None = None) -> dict:
         self.next_id += 1
         ident = self.next_id
-        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}}))
+        await self.ws.send_message(
+            json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}})
+        )
         while True:
             frame = json.loads(await self.ws.get_message())
             if frame.get("id") == ident:
                 return frame
 
     async def initialize(self, client_id: str) -> None:
-        await self.call("initialize", {"protocolVersions": ["1.0.0"], "clientId": client_id, "initialSubscriptions": []})
+        await self.call(
+            "initialize", {"protocolVersions": ["1.0.0"], "clientId": client_id, "initialSubscriptions": []}
+        )
 
 
 async def pinger(url: str, stalls: list[float], stop: trio.Event) -> None:
@@ -128,17 +158,31 @@ async def on_disk(path: Path, turn_id: str) -> None:
 
 
 async def one_turn(client: Client, chat: str, seq: int, turn_id: str) -> float:
-    action = {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": "2026-12-03T00:00:00Z",
-              "message": {"text": "hello", "origin": {"kind": "user"}}}
+    action = {
+        "type": "chat/turnStarted",
+        "turnId": turn_id,
+        "startedAt": "2026-12-03T00:00:00Z",
+        "message": {"text": "hello", "origin": {"kind": "user"}},
+    }
     start = time.perf_counter()
-    await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
-        "channel": chat, "clientSeq": seq, "action": action}}))
+    await client.ws.send_message(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "method": "dispatchAction",
+                "params": {"channel": chat, "clientSeq": seq, "action": action},
+            }
+        )
+    )
     with trio.fail_after(60):
         while True:
             frame = json.loads(await client.ws.get_message())
             done = (frame.get("params") or {}).get("action", {})
-            if frame.get("method") == "action" and frame["params"].get("channel") == chat \
-                    and done.get("type") in ("chat/turnComplete", "chat/error"):
+            if (
+                frame.get("method") == "action"
+                and frame["params"].get("channel") == chat
+                and done.get("type") in ("chat/turnComplete", "chat/error")
+            ):
                 assert done["type"] == "chat/turnComplete", done
                 return time.perf_counter() - start
 
@@ -152,12 +196,18 @@ async def main(turns: int, legacy: bool) -> None:
         short = write_session(data / "sessions", Path(tmp), 100, legacy)
         long_ = write_session(data / "sessions", Path(tmp), 10_000, legacy)
         size = sum(p.stat().st_size for p in (data / "sessions").rglob("*") if p.is_file())
-        print(f"wrote two sessions ({size / 1e6:.1f} MB, {'whole-record files' if legacy else 'journals'}) "
-              f"in {time.perf_counter() - began:.1f} s")
+        print(
+            f"wrote two sessions ({size / 1e6:.1f} MB, {'whole-record files' if legacy else 'journals'}) "
+            f"in {time.perf_counter() - began:.1f} s"
+        )
         env = {**os.environ, "CLAUDE_CONFIG_DIR": str(Path(tmp) / "claude"), "HOME": tmp}
         process = await trio.lowlevel.open_process(
             [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(data), "--sessions", "file"],
-            stdout=subprocess.PIPE, stderr=None, env=env, cwd=tmp)
+            stdout=subprocess.PIPE,
+            stderr=None,
+            env=env,
+            cwd=tmp,
+        )
         try:
             line = b""
             began = time.perf_counter()
@@ -167,7 +217,7 @@ async def main(turns: int, legacy: bool) -> None:
                     if not got:
                         raise SystemExit(f"the daemon ended before its ready line (exit {await process.wait()})")
                     line += got
-            url = line.decode()[len(READY):].strip()
+            url = line.decode()[len(READY) :].strip()
             print(f"daemon ready in {time.perf_counter() - began:.1f} s")
             async with open_websocket_url(url) as ws:
                 client = Client(ws)
@@ -209,15 +259,19 @@ async def main(turns: int, legacy: bool) -> None:
     print(f"\none turn ({turns} each, alternating), turnStarted -> turnComplete as the client sees it:")
     for label in times:
         t, s, d = times[label], sorted(stalls[label]), stored[label]
-        print(f"  {label:>12}: median {statistics.median(t) * 1e3:7.1f} ms, worst {max(t) * 1e3:7.1f} ms;"
-              f" until on disk: median {statistics.median(d) * 1e3:7.1f} ms, worst {max(d) * 1e3:7.1f} ms;\n"
-              f"{'':>16}"
-              f" ping round trip meanwhile p50 {s[len(s) // 2] * 1e3:.1f} ms, p99 {s[len(s) * 99 // 100] * 1e3:.1f} ms,"
-              f" longest {s[-1] * 1e3:.1f} ms (of {len(s)} pings)")
+        print(
+            f"  {label:>12}: median {statistics.median(t) * 1e3:7.1f} ms, worst {max(t) * 1e3:7.1f} ms;"
+            f" until on disk: median {statistics.median(d) * 1e3:7.1f} ms, worst {max(d) * 1e3:7.1f} ms;\n"
+            f"{'':>16}"
+            f" ping round trip meanwhile p50 {s[len(s) // 2] * 1e3:.1f} ms, p99 {s[len(s) * 99 // 100] * 1e3:.1f} ms,"
+            f" longest {s[-1] * 1e3:.1f} ms (of {len(s)} pings)"
+        )
     s = sorted(stalls["idle"])
-    print(f"  {'no turn':>12}: ping round trip p50 {s[len(s) // 2] * 1e3:.1f} ms,"
-          f" p99 {s[len(s) * 99 // 100] * 1e3:.1f} ms,"
-          f" longest {s[-1] * 1e3:.1f} ms (of {len(s)} pings): the machine's noise floor")
+    print(
+        f"  {'no turn':>12}: ping round trip p50 {s[len(s) // 2] * 1e3:.1f} ms,"
+        f" p99 {s[len(s) * 99 // 100] * 1e3:.1f} ms,"
+        f" longest {s[-1] * 1e3:.1f} ms (of {len(s)} pings): the machine's noise floor"
+    )
     with open("/proc/loadavg") as f:  # noqa: ASYNC230 - /proc: answered at once
         print(f"  load average at the end: {f.read().split()[0]}")
     ratio = statistics.median(stored["10,000 turns"]) / statistics.median(stored["100 turns"])

@@ -57,8 +57,23 @@ async def start_daemon(work: Path) -> tuple[trio.Process, str]:
     home.mkdir()
     env = {**os.environ, "HOME": str(home), "SHELL": "/bin/bash", "CLAUDE_CONFIG_DIR": str(work / "claude")}
     proc = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(work / "d"), "--sessions", "memory",
-         "--log-level", "warning"], stdout=subprocess.PIPE, env=env)
+        [
+            sys.executable,
+            "-m",
+            "ahpd",
+            "run",
+            "--port",
+            "0",
+            "--data-dir",
+            str(work / "d"),
+            "--sessions",
+            "memory",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        env=env,
+    )
     line = b""
     with trio.fail_after(60):
         while not line.endswith(b"\n"):
@@ -121,11 +136,14 @@ async def main(size: int, watchers: int) -> None:
             async def watch(i: int) -> None:
                 async with open_websocket_url(url, max_message_size=64 * MIB) as ws:
                     client = Client(ws)
-                    await client.call("initialize", {"channel": "ahp-root://", "protocolVersions": ["1.0.0"],
-                                                     "clientId": f"w{i}"})
+                    await client.call(
+                        "initialize", {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": f"w{i}"}
+                    )
                     if i == 0:
-                        reply = await client.call("createTerminal", {
-                            "channel": uri, "claim": {"kind": "client", "clientId": "w0"}, "cols": 120, "rows": 40})
+                        reply = await client.call(
+                            "createTerminal",
+                            {"channel": uri, "claim": {"kind": "client", "clientId": "w0"}, "cols": 120, "rows": 40},
+                        )
                         assert reply.get("result", 1) is None, reply
                         for other in ready[1:]:
                             other.set()
@@ -136,9 +154,19 @@ async def main(size: int, watchers: int) -> None:
                         await trio.sleep(1.0)  # the prompt is out, the watchers are subscribed
                         start_at[0] = time.perf_counter()
                         typed.set()
-                        await ws.send_message(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
-                            "channel": uri, "clientSeq": 1,
-                            "action": {"type": "terminal/input", "data": f"yes | head -c {size}\r"}}}))
+                        await ws.send_message(
+                            json.dumps(
+                                {
+                                    "jsonrpc": "2.0",
+                                    "method": "dispatchAction",
+                                    "params": {
+                                        "channel": uri,
+                                        "clientSeq": 1,
+                                        "action": {"type": "terminal/input", "data": f"yes | head -c {size}\r"},
+                                    },
+                                }
+                            )
+                        )
                     await typed.wait()
                     while True:
                         frame = json.loads(await ws.get_message())
@@ -164,14 +192,20 @@ async def main(size: int, watchers: int) -> None:
                         inner.start_soon(watch, i)
                 stop.set()
             each = [received[i] / (finished[i] - start_at[0]) / 1e6 for i in range(watchers)]
-            print(f"terminal_bench: {size / MIB:.0f} MiB of `yes` output, {watchers} watchers, "
-                  f"{os.cpu_count()} cores, python {sys.version.split()[0]}")
+            print(
+                f"terminal_bench: {size / MIB:.0f} MiB of `yes` output, {watchers} watchers, "
+                f"{os.cpu_count()} cores, python {sys.version.split()[0]}"
+            )
             print(f"  bare pty, cat of the same bytes:      {baseline:8.1f} MB/s")
-            print(f"  delivered to each watcher (median):   {statistics.median(each):8.1f} MB/s "
-                  f"(min {min(each):.1f}, max {max(each):.1f}); {statistics.median(each) / baseline:.2f} of the bare pty")
+            print(
+                f"  delivered to each watcher (median):   {statistics.median(each):8.1f} MB/s "
+                f"(min {min(each):.1f}, max {max(each):.1f}); {statistics.median(each) / baseline:.2f} of the bare pty"
+            )
             print(f"  delivered to all {watchers} together:          {sum(each):8.1f} MB/s")
-            print(f"  bytes received per watcher:           {min(received):,} .. {max(received):,} "
-                  f"(plus the echo and prompt)")
+            print(
+                f"  bytes received per watcher:           {min(received):,} .. {max(received):,} "
+                f"(plus the echo and prompt)"
+            )
             print(f"  ping, terminal quiet:                 {summary(quiet)}")
             print(f"  ping, while it floods:                {summary(busy)}")
         finally:

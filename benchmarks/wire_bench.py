@@ -38,12 +38,21 @@ def generate(path: str, megabytes: float) -> int:
     seq, req, n = 0, 0, 0
     target = int(megabytes * 2**20)
     with open(path, "w") as out:
+
         def line(direction: str, msg: dict) -> None:
             nonlocal n
             n += 1
-            out.write(capture_line(json.dumps(msg, separators=(",", ":")), direction, "1", transport="websocket",
-                                   client_id="bench", ts=f"2026-01-01T00:{n // 60000 % 60:02d}:"
-                                   f"{n // 1000 % 60:02d}.{n % 1000:03d}Z", trusted=True))
+            out.write(
+                capture_line(
+                    json.dumps(msg, separators=(",", ":")),
+                    direction,
+                    "1",
+                    transport="websocket",
+                    client_id="bench",
+                    ts=f"2026-01-01T00:{n // 60000 % 60:02d}:{n // 1000 % 60:02d}.{n % 1000:03d}Z",
+                    trusted=True,
+                )
+            )
 
         def act(action: dict, origin: dict | None = None) -> None:
             nonlocal seq, state
@@ -58,22 +67,43 @@ def generate(path: str, megabytes: float) -> int:
             nonlocal req
             req += 1
             line("c2s", {"jsonrpc": "2.0", "id": req, "method": "subscribe", "params": {"channel": chat}})
-            line("s2c", {"jsonrpc": "2.0", "id": req, "result": {
-                "snapshot": {"resource": chat, "state": state, "fromSeq": seq}}})
+            line(
+                "s2c",
+                {
+                    "jsonrpc": "2.0",
+                    "id": req,
+                    "result": {"snapshot": {"resource": chat, "state": state, "fromSeq": seq}},
+                },
+            )
 
         subscribe()
         turn = 0
         while out.tell() < target:
             turn += 1
             tid = f"turn-{turn}"
-            started = {"type": "chat/turnStarted", "turnId": tid, "startedAt": "2026-01-01T00:00:00.000Z",
-                       "message": {"text": f"question {turn}", "origin": {"kind": "user"}}}
-            line("c2s", {"jsonrpc": "2.0", "method": "dispatchAction",
-                         "params": {"channel": chat, "clientSeq": turn, "action": started}})
+            started = {
+                "type": "chat/turnStarted",
+                "turnId": tid,
+                "startedAt": "2026-01-01T00:00:00.000Z",
+                "message": {"text": f"question {turn}", "origin": {"kind": "user"}},
+            }
+            line(
+                "c2s",
+                {
+                    "jsonrpc": "2.0",
+                    "method": "dispatchAction",
+                    "params": {"channel": chat, "clientSeq": turn, "action": started},
+                },
+            )
             act(started, {"clientId": "bench", "clientSeq": turn})
             for kind, part in (("reasoning", "chat/reasoning"), ("markdown", "chat/delta")):
-                act({"type": "chat/responsePart", "turnId": tid, "part": {"kind": kind, "id": f"{kind}-{turn}",
-                                                                          "content": ""}})
+                act(
+                    {
+                        "type": "chat/responsePart",
+                        "turnId": tid,
+                        "part": {"kind": kind, "id": f"{kind}-{turn}", "content": ""},
+                    }
+                )
                 for i in range(40):
                     text = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(8)) + " "
                     act({"type": part, "turnId": tid, "partId": f"{kind}-{turn}", "content": text})

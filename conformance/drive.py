@@ -49,9 +49,13 @@ async def until(client: Rpc, kind: str, channel: str | None = None, **fields: An
         note = json.loads(await client.ws.get_message())
         client.notes.append(note)
         params = note.get("params") or {}
-        if note.get("method") == "action" and params["action"]["type"] == kind \
-                and (channel is None or params["channel"] == channel) and "rejectionReason" not in params \
-                and all(params["action"].get(key) == value for key, value in fields.items()):
+        if (
+            note.get("method") == "action"
+            and params["action"]["type"] == kind
+            and (channel is None or params["channel"] == channel)
+            and "rejectionReason" not in params
+            and all(params["action"].get(key) == value for key, value in fields.items())
+        ):
             found = params
             break
     await settle(client)
@@ -78,8 +82,12 @@ class Dispatcher:
 
 
 def turn(turn_id: str, text: str) -> dict[str, Any]:
-    return {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": "2026-12-02T00:00:00Z",
-            "message": {"text": text, "origin": {"kind": "user"}}}
+    return {
+        "type": "chat/turnStarted",
+        "turnId": turn_id,
+        "startedAt": "2026-12-02T00:00:00Z",
+        "message": {"text": text, "origin": {"kind": "user"}},
+    }
 
 
 async def drive(url: str, work: Path) -> dict[str, Any]:
@@ -91,11 +99,22 @@ async def drive(url: str, work: Path) -> dict[str, Any]:
         await alice.initialize("alice")
         await settle(alice, bob)
         await call(alice, "listSessions", {"channel": ROOT})
-        await call(alice, "resolveSessionConfig", {"channel": ROOT, "provider": "demo", "workingDirectory": work.as_uri()})
+        await call(
+            alice, "resolveSessionConfig", {"channel": ROOT, "provider": "demo", "workingDirectory": work.as_uri()}
+        )
         await call(alice, "sessionConfigCompletions", {"channel": ROOT, "property": "branch", "query": ""})
-        assert (await call(alice, "createSession", {
-            "channel": SESSION, "workingDirectories": [work.as_uri()], "progressToken": "create-1",
-        }, bob))["result"] is None
+        assert (
+            await call(
+                alice,
+                "createSession",
+                {
+                    "channel": SESSION,
+                    "workingDirectories": [work.as_uri()],
+                    "progressToken": "create-1",
+                },
+                bob,
+            )
+        )["result"] is None
         session = (await call(alice, "subscribe", {"channel": SESSION}))["result"]["snapshot"]["state"]
         chat = session["defaultChat"]
         await call(alice, "subscribe", {"channel": chat})
@@ -113,8 +132,16 @@ async def drive(url: str, work: Path) -> dict[str, Any]:
         await send(chat, turn("turn-2", "please use a tool with permission"))
         asked = await until(alice, "session/inputNeededSet", SESSION)
         call_id = asked["action"]["request"]["toolCall"]["toolCallId"]
-        await send(chat, {"type": "chat/toolCallConfirmed", "turnId": "turn-2", "toolCallId": call_id,
-                          "approved": True, "confirmed": "user-action"})
+        await send(
+            chat,
+            {
+                "type": "chat/toolCallConfirmed",
+                "turnId": "turn-2",
+                "toolCallId": call_id,
+                "approved": True,
+                "confirmed": "user-action",
+            },
+        )
         await until(alice, "chat/turnComplete", chat)
         # Cancelled while it runs: the agent has said it will reply slowly and
         # pauses before the first chunk (an hour, in the conformance daemon).
@@ -123,30 +150,37 @@ async def drive(url: str, work: Path) -> dict[str, Any]:
         await send(chat, {"type": "chat/turnCancelled", "turnId": "turn-3", "duration": 5})
         await until(alice, "chat/turnCancelled", chat)
         seen["turn-3 endings"] = [
-            n["params"]["action"]["type"] for n in alice.notes if n.get("method") == "action"
+            n["params"]["action"]["type"]
+            for n in alice.notes
+            if n.get("method") == "action"
             and n["params"]["action"].get("turnId") == "turn-3"
-            and n["params"]["action"]["type"] in ("chat/turnComplete", "chat/turnCancelled", "chat/error")]
+            and n["params"]["action"]["type"] in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
+        ]
         await send(chat, turn("turn-4", "now fail"))
         await until(alice, "chat/error", chat)
         await send(chat, turn("turn-5", "show me a plan"))
         await until(alice, "chat/turnComplete", chat)
         await send(chat, turn("turn-6", "ask me something"))
         question = await until(alice, "chat/inputRequested", chat)
-        await send(chat, {"type": "chat/inputCompleted", "requestId": question["action"]["request"]["id"],
-                          "response": "accept"})
+        await send(
+            chat,
+            {"type": "chat/inputCompleted", "requestId": question["action"]["request"]["id"], "response": "accept"},
+        )
         await until(alice, "chat/turnComplete", chat)
         await settle(alice, bob)
 
         # A refusal goes to its sender and nobody else.
-        await send(chat, {"type": "chat/toolCallResultConfirmed", "turnId": "turn-2", "toolCallId": call_id,
-                          "approved": True})
+        await send(
+            chat, {"type": "chat/toolCallResultConfirmed", "turnId": "turn-2", "toolCallId": call_id, "approved": True}
+        )
         await settle(alice, bob)
         seen["refusals"] = [n for n in alice.notes if "rejectionReason" in (n.get("params") or {})]
         seen["bob refusals"] = [n for n in bob.notes if "rejectionReason" in (n.get("params") or {})]
 
         await call(alice, "completions", {"channel": chat, "kind": "userMessage", "text": "/he", "offset": 3})
-        await call(alice, "completions", {"channel": chat, "kind": "userMessage", "text": "look at @main",
-                                          "offset": 13})
+        await call(
+            alice, "completions", {"channel": chat, "kind": "userMessage", "text": "look at @main", "offset": 13}
+        )
         await call(alice, "createChat", {"channel": SESSION, "chat": SIDE_CHAT}, bob)
         await call(alice, "subscribe", {"channel": SIDE_CHAT})
         await send(SIDE_CHAT, turn("turn-7", "hello from the side"))
@@ -162,6 +196,7 @@ async def drive(url: str, work: Path) -> dict[str, Any]:
         await settle(alice, bob)
 
         from .resources import resource_steps  # here: it builds on this module's helpers
+
         await resource_steps(alice, bob, work)
 
         # Every channel each client still watches, fresh: wire-check compares
@@ -170,15 +205,22 @@ async def drive(url: str, work: Path) -> dict[str, Any]:
             for channel in channels:
                 await call(client, "subscribe", {"channel": channel})
         seen["alice last serverSeq"] = max(
-            (n["params"]["serverSeq"] for n in alice.notes if n.get("method") == "action"), default=0)
+            (n["params"]["serverSeq"] for n in alice.notes if n.get("method") == "action"), default=0
+        )
         seen["chat"] = chat
 
     # The same client again, on a new connection, picking up where it left off.
     async with rpc(url) as again:
-        reply = await call(again, "reconnect", {
-            "channel": ROOT, "clientId": "alice", "lastSeenServerSeq": seen["alice last serverSeq"],
-            "subscriptions": [ROOT, SESSION, seen["chat"]],
-        })
+        reply = await call(
+            again,
+            "reconnect",
+            {
+                "channel": ROOT,
+                "clientId": "alice",
+                "lastSeenServerSeq": seen["alice last serverSeq"],
+                "subscriptions": [ROOT, SESSION, seen["chat"]],
+            },
+        )
         seen["reconnect"] = reply["result"]["type"]
         await settle(again)
         assert (await call(again, "disposeSession", {"channel": SESSION}))["result"] is None

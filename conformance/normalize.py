@@ -44,7 +44,7 @@ class Normalizer:
                 "time": "2026-01-01T00:00:00.000Z",
                 "uuid": f"00000000-0000-4000-8000-{n:012d}",
                 "etag": f"{n:x}-0-0-0",
-                "hex": f"{n:032x}"[-len(value):],
+                "hex": f"{n:032x}"[-len(value) :],
                 "turn": f"turn-{n:012d}",
             }[kind]
         return table[value]
@@ -83,12 +83,17 @@ def normalize(capture: str, tmp: Path) -> str:
         for record in records:
             log = record.pop("_ahpLog")
             at = _EPOCH + dt.timedelta(milliseconds=len(lines))
-            stable_log = {"ts": at.isoformat(timespec="milliseconds").replace("+00:00", "Z"), "dir": log["dir"],
-                          "connectionId": str(number), "transport": log["transport"]}
+            stable_log = {
+                "ts": at.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "dir": log["dir"],
+                "connectionId": str(number),
+                "transport": log["transport"],
+            }
             if "clientId" in log:
                 stable_log["clientId"] = log["clientId"]
             if "event" in log:  # a connection's close
                 stable_log["event"] = log["event"]
-            lines.append(json.dumps({**norm.value(record), "_ahpLog": stable_log}, ensure_ascii=False,
-                                    separators=(",", ":")))
+            lines.append(
+                json.dumps({**norm.value(record), "_ahpLog": stable_log}, ensure_ascii=False, separators=(",", ":"))
+            )
     return "\n".join(lines) + "\n"

@@ -81,13 +81,11 @@ async def resource_steps(alice: Rpc, bob: Rpc, work: Path) -> None:
     await do("resourceMkdir", uri=f("deep/er"))
     await do("resourceWrite", uri=f("notes.txt"), data="alpha\nbeta\n", encoding="utf-8", createOnly=True)
     await do("resourceWrite", uri=f("notes.txt"), data="gamma\n", encoding="utf-8", mode="append")
-    await do("resourceWrite", uri=f("blob.bin"), data=base64.b64encode(b"\x00\x01ahp\xff").decode(),
-             encoding="base64")
+    await do("resourceWrite", uri=f("blob.bin"), data=base64.b64encode(b"\x00\x01ahp\xff").decode(), encoding="base64")
     await do("resourceWrite", -32010, uri=f("notes.txt"), data="again", encoding="utf-8", createOnly=True)
     info = (await do("resourceResolve", uri=f("notes.txt")))["result"]
     assert info["type"] == "file" and info["size"] == len("alpha\nbeta\ngamma\n")
-    await do("resourceWrite", uri=f("notes.txt"), data="delta\n", encoding="utf-8", mode="append",
-             ifMatch=info["etag"])
+    await do("resourceWrite", uri=f("notes.txt"), data="delta\n", encoding="utf-8", mode="append", ifMatch=info["etag"])
     await do("resourceWrite", -32011, uri=f("notes.txt"), data="late", encoding="utf-8", ifMatch=info["etag"])
     text = (await do("resourceRead", uri=f("notes.txt")))["result"]
     assert text == {"data": "alpha\nbeta\ngamma\ndelta\n", "encoding": "utf-8", "contentType": "text/plain"}

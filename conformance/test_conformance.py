@@ -31,8 +31,16 @@ async def test_the_wire_of_every_command_and_action(tmp_path: Path) -> None:
     (work / "src" / "main.py").write_text("print('hi')\n")
     capture = tmp_path / "wire.jsonl"
     data = tmp_path / "d"
-    async with running_daemon(data, "--sessions", "memory", "--wire", str(capture),
-                              "--config", str(slow_demo_config(tmp_path, data)), env=demo_only(tmp_path)) as daemon:
+    async with running_daemon(
+        data,
+        "--sessions",
+        "memory",
+        "--wire",
+        str(capture),
+        "--config",
+        str(slow_demo_config(tmp_path, data)),
+        env=demo_only(tmp_path),
+    ) as daemon:
         seen = await drive(daemon.url, work)
         daemon.terminate()
         assert await daemon.wait() == 0

@@ -31,16 +31,24 @@ def published_schemas() -> Path:
 def copy_repository(dest: Path) -> Path:
     """Copy what a clone of this checkout holds (tracked files plus new, unignored ones) to ``dest``."""
     if (ROOT / ".git").exists():
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=ROOT, capture_output=True, check=True,
-        ).stdout.decode().split("\0")
+        listed = (
+            subprocess.run(
+                ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                cwd=ROOT,
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
         names = [name for name in listed if name and (ROOT / name).is_file()]
     else:
         left_out = {".venv", ".git", "__pycache__", ".pytest_cache", ".hypothesis", "build", "dist"}
         names = [
-            str(path.relative_to(ROOT)) for path in ROOT.rglob("*")
-            if path.is_file() and not left_out.intersection(path.relative_to(ROOT).parts)
+            str(path.relative_to(ROOT))
+            for path in ROOT.rglob("*")
+            if path.is_file()
+            and not left_out.intersection(path.relative_to(ROOT).parts)
             and not any(part.endswith(".egg-info") for part in path.relative_to(ROOT).parts)
         ]
     for name in names:

@@ -15,10 +15,16 @@ def git_env(home: Path) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     config = home / ".gitconfig"
     if not config.exists():
-        config.write_text("[user]\n\tname = Test Person\n\temail = test@example.invalid\n"
-                          "[init]\n\tdefaultBranch = main\n")
-    return {**os.environ, "HOME": str(home), "GIT_CONFIG_GLOBAL": str(config), "GIT_CONFIG_NOSYSTEM": "1",
-            "XDG_CONFIG_HOME": str(home / ".config")}
+        config.write_text(
+            "[user]\n\tname = Test Person\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n"
+        )
+    return {
+        **os.environ,
+        "HOME": str(home),
+        "GIT_CONFIG_GLOBAL": str(config),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "XDG_CONFIG_HOME": str(home / ".config"),
+    }
 
 
 def git(repo: Path, *args: str, home: Path | None = None) -> str:
@@ -51,10 +57,17 @@ def porcelain(repo: Path) -> list[str]:
 def mixed_repo(path: Path) -> Path:
     """A repository with every kind of change: a rename, a delete, an
     untracked file, a staged-and-remodified file and a nested folder."""
-    make_repo(path, {
-        "README.md": "hello\n", "old.txt": "a file that moves\n" * 5, "gone.txt": "bye\n",
-        "both.txt": "one\n", "src/pkg/mod.py": "x = 1\n", "keep.txt": "kept\n",
-    })
+    make_repo(
+        path,
+        {
+            "README.md": "hello\n",
+            "old.txt": "a file that moves\n" * 5,
+            "gone.txt": "bye\n",
+            "both.txt": "one\n",
+            "src/pkg/mod.py": "x = 1\n",
+            "keep.txt": "kept\n",
+        },
+    )
     git(path, "mv", "old.txt", "new.txt")
     (path / "gone.txt").unlink()
     (path / "fresh.txt").write_text("new\n")

@@ -25,17 +25,26 @@ def test_a_child_process_inherits_the_temporary_home_and_a_quiet_claude() -> Non
     names = ["HOME", "CLAUDE_CONFIG_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", *CLAUDE_QUIET]
     run = subprocess.run(
         [sys.executable, "-c", f"import json, os; print(json.dumps({{n: os.environ.get(n) for n in {names!r}}}))"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     seen = json.loads(run.stdout)
     assert seen["HOME"] == os.environ["HOME"] and Path(seen["HOME"]) != home_guard.SESSION.real_home
     # Unset: the CLI's config and every XDG place default under the temporary HOME.
-    assert seen["CLAUDE_CONFIG_DIR"] is seen["XDG_STATE_HOME"] is seen["XDG_CONFIG_HOME"] is seen["XDG_CACHE_HOME"] is None
+    assert (
+        seen["CLAUDE_CONFIG_DIR"] is seen["XDG_STATE_HOME"] is seen["XDG_CONFIG_HOME"] is seen["XDG_CACHE_HOME"] is None
+    )
     assert all(seen[name] == "1" for name in CLAUDE_QUIET)
 
 
 def test_isolate_drops_a_users_claude_config_dir(tmp_path: Path) -> None:
-    env = {"HOME": "/home/someone", "CLAUDE_CONFIG_DIR": "/home/someone/.claude", "XDG_STATE_HOME": "/x", "PATH": "/bin"}
+    env = {
+        "HOME": "/home/someone",
+        "CLAUDE_CONFIG_DIR": "/home/someone/.claude",
+        "XDG_STATE_HOME": "/x",
+        "PATH": "/bin",
+    }
     home_guard.isolate(env, tmp_path)
     assert env == {"HOME": str(tmp_path), "PATH": "/bin", **CLAUDE_QUIET}
 
@@ -65,7 +74,8 @@ def test_the_guard_catches_writes_to_ahpds_places(tmp_path: Path) -> None:
     (tmp_path / ".config/systemd/user").mkdir(parents=True)
     (tmp_path / ".config/systemd/user/ahpd.service").write_text("[Unit]\n")
     assert guard.writes() == [
-        str(tmp_path / rel) for rel in (
+        str(tmp_path / rel)
+        for rel in (
             ".config/systemd/user/ahpd.service",
             ".local/state/ahpd/ahpd.json",
             ".local/state/ahpd/demo-agent",
@@ -133,15 +143,26 @@ def test_a_write_under_the_real_home_fails_the_run(tmp_path: Path) -> None:
     real = tmp_path / "real-home"
     real.mkdir()
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-         "--basetemp", str(tmp_path / "inner-tmp"), "tests/test_leak.py"],
-        cwd=tree, env={**os.environ, "HOME": str(real), "PYTHONPATH": str(tree)},
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--basetemp",
+            str(tmp_path / "inner-tmp"),
+            "tests/test_leak.py",
+        ],
+        cwd=tree,
+        env={**os.environ, "HOME": str(real), "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     out = run.stdout + run.stderr
     assert run.returncode == 1, out
     assert "2 passed" in out, out
-    section = out[out.index("the suite wrote under the real HOME"):]
+    section = out[out.index("the suite wrote under the real HOME") :]
     assert str(real / ".local/state/ahpd") in section and str(real / ".local/state/ahpd/token") in section, out
     assert ".claude.json" not in section, out  # the temporary HOME is the suite's to write
     assert not (real / ".claude.json").exists()

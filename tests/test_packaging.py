@@ -71,8 +71,20 @@ def test_the_wheel_carries_the_man_page_and_the_licence(tmp_path: Path) -> None:
     # Built from a copy: building in place leaves build/ and egg-info behind.
     source = copy_repository(tmp_path / "source")
     run = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path / "dist"), str(source)],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--wheel-dir",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     [wheel] = (tmp_path / "dist").glob("ahpd-*.whl")

@@ -27,9 +27,25 @@ def test_a_plain_clone_collects_everything_and_says_what_it_skips(tmp_path: Path
     # and run the tests that depend on the published schemas.
     env = {**os.environ, "PYTHONPATH": str(clone)}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs", "-n", "0",
-         "--basetemp", str(tmp_path / "inner-tmp"), "-k", SHARED_DEPENDENT],
-        cwd=clone, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            "-n",
+            "0",
+            "--basetemp",
+            str(tmp_path / "inner-tmp"),
+            "-k",
+            SHARED_DEPENDENT,
+        ],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     out = run.stdout + run.stderr
     assert run.returncode == 0, out

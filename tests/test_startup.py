@@ -11,8 +11,19 @@ import sys
 
 #: Modules, and packages with everything under them, that only run, stdio, doctor, schema and
 #: wire-check need.
-HEAVY = ("ahpd.daemon", "ahpd.host", "ahpd.backends", "ahpd.demo_agent", "ahpd.state", "ahpd.transport",
-         "ahpd.protocol.model", "ahpd.doctor", "ahpd.wire", "ahpd.ports.users", "argon2")
+HEAVY = (
+    "ahpd.daemon",
+    "ahpd.host",
+    "ahpd.backends",
+    "ahpd.demo_agent",
+    "ahpd.state",
+    "ahpd.transport",
+    "ahpd.protocol.model",
+    "ahpd.doctor",
+    "ahpd.wire",
+    "ahpd.ports.users",
+    "argon2",
+)
 
 
 def _loaded(code: str) -> list[str]:
@@ -24,12 +35,15 @@ def _loaded(code: str) -> list[str]:
 
 
 def test_help_loads_neither_the_daemon_nor_the_host() -> None:
-    assert _loaded(
-        "import contextlib, io\n"
-        "from ahpd.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-        "    main(['--help'])"
-    ) == []
+    assert (
+        _loaded(
+            "import contextlib, io\n"
+            "from ahpd.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    main(['--help'])"
+        )
+        == []
+    )
 
 
 def test_the_chat_client_loads_neither_the_daemon_nor_the_host() -> None:

@@ -29,12 +29,18 @@ def _frames(task: trio.lowlevel.Task) -> Iterator[Any]:
     """The frames ``task`` is suspended in, outermost first (its await chain)."""
     awaited: Any = task.coro
     while awaited is not None:
-        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None) \
+        frame = (
+            getattr(awaited, "cr_frame", None)
+            or getattr(awaited, "gi_frame", None)
             or getattr(awaited, "ag_frame", None)
+        )
         if frame is not None:
             yield frame
-        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None) \
+        awaited = (
+            getattr(awaited, "cr_await", None)
+            or getattr(awaited, "gi_yieldfrom", None)
             or getattr(awaited, "ag_await", None)
+        )
 
 
 def _tasks() -> list[trio.lowlevel.Task]:
@@ -100,8 +106,12 @@ async def tasks_ended(*owners: object) -> None:
     ids = {id(owner) for owner in owners}
 
     def idle() -> bool:
-        return not any(id(frame.f_locals.get("self")) in ids for task in _tasks() for frame in _frames(task)
-                       if "self" in frame.f_code.co_varnames)
+        return not any(
+            id(frame.f_locals.get("self")) in ids
+            for task in _tasks()
+            for frame in _frames(task)
+            if "self" in frame.f_code.co_varnames
+        )
 
     await until_tasks_exit(idle)
 

@@ -59,18 +59,30 @@ ERRATA: dict[tuple[str, str], dict[str, Any]] = {
 # Names for numeric enumerations, from the protocol's TypeScript types.
 NUMERIC_ENUM_NAMES: dict[str, dict[int, str]] = {
     "SessionStatus": {
-        1: "Idle", 2: "Error", 8: "InProgress", 24: "InputNeeded",
-        32: "IsRead", 64: "IsArchived",
+        1: "Idle",
+        2: "Error",
+        8: "InProgress",
+        24: "InputNeeded",
+        32: "IsRead",
+        64: "IsArchived",
     },
     "JsonRpcErrorCode": {
-        -32700: "ParseError", -32600: "InvalidRequest", -32601: "MethodNotFound",
-        -32602: "InvalidParams", -32603: "InternalError",
+        -32700: "ParseError",
+        -32600: "InvalidRequest",
+        -32601: "MethodNotFound",
+        -32602: "InvalidParams",
+        -32603: "InternalError",
     },
     "AhpErrorCode": {
-        -32001: "SessionNotFound", -32002: "ProviderNotFound",
-        -32003: "SessionAlreadyExists", -32004: "TurnInProgress",
-        -32005: "UnsupportedProtocolVersion", -32007: "AuthRequired",
-        -32008: "NotFound", -32009: "PermissionDenied", -32010: "AlreadyExists",
+        -32001: "SessionNotFound",
+        -32002: "ProviderNotFound",
+        -32003: "SessionAlreadyExists",
+        -32004: "TurnInProgress",
+        -32005: "UnsupportedProtocolVersion",
+        -32007: "AuthRequired",
+        -32008: "NotFound",
+        -32009: "PermissionDenied",
+        -32010: "AlreadyExists",
         -32011: "Conflict",
     },
 }
@@ -98,18 +110,33 @@ NOTIFICATION_METHODS = {
 CLIENT_NOTIFICATIONS = {"unsubscribe": "UnsubscribeParams", "dispatchAction": "DispatchActionParams"}
 # Commands a host may also send to a client (the symmetric resource family).
 SERVER_COMMANDS = (
-    "resourceRead", "resourceWrite", "resourceList", "resourceCopy", "resourceDelete",
-    "resourceMove", "resourceResolve", "resourceMkdir", "resourceRequest",
+    "resourceRead",
+    "resourceWrite",
+    "resourceList",
+    "resourceCopy",
+    "resourceDelete",
+    "resourceMove",
+    "resourceResolve",
+    "resourceMkdir",
+    "resourceRequest",
     "createResourceWatch",
 )
 # Params definitions that are not commands of their own.
 NOT_COMMAND_PARAMS = {"BaseParams", "PaginatedParams"}
 # Newer than AHP 1.0.0: modelled, not served.
 EXPERIMENTAL = (
-    "channelDeliveryResume", "createTcpConnection",
-    "channel/frame", "channel/credit", "channel/ready", "channel/reset", "channel/snapshot",
-    "tcp/data", "tcp/eof",
-    "chat/canvasesChanged", "chat/changesetsChanged", "canvas/stateChanged",
+    "channelDeliveryResume",
+    "createTcpConnection",
+    "channel/frame",
+    "channel/credit",
+    "channel/ready",
+    "channel/reset",
+    "channel/snapshot",
+    "tcp/data",
+    "tcp/eof",
+    "chat/canvasesChanged",
+    "chat/changesetsChanged",
+    "canvas/stateChanged",
 )
 
 HEADER = '''\
@@ -268,11 +295,7 @@ class Generator:
             sub = ERRATA.get((name, prop), sub)
             if not prop.isidentifier() or keyword.iskeyword(prop):
                 raise ValueError(f"{name}.{prop}: not a Python identifier")
-            constraints = {
-                k: sub[k]
-                for k in ("minimum", "maximum", "minLength", "minItems", "maxItems")
-                if k in sub
-            }
+            constraints = {k: sub[k] for k in ("minimum", "maximum", "minLength", "minItems", "maxItems") if k in sub}
             meta = f", schema={constraints!r}" if constraints else ""
             if "const" in sub:
                 fields.append(f"    {prop}: Literal[{sub['const']!r}] = _b.const({sub['const']!r})")
@@ -347,7 +370,8 @@ class Generator:
                 raise KeyError(f"notification params {params} missing from the schema")
             notifications[method] = params
         unknown = {
-            n for n, f in self.family.items()
+            n
+            for n, f in self.family.items()
             if f == "notifications" and n.endswith("Params") and n not in NOTIFICATION_METHODS
         }
         if unknown:
@@ -402,26 +426,29 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         # The published schemas are upstream's text and live beside the
         # repository, never in it: say where they were looked for.
-        parser.error(f"no AHP schemas in {args.schema_dir} (missing {', '.join(missing)}); "
-                     "pass --schema-dir DIR")
+        parser.error(f"no AHP schemas in {args.schema_dir} (missing {', '.join(missing)}); pass --schema-dir DIR")
     gen = Generator(args.schema_dir)
     text = gen.render()
     if args.check:
         current = args.output.read_text() if args.output.exists() else ""
         if current != text:
             diff = difflib.unified_diff(
-                current.splitlines(True), text.splitlines(True),
-                str(args.output), "regenerated", n=1,
+                current.splitlines(True),
+                text.splitlines(True),
+                str(args.output),
+                "regenerated",
+                n=1,
             )
             sys.stdout.writelines(list(diff)[:80])
             print(f"\n{args.output} is stale: run python tools/gen_protocol.py", file=sys.stderr)
             return 1
-        print(f"{args.output.name} matches the schema ({gen.class_count} classes, "
-              f"{gen.enum_count} enums, {gen.alias_count} aliases)")
+        print(
+            f"{args.output.name} matches the schema ({gen.class_count} classes, "
+            f"{gen.enum_count} enums, {gen.alias_count} aliases)"
+        )
         return 0
     args.output.write_text(text)
-    print(f"wrote {args.output} ({gen.class_count} classes, {gen.enum_count} enums, "
-          f"{gen.alias_count} aliases)")
+    print(f"wrote {args.output} ({gen.class_count} classes, {gen.enum_count} enums, {gen.alias_count} aliases)")
     return 0
 
 

@@ -78,12 +78,18 @@ async def main(args: argparse.Namespace, task_status: trio.TaskStatus[int] = tri
     host, _, port = args.listen.rpartition(":")
     with CaptureFile(args.wire, transport="websocket") as capture:
         async with trio.open_nursery() as nursery:
-            server = await nursery.start(lambda task_status: serve_websocket(
-                lambda request: proxy(request, args.upstream, capture), host or "127.0.0.1", int(port), None,
-                max_message_size=MAX_MESSAGE, task_status=task_status))
+            server = await nursery.start(
+                lambda task_status: serve_websocket(
+                    lambda request: proxy(request, args.upstream, capture),
+                    host or "127.0.0.1",
+                    int(port),
+                    None,
+                    max_message_size=MAX_MESSAGE,
+                    task_status=task_status,
+                )
+            )
             listening = server.port
-            print(f"tee ready: ws://{host or '127.0.0.1'}:{listening}/ -> {urlsplit(args.upstream).netloc}",
-                  flush=True)
+            print(f"tee ready: ws://{host or '127.0.0.1'}:{listening}/ -> {urlsplit(args.upstream).netloc}", flush=True)
             task_status.started(listening)
 
 
@@ -91,8 +97,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", required=True, help="the host's ws:// URL")
     parser.add_argument("--wire", required=True, type=Path, help="the capture file to append to")
-    parser.add_argument("--listen", default="127.0.0.1:8766", help="HOST:PORT to accept clients on "
-                        "(port 0 picks a free one; default %(default)s)")
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:8766",
+        help="HOST:PORT to accept clients on (port 0 picks a free one; default %(default)s)",
+    )
     return parser.parse_args(argv)
 
 

@@ -90,11 +90,19 @@ def _acp(name: str, entry: Mapping[str, Any]) -> AcpBackend:
     if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise ConfigError(f"[agents.{name}] env must be a table of strings")
     for key in sorted(set(entry) - AGENT_KEYS):
-        log.warning("config: [agents.%s] %s is not a key ahpd knows; ignored (known: %s)",
-                    name, key, ", ".join(sorted(AGENT_KEYS)))
+        log.warning(
+            "config: [agents.%s] %s is not a key ahpd knows; ignored (known: %s)",
+            name,
+            key,
+            ", ".join(sorted(AGENT_KEYS)),
+        )
     return AcpBackend(
-        provider=name, command=command, args=args, env=env,
-        display_name=entry.get("displayName") or name, description=entry.get("description"),
+        provider=name,
+        command=command,
+        args=args,
+        env=env,
+        display_name=entry.get("displayName") or name,
+        description=entry.get("description"),
     )
 
 
@@ -118,8 +126,11 @@ def build_backends(config: Mapping[str, Any], cli_agents: Iterable[str], data_di
         configured[name] = _acp(name, {"command": argv[0], "args": argv[1:]})
     missing = [name for name, backend in configured.items() if not command_found(backend.command)]
     for name in missing:
-        log.warning("agent %s: command %r is not found or not executable; offered, but not as the "
-                    "default provider", name, configured[name].command)
+        log.warning(
+            "agent %s: command %r is not found or not executable; offered, but not as the default provider",
+            name,
+            configured[name].command,
+        )
     backends: dict[str, Backend] = dict(configured)
     backends.setdefault(DEMO, _demo(data_dir))
     if "claude" not in backends and (claude := _claude()) is not None:

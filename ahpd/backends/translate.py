@@ -125,8 +125,11 @@ def subagent_content(meta: dict[str, Any], title: str) -> dict[str, Any] | None:
     ``ToolResultSubagentContent``), from the call's subagent ``_meta``."""
     if not meta.get("subagentChatUri"):
         return None
-    block: dict[str, Any] = {"type": "subagent", "resource": meta["subagentChatUri"],
-                             "title": meta.get("subagentDescription") or title}
+    block: dict[str, Any] = {
+        "type": "subagent",
+        "resource": meta["subagentChatUri"],
+        "title": meta.get("subagentDescription") or title,
+    }
     if meta.get("subagentAgentName"):
         block["agentName"] = meta["subagentAgentName"]
     if meta.get("subagentDescription"):
@@ -161,8 +164,14 @@ def _result_content(blocks: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             terminal_id = str(block.get("terminalId", ""))
             if terminal_id.startswith(HOST_TERMINAL):
                 # One of the host's terminals: a reference a client can subscribe to.
-                out.append({"type": "terminal", "resource": terminal_id, "title": block.get("title") or terminal_id,
-                            "isPty": True})
+                out.append(
+                    {
+                        "type": "terminal",
+                        "resource": terminal_id,
+                        "title": block.get("title") or terminal_id,
+                        "isPty": True,
+                    }
+                )
             else:
                 out.append({"type": "text", "text": f"terminal {terminal_id}"})
     return out
@@ -234,8 +243,13 @@ class TurnTranslator:
         name = tool_name(update)
         contributor = _contributor(update)
         hint = _TOOL_KIND.get(update.get("kind") or "")
-        tool = self.tools[call_id] = _Tool(name=name, title=title, raw_input=update.get("rawInput"),
-                                           contributor=contributor, meta={"toolKind": hint} if hint else {})
+        tool = self.tools[call_id] = _Tool(
+            name=name,
+            title=title,
+            raw_input=update.get("rawInput"),
+            contributor=contributor,
+            meta={"toolKind": hint} if hint else {},
+        )
         self._subagent(call_id)
         self._open = None
         start = self._action("chat/toolCallStart", toolCallId=call_id, toolName=name, displayName=title)
@@ -339,8 +353,14 @@ class TurnTranslator:
         if tool is None or tool.status != "running" or not isinstance(line, str) or line == tool.progress:
             return []
         tool.progress = line
-        return [self._action("chat/toolCallContentChanged", toolCallId=call_id, content=_result_content(tool.content),
-                             _meta={**tool.meta, "progressMessage": line})]
+        return [
+            self._action(
+                "chat/toolCallContentChanged",
+                toolCallId=call_id,
+                content=_result_content(tool.content),
+                _meta={**tool.meta, "progressMessage": line},
+            )
+        ]
 
     def _tool_call(self, update: dict[str, Any]) -> list[dict[str, Any]]:
         call_id = update["toolCallId"]

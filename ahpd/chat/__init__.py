@@ -26,7 +26,8 @@ from ahpd.ops.paths import default_data_dir
 
 def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "chat", help="talk to an agent through the running daemon",
+        "chat",
+        help="talk to an agent through the running daemon",
         description="Talk to an agent through the running ahpd, in the session last used in this folder "
         "(--new for a fresh one, --session to pick one, --list to see them). The reply streams as "
         "Markdown; you are asked before a tool runs and whenever the agent asks a question. With "
@@ -36,8 +37,13 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("message", nargs="*", metavar="MESSAGE", help="send this and exit")
     p.add_argument("--url", help="the daemon's ws:// URL with its token (default: from ahpd.json)")
-    p.add_argument("--data-dir", type=Path, default=default_data_dir(), metavar="DIR",
-                   help="find the daemon through DIR/ahpd.json (default: %(default)s)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=default_data_dir(),
+        metavar="DIR",
+        help="find the daemon through DIR/ahpd.json (default: %(default)s)",
+    )
     p.add_argument("--provider", help="the agent to talk to (default: the daemon's first)")
     p.add_argument("--cwd", default=".", metavar="DIR", help="the session's folder (default: here)")
     which = p.add_mutually_exclusive_group()

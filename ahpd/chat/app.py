@@ -68,8 +68,9 @@ async def _talk(conn: Connection, screen: Screen, args: argparse.Namespace, inte
             print(row_line(row), flush=True)  # tab-separated, for people and for cut(1)
         return 0
     cwd = Path(args.cwd).resolve()  # noqa: ASYNC240 - once, before the chat starts: not worth a thread
-    uri, created = await choose(conn, data_dir=args.data_dir, cwd=cwd, provider=args.provider,
-                                session=args.session, new=args.new)
+    uri, created = await choose(
+        conn, data_dir=args.data_dir, cwd=cwd, provider=args.provider, session=args.session, new=args.new
+    )
     state = (await conn.call("subscribe", {"channel": uri}))["snapshot"]["state"]
     channel = state.get("defaultChat") or (state.get("chats") or [{}])[0].get("resource")
     if not channel:

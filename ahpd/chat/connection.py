@@ -73,9 +73,17 @@ class Connection:
         return reply.get("result")
 
     async def dispatch(self, channel: str, action: dict[str, Any]) -> None:
-        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": {
-            "channel": channel, "clientSeq": next(self._seq), "action": action}}))
+        await self.ws.send_message(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "dispatchAction",
+                    "params": {"channel": channel, "clientSeq": next(self._seq), "action": action},
+                }
+            )
+        )
 
     async def initialize(self) -> None:
-        await self.call("initialize", {"channel": ROOT, "protocolVersions": PROTOCOL_VERSIONS,
-                                       "clientId": self.client_id})
+        await self.call(
+            "initialize", {"channel": ROOT, "protocolVersions": PROTOCOL_VERSIONS, "clientId": self.client_id}
+        )

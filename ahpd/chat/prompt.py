@@ -106,7 +106,7 @@ class Prompter:
                 return None
             picked: list[str] = []
             typed: list[str] = []
-            for token in (reply.split(",") if many else [reply]):
+            for token in reply.split(",") if many else [reply]:
                 token = token.strip()
                 if token.isdigit() and 1 <= int(token) <= len(options):
                     picked.append(options[int(token) - 1]["id"])
@@ -118,8 +118,11 @@ class Prompter:
             if not picked and not typed:
                 say(f"Please choose {hint} between 1 and {len(options)}.")
                 continue
-            value: dict[str, Any] = ({"kind": "selected-many", "value": picked} if many
-                                     else {"kind": "selected", "value": picked[0] if picked else ""})
+            value: dict[str, Any] = (
+                {"kind": "selected-many", "value": picked}
+                if many
+                else {"kind": "selected", "value": picked[0] if picked else ""}
+            )
             if typed:
                 value["freeformValues"] = typed
             return value

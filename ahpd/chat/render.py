@@ -124,8 +124,9 @@ class Screen:
         if self._live is None:
             from rich.live import Live
 
-            self._live = Live(_Region(self), console=self.console, transient=True,
-                              refresh_per_second=8, vertical_overflow="ellipsis")
+            self._live = Live(
+                _Region(self), console=self.console, transient=True, refresh_per_second=8, vertical_overflow="ellipsis"
+            )
             self._live.start()
 
     def _part_renderable(self) -> Any:

@@ -32,7 +32,9 @@ def _load(data_dir: Path) -> dict[str, str]:
         data = json.loads((data_dir / REMEMBERED).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+    return (
+        {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(data, dict) else {}
+    )
 
 
 def remember(data_dir: Path, cwd_uri: str, provider: str | None, uri: str | None) -> None:
@@ -63,15 +65,33 @@ async def list_sessions(conn: Connection) -> list[dict[str, Any]]:
 def row_line(row: dict[str, Any]) -> str:
     """One ``--list`` line: URI, provider, last change, status word, title."""
     status = row.get("status", 0)
-    word = "archived" if status & IS_ARCHIVED else "input" if status & 16 else "busy" if status & 8 else (
-        "error" if status & 2 else "idle")
+    word = (
+        "archived"
+        if status & IS_ARCHIVED
+        else "input"
+        if status & 16
+        else "busy"
+        if status & 8
+        else ("error" if status & 2 else "idle")
+    )
     folder = ",".join(row.get("workingDirectories") or [])
-    return neutralise("\t".join([row.get("resource", ""), row.get("provider", ""), row.get("modifiedAt", ""),
-                                 word, folder, row.get("title", "")]))
+    return neutralise(
+        "\t".join(
+            [
+                row.get("resource", ""),
+                row.get("provider", ""),
+                row.get("modifiedAt", ""),
+                word,
+                folder,
+                row.get("title", ""),
+            ]
+        )
+    )
 
 
-async def choose(conn: Connection, *, data_dir: Path, cwd: Path, provider: str | None,
-                 session: str | None, new: bool) -> tuple[str, bool]:
+async def choose(
+    conn: Connection, *, data_dir: Path, cwd: Path, provider: str | None, session: str | None, new: bool
+) -> tuple[str, bool]:
     """The session to talk in and whether it was created now."""
     cwd_uri = cwd.as_uri()
     uri = session
@@ -82,10 +102,17 @@ async def choose(conn: Connection, *, data_dir: Path, cwd: Path, provider: str |
         if remembered in listed:
             uri = remembered
         else:
-            uri = next((row["resource"] for row in rows  # most recently modified first
-                        if cwd_uri in (row.get("workingDirectories") or [])
-                        and (provider is None or row.get("provider") == provider)
-                        and row.get("status", 0) & IDLE and not row.get("status", 0) & IS_ARCHIVED), None)
+            uri = next(
+                (
+                    row["resource"]
+                    for row in rows  # most recently modified first
+                    if cwd_uri in (row.get("workingDirectories") or [])
+                    and (provider is None or row.get("provider") == provider)
+                    and row.get("status", 0) & IDLE
+                    and not row.get("status", 0) & IS_ARCHIVED
+                ),
+                None,
+            )
     created = uri is None
     if uri is None:
         uri = f"ahp-session:/{uuid.uuid4()}"

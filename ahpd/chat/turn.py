@@ -110,16 +110,25 @@ class _Turn:
             return
         self.cancelling = True
         self.chat.screen.info("cancelling the turn… (Ctrl-C again to quit)", style="yellow")
-        await self.chat.conn.dispatch(self.chat.channel, {
-            "type": "chat/turnCancelled", "turnId": self.turn_id,
-            "duration": int((time.monotonic() - self.started) * 1000),
-        })
+        await self.chat.conn.dispatch(
+            self.chat.channel,
+            {
+                "type": "chat/turnCancelled",
+                "turnId": self.turn_id,
+                "duration": int((time.monotonic() - self.started) * 1000),
+            },
+        )
 
     async def run(self) -> tuple[str, str]:
-        await self.chat.conn.dispatch(self.chat.channel, {
-            "type": "chat/turnStarted", "turnId": self.turn_id, "startedAt": utc_now(),
-            "message": {"text": self.text, "origin": {"kind": "user"}},
-        })
+        await self.chat.conn.dispatch(
+            self.chat.channel,
+            {
+                "type": "chat/turnStarted",
+                "turnId": self.turn_id,
+                "startedAt": utc_now(),
+                "message": {"text": self.text, "origin": {"kind": "user"}},
+            },
+        )
         self.chat.screen.start()
         async for envelope in self.chat.conn.actions:
             ended = await self.on(envelope)
@@ -194,8 +203,12 @@ class _Turn:
                 return
             finally:
                 screen.resume()
-        confirm: dict[str, Any] = {"type": "chat/toolCallConfirmed", "turnId": self.turn_id,
-                                   "toolCallId": action["toolCallId"], "approved": approved}
+        confirm: dict[str, Any] = {
+            "type": "chat/toolCallConfirmed",
+            "turnId": self.turn_id,
+            "toolCallId": action["toolCallId"],
+            "approved": approved,
+        }
         confirm.update({"confirmed": "user-action"} if approved else {"reason": "denied"})
         await self.chat.conn.dispatch(self.chat.channel, confirm)
 
@@ -219,8 +232,10 @@ class _Turn:
             await self._complete(rid, "decline")
             return
         for qid, answer in answers.items():
-            await self.chat.conn.dispatch(self.chat.channel, {
-                "type": "chat/inputAnswerChanged", "requestId": rid, "questionId": qid, "answer": answer})
+            await self.chat.conn.dispatch(
+                self.chat.channel,
+                {"type": "chat/inputAnswerChanged", "requestId": rid, "questionId": qid, "answer": answer},
+            )
         await self._complete(rid, "accept", answers)
 
     async def _complete(self, rid: str, response: str, answers: dict[str, Any] | None = None) -> None:

@@ -331,9 +331,7 @@ class Actions:
             value = answer.outcome.option_id
             await self._update(
                 sid,
-                update_tool_call(
-                    call_id, status="completed", content=[tool_content(text_block(f"Answer: {value}"))]
-                ),
+                update_tool_call(call_id, status="completed", content=[tool_content(text_block(f"Answer: {value}"))]),
             )
         return f"I asked “{sc.QUESTION}” and you answered **{value}**."
 

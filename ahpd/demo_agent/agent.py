@@ -215,8 +215,9 @@ class DemoAgent(Actions):
         self._sessions[session.id] = session
         self._soon(self._announce(session.id))
         settings = self._settings_of(session.id, additional_directories)
-        return NewSessionResponse(session_id=session.id, modes=_modes(session.record.mode),
-                                  config_options=st.options(settings))
+        return NewSessionResponse(
+            session_id=session.id, modes=_modes(session.record.mode), config_options=st.options(settings)
+        )
 
     async def load_session(
         self,
@@ -231,11 +232,13 @@ class DemoAgent(Actions):
         for message in list(session.record.messages):
             chunk: UserMessageChunk | AgentMessageChunk
             if message.role == "user":
-                chunk = UserMessageChunk(session_update="user_message_chunk", content=text_block(message.text),
-                                         message_id=message.id)
+                chunk = UserMessageChunk(
+                    session_update="user_message_chunk", content=text_block(message.text), message_id=message.id
+                )
             else:
-                chunk = AgentMessageChunk(session_update="agent_message_chunk", content=text_block(message.text),
-                                          message_id=message.id)
+                chunk = AgentMessageChunk(
+                    session_update="agent_message_chunk", content=text_block(message.text), message_id=message.id
+                )
             await self._update(session.id, chunk)
         await self._announce(session.id)
         settings = self._settings_of(session.id, additional_directories)
@@ -323,12 +326,15 @@ class DemoAgent(Actions):
         if mode is not None and mode in {m for m, _, _ in MODES} and mode != session.record.mode:
             session.record.mode = mode
             self._save(session)
-            await self._update(session.id, CurrentModeUpdate(session_update="current_mode_update",
-                                                             current_mode_id=mode))
+            await self._update(
+                session.id, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode)
+            )
         if st.settings_asked(text):
             line = st.describe(self._settings_of(session.id), session.record.mode, session.record.cwd)
-            await self._update(session.id, AgentMessageChunk(session_update="agent_message_chunk",
-                                                             content=text_block(line), message_id=new_id()))
+            await self._update(
+                session.id,
+                AgentMessageChunk(session_update="agent_message_chunk", content=text_block(line), message_id=new_id()),
+            )
 
     # -- turns ----------------------------------------------------------------------------
 
@@ -505,5 +511,3 @@ def _modes(current: str) -> SessionModeState:
 def _require_absolute(cwd: str) -> None:
     if not os.path.isabs(cwd):
         raise RequestError.invalid_params({"details": f"cwd must be an absolute path, not {cwd!r}"})
-
-

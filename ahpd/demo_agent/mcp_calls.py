@@ -33,7 +33,7 @@ def is_call(text: str) -> bool:
 
 def parse(text: str) -> tuple[str | None, dict[str, Any]]:
     """``mcp <tool> [<JSON object>]`` -> (tool, arguments); (None, {}) lists."""
-    rest = text.strip()[len(TRIGGER):].strip()
+    rest = text.strip()[len(TRIGGER) :].strip()
     if not rest:
         return None, {}
     name, _, raw = rest.partition(" ")
@@ -102,16 +102,24 @@ async def play(agent: Any, session: Any, text: str, call_id: str) -> str:
             while isinstance(failure, BaseExceptionGroup) and len(failure.exceptions) == 1:
                 failure = failure.exceptions[0]  # the task group's one failure, in its own words
             ok, answer = False, f"{type(failure).__name__}: {failure}"
-        await agent._update(session.id, update_tool_call(
-            call_id, status="completed" if ok else "failed", content=[tool_content(text_block(answer))],
-            raw_output={"isError": not ok, "text": answer}))
+        await agent._update(
+            session.id,
+            update_tool_call(
+                call_id,
+                status="completed" if ok else "failed",
+                content=[tool_content(text_block(answer))],
+                raw_output={"isError": not ok, "text": answer},
+            ),
+        )
     return answer if ok else f"The tool failed: {answer}"
 
 
 async def turn(agent: Any, session: Any, text: str, call_id: str, reply_id: str, sent: list[str]) -> PromptResponse:
     """A whole ``mcp`` turn: the tool call, then its text as the reply."""
     reply = await play(agent, session, text, call_id)
-    await agent._update(session.id, AgentMessageChunk(
-        session_update="agent_message_chunk", content=text_block(reply), message_id=reply_id))
+    await agent._update(
+        session.id,
+        AgentMessageChunk(session_update="agent_message_chunk", content=text_block(reply), message_id=reply_id),
+    )
     sent.append(reply)
     return PromptResponse(stop_reason="end_turn")

@@ -45,11 +45,19 @@ def options(settings: Settings) -> list[SessionConfigOptionSelect | SessionConfi
     """The session's config options as ACP says them, with their current values."""
     return [
         SessionConfigOptionSelect(
-            id=MODEL_OPTION, name="Model", category="model", type="select", current_value=settings.model,
+            id=MODEL_OPTION,
+            name="Model",
+            category="model",
+            type="select",
+            current_value=settings.model,
             options=[SessionConfigSelectOption(value=v, name=n) for v, n in MODELS],
         ),
         SessionConfigOptionSelect(
-            id=EFFORT_OPTION, name="Thinking", category="thought_level", type="select", current_value=settings.effort,
+            id=EFFORT_OPTION,
+            name="Thinking",
+            category="thought_level",
+            type="select",
+            current_value=settings.effort,
             options=[SessionConfigSelectOption(value=v, name=v.capitalize()) for v in EFFORTS],
         ),
     ]
@@ -82,5 +90,7 @@ def settings_asked(prompt: str) -> bool:
 
 def describe(settings: Settings, mode: str, cwd: str) -> str:
     extra = ", ".join(settings.additional) or "none"
-    return (f"Settings: model {settings.model}, thinking {settings.effort}, mode {mode}, "
-            f"cwd {cwd}, additional directories {extra}.\n\n")
+    return (
+        f"Settings: model {settings.model}, thinking {settings.effort}, mode {mode}, "
+        f"cwd {cwd}, additional directories {extra}.\n\n"
+    )

@@ -38,8 +38,9 @@ class Host(kernel.Host):
             **kernel_args,
         )
         #: Sessions and their agents; None for a host that runs no agents.
-        self.sessions = (SessionManager(self, backends, session_store, table.SESSION_HOOKS)
-                         if backends is not None else None)
+        self.sessions = (
+            SessionManager(self, backends, session_store, table.SESSION_HOOKS) if backends is not None else None
+        )
         if self.sessions is not None:
             self.seed_root(agents=self.sessions.agents(), activeSessions=self.sessions.count())
         #: The terminals, over the terminals port given (None: this host runs none).

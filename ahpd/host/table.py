@@ -23,11 +23,20 @@ from ahpd.host.customizations import artifact_tools, customizations, mcp_bridge,
 from ahpd.host.kernel import auth, commands, dispatch
 from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.resources import resources, watches
+
 # Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
 from ahpd.host.sessions import annotations as session_annotations
 from ahpd.host.sessions import directories, manager, session_commands, session_config, summaries
 from ahpd.host.sessions.chats import (
-    background_work, chat_commands, chat_moves, history, input_answers, rewind, turn_rules, turns, workers,
+    background_work,
+    chat_commands,
+    chat_moves,
+    history,
+    input_answers,
+    rewind,
+    turn_rules,
+    turns,
+    workers,
 )
 from ahpd.host.sessions.hooks import SessionHooks
 from ahpd.host.telemetry import telemetry
@@ -86,8 +95,12 @@ CLIENT_ACTIONS = _join(
 KERNEL_HOOKS = KernelHooks(
     hello=(manager.hello,),
     capabilities=(
-        telemetry.capabilities_of, window.capabilities_of, detached.capabilities_of, artifact_tools.capabilities_of,
-        automations.capabilities_of, command_turns.capabilities_of,
+        telemetry.capabilities_of,
+        window.capabilities_of,
+        detached.capabilities_of,
+        artifact_tools.capabilities_of,
+        automations.capabilities_of,
+        command_turns.capabilities_of,
     ),
     stateless=(telemetry.subscribe_stateless,),
     openers=(changesets.open_channel, manager.open_channel),

@@ -34,9 +34,11 @@ EXIT_NOT_RUNNING = 3
 
 def _add_data_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--data-dir", type=Path, default=default_data_dir(), metavar="DIR",
-        help="ahpd's state directory, holding its token, ahpd.json and control socket "
-        "(default: %(default)s)",
+        "--data-dir",
+        type=Path,
+        default=default_data_dir(),
+        metavar="DIR",
+        help="ahpd's state directory, holding its token, ahpd.json and control socket (default: %(default)s)",
     )
 
 
@@ -71,8 +73,7 @@ def _find_daemon(data_dir: Path) -> tuple[dict[str, Any] | None, str]:
             return None, f"ahpd is not running ({path} is stale or unreadable)"
         return None, f"ahpd is not running (no {path})"
     if not pid_is_ahpd(record["pid"]):
-        return None, (f"ahpd is not running ({path} names pid {record['pid']}, "
-                      "which is now another program)")
+        return None, (f"ahpd is not running ({path} names pid {record['pid']}, which is now another program)")
     return record, ""
 
 
@@ -91,14 +92,18 @@ def cmd_status(args: argparse.Namespace) -> int:
         live = None
     uptime = _uptime_seconds(record)
     if args.json:
-        out = {"running": True, "dataDir": str(args.data_dir), **record,
-               "uptimeSeconds": None if uptime is None else int(uptime), "live": live}
+        out = {
+            "running": True,
+            "dataDir": str(args.data_dir),
+            **record,
+            "uptimeSeconds": None if uptime is None else int(uptime),
+            "live": live,
+        }
         print(json.dumps(out, indent=2))
         return EXIT_OK
     print(f"ahpd is running at {record.get('url', '(url unknown)')}")
     print(f"pid: {record['pid']}")
-    print(f"uptime: {'unknown' if uptime is None else format_duration(uptime)}"
-          f" (since {record.get('startedAt', '?')})")
+    print(f"uptime: {'unknown' if uptime is None else format_duration(uptime)} (since {record.get('startedAt', '?')})")
     if live is None:
         print(f"connections: unavailable ({unavailable})")
         print("sessions: unavailable")
@@ -125,9 +130,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     while pid_alive(pid):
         if time.monotonic() >= deadline:
-            print(f"ahpd (pid {pid}) did not exit within {args.timeout:g}s after SIGTERM; "
-                  f"it may still be closing sessions (force it with: kill -KILL {pid})",
-                  file=sys.stderr)
+            print(
+                f"ahpd (pid {pid}) did not exit within {args.timeout:g}s after SIGTERM; "
+                f"it may still be closing sessions (force it with: kill -KILL {pid})",
+                file=sys.stderr,
+            )
             return EXIT_FAILED
         time.sleep(0.05)
     print(f"stopped ahpd (pid {pid})")
@@ -151,7 +158,8 @@ def cmd_service(args: argparse.Namespace) -> int:
 
 def add_status_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "status", help="say whether ahpd runs, where, and how busy it is",
+        "status",
+        help="say whether ahpd runs, where, and how busy it is",
         description="Print the URL, pid and uptime of the running ahpd (from its ahpd.json) "
         "and its live connection and session counts (from its control socket). "
         "Exit status 0 when it runs, 3 when it does not.",
@@ -164,42 +172,50 @@ def add_status_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def add_stop_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "stop", help="stop the running ahpd gracefully",
+        "stop",
+        help="stop the running ahpd gracefully",
         description="Send SIGTERM to the ahpd named in ahpd.json (after checking the pid "
         "still belongs to ahpd) and wait for it to exit. Exit status 0 when it stopped, "
         "3 when none was running, 1 when it did not exit in time. Under systemd, prefer "
         "`systemctl --user stop ahpd`.",
     )
     _add_data_dir(p)
-    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="how long to wait for it to exit (default: %(default)gs)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for it to exit (default: %(default)gs)",
+    )
     p.set_defaults(func=cmd_stop)
     return p
 
 
 def add_service_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "service", help="run ahpd as a systemd user service",
+        "service",
+        help="run ahpd as a systemd user service",
         description="Manage ~/.config/systemd/user/ahpd.service, which runs `ahpd run` at "
         "login, restarts it on failure and logs to the journal (journalctl --user -u ahpd).",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     install = actions.add_parser(
-        "install", help="write the unit file and reload systemd",
+        "install",
+        help="write the unit file and reload systemd",
         description="Write the unit with an absolute ExecStart for this ahpd, run "
         "`systemctl --user daemon-reload` when possible, and print the command that "
         "enables it. Arguments after `--` are passed to `ahpd run`.",
     )
     _add_data_dir(install)
-    install.add_argument("run_args", nargs="*", metavar="RUN_ARG",
-                         help="extra arguments for `ahpd run` (after `--`)")
+    install.add_argument("run_args", nargs="*", metavar="RUN_ARG", help="extra arguments for `ahpd run` (after `--`)")
     actions.add_parser(
-        "uninstall", help="stop, disable and remove the unit",
-        description="Stop and disable the service (best effort), remove the unit file "
-        "and reload systemd.",
+        "uninstall",
+        help="stop, disable and remove the unit",
+        description="Stop and disable the service (best effort), remove the unit file and reload systemd.",
     )
     actions.add_parser(
-        "status", help="show whether the unit exists and whether systemd runs it",
+        "status",
+        help="show whether the unit exists and whether systemd runs it",
         description="Say whether the unit file exists and print systemctl's is-enabled "
         "and is-active answers when systemctl is available.",
     )

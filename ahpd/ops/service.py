@@ -94,8 +94,11 @@ def _systemctl(*args: str) -> tuple[int, str] | None:
         return None
     try:
         done = subprocess.run(
-            [exe, "--user", *args], capture_output=True, text=True,
-            timeout=SYSTEMCTL_TIMEOUT, stdin=subprocess.DEVNULL,
+            [exe, "--user", *args],
+            capture_output=True,
+            text=True,
+            timeout=SYSTEMCTL_TIMEOUT,
+            stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return -1, str(exc)

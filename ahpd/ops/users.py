@@ -49,7 +49,8 @@ def cmd_users(args: argparse.Namespace) -> int:
 
 def add_users_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "users", help="the users who may sign in to the daemon as themselves (optional)",
+        "users",
+        help="the users who may sign in to the daemon as themselves (optional)",
         description="Keep the users directory, DATA_DIR/users.json: each user's id and the "
         "Argon2id hash of its token. A daemon started with the file present advertises the "
         "protected resource ahpd://users, verifies a token a client sends for it with "

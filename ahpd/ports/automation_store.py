@@ -101,8 +101,7 @@ class AutomationStore:
                 db.close()
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False,
-                             isolation_level=None)
+        db = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA synchronous=FULL")
         db.executescript(_SCHEMA)
         return db
@@ -119,17 +118,21 @@ class AutomationStore:
 
     def load(self) -> Stored:
         with self._tx() as db:
-            automations = [json.loads(r[0]) for r in db.execute(
-                "SELECT record FROM automations ORDER BY position")]
+            automations = [json.loads(r[0]) for r in db.execute("SELECT record FROM automations ORDER BY position")]
             runs: dict[str, list[dict[str, Any]]] = {}
             requests: dict[tuple[str, str], str] = {}
             for automation, resource, request_id, state in db.execute(
-                    "SELECT automation, resource, request_id, state FROM runs ORDER BY seq DESC"):
+                "SELECT automation, resource, request_id, state FROM runs ORDER BY seq DESC"
+            ):
                 runs.setdefault(automation, []).append(json.loads(state))
                 if request_id is not None:
                     requests[(automation, resource)] = request_id
-            claims = [Claim(a, t, s, r, bool(st)) for a, t, s, r, st in db.execute(
-                "SELECT automation, trigger_id, scheduled_for, run, started FROM claims")]
+            claims = [
+                Claim(a, t, s, r, bool(st))
+                for a, t, s, r, st in db.execute(
+                    "SELECT automation, trigger_id, scheduled_for, run, started FROM claims"
+                )
+            ]
             cursors = {(a, t): last for a, t, last in db.execute("SELECT automation, trigger_id, last FROM cursors")}
         return Stored(automations, runs, requests, claims, cursors)
 
@@ -160,13 +163,16 @@ class AutomationStore:
         with self._tx() as db:
             updated = db.execute("UPDATE runs SET state = ? WHERE resource = ?", (text, state["resource"])).rowcount
             if not updated:
-                db.execute("INSERT INTO runs (resource, automation, request_id, state) VALUES (?, ?, ?, ?)",
-                           (state["resource"], state["automation"], request_id, text))
+                db.execute(
+                    "INSERT INTO runs (resource, automation, request_id, state) VALUES (?, ?, ?, ?)",
+                    (state["resource"], state["automation"], request_id, text),
+                )
 
     def run_for_request(self, automation: str, request_id: str) -> str | None:
         with self._tx() as db:
-            row = db.execute("SELECT resource FROM runs WHERE automation = ? AND request_id = ?",
-                             (automation, request_id)).fetchone()
+            row = db.execute(
+                "SELECT resource FROM runs WHERE automation = ? AND request_id = ?", (automation, request_id)
+            ).fetchone()
         return row[0] if row else None
 
     def remove_runs(self, resources: list[str]) -> None:
@@ -178,12 +184,15 @@ class AutomationStore:
     def claim(self, automation: str, trigger_id: str, scheduled_for: str, run: str) -> Claim:
         """Tie the occurrence to ``run`` unless it is tied already; the claim that holds."""
         with self._tx() as db:
-            db.execute("INSERT OR IGNORE INTO claims (automation, trigger_id, scheduled_for, run) VALUES (?, ?, ?, ?)",
-                       (automation, trigger_id, scheduled_for, run))
+            db.execute(
+                "INSERT OR IGNORE INTO claims (automation, trigger_id, scheduled_for, run) VALUES (?, ?, ?, ?)",
+                (automation, trigger_id, scheduled_for, run),
+            )
             a, t, s, r, st = db.execute(
                 "SELECT automation, trigger_id, scheduled_for, run, started FROM claims "
                 "WHERE automation = ? AND trigger_id = ? AND scheduled_for = ?",
-                (automation, trigger_id, scheduled_for)).fetchone()
+                (automation, trigger_id, scheduled_for),
+            ).fetchone()
         return Claim(a, t, s, r, bool(st))
 
     def fire(self, automation: str, trigger_id: str, scheduled_for: str, run_state: dict[str, Any]) -> bool:
@@ -192,23 +201,34 @@ class AutomationStore:
         moves to it. False, and nothing written, if the occurrence had
         started already - whoever started it, before whatever restart."""
         with self._tx() as db:
-            row = db.execute("SELECT started FROM claims WHERE automation = ? AND trigger_id = ? AND scheduled_for = ?",
-                             (automation, trigger_id, scheduled_for)).fetchone()
+            row = db.execute(
+                "SELECT started FROM claims WHERE automation = ? AND trigger_id = ? AND scheduled_for = ?",
+                (automation, trigger_id, scheduled_for),
+            ).fetchone()
             if row is not None and row[0]:
                 return False
             if row is None:
-                db.execute("INSERT INTO claims VALUES (?, ?, ?, ?, 1)",
-                           (automation, trigger_id, scheduled_for, run_state["resource"]))
+                db.execute(
+                    "INSERT INTO claims VALUES (?, ?, ?, ?, 1)",
+                    (automation, trigger_id, scheduled_for, run_state["resource"]),
+                )
             else:
-                db.execute("UPDATE claims SET started = 1, run = ? WHERE automation = ? AND trigger_id = ? "
-                           "AND scheduled_for = ?", (run_state["resource"], automation, trigger_id, scheduled_for))
-            db.execute("INSERT INTO runs (resource, automation, request_id, state) VALUES (?, ?, NULL, ?)",
-                       (run_state["resource"], automation, json.dumps(run_state)))
+                db.execute(
+                    "UPDATE claims SET started = 1, run = ? WHERE automation = ? AND trigger_id = ? "
+                    "AND scheduled_for = ?",
+                    (run_state["resource"], automation, trigger_id, scheduled_for),
+                )
+            db.execute(
+                "INSERT INTO runs (resource, automation, request_id, state) VALUES (?, ?, NULL, ?)",
+                (run_state["resource"], automation, json.dumps(run_state)),
+            )
             self._set_cursor(db, automation, trigger_id, scheduled_for)
             # Claims of occurrences at or before this one that never started are
             # misfires this decision settled.
-            db.execute("DELETE FROM claims WHERE automation = ? AND trigger_id = ? AND started = 0 "
-                       "AND scheduled_for <= ?", (automation, trigger_id, scheduled_for))
+            db.execute(
+                "DELETE FROM claims WHERE automation = ? AND trigger_id = ? AND started = 0 AND scheduled_for <= ?",
+                (automation, trigger_id, scheduled_for),
+            )
         return True
 
     def skip(self, automation: str, trigger_id: str, through: str) -> None:
@@ -216,8 +236,10 @@ class AutomationStore:
         them and their unstarted claims go."""
         with self._tx() as db:
             self._set_cursor(db, automation, trigger_id, through)
-            db.execute("DELETE FROM claims WHERE automation = ? AND trigger_id = ? AND started = 0 "
-                       "AND scheduled_for <= ?", (automation, trigger_id, through))
+            db.execute(
+                "DELETE FROM claims WHERE automation = ? AND trigger_id = ? AND started = 0 AND scheduled_for <= ?",
+                (automation, trigger_id, through),
+            )
 
     def set_cursor(self, automation: str, trigger_id: str, last: str) -> None:
         with self._tx() as db:
@@ -226,14 +248,18 @@ class AutomationStore:
     def forget_trigger(self, automation: str, trigger_id: str) -> None:
         """A trigger removed or changed: its unstarted claims and its cursor go."""
         with self._tx() as db:
-            db.execute("DELETE FROM claims WHERE automation = ? AND trigger_id = ? AND started = 0",
-                       (automation, trigger_id))
+            db.execute(
+                "DELETE FROM claims WHERE automation = ? AND trigger_id = ? AND started = 0", (automation, trigger_id)
+            )
             db.execute("DELETE FROM cursors WHERE automation = ? AND trigger_id = ?", (automation, trigger_id))
 
     @staticmethod
     def _set_cursor(db: sqlite3.Connection, automation: str, trigger_id: str, last: str) -> None:
-        db.execute("INSERT INTO cursors VALUES (?, ?, ?) ON CONFLICT (automation, trigger_id) "
-                   "DO UPDATE SET last = excluded.last", (automation, trigger_id, last))
+        db.execute(
+            "INSERT INTO cursors VALUES (?, ?, ?) ON CONFLICT (automation, trigger_id) "
+            "DO UPDATE SET last = excluded.last",
+            (automation, trigger_id, last),
+        )
 
 
 class _Tx:

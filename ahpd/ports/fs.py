@@ -52,13 +52,43 @@ from pathlib import Path
 from typing import Literal
 
 from ahpd.ports.fs_kinds import (
-    Conflict, Entry, Exists, Failed, FileStat, FsError, Invalid, IsADirectory, NotADirectory, NotEmpty, NotFound,
-    Outside, Refused, TooLarge, error_of, etag, file_stat, kind_of,
+    Conflict,
+    Entry,
+    Exists,
+    Failed,
+    FileStat,
+    FsError,
+    Invalid,
+    IsADirectory,
+    NotADirectory,
+    NotEmpty,
+    NotFound,
+    Outside,
+    Refused,
+    TooLarge,
+    error_of,
+    etag,
+    file_stat,
+    kind_of,
 )
 
 __all__ = [
-    "MAX_READ_BYTES", "Entry", "Exists", "Fence", "FileStat", "FsError", "Failed", "Invalid", "IsADirectory",
-    "Conflict", "NotADirectory", "NotEmpty", "NotFound", "Outside", "Refused", "TooLarge",
+    "MAX_READ_BYTES",
+    "Entry",
+    "Exists",
+    "Fence",
+    "FileStat",
+    "FsError",
+    "Failed",
+    "Invalid",
+    "IsADirectory",
+    "Conflict",
+    "NotADirectory",
+    "NotEmpty",
+    "NotFound",
+    "Outside",
+    "Refused",
+    "TooLarge",
 ]
 
 #: The most a read returns, whole or by lines, unless the caller asks for less.
@@ -133,12 +163,13 @@ class Fence:
             return names
         for spelling in self._spellings:
             if tuple(names[: len(spelling)]) == spelling:
-                return names[len(spelling):]
+                return names[len(spelling) :]
         raise Outside(path, f"{path} is outside {self.root}")
 
     @contextmanager
-    def _spot(self, path: str, *, follow: bool, create: bool = False,
-              names: list[str] | None = None) -> Iterator[tuple[int, str | None]]:
+    def _spot(
+        self, path: str, *, follow: bool, create: bool = False, names: list[str] | None = None
+    ) -> Iterator[tuple[int, str | None]]:
         """The folder holding ``path``'s last component, as a descriptor open
         while the block runs, and that component's name (None: the folder
         itself). ``follow``: a last component that is a link is replaced by
@@ -153,8 +184,9 @@ class Fence:
             for fd in stack:
                 os.close(fd)
 
-    def _walk(self, path: str, stack: list[int], names: list[str], *,
-              follow: bool, create: bool) -> tuple[int, str | None]:
+    def _walk(
+        self, path: str, stack: list[int], names: list[str], *, follow: bool, create: bool
+    ) -> tuple[int, str | None]:
         todo = deque(self._parts(path))
         hops = 0
 
@@ -258,8 +290,7 @@ class Fence:
             raise TooLarge(path, f"{path} is larger than {max_bytes} bytes")
         return data
 
-    def read_lines(self, path: str, line: int = 1, limit: int | None = None,
-                   max_bytes: int = MAX_READ_BYTES) -> bytes:
+    def read_lines(self, path: str, line: int = 1, limit: int | None = None, max_bytes: int = MAX_READ_BYTES) -> bytes:
         """At most ``limit`` lines from 1-based ``line`` (each with its
         ``\\n``). Lines before ``line`` are skipped a chunk at a time and the
         lines taken never total more than ``max_bytes``, so the file is never
@@ -312,13 +343,22 @@ class Fence:
         def fill(fd: int) -> None:
             rest = view
             while rest:
-                rest = rest[os.write(fd, rest[:_CHUNK]):]
+                rest = rest[os.write(fd, rest[:_CHUNK]) :]
 
         with self._spot(path, follow=True, create=parents) as (folder, name):
             self._replace(path, folder, name, fill)
 
-    def place(self, path: str, data: bytes, *, mode: WriteMode = "truncate", position: int = 0,
-              create_only: bool = False, if_match: str | None = None, parents: bool = False) -> None:
+    def place(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        mode: WriteMode = "truncate",
+        position: int = 0,
+        create_only: bool = False,
+        if_match: str | None = None,
+        parents: bool = False,
+    ) -> None:
         """Put ``data`` into the file as ``resourceWrite`` places it, atomically.
 
         ``truncate`` keeps the first ``position`` bytes, ``append`` writes
@@ -364,7 +404,7 @@ class Fence:
                         _pour_range(old, fd, 0, keep)
                     rest = memoryview(data)
                     while rest:
-                        rest = rest[os.write(fd, rest[:_CHUNK]):]
+                        rest = rest[os.write(fd, rest[:_CHUNK]) :]
                     if old is not None:
                         _pour_range(old, fd, after, size)
 
@@ -373,8 +413,9 @@ class Fence:
                 if old is not None:
                     os.close(old)
 
-    def _replace(self, path: str, folder: int, name: str | None, fill: Callable[[int], None],
-                 *, exclusive: bool = False) -> None:
+    def _replace(
+        self, path: str, folder: int, name: str | None, fill: Callable[[int], None], *, exclusive: bool = False
+    ) -> None:
         """Write ``name`` in ``folder`` through a temporary file renamed over
         it (linked in, when ``exclusive``: then nothing there is replaced)."""
         if name is None:
@@ -385,8 +426,7 @@ class Fence:
         if old is not None and not st_.S_ISREG(old.st_mode):
             raise Refused(path, f"{path} is not a regular file")
         temp = f".{name[:64]}.{secrets.token_hex(6)}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
-                     dir_fd=folder)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=folder)
         try:
             try:
                 if old is not None:
@@ -440,8 +480,7 @@ class Fence:
                 os.rmdir(name, dir_fd=folder)
 
     def move(self, source: str, target: str, *, overwrite: bool = False) -> None:
-        with self._spot(source, follow=False) as (src, src_name), \
-                self._spot(target, follow=False) as (dst, dst_name):
+        with self._spot(source, follow=False) as (src, src_name), self._spot(target, follow=False) as (dst, dst_name):
             if src_name is None or dst_name is None:
                 raise Refused(source if src_name is None else target, "the root of the fence is not moved")
             if _lstat(src_name, src) is None:
@@ -452,8 +491,7 @@ class Fence:
 
     def copy(self, source: str, target: str, *, overwrite: bool = False) -> None:
         """Copy a file, or a folder and everything in it (links are copied as links)."""
-        with self._spot(source, follow=True) as (src, src_name), \
-                self._spot(target, follow=False) as (dst, dst_name):
+        with self._spot(source, follow=True) as (src, src_name), self._spot(target, follow=False) as (dst, dst_name):
             if src_name is None or dst_name is None:
                 raise Refused(source if src_name is None else target, "the root of the fence is not copied")
             if _lstat(src_name, src) is None:
@@ -504,7 +542,7 @@ def _pour(source: int, target: int) -> None:
     while chunk := os.read(source, _CHUNK):
         view = memoryview(chunk)
         while view:
-            view = view[os.write(target, view):]
+            view = view[os.write(target, view) :]
 
 
 def _pour_range(source: int, target: int, start: int, end: int) -> None:
@@ -516,7 +554,7 @@ def _pour_range(source: int, target: int, start: int, end: int) -> None:
         start += len(chunk)
         view = memoryview(chunk)
         while view:
-            view = view[os.write(target, view):]
+            view = view[os.write(target, view) :]
 
 
 def _sync_folder(folder: int) -> None:

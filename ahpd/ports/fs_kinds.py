@@ -71,8 +71,13 @@ class Failed(FsError):
 
 
 _BY_ERRNO: dict[int, type[FsError]] = {
-    errno.ENOENT: NotFound, errno.EISDIR: IsADirectory, errno.ENOTDIR: NotADirectory, errno.EEXIST: Exists,
-    errno.ENOTEMPTY: NotEmpty, errno.ELOOP: Refused, errno.EFBIG: TooLarge,
+    errno.ENOENT: NotFound,
+    errno.EISDIR: IsADirectory,
+    errno.ENOTDIR: NotADirectory,
+    errno.EEXIST: Exists,
+    errno.ENOTEMPTY: NotEmpty,
+    errno.ELOOP: Refused,
+    errno.EFBIG: TooLarge,
 }
 
 
@@ -102,8 +107,14 @@ def etag(info: os.stat_result) -> str:
 
 
 def file_stat(info: os.stat_result) -> FileStat:
-    return FileStat(kind_of(info.st_mode), info.st_size, info.st_mtime, st_.S_IMODE(info.st_mode),
-                    info.st_ctime, etag(info) if st_.S_ISREG(info.st_mode) else "")
+    return FileStat(
+        kind_of(info.st_mode),
+        info.st_size,
+        info.st_mtime,
+        st_.S_IMODE(info.st_mode),
+        info.st_ctime,
+        etag(info) if st_.S_ISREG(info.st_mode) else "",
+    )
 
 
 @dataclass(frozen=True)

@@ -43,17 +43,34 @@ class Refused(GitError):
     """The repository is in a state where the operation would lose or mangle work."""
 
 
-_INDEX_LETTER = {DeltaStatus.ADDED: "A", DeltaStatus.DELETED: "D", DeltaStatus.MODIFIED: "M",
-                 DeltaStatus.RENAMED: "R", DeltaStatus.COPIED: "C", DeltaStatus.TYPECHANGE: "T"}
-_WORKTREE_LETTER = {DeltaStatus.DELETED: "D", DeltaStatus.MODIFIED: "M", DeltaStatus.TYPECHANGE: "T",
-                    DeltaStatus.UNTRACKED: "?"}
+_INDEX_LETTER = {
+    DeltaStatus.ADDED: "A",
+    DeltaStatus.DELETED: "D",
+    DeltaStatus.MODIFIED: "M",
+    DeltaStatus.RENAMED: "R",
+    DeltaStatus.COPIED: "C",
+    DeltaStatus.TYPECHANGE: "T",
+}
+_WORKTREE_LETTER = {
+    DeltaStatus.DELETED: "D",
+    DeltaStatus.MODIFIED: "M",
+    DeltaStatus.TYPECHANGE: "T",
+    DeltaStatus.UNTRACKED: "?",
+}
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-_STATES = {RepositoryState.MERGE: "a merge", RepositoryState.REVERT: "a revert",
-           RepositoryState.REVERT_SEQUENCE: "a revert", RepositoryState.CHERRYPICK: "a cherry-pick",
-           RepositoryState.CHERRYPICK_SEQUENCE: "a cherry-pick", RepositoryState.BISECT: "a bisect",
-           RepositoryState.REBASE: "a rebase", RepositoryState.REBASE_INTERACTIVE: "a rebase",
-           RepositoryState.REBASE_MERGE: "a rebase", RepositoryState.APPLY_MAILBOX: "a git am",
-           RepositoryState.APPLY_MAILBOX_OR_REBASE: "a rebase"}
+_STATES = {
+    RepositoryState.MERGE: "a merge",
+    RepositoryState.REVERT: "a revert",
+    RepositoryState.REVERT_SEQUENCE: "a revert",
+    RepositoryState.CHERRYPICK: "a cherry-pick",
+    RepositoryState.CHERRYPICK_SEQUENCE: "a cherry-pick",
+    RepositoryState.BISECT: "a bisect",
+    RepositoryState.REBASE: "a rebase",
+    RepositoryState.REBASE_INTERACTIVE: "a rebase",
+    RepositoryState.REBASE_MERGE: "a rebase",
+    RepositoryState.APPLY_MAILBOX: "a git am",
+    RepositoryState.APPLY_MAILBOX_OR_REBASE: "a rebase",
+}
 
 
 @dataclass(frozen=True)
@@ -140,11 +157,17 @@ class Repo:
         for delta in staged.deltas:
             path = delta.new_file.path
             old = delta.old_file.path if delta.status in (DeltaStatus.RENAMED, DeltaStatus.COPIED) else None
-            rows[path] = Change(path, _INDEX_LETTER.get(delta.status, "M"), " ", old,
-                                before=None if delta.status == DeltaStatus.ADDED else str(delta.old_file.id),
-                                after=None if delta.status == DeltaStatus.DELETED else str(delta.new_file.id))
+            rows[path] = Change(
+                path,
+                _INDEX_LETTER.get(delta.status, "M"),
+                " ",
+                old,
+                before=None if delta.status == DeltaStatus.ADDED else str(delta.old_file.id),
+                after=None if delta.status == DeltaStatus.DELETED else str(delta.new_file.id),
+            )
         unstaged = index.diff_to_workdir(
-            DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS | DiffOption.INCLUDE_TYPECHANGE)
+            DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS | DiffOption.INCLUDE_TYPECHANGE
+        )
         for delta in unstaged.deltas:
             path = delta.new_file.path
             letter = _WORKTREE_LETTER.get(delta.status, "M")
@@ -156,8 +179,11 @@ class Repo:
                 rows[path] = Change(path, " ", letter, before=head_id, after=None)
             else:
                 rows[path] = Change(path, row.index, letter, row.old_path, row.before, None)
-        return [rows[p] for p in sorted(rows) if _under(p, self.prefix)
-                or (rows[p].old_path and _under(rows[p].old_path or "", self.prefix))]
+        return [
+            rows[p]
+            for p in sorted(rows)
+            if _under(p, self.prefix) or (rows[p].old_path and _under(rows[p].old_path or "", self.prefix))
+        ]
 
     def blob(self, oid: str) -> bytes:
         obj = self.repo.get(oid)
@@ -202,9 +228,16 @@ class Repo:
             old_path = delta.old_file.path if delta.status in (DeltaStatus.RENAMED, DeltaStatus.COPIED) else None
             if not (_under(path, self.prefix) or (old_path and _under(old_path, self.prefix))):
                 continue
-            out.append(Change(path, _INDEX_LETTER.get(delta.status, "M"), " ", old_path,
-                              before=None if delta.status == DeltaStatus.ADDED else str(delta.old_file.id),
-                              after=None if delta.status == DeltaStatus.DELETED else str(delta.new_file.id)))
+            out.append(
+                Change(
+                    path,
+                    _INDEX_LETTER.get(delta.status, "M"),
+                    " ",
+                    old_path,
+                    before=None if delta.status == DeltaStatus.ADDED else str(delta.old_file.id),
+                    after=None if delta.status == DeltaStatus.DELETED else str(delta.new_file.id),
+                )
+            )
         return sorted(out, key=lambda c: c.path)
 
     def head_id(self) -> str | None:
@@ -257,8 +290,9 @@ class Repo:
             picked = rows
         else:
             wanted = list(targets)
-            picked = [r for r in rows if any(_under(r.path, t) or (r.old_path and _under(r.old_path, t))
-                                             for t in wanted)]
+            picked = [
+                r for r in rows if any(_under(r.path, t) or (r.old_path and _under(r.old_path, t)) for t in wanted)
+            ]
         paths: list[str] = []
         for row in picked:
             paths.append(row.path)
@@ -342,8 +376,13 @@ class Repo:
             full = self.root / path
             if full.is_symlink() or full.is_file():
                 blob = self.repo.create_blob_fromworkdir(path)
-                mode = (FileMode.LINK if full.is_symlink() else
-                        FileMode.BLOB_EXECUTABLE if os.access(full, os.X_OK) else FileMode.BLOB)
+                mode = (
+                    FileMode.LINK
+                    if full.is_symlink()
+                    else FileMode.BLOB_EXECUTABLE
+                    if os.access(full, os.X_OK)
+                    else FileMode.BLOB
+                )
                 index.add(pygit2.IndexEntry(path, blob, mode))
             elif path in index:
                 index.remove(path)

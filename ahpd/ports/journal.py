@@ -83,8 +83,13 @@ def _record(line: bytes) -> dict[str, Any] | None:
     if isinstance(record.get("cut"), int) and len(record) == 1 and record["cut"] >= 0:
         return record
     n = record.get("n")
-    if isinstance(n, int) and not isinstance(n, bool) and n >= 0 and isinstance(record.get("turn"), dict) \
-            and len(record) == 2:
+    if (
+        isinstance(n, int)
+        and not isinstance(n, bool)
+        and n >= 0
+        and isinstance(record.get("turn"), dict)
+        and len(record) == 2
+    ):
         return record
     return None
 
@@ -152,9 +157,9 @@ def _lines_backwards(f: Any, end: int) -> Any:
         buffer = f.read(size) + buffer
         cut = buffer.rfind(b"\n", 0, len(buffer) - 1)
         while cut >= 0:
-            line = buffer[cut + 1:-1]
+            line = buffer[cut + 1 : -1]
             yield position + cut + 1, line
-            buffer = buffer[:cut + 1]
+            buffer = buffer[: cut + 1]
             cut = buffer.rfind(b"\n", 0, len(buffer) - 1)
     if buffer:
         yield 0, buffer[:-1]
@@ -188,8 +193,9 @@ def read_tail(path: Path, window: int) -> Tail:
         size = os.fstat(f.fileno()).st_size
         tail.length, tail.dropped = good_end(f, size)
         if tail.dropped:
-            log.warning("%s: the last %d byte(s) are not a whole record (a write cut short); dropped",
-                        path, tail.dropped)
+            log.warning(
+                "%s: the last %d byte(s) are not a whole record (a write cut short); dropped", path, tail.dropped
+            )
         limit: int | None = None  # positions at or past it are superseded
         total: int | None = None
         newest: list[dict[str, Any]] = []
@@ -263,7 +269,7 @@ def index(f: Any, length: int, inode: int) -> Index:
         if data.startswith(_TURN, start):
             comma = data.find(b",", start, end)
             try:
-                n = int(data[start + len(_TURN):comma])
+                n = int(data[start + len(_TURN) : comma])
             except ValueError:
                 n = -1
             if 0 <= n <= len(spans):
@@ -273,7 +279,7 @@ def index(f: Any, length: int, inode: int) -> Index:
             else:
                 dead += end - start
         elif data.startswith(_CUT, start):
-            record = _record(data[start:end - 1])
+            record = _record(data[start : end - 1])
             if record is not None:
                 n = record["cut"]
                 dead += sum(e - s for s, e in spans[n:])
@@ -289,7 +295,9 @@ def index(f: Any, length: int, inode: int) -> Index:
     return Index(inode, length, spans, chat, dead)
 
 
-def read_turns(path: Path, length: int, lo: int, hi: int, known: Index | None = None) -> tuple[list[dict[str, Any]], Index]:
+def read_turns(
+    path: Path, length: int, lo: int, hi: int, known: Index | None = None
+) -> tuple[list[dict[str, Any]], Index]:
     """The live turns at positions ``lo`` to ``hi`` (exclusive), and the index
     used to find them (``known`` again when it still fits the file)."""
     with path.open("rb") as f:

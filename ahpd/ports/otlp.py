@@ -99,20 +99,27 @@ def _span(span: Any) -> dict[str, Any]:
     if span.status.description:
         out["status"]["message"] = span.status.description
     if span.events:
-        out["events"] = [{"timeUnixNano": str(e.timestamp), "name": e.name, "attributes": attributes(e.attributes)}
-                         for e in span.events]
+        out["events"] = [
+            {"timeUnixNano": str(e.timestamp), "name": e.name, "attributes": attributes(e.attributes)}
+            for e in span.events
+        ]
     return out
 
 
 def _by_resource(items: Sequence[Any], kind: str, leaves: str, encode: Any) -> dict[str, Any]:
     """The OTLP nesting every signal shares: ``resource<Kind>`` holding
     ``scope<Kind>`` holding the encoded ``leaves``."""
-    return {f"resource{kind}": [
-        {"resource": _resource(resource), f"scope{kind}": [
-            {"scope": _scope(scope), leaves: [encode(item) for item in members]} for scope, members in scopes
-        ]}
-        for resource, scopes in _grouped(items, lambda i: i.resource, lambda i: i.instrumentation_scope)
-    ]}
+    return {
+        f"resource{kind}": [
+            {
+                "resource": _resource(resource),
+                f"scope{kind}": [
+                    {"scope": _scope(scope), leaves: [encode(item) for item in members]} for scope, members in scopes
+                ],
+            }
+            for resource, scopes in _grouped(items, lambda i: i.resource, lambda i: i.instrumentation_scope)
+        ]
+    }
 
 
 def encode_spans(spans: Sequence[Any]) -> dict[str, Any]:
@@ -163,9 +170,11 @@ def _metric(metric: Any) -> dict[str, Any] | None:
     out: dict[str, Any] = {"name": metric.name, "description": metric.description or "", "unit": metric.unit or ""}
     data = metric.data
     if isinstance(data, Sum):
-        out["sum"] = {"dataPoints": [_point(p) for p in data.data_points],
-                      "aggregationTemporality": int(data.aggregation_temporality.value),
-                      "isMonotonic": bool(data.is_monotonic)}
+        out["sum"] = {
+            "dataPoints": [_point(p) for p in data.data_points],
+            "aggregationTemporality": int(data.aggregation_temporality.value),
+            "isMonotonic": bool(data.is_monotonic),
+        }
     elif isinstance(data, Gauge):
         out["gauge"] = {"dataPoints": [_point(p) for p in data.data_points]}
     else:
@@ -175,10 +184,15 @@ def _metric(metric: Any) -> dict[str, Any] | None:
 
 def encode_metrics(data: MetricsData) -> dict[str, Any]:
     """An ``ExportMetricsServiceRequest`` of the SDK's ``MetricsData``."""
-    return {"resourceMetrics": [
-        {"resource": _resource(rm.resource), "scopeMetrics": [
-            {"scope": _scope(sm.scope), "metrics": [m for m in map(_metric, sm.metrics) if m is not None]}
-            for sm in rm.scope_metrics
-        ]}
-        for rm in data.resource_metrics
-    ]}
+    return {
+        "resourceMetrics": [
+            {
+                "resource": _resource(rm.resource),
+                "scopeMetrics": [
+                    {"scope": _scope(sm.scope), "metrics": [m for m in map(_metric, sm.metrics) if m is not None]}
+                    for sm in rm.scope_metrics
+                ],
+            }
+            for rm in data.resource_metrics
+        ]
+    }

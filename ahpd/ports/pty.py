@@ -48,8 +48,9 @@ class Pty:
         self._send_lock = trio.StrictFIFOLock()
 
     @classmethod
-    def spawn(cls, argv: Sequence[str], *, cwd: str | os.PathLike[str], env: Mapping[str, str],
-              cols: int, rows: int) -> Pty:
+    def spawn(
+        cls, argv: Sequence[str], *, cwd: str | os.PathLike[str], env: Mapping[str, str], cols: int, rows: int
+    ) -> Pty:
         """Start ``argv``; an ``OSError`` says why it could not be."""
         try:
             process = ptyprocess.PtyProcess.spawn(list(argv), cwd=str(cwd), env=dict(env), dimensions=(rows, cols))
@@ -140,7 +141,7 @@ def session_members(sid: int) -> list[int]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(b")") + 2:].split()
+        fields = stat[stat.rindex(b")") + 2 :].split()
         if int(fields[3]) == sid:
             found.append(int(entry))
     return sorted(found, key=lambda pid: pid != sid)

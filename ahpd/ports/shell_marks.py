@@ -63,26 +63,26 @@ class MarkReader:
                 else:
                     self._text(events, data[start:])
                 return events
-            head = data[at:at + 6]
+            head = data[at : at + 6]
             if not any(head.startswith(p) or p.startswith(head) for p in _OURS):
-                self._text(events, data[start:at + 2])  # someone else's OSC: output
+                self._text(events, data[start : at + 2])  # someone else's OSC: output
                 start = at + 2
                 continue
             end, size = _terminator(data, at)
             if end < 0:
                 if len(data) - at > MAX_MARK:
-                    self._text(events, data[start:at + 2])
+                    self._text(events, data[start : at + 2])
                     start = at + 2
                     continue
                 self._text(events, data[start:at])
                 self._held = data[at:]
                 return events
             if not any(head.startswith(p) for p in _OURS):
-                self._text(events, data[start:at + 2])
+                self._text(events, data[start : at + 2])
                 start = at + 2
                 continue
             self._text(events, data[start:at])
-            mark = _mark(data[at + 2:end].decode("utf-8", "replace"))
+            mark = _mark(data[at + 2 : end].decode("utf-8", "replace"))
             if mark is not None:
                 events.append(mark)
             start = end + size

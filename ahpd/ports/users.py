@@ -73,14 +73,15 @@ class UserDirectory:
     def add(self, user_id: str) -> str:
         """Add ``user_id`` and return its token (the only time it is shown)."""
         if not valid_id(user_id):
-            raise UsersError(f"{user_id!r} is not a user id: use letters, digits, '.', '_' and '-' "
-                             "(64 at most, starting with a letter or digit)")
+            raise UsersError(
+                f"{user_id!r} is not a user id: use letters, digits, '.', '_' and '-' "
+                "(64 at most, starting with a letter or digit)"
+            )
         users = self._load()
         if user_id in users:
             raise UsersError(f"user {user_id} already exists; remove it first to issue a new token")
         token = f"{user_id}:{secrets.token_urlsafe(32)}"
-        users[user_id] = {"hash": _hasher.hash(token),
-                          "createdAt": datetime.now(UTC).isoformat(timespec="seconds")}
+        users[user_id] = {"hash": _hasher.hash(token), "createdAt": datetime.now(UTC).isoformat(timespec="seconds")}
         self._save(users)
         return token
 

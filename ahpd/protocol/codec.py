@@ -105,9 +105,7 @@ class _Converter:
         c.register_structure_hook_func(lambda t: t is Any, _any)
         c.register_structure_hook_func(self._is_list, self._structure_list)
         c.register_structure_hook_func(self._is_dict, self._structure_dict)
-        c.register_structure_hook_factory(
-            lambda t: _is_union(t) and t != model.Number, self._union_hook
-        )
+        c.register_structure_hook_factory(lambda t: _is_union(t) and t != model.Number, self._union_hook)
         c.register_structure_hook_factory(attrs.has, self._class_hook)
         c.register_unstructure_hook_factory(attrs.has, self._unstructure_hook)
 
@@ -184,9 +182,7 @@ class _Converter:
                     continue
                 if element is None and key not in nullable:
                     if strict or key in required:
-                        raise _Located(
-                            _key_path(key), ValueError("null is not allowed here; omit the key")
-                        )
+                        raise _Located(_key_path(key), ValueError("null is not allowed here; omit the key"))
                     continue
                 try:
                     kwargs[f.alias] = structure_field(element, f.type)
@@ -197,11 +193,7 @@ class _Converter:
         return structure
 
     def _unstructure_hook(self, cls: type) -> Any:
-        consts = {
-            f.name: override(omit_if_default=False)
-            for f in attrs.fields(cls)
-            if f.metadata.get(CONST)
-        }
+        consts = {f.name: override(omit_if_default=False) for f in attrs.fields(cls) if f.metadata.get(CONST)}
         # mypy checks a spread dict against every keyword, the bool flags too; the keys here are
         # field names, which cattrs takes as AttributeOverrides.
         return make_dict_unstructure_fn(cls, self.c, _cattrs_omit_if_default=True, **consts)  # type: ignore[arg-type]

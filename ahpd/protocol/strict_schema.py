@@ -143,9 +143,7 @@ def strict_schema() -> dict[str, Any]:
         return b.of(cls) if cls is not None else {"type": "null"}
 
     actions = {t: b.of(cls) for t, cls in model.ACTIONS.items()}
-    commands = {
-        m: {"params": b.of(p), "result": result(r)} for m, (p, r) in model.COMMANDS.items()
-    }
+    commands = {m: {"params": b.of(p), "result": result(r)} for m, (p, r) in model.COMMANDS.items()}
     server_commands = {m: commands[m] for m in model.SERVER_COMMANDS}
     client_notifications = {m: b.of(p) for m, p in model.CLIENT_NOTIFICATIONS.items()}
     notifications = {m: b.of(p) for m, p in model.SERVER_NOTIFICATIONS.items()}
@@ -181,6 +179,10 @@ def validator(pointer: str) -> Any:
     import jsonschema
 
     doc = strict_schema()
-    return jsonschema.Draft202012Validator({"$ref": "#" + pointer, **{"$defs": doc["$defs"]}, **{
-        k: doc[k] for k in ("actions", "commands", "serverCommands", "clientNotifications", "notifications")
-    }})
+    return jsonschema.Draft202012Validator(
+        {
+            "$ref": "#" + pointer,
+            **{"$defs": doc["$defs"]},
+            **{k: doc[k] for k in ("actions", "commands", "serverCommands", "clientNotifications", "notifications")},
+        }
+    )

@@ -33,9 +33,7 @@ from ._registry import Action, State
 from ._util import ABSENT, assign, coalesce, compact, field, present
 
 
-def update_tool_call(
-    state: State, action: Action, update: Callable[[ToolCall], ToolCall]
-) -> State:
+def update_tool_call(state: State, action: Action, update: Callable[[ToolCall], ToolCall]) -> State:
     """Apply `update` to the tool call `action.toolCallId` of turn `action.turnId`.
 
     `update` returns its argument unchanged to reject a transition; then

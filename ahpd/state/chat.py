@@ -105,8 +105,10 @@ def _end_turn(
             "state": turn_state,
         }
     )
-    next_state = modified({**without(state, "activeTurn"), "turns": [*state["turns"], turn]},
-                           after(active.get("startedAt"), turn["duration"]))
+    next_state = modified(
+        {**without(state, "activeTurn"), "turns": [*state["turns"], turn]},
+        after(active.get("startedAt"), turn["duration"]),
+    )
     terminal = st.ERROR if turn_state == "error" else None
     return {**next_state, "status": summary_status(next_state, terminal)}
 

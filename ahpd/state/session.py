@@ -41,9 +41,7 @@ def _input_needed_status(status: int, requests: list[dict[str, Any]]) -> int:
     return status & ~(st.INPUT_NEEDED & ~st.IN_PROGRESS)
 
 
-def _find_customization(
-    state: State, cid: str
-) -> tuple[int, int | None, dict[str, Any]] | None:
+def _find_customization(state: State, cid: str) -> tuple[int, int | None, dict[str, Any]] | None:
     """Locate a customization: top level first, then inside containers.
 
     Returns (top index, child index or None, entry).
@@ -77,9 +75,7 @@ def _replace_customization(state: State, top: int, child: int | None, entry: dic
     return {**state, "customizations": items}
 
 
-def _update_mcp_server(
-    state: State, cid: str, update: Callable[[dict[str, Any]], dict[str, Any]]
-) -> State:
+def _update_mcp_server(state: State, cid: str, update: Callable[[dict[str, Any]], dict[str, Any]]) -> State:
     found = _find_customization(state, cid)
     if found is None:
         return state
@@ -342,16 +338,12 @@ def mcp_server_state_changed(state: State, action: Action, **_: object) -> State
 
 @handles("session/mcpServerStartRequested")
 def mcp_server_start_requested(state: State, action: Action, **_: object) -> State:
-    return _update_mcp_server(
-        state, action["id"], lambda e: assign(e, state={"kind": "starting"}, channel=ABSENT)
-    )
+    return _update_mcp_server(state, action["id"], lambda e: assign(e, state={"kind": "starting"}, channel=ABSENT))
 
 
 @handles("session/mcpServerStopRequested")
 def mcp_server_stop_requested(state: State, action: Action, **_: object) -> State:
-    return _update_mcp_server(
-        state, action["id"], lambda e: assign(e, state={"kind": "stopped"}, channel=ABSENT)
-    )
+    return _update_mcp_server(state, action["id"], lambda e: assign(e, state={"kind": "stopped"}, channel=ABSENT))
 
 
 @handles("session/mcpServerBackgroundRequested")

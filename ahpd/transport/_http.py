@@ -174,17 +174,29 @@ def decide(request: h11.Request, token: str | None, listen_host: str = "127.0.0.
     if len(_header(request, b"host")) != 1:
         return Refusal(400, "missing 'Host'")  # h11 refuses two, and none in HTTP/1.1
     if not host_ok(request, token, listen_host):
-        return Refusal(403, "the Host header does not name this daemon's address "
-                       "(ahpd answers on loopback names and the address it listens on)")
+        return Refusal(
+            403,
+            "the Host header does not name this daemon's address "
+            "(ahpd answers on loopback names and the address it listens on)",
+        )
     if not token_ok(request, token):
-        return Refusal(401, "a valid token is required (?tkn=, ?token= or Authorization: Bearer)",
-                       [(b"WWW-Authenticate", b'Bearer realm="ahpd"')])
+        return Refusal(
+            401,
+            "a valid token is required (?tkn=, ?token= or Authorization: Bearer)",
+            [(b"WWW-Authenticate", b'Bearer realm="ahpd"')],
+        )
     if not is_websocket_upgrade(request):
-        return Refusal(426, "this is an Agent Host Protocol WebSocket endpoint",
-                       [(b"Upgrade", b"websocket"), (b"Sec-WebSocket-Version", b"13")])
+        return Refusal(
+            426,
+            "this is an Agent Host Protocol WebSocket endpoint",
+            [(b"Upgrade", b"websocket"), (b"Sec-WebSocket-Version", b"13")],
+        )
     if token is None and not origin_ok(request):
-        return Refusal(403, "a WebSocket from a web page whose origin is not loopback is refused "
-                       "by a daemon without a connection token")
+        return Refusal(
+            403,
+            "a WebSocket from a web page whose origin is not loopback is refused "
+            "by a daemon without a connection token",
+        )
     if request.method != b"GET":
         return Refusal(405, "a WebSocket upgrade must use GET", [(b"Allow", b"GET")])
     if [value.strip().lower() for value in _header(request, b"upgrade")] != [b"websocket"]:
@@ -192,8 +204,11 @@ def decide(request: h11.Request, token: str | None, listen_host: str = "127.0.0.
     if b"upgrade" not in _tokens(_header(request, b"connection")):
         return Refusal(400, "missing 'Connection: Upgrade'")
     if _header(request, b"sec-websocket-version") != [b"13"]:
-        return Refusal(426, "only WebSocket version 13 is supported",
-                       [(b"Upgrade", b"websocket"), (b"Sec-WebSocket-Version", b"13")])
+        return Refusal(
+            426,
+            "only WebSocket version 13 is supported",
+            [(b"Upgrade", b"websocket"), (b"Sec-WebSocket-Version", b"13")],
+        )
     if not key_ok(request):
         return Refusal(400, "'Sec-WebSocket-Key' must be one 16-byte value in base64")
     return None

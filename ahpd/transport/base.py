@@ -98,7 +98,10 @@ class QueueBudget:
                 return True  # an empty queue always takes a frame (see Connection.send)
             logger.warning(
                 "%s has the most queued (%d bytes) while all connections together are over "
-                "%d bytes; closing it with %d", victim.name, victim.queued_bytes, self.limit,
+                "%d bytes; closing it with %d",
+                victim.name,
+                victim.queued_bytes,
+                self.limit,
                 POLICY_VIOLATION,
             )
             victim._close(POLICY_VIOLATION, "server send queue full", discard=True)
@@ -121,8 +124,9 @@ class Connection:
     queued_bytes: int
     closed: bool
 
-    def __init__(self, name: str, queue_limit: Callable[[], int] | None = None,
-                 budget: QueueBudget | None = None) -> None:
+    def __init__(
+        self, name: str, queue_limit: Callable[[], int] | None = None, budget: QueueBudget | None = None
+    ) -> None:
         self.name = name
         self.queued_bytes = 0
         telemetry.COUNTS.connections += 1
@@ -187,7 +191,10 @@ class Connection:
             if queued + size > limit:
                 logger.warning(
                     "%s fell behind: %d bytes pending (limit %d); closing it with %d",
-                    self.name, queued + size, limit, POLICY_VIOLATION,
+                    self.name,
+                    queued + size,
+                    limit,
+                    POLICY_VIOLATION,
                 )
                 self._close(POLICY_VIOLATION, f"client fell behind by {queued + size} bytes", discard=True)
                 return False

@@ -58,10 +58,10 @@ def text_frame_pieces(text: str) -> Iterator[bytes]:
     length in characters when it is ASCII, as a file's base64 or most text
     is; otherwise it is counted a piece at a time too."""
     ends = range(0, len(text), PIECE)
-    size = len(text) if text.isascii() else sum(len(text[i:i + PIECE].encode()) for i in ends)
+    size = len(text) if text.isascii() else sum(len(text[i : i + PIECE].encode()) for i in ends)
     yield _header(size)
     for i in ends:
-        yield text[i:i + PIECE].encode()
+        yield text[i : i + PIECE].encode()
 
 
 class BatchBytes:
@@ -78,7 +78,11 @@ class BatchBytes:
 
     def of(self, frames: list[str]) -> bytes:
         if frames != self._frames:
-            self._data = b"".join([text.encoded(text_frame) if type(text) is SharedFrame
-                                   else text_frame(text.encode()) for text in frames])
+            self._data = b"".join(
+                [
+                    text.encoded(text_frame) if type(text) is SharedFrame else text_frame(text.encode())
+                    for text in frames
+                ]
+            )
             self._frames = frames
         return self._data

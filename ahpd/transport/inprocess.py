@@ -51,8 +51,13 @@ class ClientEnd:
 class InProcessConnection(Connection):
     """The host's end of an in-process pair."""
 
-    def __init__(self, name: str, to_client: trio.MemorySendChannel[str],
-                 from_client: trio.MemoryReceiveChannel[str], client: ClientEnd) -> None:
+    def __init__(
+        self,
+        name: str,
+        to_client: trio.MemorySendChannel[str],
+        from_client: trio.MemoryReceiveChannel[str],
+        client: ClientEnd,
+    ) -> None:
         super().__init__(name, queue_limit=None)
         self._to_client = to_client
         self._from_client = from_client

@@ -48,9 +48,15 @@ def _error(code: int, message: str) -> str:
 class StdioConnection(Connection):
     """The one client on the other end of stdin/stdout."""
 
-    def __init__(self, stdin: trio.abc.ReceiveStream, stdout: trio.abc.SendStream, *,
-                 max_message_size: int, queue_limit: Callable[[], int] | None,
-                 name: str = "stdio") -> None:
+    def __init__(
+        self,
+        stdin: trio.abc.ReceiveStream,
+        stdout: trio.abc.SendStream,
+        *,
+        max_message_size: int,
+        queue_limit: Callable[[], int] | None,
+        name: str = "stdio",
+    ) -> None:
         super().__init__(name, queue_limit)
         self._stdin = stdin
         self._stdout = stdout
@@ -118,8 +124,9 @@ class StdioConnection(Connection):
         self.send(_error(-32600, message))
 
     async def _write_frames(self, frames: list[str]) -> None:
-        data = b"".join([text.encoded(_line) if isinstance(text, SharedFrame) else _line(text.encode())
-                         for text in frames])
+        data = b"".join(
+            [text.encoded(_line) if isinstance(text, SharedFrame) else _line(text.encode()) for text in frames]
+        )
         try:
             await self._stdout.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
@@ -148,8 +155,7 @@ async def serve_stdio(
     """
     stdin = trio.lowlevel.FdStream(os.dup(stdin_fd))
     stdout = trio.lowlevel.FdStream(os.dup(stdout_fd))
-    conn = StdioConnection(stdin, stdout, max_message_size=max_message_size,
-                           queue_limit=queue_limit)
+    conn = StdioConnection(stdin, stdout, max_message_size=max_message_size, queue_limit=queue_limit)
     logger.info("serving on stdin/stdout")
     await run_connection(handler, conn)
     logger.info("stdio closed (%s %s)", conn.close_code, conn.close_reason)

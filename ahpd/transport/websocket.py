@@ -110,8 +110,9 @@ class Limits:
     queued_bytes: int = 256 * 2**20
 
     @classmethod
-    def for_this_process(cls, connections: int | None = None, pending: int | None = None,
-                         queued_bytes: int | None = None) -> Limits:
+    def for_this_process(
+        cls, connections: int | None = None, pending: int | None = None, queued_bytes: int | None = None
+    ) -> Limits:
         """The given values, the others derived from the open-file limit: half of
         it (the rest is for agents, terminals, stores), at most 1024, for
         connections; an eighth of that for pending heads."""
@@ -203,9 +204,16 @@ async def _linger_close(stream: trio.abc.HalfCloseableStream, linger: float = LI
 class WebSocketConnection(Connection):
     """One WebSocket client; trio-websocket's reader runs in the shielded I/O task."""
 
-    def __init__(self, stream: _ReplayStream, name: str, *, max_message_size: int,
-                 queue_limit: Callable[[], int], budget: QueueBudget | None = None,
-                 batches: BatchBytes | None = None) -> None:
+    def __init__(
+        self,
+        stream: _ReplayStream,
+        name: str,
+        *,
+        max_message_size: int,
+        queue_limit: Callable[[], int],
+        budget: QueueBudget | None = None,
+        batches: BatchBytes | None = None,
+    ) -> None:
         super().__init__(name, queue_limit, budget)
         self._batches = batches or BatchBytes()  # shared with the server's other connections
         self._stream = stream
@@ -218,7 +226,8 @@ class WebSocketConnection(Connection):
             # closes with 1009 past it; our limit is in bytes, so frames with
             # few enough characters but too many bytes are caught in _read_frame.
             request = await trio_websocket.wrap_server_stream(
-                nursery, self._stream, max_message_size=self._max, receive_buffer_size=RECEIVE_BYTES)
+                nursery, self._stream, max_message_size=self._max, receive_buffer_size=RECEIVE_BYTES
+            )
             self._ws = await request.accept()
             return True
         logger.info("%s: WebSocket handshake timed out", self.name)
@@ -237,8 +246,7 @@ class WebSocketConnection(Connection):
                     self._peer_gone(code, why)
                 return None
             if isinstance(message, bytes):
-                logger.warning("%s: ignored a binary frame of %d bytes (AHP uses text frames)",
-                               self.name, len(message))
+                logger.warning("%s: ignored a binary frame of %d bytes (AHP uses text frames)", self.name, len(message))
                 continue
             size = len(message) if len(message) * 4 <= self._max or message.isascii() else len(message.encode())
             if size > self._max:
@@ -360,8 +368,11 @@ class _Server:
                 except h11.RemoteProtocolError as exc:
                     status = exc.error_status_hint
                     logger.info("%s: bad HTTP request (%s)", name, exc)
-                    await self._refuse(stream, name, _http.Refusal(status, "bad request" if status != 431
-                                                                   else "request head too large"))
+                    await self._refuse(
+                        stream,
+                        name,
+                        _http.Refusal(status, "bad request" if status != 431 else "request head too large"),
+                    )
                     return
             self.pending -= 1
             in_head = False
@@ -372,10 +383,14 @@ class _Server:
             if refusal is not None:
                 await self._refuse(stream, name, refusal)
                 return
-            conn = WebSocketConnection(_ReplayStream(stream, raw), name,
-                                       max_message_size=self.max_message_size,
-                                       queue_limit=self.queue_limit, budget=self.budget,
-                                       batches=self.batches)
+            conn = WebSocketConnection(
+                _ReplayStream(stream, raw),
+                name,
+                max_message_size=self.max_message_size,
+                queue_limit=self.queue_limit,
+                budget=self.budget,
+                batches=self.batches,
+            )
             logger.info("%s connected", name)
             try:
                 await run_connection(self.handler, conn)
@@ -400,12 +415,18 @@ class _Server:
     async def _busy(self, stream: trio.SocketStream, name: str) -> None:
         """503 and close, logged once per spell of refusals (a flood must not flood the log)."""
         if not self.refused:
-            logger.warning("%s: refused with 503: %d connections open (limit %d), %d in their "
-                           "request head (limit %d)", name, self.connections, self.limits.connections,
-                           self.pending, self.limits.pending)
+            logger.warning(
+                "%s: refused with 503: %d connections open (limit %d), %d in their request head (limit %d)",
+                name,
+                self.connections,
+                self.limits.connections,
+                self.pending,
+                self.limits.pending,
+            )
         self.refused += 1
-        busy = _http.Refusal(503, "ahpd is serving as many connections as it may; retry shortly",
-                             [(b"Retry-After", b"5")])
+        busy = _http.Refusal(
+            503, "ahpd is serving as many connections as it may; retry shortly", [(b"Retry-After", b"5")]
+        )
         try:
             with trio.move_on_after(BUSY_LINGER_TIMEOUT):
                 await stream.send_all(_http.response(busy))
@@ -416,8 +437,9 @@ class _Server:
             await trio.aclose_forcefully(stream)
 
 
-async def _accept_loop(listener: trio.SocketListener, nursery: trio.Nursery,
-                       serve: Callable[[trio.SocketStream], Awaitable[None]]) -> None:
+async def _accept_loop(
+    listener: trio.SocketListener, nursery: trio.Nursery, serve: Callable[[trio.SocketStream], Awaitable[None]]
+) -> None:
     """Accept until cancelled. Out of file descriptors (or memory), wait a moment
     and try again: connections that end free some; the daemon does not die of it."""
     short = False
@@ -429,8 +451,11 @@ async def _accept_loop(listener: trio.SocketListener, nursery: trio.Nursery,
                 if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
                     raise
                 if not short:
-                    logger.warning("accept failed (%s); retrying every %.1f s until it succeeds",
-                                   errno.errorcode[exc.errno], ACCEPT_RETRY_DELAY)
+                    logger.warning(
+                        "accept failed (%s); retrying every %.1f s until it succeeds",
+                        errno.errorcode[exc.errno],
+                        ACCEPT_RETRY_DELAY,
+                    )
                 short = True
                 await trio.sleep(ACCEPT_RETRY_DELAY)
                 continue
@@ -464,16 +489,19 @@ async def serve_websocket(
         for extra in listeners[1:]:
             await extra.aclose()
         listeners = listeners[:1]
-    server = _Server(handler, token, host, max_message_size, queue_limit, limits,
-                     QueueBudget(limits.queued_bytes))
+    server = _Server(handler, token, host, max_message_size, queue_limit, limits, QueueBudget(limits.queued_bytes))
     bound = listeners[0].socket.getsockname()
     where = Listening(host=host, port=bound[1])
     async with trio.open_nursery() as nursery:
         for listener in listeners:
             nursery.start_soon(_accept_loop, listener, nursery, server.serve_stream)
-        logger.info("listening on %s (at most %d connections, %d in their request head, "
-                    "%d bytes queued in all)", where.url, limits.connections, limits.pending,
-                    limits.queued_bytes)
+        logger.info(
+            "listening on %s (at most %d connections, %d in their request head, %d bytes queued in all)",
+            where.url,
+            limits.connections,
+            limits.pending,
+            limits.queued_bytes,
+        )
         task_status.started(where)
 
 

@@ -30,10 +30,24 @@ REDACTED = "<redacted>"
 
 #: Keys whose value is a credential wherever they appear (compared case blind).
 #: ``progressToken`` is not one: it names a request, so it is not listed.
-SECRET_KEYS = frozenset({
-    "token", "accesstoken", "refreshtoken", "idtoken", "authorization", "password", "secret",
-    "clientsecret", "apikey", "api_key", "anthropic_api_key", "cookie", "tkn", "connectiontoken",
-})
+SECRET_KEYS = frozenset(
+    {
+        "token",
+        "accesstoken",
+        "refreshtoken",
+        "idtoken",
+        "authorization",
+        "password",
+        "secret",
+        "clientsecret",
+        "apikey",
+        "api_key",
+        "anthropic_api_key",
+        "cookie",
+        "tkn",
+        "connectiontoken",
+    }
+)
 # A cheap pre-check on the raw text, so the common frame is never parsed twice.
 _MAYBE_SECRET = re.compile(
     r'"(?i:token|accessToken|refreshToken|idToken|authorization|password|secret|clientSecret|apiKey|api_key'
@@ -75,8 +89,16 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def capture_line(text: str, direction: str, connection_id: str, *, transport: str,
-                 client_id: str | None = None, ts: str | None = None, trusted: bool = False) -> str:
+def capture_line(
+    text: str,
+    direction: str,
+    connection_id: str,
+    *,
+    transport: str,
+    client_id: str | None = None,
+    ts: str | None = None,
+    trusted: bool = False,
+) -> str:
     """The capture line (with its newline) for one frame's ``text``.
 
     A frame that is a JSON object and holds nothing to redact is spliced
@@ -86,8 +108,9 @@ def capture_line(text: str, direction: str, connection_id: str, *, transport: st
     ``trusted`` says an ``s2c`` frame is this host's own ``json.dumps`` and
     need not be parsed to be known to be one object.
     """
-    begin, end, tail = _line(text, direction, connection_id, transport=transport, client_id=client_id, ts=ts,
-                             trusted=trusted)
+    begin, end, tail = _line(
+        text, direction, connection_id, transport=transport, client_id=client_id, ts=ts, trusted=trusted
+    )
     return text[begin:end] + tail
 
 
@@ -95,14 +118,27 @@ def _json_space(char: str) -> bool:
     return char in " \t\r\n"
 
 
-def _line(text: str, direction: str, connection_id: str, *, transport: str, client_id: str | None,
-          ts: str | None, trusted: bool) -> tuple[int, int, str]:
+def _line(
+    text: str,
+    direction: str,
+    connection_id: str,
+    *,
+    transport: str,
+    client_id: str | None,
+    ts: str | None,
+    trusted: bool,
+) -> tuple[int, int, str]:
     """The capture line as ``text[begin:end] + tail``: a spliced frame is
     not copied here (a ``resourceRead`` answer can be megabytes), only
     bounded; see ``capture_line``."""
     size = len(text) if text.isascii() else len(text.encode())
-    log: dict[str, Any] = {"ts": ts or utc_now(), "dir": direction, "connectionId": connection_id,
-                           "transport": transport, "byteLength": size}
+    log: dict[str, Any] = {
+        "ts": ts or utc_now(),
+        "dir": direction,
+        "connectionId": connection_id,
+        "transport": transport,
+        "byteLength": size,
+    }
     if client_id is not None:
         log["clientId"] = client_id
     begin, end = 0, len(text)
@@ -110,8 +146,13 @@ def _line(text: str, direction: str, connection_id: str, *, transport: str, clie
         begin += 1
     while end > begin and _json_space(text[end - 1]):
         end -= 1
-    spliceable = (end - begin >= 2 and text[begin] == "{" and text[end - 1] == "}"
-                  and text.find("\n", begin, end) < 0 and not needs_redaction(text))
+    spliceable = (
+        end - begin >= 2
+        and text[begin] == "{"
+        and text[end - 1] == "}"
+        and text.find("\n", begin, end) < 0
+        and not needs_redaction(text)
+    )
     message: Any = None
     own = trusted and direction == "s2c"
     if not (spliceable and own):
@@ -170,18 +211,24 @@ class CaptureFile:
         """The line of one frame, written without copying the frame more than
         once (into its UTF-8 bytes): a spliced line is written as those
         bytes and its tail, in one ``writev``."""
-        begin, end, tail = _line(text, direction, connection_id, transport=self.transport, client_id=client_id,
-                                 ts=None, trusted=self.trusted)
+        begin, end, tail = _line(
+            text, direction, connection_id, transport=self.transport, client_id=client_id, ts=None, trusted=self.trusted
+        )
         data = text.encode()  # after _line, which let go of whatever it parsed
         # What lies outside text[begin:end] is JSON whitespace and "}": one byte a character.
-        body = memoryview(data)[begin:len(data) - (len(text) - end)] if end else b""
+        body = memoryview(data)[begin : len(data) - (len(text) - end)] if end else b""
         self._write_pieces([body, tail.encode()])
 
     def write_closed(self, connection_id: str, client_id: str | None = None) -> None:
         """The line that says a connection closed: ``_ahpLog`` alone, with
         ``"event": "close"``, so the checker knows its client left."""
-        log: dict[str, Any] = {"ts": utc_now(), "dir": "c2s", "connectionId": connection_id,
-                               "transport": self.transport, "event": "close"}
+        log: dict[str, Any] = {
+            "ts": utc_now(),
+            "dir": "c2s",
+            "connectionId": connection_id,
+            "transport": self.transport,
+            "event": "close",
+        }
         if client_id is not None:
             log["clientId"] = client_id
         self._write_line(_dumps({"_ahpLog": log}) + "\n")

@@ -33,96 +33,27 @@ then is the client's leaving, not a defect.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from ahpd.wire import schema
+from ahpd.wire.check_state import (
+    ANY_ACTION,
+    APPENDS,
+    ENDINGS,
+    TOOL_ACTIONS,
+    Connection,
+    Problem,
+    Turn,
+    clears_activity,
+    excerpt,
+    join_path,
+)
 from ahpd.wire.reader import Frame
-from ahpd.wire.replay import Channel, History
+from ahpd.wire.replay import History
+
 
 #: Stands in for a refused action when its envelope is checked (see ``notification``).
-_ANY_ACTION = {"type": "root/activeSessionsChanged", "activeSessions": 0}
-ENDINGS = frozenset({"chat/turnComplete", "chat/turnCancelled", "chat/error"})
-# Actions that append to a part, and the kind of part each needs.
-APPENDS = {"chat/delta": "markdown", "chat/reasoning": "reasoning"}
-TOOL_ACTIONS = frozenset({"chat/toolCallDelta", "chat/toolCallReady", "chat/toolCallComplete",
-                          "chat/toolCallConfirmed", "chat/toolCallContentChanged"})
-
-
-class Problem(NamedTuple):
-    path: str  # the capture file
-    line: int
-    json_path: str
-    excerpt: str
-    rule: str
-    message: str
-    connection: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.rule}: {self.message} at {self.json_path}: {self.excerpt}"
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self._asdict())
-
-
-def _clears_activity(params: Any) -> bool:
-    changes = params.get("changes") if isinstance(params, dict) else None
-    return isinstance(changes, dict) and "activity" in changes and changes["activity"] is None
-
-
-def excerpt(value: Any, limit: int = 120) -> str:
-    text = value if isinstance(value, str) and value.startswith(("{", "[")) else json.dumps(
-        value, ensure_ascii=False, separators=(",", ":"), default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _join(prefix: str, sub: str) -> str:
-    return prefix + sub[1:] if sub.startswith("$") else f"{prefix}.{sub}"
-
-
-class Turn:
-    __slots__ = ("started", "ended", "parts")
-
-    def __init__(self, started: int) -> None:
-        self.started = started
-        self.ended: int | None = None
-        self.parts: dict[Any, str] = {}  # part id (or tool call id) -> kind
-
-
-class Connection:
-    """What the checker knows about one connection so far."""
-
-    def __init__(self, name: str, path: str, histories: dict[str, History] | None = None) -> None:
-        self.name = name
-        self.path = path
-        self.histories = histories if histories is not None else {}
-        self.closed = False
-        self.last_frame = 0  # the checker's count of frames at this connection's latest
-        self.client_id: str | None = None
-        self.requests: dict[Any, tuple[str, int, Any]] = {}  # c2s id -> (method, line, params)
-        self.server_requests: dict[Any, tuple[str, int]] = {}  # s2c id -> (method, line)
-        self.last_seq: float | None = None  # an int, unless a frame the schema refused said otherwise
-        self.dispatched: dict[Any, dict[str, Any]] = {}  # clientSeq -> action
-        self.channels: dict[str, Channel] = {}
-        self.dropped: set[str] = set()
-        # Actions on a channel whose first snapshot is still in flight: (serverSeq, action, path, line).
-        self.deferred: dict[str, list[tuple[float, dict[str, Any], str, int]]] = {}
-        # Turn and tool call ids below are as the capture has them: strings in a well-formed
-        # action, anything (None, a number) in one the schema refused, which is followed all the same.
-        self.turns: dict[tuple[str, Any], Turn] = {}
-        self.running: dict[str, Any] = {}  # chat channel -> turn id running
-        self.asked: dict[Any, tuple[int, str]] = {}  # toolCallId -> (line, excerpt) of a ready that asks
-        self.answerable: set[Any] = set()  # toolCallIds somebody was asked about or answered
-
-    def channel(self, uri: str) -> Channel:
-        chan = self.channels.get(uri)
-        if chan is None:
-            history = self.histories.setdefault(uri, History())
-            chan = self.channels[uri] = Channel(uri, self.name, history)
-        return chan
-
-
 class Checker:
     """Feed it frames in capture order; ``finish()`` returns every problem found."""
 
@@ -144,12 +75,20 @@ class Checker:
 
     # -- reporting -------------------------------------------------------------
 
-    def report(self, rule: str, message: str, json_path: str = "$", value: Any = None,
-               line: int | None = None) -> None:
+    def report(self, rule: str, message: str, json_path: str = "$", value: Any = None, line: int | None = None) -> None:
         f = self._frame
         assert f is not None
-        self.problems.append(Problem(f.path, line if line is not None else f.line, json_path,
-                                     excerpt(value) if value is not None else "", rule, message, f.connection))
+        self.problems.append(
+            Problem(
+                f.path,
+                line if line is not None else f.line,
+                json_path,
+                excerpt(value) if value is not None else "",
+                rule,
+                message,
+                f.connection,
+            )
+        )
 
     def fits(self, where: schema.Target | None, value: Any, prefix: str, what: str) -> bool:
         if where is None:
@@ -164,7 +103,7 @@ class Checker:
                     node = node.get(key, node)
                 elif isinstance(node, list) and key.startswith("["):
                     node = node[int(key[1:-1])] if key[1:-1].isdigit() and int(key[1:-1]) < len(node) else node
-            self.report("schema", f"{what}: {reason}", _join(prefix, sub), node)
+            self.report("schema", f"{what}: {reason}", join_path(prefix, sub), node)
             return False
         return True
 
@@ -187,8 +126,12 @@ class Checker:
         msg = frame.message
         if not isinstance(msg, dict):
             if frame.direction == "s2c":
-                self.report("jsonrpc", "the host sent a frame that is not a JSON object", "$",
-                            frame.unparsed if frame.unparsed is not None else msg)
+                self.report(
+                    "jsonrpc",
+                    "the host sent a frame that is not a JSON object",
+                    "$",
+                    frame.unparsed if frame.unparsed is not None else msg,
+                )
             return
         if msg.get("jsonrpc") != "2.0":
             self.report("jsonrpc", 'no "jsonrpc": "2.0"', "$.jsonrpc", msg.get("jsonrpc", "<absent>"))
@@ -201,8 +144,12 @@ class Checker:
         elif isinstance(method, str):
             if "id" in msg:
                 conn.server_requests[msg["id"]] = (method, frame.line)
-                self.fits(schema.target("serverCommands", method, "params"), msg.get("params", {}),
-                          "$.params", f"{method} params")
+                self.fits(
+                    schema.target("serverCommands", method, "params"),
+                    msg.get("params", {}),
+                    "$.params",
+                    f"{method} params",
+                )
             else:
                 self.notification(conn, method, msg.get("params"))
         elif "id" in msg:
@@ -215,8 +162,12 @@ class Checker:
         if "id" in msg:
             assert self._frame is not None
             conn.requests[msg["id"]] = (method, self._frame.line, params)
-            self.fits(schema.target("commands", method, "params"), params if params is not None else {},
-                      "$.params", f"{method} params")
+            self.fits(
+                schema.target("commands", method, "params"),
+                params if params is not None else {},
+                "$.params",
+                f"{method} params",
+            )
             if not isinstance(params, dict):
                 return
             if method in ("initialize", "reconnect") and isinstance(params.get("clientId"), str):
@@ -242,8 +193,9 @@ class Checker:
         if asked is None:
             self.report("jsonrpc", "the client answered a request the host never made", "$.id", msg["id"])
         elif "result" in msg:
-            self.fits(schema.target("serverCommands", asked[0], "result"), msg["result"], "$.result",
-                      f"{asked[0]} result")
+            self.fits(
+                schema.target("serverCommands", asked[0], "result"), msg["result"], "$.result", f"{asked[0]} result"
+            )
 
     def host_answer(self, conn: Connection, msg: dict[str, Any]) -> None:
         asked = conn.requests.pop(msg["id"], None)
@@ -256,8 +208,9 @@ class Checker:
             return
         if "error" in msg:
             error = msg["error"]
-            if not (isinstance(error, dict) and isinstance(error.get("code"), int)
-                    and isinstance(error.get("message"), str)):
+            if not (
+                isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str)
+            ):
                 self.report("jsonrpc", "an error is {code: integer, message: string}", "$.error", error)
             for uri in _requested(method, params):
                 conn.channel(uri).settle()
@@ -291,16 +244,20 @@ class Checker:
         if method == "action" and isinstance(params, dict) and self._echoes_its_dispatch(conn, params):
             # A refusal hands the sender its own action back as sent, however
             # wrong: that was judged on the dispatch; the envelope is judged here.
-            checked = {**params, "action": _ANY_ACTION}
-        elif method == "root/sessionSummaryChanged" and _clears_activity(params):
+            checked = {**params, "action": ANY_ACTION}
+        elif method == "root/sessionSummaryChanged" and clears_activity(params):
             # Served outside the protocol, whose type says string: a row that
             # went idle says so with null, the way the reference host does.
             checked = {**params, "changes": {k: v for k, v in params["changes"].items() if k != "activity"}}
         valid = self.fits(where, checked, "$.params", method)
         if method != "action":
             if isinstance(params, dict) and "serverSeq" in params:
-                self.report("notification-seq", f"{method} carries a serverSeq: only actions move with state",
-                            "$.params.serverSeq", params["serverSeq"])
+                self.report(
+                    "notification-seq",
+                    f"{method} carries a serverSeq: only actions move with state",
+                    "$.params.serverSeq",
+                    params["serverSeq"],
+                )
             return
         if isinstance(params, dict):
             self.envelope(conn, params, "$.params", valid=valid)
@@ -311,8 +268,12 @@ class Checker:
         if "rejectionReason" not in params or not isinstance(origin, dict) or conn.client_id is None:
             return False
         seq = origin.get("clientSeq")
-        return (origin.get("clientId") == conn.client_id and isinstance(seq, int) and seq in conn.dispatched
-                and conn.dispatched[seq] == params.get("action"))
+        return (
+            origin.get("clientId") == conn.client_id
+            and isinstance(seq, int)
+            and seq in conn.dispatched
+            and conn.dispatched[seq] == params.get("action")
+        )
 
     def snapshot(self, conn: Connection, snap: Any, at: str) -> None:
         if not isinstance(snap, dict):
@@ -328,16 +289,33 @@ class Checker:
         if difference is not None:
             path, expected, actual = difference
             if own:
-                self.report("snapshot", f"the snapshot of {uri} differs from the state its actions reduce to: "
-                            f"reduced {excerpt(expected, 60)}, snapshot", _join(f"{at}.state", path), actual)
+                self.report(
+                    "snapshot",
+                    f"the snapshot of {uri} differs from the state its actions reduce to: "
+                    f"reduced {excerpt(expected, 60)}, snapshot",
+                    join_path(f"{at}.state", path),
+                    actual,
+                )
             else:
                 f = self._frame
                 assert f is not None
-                self.against_others.append((Problem(
-                    f.path, f.line, _join(f"{at}.state", path), excerpt(actual), "snapshot",
-                    f"the snapshot of {uri} at serverSeq {from_seq} differs from the state the actions "
-                    f"another connection watching it received reduce to: reduced {excerpt(expected, 60)}, "
-                    "snapshot", f.connection), self.frames, others))
+                self.against_others.append(
+                    (
+                        Problem(
+                            f.path,
+                            f.line,
+                            join_path(f"{at}.state", path),
+                            excerpt(actual),
+                            "snapshot",
+                            f"the snapshot of {uri} at serverSeq {from_seq} differs from the state the actions "
+                            f"another connection watching it received reduce to: reduced {excerpt(expected, 60)}, "
+                            "snapshot",
+                            f.connection,
+                        ),
+                        self.frames,
+                        others,
+                    )
+                )
         active = state.get("activeTurn") if chan.kind == "chat" else None
         if isinstance(active, dict) and isinstance(active.get("id"), str):
             # What the snapshot knows is added to what the actions said, never put before it.
@@ -350,39 +328,56 @@ class Checker:
             if seq > snap.get("fromSeq", 0):
                 self.invariants(conn, uri, action, at, line)
 
-    def envelope(self, conn: Connection, env: dict[str, Any], at: str, replayed: bool = False,
-                 valid: bool = True) -> None:
+    def envelope(
+        self, conn: Connection, env: dict[str, Any], at: str, replayed: bool = False, valid: bool = True
+    ) -> None:
         action, uri, seq = env.get("action"), env.get("channel"), env.get("serverSeq")
         if not isinstance(action, dict) or not isinstance(uri, str) or not isinstance(seq, (int, float)):
             return
         origin = env.get("origin")
         if not isinstance(origin, dict):
             origin = {}
-        own = (conn.client_id is not None and origin.get("clientId") == conn.client_id
-               and origin.get("clientSeq") in conn.dispatched)
+        own = (
+            conn.client_id is not None
+            and origin.get("clientId") == conn.client_id
+            and origin.get("clientSeq") in conn.dispatched
+        )
         if "rejectionReason" in env:
             if not own:
-                self.report("refusal", f"a refusal of client {origin.get('clientId')}'s action reached "
-                            f"client {conn.client_id}: a refusal goes only to its sender",
-                            f"{at}.origin", origin or None)
+                self.report(
+                    "refusal",
+                    f"a refusal of client {origin.get('clientId')}'s action reached "
+                    f"client {conn.client_id}: a refusal goes only to its sender",
+                    f"{at}.origin",
+                    origin or None,
+                )
             if replayed:
-                self.report("refusal", "a refusal was replayed: it moves no state and is never buffered",
-                            at, env)
+                self.report("refusal", "a refusal was replayed: it moves no state and is never buffered", at, env)
             return
         chan = conn.channels.get(uri)
-        if own and ((conn.last_seq is not None and seq <= conn.last_seq)
-                    or (chan is not None and chan.would_change(action) is False)):
+        if own and (
+            (conn.last_seq is not None and seq <= conn.last_seq)
+            or (chan is not None and chan.would_change(action) is False)
+        ):
             # The sender answered at the serverSeq the host is already at: nothing moved
             # (an unchanged action, or a key kept on the connection rather than the host).
             return
         if conn.last_seq is not None and seq <= conn.last_seq:
-            self.report("server-seq", f"serverSeq {seq} after {conn.last_seq}: it must strictly increase "
-                        "on a connection", f"{at}.serverSeq", seq)
+            self.report(
+                "server-seq",
+                f"serverSeq {seq} after {conn.last_seq}: it must strictly increase on a connection",
+                f"{at}.serverSeq",
+                seq,
+            )
         conn.last_seq = seq if conn.last_seq is None else max(conn.last_seq, seq)
         if chan is None or not (chan.subscribed or chan.pending):
             if uri not in conn.dropped:
-                self.report("subscription", f"an action on {uri}, which this connection did not subscribe to",
-                            f"{at}.channel", uri)
+                self.report(
+                    "subscription",
+                    f"an action on {uri}, which this connection did not subscribe to",
+                    f"{at}.channel",
+                    uri,
+                )
             return
         if chan.state is None and chan.pending:  # judged once the snapshot says what was running
             conn.deferred.setdefault(uri, []).append((seq, action, f"{at}.action", self._line()))
@@ -390,8 +385,7 @@ class Checker:
             self.invariants(conn, uri, action, f"{at}.action", self._line())
         failure = chan.apply(int(seq), action)
         if failure is not None and valid:
-            self.report("reducer", f"the reducer failed on {action.get('type')}: {failure!r}", f"{at}.action",
-                        action)
+            self.report("reducer", f"the reducer failed on {action.get('type')}: {failure!r}", f"{at}.action", action)
 
     def invariants(self, conn: Connection, uri: str, action: dict[str, Any], at: str, line: int) -> None:
         kind = action.get("type")
@@ -407,8 +401,13 @@ class Checker:
             running = conn.running.get(uri)
             if running is not None and running != turn_id:
                 first = conn.turns.get((uri, running))
-                self.report("turn-ending", f"turn {running} has no ending: turn {turn_id} started after it",
-                            f"{at}.turnId", turn_id, line=line)
+                self.report(
+                    "turn-ending",
+                    f"turn {running} has no ending: turn {turn_id} started after it",
+                    f"{at}.turnId",
+                    turn_id,
+                    line=line,
+                )
                 if first is not None:
                     first.ended = line
             conn.turns[(uri, turn_id)] = Turn(line)
@@ -425,14 +424,29 @@ class Checker:
             return
         if kind in ENDINGS:
             if turn is not None and turn.ended is not None:
-                self.report("turn-ending", f"turn {turn_id} ended twice (first at line {turn.ended})",
-                            f"{at}.type", kind, line=line)
+                self.report(
+                    "turn-ending",
+                    f"turn {turn_id} ended twice (first at line {turn.ended})",
+                    f"{at}.type",
+                    kind,
+                    line=line,
+                )
             elif turn is None or conn.running.get(uri) != turn_id:
-                self.report("turn-ending", f"{kind} ends turn {turn_id}, which is not running", f"{at}.turnId",
-                            turn_id, line=line)
+                self.report(
+                    "turn-ending",
+                    f"{kind} ends turn {turn_id}, which is not running",
+                    f"{at}.turnId",
+                    turn_id,
+                    line=line,
+                )
             if not isinstance(action.get("duration"), (int, float)):
-                self.report("turn-ending", f"{kind} carries no duration", f"{at}.duration",
-                            action.get("duration", "<absent>"), line=line)
+                self.report(
+                    "turn-ending",
+                    f"{kind} carries no duration",
+                    f"{at}.duration",
+                    action.get("duration", "<absent>"),
+                    line=line,
+                )
             if turn is not None:
                 turn.ended = turn.ended or line
             self.ended.add((uri, turn_id))
@@ -452,15 +466,30 @@ class Checker:
             key = action.get("partId") if kind in APPENDS else action.get("toolCallId")
             need = APPENDS.get(kind, "toolCall")
             if turn is None or turn.ended is not None:
-                self.report("part-order", f"{kind} names turn {turn_id}, which is not running", f"{at}.turnId",
-                            turn_id, line=line)
+                self.report(
+                    "part-order",
+                    f"{kind} names turn {turn_id}, which is not running",
+                    f"{at}.turnId",
+                    turn_id,
+                    line=line,
+                )
             elif key not in turn.parts:
                 opener = "chat/toolCallStart" if need == "toolCall" else "chat/responsePart"
-                self.report("part-order", f"{kind} before its part: no {opener} opened {key}",
-                            f"{at}.{'partId' if kind in APPENDS else 'toolCallId'}", key, line=line)
+                self.report(
+                    "part-order",
+                    f"{kind} before its part: no {opener} opened {key}",
+                    f"{at}.{'partId' if kind in APPENDS else 'toolCallId'}",
+                    key,
+                    line=line,
+                )
             elif turn.parts[key] != need:
-                self.report("part-order", f"{kind} appends to a {turn.parts[key]} part; it needs a {need} one",
-                            f"{at}.partId", key, line=line)
+                self.report(
+                    "part-order",
+                    f"{kind} appends to a {turn.parts[key]} part; it needs a {need} one",
+                    f"{at}.partId",
+                    key,
+                    line=line,
+                )
         if kind == "chat/toolCallReady" and "confirmed" not in action:
             conn.asked[action.get("toolCallId")] = (line, f"{at}.confirmed")
         elif kind == "chat/toolCallConfirmed":
@@ -478,17 +507,28 @@ class Checker:
             self._frame = Frame(conn.path, 0, "s2c", conn.name, conn.client_id, None, None)
             for call_id, (line, at) in conn.asked.items():
                 if call_id not in conn.answerable:
-                    self.report("tool-ready", f"chat/toolCallReady for {call_id} has no confirmed, but nobody "
-                                "was asked (no session/inputNeededSet, no chat/toolCallConfirmed): "
-                                "a tool that is not asking says confirmed", at, "<absent>", line=line)
+                    self.report(
+                        "tool-ready",
+                        f"chat/toolCallReady for {call_id} has no confirmed, but nobody "
+                        "was asked (no session/inputNeededSet, no chat/toolCallConfirmed): "
+                        "a tool that is not asking says confirmed",
+                        at,
+                        "<absent>",
+                        line=line,
+                    )
             if conn.closed:
                 continue  # the client left: what it was waiting for is nobody's defect
             for uri, turn_id in conn.running.items():
                 if (uri, turn_id) in self.ended:
                     continue  # it ended; this connection just did not hear it
                 turn = conn.turns.get((uri, turn_id))
-                self.report("turn-ending", f"turn {turn_id} of {uri} never ended", "$.params.action.turnId",
-                            turn_id, line=turn.started if turn else None)
+                self.report(
+                    "turn-ending",
+                    f"turn {turn_id} of {uri} never ended",
+                    "$.params.action.turnId",
+                    turn_id,
+                    line=turn.started if turn else None,
+                )
             for ident, (method, line, _) in conn.requests.items():
                 self.report("jsonrpc", f"{method} (id {ident}) was never answered", "$.id", ident, line=line)
         for problem, seen, others in self.against_others:
@@ -503,8 +543,11 @@ def _requested(method: str, params: Any) -> list[str]:
     """The channels a request asks to be subscribed to."""
     if not isinstance(params, dict):
         return []
-    found = {"subscribe": [params.get("channel")], "initialize": params.get("initialSubscriptions"),
-             "reconnect": params.get("subscriptions")}.get(method) or []
+    found = {
+        "subscribe": [params.get("channel")],
+        "initialize": params.get("initialSubscriptions"),
+        "reconnect": params.get("subscriptions"),
+    }.get(method) or []
     return [uri for uri in found if isinstance(uri, str)]
 
 

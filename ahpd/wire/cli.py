@@ -19,8 +19,7 @@ from ahpd.wire.reader import ReadError, read_frames
 CLEAN, PROBLEMS, UNREADABLE = 0, 1, 2
 
 
-def wire_check(paths: list[str], *, as_json: bool = False, out: TextIO | None = None,
-               err: TextIO | None = None) -> int:
+def wire_check(paths: list[str], *, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     checker = Checker()
     frames = 0
@@ -39,8 +38,12 @@ def wire_check(paths: list[str], *, as_json: bool = False, out: TextIO | None = 
         return UNREADABLE
     problems = checker.finish()
     if as_json:
-        json.dump({"frames": frames, "connections": len(checker.connections),
-                   "problems": [p.to_json() for p in problems]}, out, ensure_ascii=False, indent=1)
+        json.dump(
+            {"frames": frames, "connections": len(checker.connections), "problems": [p.to_json() for p in problems]},
+            out,
+            ensure_ascii=False,
+            indent=1,
+        )
         out.write("\n")
     else:
         for problem in problems:

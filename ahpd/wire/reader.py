@@ -37,6 +37,7 @@ def loads(raw: bytes) -> Any:
             pass
     return json.loads(raw)
 
+
 _DIRECTIONS = {"c2s": "c2s", "s2c": "s2c", "client": "c2s", "host": "s2c", "server": "s2c"}
 
 
@@ -89,9 +90,17 @@ def frame_of(record: Any, path: str, line: int, file_index: int = 0) -> Frame:
         raise ReadError(path, line, "neither an _ahpLog line nor a {frame} line")
     if direction not in _DIRECTIONS:
         raise ReadError(path, line, f"unknown direction {direction!r}")
-    return Frame(path, line, _DIRECTIONS[direction], f"{file_index}/{conn if conn is not None else '-'}",
-                 client if isinstance(client, str) else None, ts if isinstance(ts, str) else None,
-                 message, unparsed, closed)
+    return Frame(
+        path,
+        line,
+        _DIRECTIONS[direction],
+        f"{file_index}/{conn if conn is not None else '-'}",
+        client if isinstance(client, str) else None,
+        ts if isinstance(ts, str) else None,
+        message,
+        unparsed,
+        closed,
+    )
 
 
 def read_frames(paths: Iterable[str]) -> Iterator[Frame]:

@@ -29,9 +29,15 @@ from ahpd import state as reducers
 
 # Keys only one kind of state requires, to tell a snapshot's kind by its shape.
 _KIND_BY_KEY = (
-    ("agents", "root"), ("turns", "chat"), ("chats", "session"), ("claim", "terminal"),
-    ("annotations", "annotations"), ("entries", "automation"), ("automation", "automationRun"),
-    ("files", "changeset"), ("recursive", "resourceWatch"),
+    ("agents", "root"),
+    ("turns", "chat"),
+    ("chats", "session"),
+    ("claim", "terminal"),
+    ("annotations", "annotations"),
+    ("entries", "automation"),
+    ("automation", "automationRun"),
+    ("files", "changeset"),
+    ("recursive", "resourceWatch"),
 )
 
 #: How many of a channel's latest states its history keeps: a snapshot's

@@ -35,11 +35,20 @@ def _agent(text: str) -> dict:
 def test_a_replay_is_cut_into_turns_at_each_user_message() -> None:
     commands = {"sessionUpdate": "available_commands_update", "availableCommands": []}
     call = {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Read", "status": "completed"}
-    turns = history_turns([
-        commands, _agent("a reply to nobody"),  # before any message: not a turn
-        _user("hel"), _user("lo"), _agent("hi"), call, _agent(" there"),
-        _user("again"), commands, _agent("yes"),
-    ])
+    turns = history_turns(
+        [
+            commands,
+            _agent("a reply to nobody"),  # before any message: not a turn
+            _user("hel"),
+            _user("lo"),
+            _agent("hi"),
+            call,
+            _agent(" there"),
+            _user("again"),
+            commands,
+            _agent("yes"),
+        ]
+    )
     assert [t.text for t in turns] == ["hello", "again"]
     assert turns[0].updates == [_agent("hi"), call, _agent(" there")]
     assert turns[1].updates == [_agent("yes")]  # what describes the session now is no turn's

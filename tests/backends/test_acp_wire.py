@@ -85,7 +85,12 @@ def test_elicitation_form_to_questions_and_back() -> None:
         validator("/$defs/ChatInputQuestion").validate(q)
     by_id = {q["id"]: q for q in questions}
     assert by_id["name"] == {
-        "id": "name", "message": "Name", "title": "Name", "required": True, "kind": "text", "min": 1
+        "id": "name",
+        "message": "Name",
+        "title": "Name",
+        "required": True,
+        "kind": "text",
+        "min": 1,
     }
     assert by_id["color"]["options"] == [{"id": "r", "label": "Red"}, {"id": "g", "label": "Green"}]
     assert by_id["count"] == {"id": "count", "message": "How many?", "kind": "integer", "min": 1, "max": 9}
@@ -141,8 +146,9 @@ def test_models_and_catalogue() -> None:
 
 
 def test_a_stored_title_cut_in_half_a_character_is_repaired() -> None:
-    page = ListSessionsResponse.model_validate({"sessions": [
-        {"sessionId": "s", "cwd": "/w", "title": "Fix the \ud83d"}]})
+    page = ListSessionsResponse.model_validate(
+        {"sessions": [{"sessionId": "s", "cwd": "/w", "title": "Fix the \ud83d"}]}
+    )
     [conversation] = stored_conversations(page.sessions)
     assert conversation.title == "Fix the \ufffd"
 

@@ -75,11 +75,15 @@ async def test_the_boot_probe_reads_models_without_a_turn() -> None:
 
 
 async def test_a_turn_streams_thinking_and_text_and_reports_usage(cwd: Path) -> None:
-    fake = FakeCLI([[
-        assistant({"type": "thinking", "thinking": "Pondering.", "signature": "s"}, message_id="m1"),
-        assistant({"type": "text", "text": "Hello there."}, message_id="m1"),
-        result(),
-    ]])
+    fake = FakeCLI(
+        [
+            [
+                assistant({"type": "thinking", "thinking": "Pondering.", "signature": "s"}, message_id="m1"),
+                assistant({"type": "text", "text": "Hello there."}, message_id="m1"),
+                result(),
+            ]
+        ]
+    )
     async with conversation(backend(fake), cwd) as (conv, rec):
         outcome = await conv.prompt("hi")
     assert fake.users() == ["hi"]
@@ -88,9 +92,13 @@ async def test_a_turn_streams_thinking_and_text_and_reports_usage(cwd: Path) -> 
     assert outcome.stop_reason == "end_turn"
     validator("/$defs/UsageInfo").validate(outcome.usage)
     assert outcome.usage == {
-        "inputTokens": 100, "outputTokens": 20, "cacheReadTokens": 50, "model": "claude-sonnet-5-5",
+        "inputTokens": 100,
+        "outputTokens": 20,
+        "cacheReadTokens": 50,
+        "model": "claude-sonnet-5-5",
         "_meta": {
-            "ahpd.cacheWriteTokens": 10, "ahpd.reasoningTokens": 5,
+            "ahpd.cacheWriteTokens": 10,
+            "ahpd.reasoningTokens": 5,
             "ahpd.context": {"used": 160, "size": 200000},
             "ahpd.cost": {"amount": 0.0125, "currency": "USD"},
         },
@@ -99,13 +107,22 @@ async def test_a_turn_streams_thinking_and_text_and_reports_usage(cwd: Path) -> 
 
 async def test_can_use_tool_asks_under_the_agents_own_id_allowed_then_denied(cwd: Path) -> None:
     bash = {"command": "touch x", "description": "Make x"}
-    fake = FakeCLI([
-        [assistant({"type": "tool_use", "id": "toolu_A", "name": "Bash", "input": bash}),
-         Ask("Bash", bash, "toolu_A"), tool_result("toolu_A", ""), result()],
-        [assistant({"type": "tool_use", "id": "toolu_B", "name": "Bash", "input": bash}),
-         Ask("Bash", bash, "toolu_B"), tool_result("toolu_B", "The user denied this tool call.", is_error=True),
-         result()],
-    ])
+    fake = FakeCLI(
+        [
+            [
+                assistant({"type": "tool_use", "id": "toolu_A", "name": "Bash", "input": bash}),
+                Ask("Bash", bash, "toolu_A"),
+                tool_result("toolu_A", ""),
+                result(),
+            ],
+            [
+                assistant({"type": "tool_use", "id": "toolu_B", "name": "Bash", "input": bash}),
+                Ask("Bash", bash, "toolu_B"),
+                tool_result("toolu_B", "The user denied this tool call.", is_error=True),
+                result(),
+            ],
+        ]
+    )
     async with conversation(backend(fake), cwd) as (conv, rec):
         rec.on_permission = lambda req: "allow"
         await conv.prompt("make x")
@@ -128,15 +145,20 @@ async def test_can_use_tool_asks_under_the_agents_own_id_allowed_then_denied(cwd
 
 async def test_the_translator_draws_an_asked_tool_call_once(cwd: Path) -> None:
     bash = {"command": "rm -r build"}
-    fake = FakeCLI([[
-        Ask("Bash", bash, "toolu_C"),  # the question overtakes the stream
-        assistant({"type": "tool_use", "id": "toolu_C", "name": "Bash", "input": bash}),
-        tool_result("toolu_C", "removed"),
-        result(),
-    ]])
+    fake = FakeCLI(
+        [
+            [
+                Ask("Bash", bash, "toolu_C"),  # the question overtakes the stream
+                assistant({"type": "tool_use", "id": "toolu_C", "name": "Bash", "input": bash}),
+                tool_result("toolu_C", "removed"),
+                result(),
+            ]
+        ]
+    )
     translator = TurnTranslator("t1")
     actions: list[dict[str, Any]] = []
     async with conversation(backend(fake), cwd) as (conv, rec):
+
         def answer(req: PermissionRequest) -> str:
             actions.extend(translator.permission(req))
             translator.confirmed("toolu_C", True)
@@ -174,10 +196,15 @@ async def test_an_edit_waiting_for_approval_carries_its_diff(cwd: Path) -> None:
 
 
 async def test_an_error_result_fails_the_turn_in_the_clis_words(cwd: Path) -> None:
-    fake = FakeCLI([[
-        assistant({"type": "text", "text": "Not logged in · Please run /login"}, model="<synthetic>"),
-        result(is_error=True, text="Not logged in · Please run /login", stop_reason="stop_sequence"),
-    ], [assistant({"type": "text", "text": "fine now"}), result()]])
+    fake = FakeCLI(
+        [
+            [
+                assistant({"type": "text", "text": "Not logged in · Please run /login"}, model="<synthetic>"),
+                result(is_error=True, text="Not logged in · Please run /login", stop_reason="stop_sequence"),
+            ],
+            [assistant({"type": "text", "text": "fine now"}), result()],
+        ]
+    )
     async with conversation(backend(fake), cwd) as (conv, rec):
         with pytest.raises(BackendError, match="Not logged in"):
             await conv.prompt("hi")
@@ -189,8 +216,9 @@ async def test_a_cli_that_dies_fails_the_turn_and_ends_the_conversation(cwd: Pat
     claude = backend(fake)
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
-            conv = await nursery.start(lambda task_status: claude.run_conversation(
-                cwd=cwd, events=lambda e: None, task_status=task_status))
+            conv = await nursery.start(
+                lambda task_status: claude.run_conversation(cwd=cwd, events=lambda e: None, task_status=task_status)
+            )
             with pytest.raises(BackendError, match="exit code 3"):
                 await conv.prompt("hi")
         # run_conversation returned on its own: the nursery closed without a cancel.
@@ -225,8 +253,16 @@ async def test_cancel_answers_a_pending_question(cwd: Path) -> None:
 
 
 async def test_a_steering_message_reaches_the_running_turn(cwd: Path) -> None:
-    fake = FakeCLI([[assistant({"type": "text", "text": "Working"}), Hold(),
-                     assistant({"type": "text", "text": "Steered."}), result()]])
+    fake = FakeCLI(
+        [
+            [
+                assistant({"type": "text", "text": "Working"}),
+                Hold(),
+                assistant({"type": "text", "text": "Steered."}),
+                result(),
+            ]
+        ]
+    )
     async with conversation(backend(fake), cwd) as (conv, rec):
         async with trio.open_nursery() as nursery:
             outcomes = []
@@ -249,7 +285,9 @@ async def test_session_ids_token_and_resume_reach_the_cli(cwd: Path) -> None:
     assert seen[0].can_use_tool is not None and seen[0].include_partial_messages
 
     # The CLI wrote a transcript of it (a turn was had): it is resumed.
-    transcript = Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects" / "-w" / f"{chosen}.jsonl"
+    transcript = (
+        Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "projects" / "-w" / f"{chosen}.jsonl"
+    )
     transcript.parent.mkdir(parents=True, exist_ok=True)
     transcript.write_text("")
     claude = backend(FakeCLI([]), seen)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ahpd.backends.claude.wire import available_commands
+from ahpd.backends.claude.offers import available_commands
 from ahpd.backends.port import HistoryTurn, PermissionOption, PermissionRequest
 from ahpd.backends.translate import TurnTranslator, pending_edits
 from ahpd.host.sessions.catalogue import command_customizations
@@ -23,8 +23,10 @@ def test_skills_named_by_a_turns_init_are_marked() -> None:
 
 
 def test_commands_become_one_container_per_kind(tmp_path: Path) -> None:
-    commands = available_commands([{"name": "compact", "description": "c", "argumentHint": "<x>"},
-                                   {"name": "my-skill", "description": "s"}], skills=["my-skill"])
+    commands = available_commands(
+        [{"name": "compact", "description": "c", "argumentHint": "<x>"}, {"name": "my-skill", "description": "s"}],
+        skills=["my-skill"],
+    )
     dirs = {"prompt": ".claude/commands", "skill": ".claude/skills"}
     prompts, skills = command_customizations("claude", commands, tmp_path, dirs)
     for container in (prompts, skills):
@@ -56,10 +58,13 @@ def test_a_pending_edit_is_a_file_edit(tmp_path: Path) -> None:
         fits("/$defs/FileEdit", edit)
 
     translator = TurnTranslator("t1")
-    actions = translator.permission(PermissionRequest(
-        request_id="p1", options=[PermissionOption("allow", "Allow", "allow_once")],
-        tool_call={"toolCallId": "toolu_1", "title": "Edit a.txt", "kind": "edit", "content": content[:1]},
-    ))
+    actions = translator.permission(
+        PermissionRequest(
+            request_id="p1",
+            options=[PermissionOption("allow", "Allow", "allow_once")],
+            tool_call={"toolCallId": "toolu_1", "title": "Edit a.txt", "kind": "edit", "content": content[:1]},
+        )
+    )
     ready = actions[-1]
     fits("/$defs/ChatToolCallReadyAction", ready)
     assert ready["edits"] == {"items": [first]} and "confirmed" not in ready
@@ -68,18 +73,41 @@ def test_a_pending_edit_is_a_file_edit(tmp_path: Path) -> None:
 def test_a_rebuilt_turn_has_the_live_shapes() -> None:
     usage = {"inputTokens": 3, "outputTokens": 2, "model": "m"}
     history = [
-        HistoryTurn(text="first", usage=usage, updates=[
-            {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}},
-            {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Run ls", "kind": "execute",
-             "status": "pending", "rawInput": {"command": "ls"}},
-            {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "failed",
-             "content": [{"type": "content", "content": {"type": "text", "text": "no such dir"}}]},
-            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Sorry."}},
-        ]),
+        HistoryTurn(
+            text="first",
+            usage=usage,
+            updates=[
+                {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hmm"}},
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "c1",
+                    "title": "Run ls",
+                    "kind": "execute",
+                    "status": "pending",
+                    "rawInput": {"command": "ls"},
+                },
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "c1",
+                    "status": "failed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": "no such dir"}}],
+                },
+                {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Sorry."}},
+            ],
+        ),
         # Interrupted mid-call: the call never finished.
-        HistoryTurn(text="second", updates=[
-            {"sessionUpdate": "tool_call", "toolCallId": "c2", "title": "Read x", "kind": "read", "status": "pending"},
-        ]),
+        HistoryTurn(
+            text="second",
+            updates=[
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "c2",
+                    "title": "Read x",
+                    "kind": "read",
+                    "status": "pending",
+                },
+            ],
+        ),
     ]
     turns = rebuild_turns(history, prefix="turn-x", at="2026-01-01T00:00:00.000Z")
     fits("/$defs/ChatState", {"resource": "r", "title": "", "status": 1, "modifiedAt": "x", "turns": turns})

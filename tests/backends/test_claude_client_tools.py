@@ -20,8 +20,11 @@ from ahpd.backends.claude.tools import (  # noqa: E402
 from ahpd.backends.translate import CONTRIBUTOR_META, TurnTranslator  # noqa: E402
 from ahpd.protocol.strict_schema import validator  # noqa: E402
 
-OPEN = {"name": "openFile", "title": "Open a file", "inputSchema": {"type": "object", "properties": {
-    "path": {"type": "string"}}}}
+OPEN = {
+    "name": "openFile",
+    "title": "Open a file",
+    "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+}
 
 
 def _texts(result) -> list[str]:
@@ -76,8 +79,9 @@ async def test_two_concurrent_calls_are_told_apart_by_input() -> None:
         tools.opened("toolu_a", PREFIX + "ed__openFile", {"path": "a.txt"})
         assert {c.call_id: c.arguments["path"] for c in joined} == {"toolu_b": "b.txt", "toolu_a": "a.txt"}
         assert all(c.client_id == "ed" for c in joined)
-        assert tools.complete("toolu_a", {"success": True, "pastTenseMessage": "x",
-                                          "content": [{"type": "text", "text": "A"}]})
+        assert tools.complete(
+            "toolu_a", {"success": True, "pastTenseMessage": "x", "content": [{"type": "text", "text": "A"}]}
+        )
         assert tools.fail_client("ed") == ["toolu_b"]
     assert _texts(results["a.txt"]) == ["A"] and _is_error(results["a.txt"]) is False
     assert _texts(results["b.txt"]) == [LEFT] and _is_error(results["b.txt"]) is True
@@ -103,16 +107,37 @@ def test_the_contributor_rides_start_and_ready() -> None:
     translator = TurnTranslator("t1")
     contributor = {"kind": "client", "clientId": "ed"}
     meta = {CONTRIBUTOR_META: contributor}
-    actions = translator.feed({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Open a file",
-                               "kind": "other", "status": "pending", "_meta": meta})
-    actions += translator.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "in_progress",
-                                "rawInput": {"path": "x"}, "_meta": meta})
+    actions = translator.feed(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c1",
+            "title": "Open a file",
+            "kind": "other",
+            "status": "pending",
+            "_meta": meta,
+        }
+    )
+    actions += translator.feed(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c1",
+            "status": "in_progress",
+            "rawInput": {"path": "x"},
+            "_meta": meta,
+        }
+    )
     start, ready = actions[0], actions[1]
     assert start["type"] == "chat/toolCallStart" and start["contributor"] == contributor
     assert ready["type"] == "chat/toolCallReady" and ready["confirmed"] == "not-needed"
     assert ready["contributor"] == contributor
     validator("/$defs/ChatToolCallStartAction").validate(start)
     validator("/$defs/ChatToolCallReadyAction").validate(ready)
-    done = translator.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed",
-                            "content": [{"type": "content", "content": {"type": "text", "text": "ok"}}]})
+    done = translator.feed(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c1",
+            "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "ok"}}],
+        }
+    )
     assert [a["type"] for a in done if a["type"].startswith("chat/toolCall")] == ["chat/toolCallComplete"]

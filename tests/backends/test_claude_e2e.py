@@ -75,8 +75,9 @@ async def test_streamed_thinking_text_and_usage(api: fake_api.FakeAnthropic, cwd
 
 async def test_bash_asks_permission_approved_then_denied(api: fake_api.FakeAnthropic, cwd: Path) -> None:
     api.add(
-        fake_api.tool_use("toolu_ok", "Bash", {"command": "touch approved.txt", "description": "Make a file"},
-                          thought="A file, then."),
+        fake_api.tool_use(
+            "toolu_ok", "Bash", {"command": "touch approved.txt", "description": "Make a file"}, thought="A file, then."
+        ),
         fake_api.text("Made it."),
         fake_api.tool_use("toolu_no", "Bash", {"command": "touch denied.txt", "description": "Make another"}),
         fake_api.text("You said no."),
@@ -107,7 +108,9 @@ async def test_an_edit_asks_with_its_diff(api: fake_api.FakeAnthropic, cwd: Path
     target.write_text("alpha\nbeta\n")
     api.add(
         fake_api.tool_use("toolu_read", "Read", {"file_path": str(target)}),
-        fake_api.tool_use("toolu_edit", "Edit", {"file_path": str(target), "old_string": "beta", "new_string": "gamma"}),
+        fake_api.tool_use(
+            "toolu_edit", "Edit", {"file_path": str(target), "old_string": "beta", "new_string": "gamma"}
+        ),
         fake_api.text("Edited."),
     )
     async with conversation(ClaudeBackend(), cwd) as (conv, rec):
@@ -128,6 +131,7 @@ async def test_cancel_mid_turn(api: fake_api.FakeAnthropic, cwd: Path) -> None:
     async with conversation(ClaudeBackend(), cwd) as (conv, rec):
         outcomes: list[Any] = []
         async with trio.open_nursery() as nursery:
+
             async def turn() -> None:
                 outcomes.append(await conv.prompt("go on"))
 
@@ -170,8 +174,9 @@ async def test_a_session_stored_under_the_id_the_client_chose(api: fake_api.Fake
     assert await claude.delete_conversation(chosen) is False
 
 
-async def test_a_pushed_token_reaches_the_cli(api: fake_api.FakeAnthropic, cwd: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_pushed_token_reaches_the_cli(
+    api: fake_api.FakeAnthropic, cwd: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     api.add(fake_api.text("Authorised."))
     async with conversation(ClaudeBackend(), cwd, api_key="sk-ant-pushed") as (conv, rec):
@@ -204,6 +209,7 @@ async def test_a_steering_message_joins_the_running_turn(api: fake_api.FakeAnthr
     async with conversation(ClaudeBackend(), cwd) as (conv, rec):
         outcomes: list[Any] = []
         async with trio.open_nursery() as nursery:
+
             async def turn() -> None:
                 outcomes.append(await conv.prompt("start"))
 
@@ -251,8 +257,9 @@ async def test_a_cli_that_dies_mid_turn_fails_the_turn(api: fake_api.FakeAnthrop
     api.add(fake_api.text("Never finished", hold_after=3))
     claude = ClaudeBackend()
     async with trio.open_nursery() as nursery:
-        conv = await nursery.start(lambda task_status: claude.run_conversation(
-            cwd=cwd, events=lambda e: None, task_status=task_status))
+        conv = await nursery.start(
+            lambda task_status: claude.run_conversation(cwd=cwd, events=lambda e: None, task_status=task_status)
+        )
         pid = claude.server_info["pid"]  # the CLI's own, from initialize
 
         async def kill_when_asked() -> None:

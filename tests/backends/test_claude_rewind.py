@@ -32,12 +32,17 @@ def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[fake_api.Fa
 
 
 async def test_a_rewind_drops_what_came_after_and_a_later_resume_keeps_it_dropped(
-    api: fake_api.FakeAnthropic, tmp_path: Path,
+    api: fake_api.FakeAnthropic,
+    tmp_path: Path,
 ) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()
-    api.add(fake_api.text("ANSWER-ONE"), fake_api.text("ANSWER-TWO"), fake_api.text("ANSWER-THREE"),
-            fake_api.text("ANSWER-FOUR"))
+    api.add(
+        fake_api.text("ANSWER-ONE"),
+        fake_api.text("ANSWER-TWO"),
+        fake_api.text("ANSWER-THREE"),
+        fake_api.text("ANSWER-FOUR"),
+    )
     backend = ClaudeBackend()
     async with conversation(backend, cwd) as (conv, _):
         assert conv.rewind_point is None  # nothing said yet
@@ -60,7 +65,8 @@ async def test_a_rewind_drops_what_came_after_and_a_later_resume_keeps_it_droppe
 
 
 async def test_a_rewind_to_the_start_begins_again_under_the_same_id(
-    api: fake_api.FakeAnthropic, tmp_path: Path,
+    api: fake_api.FakeAnthropic,
+    tmp_path: Path,
 ) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()
@@ -89,7 +95,8 @@ async def test_no_rewind_while_a_turn_runs(api: fake_api.FakeAnthropic, tmp_path
 
 
 async def test_the_transcript_names_each_turns_point_and_a_resumed_cli_is_rewound_there_at_once(
-    api: fake_api.FakeAnthropic, tmp_path: Path,
+    api: fake_api.FakeAnthropic,
+    tmp_path: Path,
 ) -> None:
     """A past turn read off the transcript has the point the live turn
     had, and a CLI resumed and rewound before it ever read a message (the

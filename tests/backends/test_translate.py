@@ -19,12 +19,22 @@ TURN = "t1"
 
 def chat_with_active_turn() -> dict:
     chat = {
-        "resource": "ahp-chat:/c", "title": "", "status": 1, "modifiedAt": "2026-01-01T00:00:00Z", "turns": [],
+        "resource": "ahp-chat:/c",
+        "title": "",
+        "status": 1,
+        "modifiedAt": "2026-01-01T00:00:00Z",
+        "turns": [],
     }
-    return state.reduce("chat", chat, {
-        "type": "chat/turnStarted", "turnId": TURN, "startedAt": "2026-01-01T00:00:00Z",
-        "message": {"text": "hi", "origin": {"kind": "user"}},
-    })
+    return state.reduce(
+        "chat",
+        chat,
+        {
+            "type": "chat/turnStarted",
+            "turnId": TURN,
+            "startedAt": "2026-01-01T00:00:00Z",
+            "message": {"text": "hi", "origin": {"kind": "user"}},
+        },
+    )
 
 
 def replay(actions: list[dict], chat: dict | None = None) -> dict:
@@ -55,12 +65,17 @@ def test_thought_then_reply_opens_each_part_once() -> None:
     t = TurnTranslator(TURN)
     actions = [a for u in THOUGHT_THEN_REPLY for a in t.feed(u)]
     assert [a["type"] for a in actions] == [
-        "chat/responsePart", "chat/reasoning", "chat/responsePart", "chat/delta", "chat/delta",
+        "chat/responsePart",
+        "chat/reasoning",
+        "chat/responsePart",
+        "chat/delta",
+        "chat/delta",
     ]
     chat = replay(actions)
     parts = chat["activeTurn"]["responseParts"]
     assert [(p["kind"], p["content"]) for p in parts] == [
-        ("reasoning", "Thinking about it."), ("markdown", "Hello, world!"),
+        ("reasoning", "Thinking about it."),
+        ("markdown", "Hello, world!"),
     ]
     assert t.commands == [{"name": "help", "description": "h"}]
 
@@ -75,17 +90,34 @@ def test_a_tool_that_simply_runs() -> None:
     t = TurnTranslator(TURN)
     stream = [
         chunk("agent_message_chunk", "Let me look."),
-        {"sessionUpdate": "tool_call", "toolCallId": "call-1", "title": "Read notes.txt", "kind": "read",
-         "status": "pending", "rawInput": {"path": "notes.txt"}},
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "call-1",
+            "title": "Read notes.txt",
+            "kind": "read",
+            "status": "pending",
+            "rawInput": {"path": "notes.txt"},
+        },
         {"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "in_progress"},
-        {"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "completed",
-         "content": [{"type": "content", "content": {"type": "text", "text": "first line"}}]},
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "call-1",
+            "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "first line"}}],
+        },
         chunk("agent_message_chunk", "Done."),
     ]
     actions = [a for u in stream for a in t.feed(u)]
     types = [a["type"] for a in actions]
-    assert types == ["chat/responsePart", "chat/toolCallStart", "chat/toolCallReady", "chat/activityChanged",
-                     "chat/toolCallComplete", "chat/activityChanged", "chat/responsePart"]
+    assert types == [
+        "chat/responsePart",
+        "chat/toolCallStart",
+        "chat/toolCallReady",
+        "chat/activityChanged",
+        "chat/toolCallComplete",
+        "chat/activityChanged",
+        "chat/responsePart",
+    ]
     assert actions[3]["activity"] == "Read notes.txt" and "activity" not in actions[5]
     assert actions[1]["_meta"] == {"toolKind": "read"}
     assert "activity" not in t.finish() and t.finish() == []  # already cleared
@@ -102,18 +134,36 @@ def test_a_tool_that_simply_runs() -> None:
 
 def test_a_tool_that_asks_then_is_approved() -> None:
     t = TurnTranslator(TURN)
-    actions = t.feed({"sessionUpdate": "tool_call", "toolCallId": "c2", "title": "Run ls", "kind": "execute",
-                      "status": "pending", "rawInput": {"command": "ls"}})
-    request = PermissionRequest("r1", {"toolCallId": "c2", "title": "Run ls"}, [
-        PermissionOption("allow", "Allow once", "allow_once"),
-        PermissionOption("deny", "Reject", "reject_once"),
-    ])
+    actions = t.feed(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c2",
+            "title": "Run ls",
+            "kind": "execute",
+            "status": "pending",
+            "rawInput": {"command": "ls"},
+        }
+    )
+    request = PermissionRequest(
+        "r1",
+        {"toolCallId": "c2", "title": "Run ls"},
+        [
+            PermissionOption("allow", "Allow once", "allow_once"),
+            PermissionOption("deny", "Reject", "reject_once"),
+        ],
+    )
     actions += t.permission(request)
     ready = actions[-1]
     assert "confirmed" not in ready  # somebody is being asked
     assert [o["kind"] for o in ready["options"]] == ["approve", "deny"]
-    confirm = {"type": "chat/toolCallConfirmed", "turnId": TURN, "toolCallId": "c2",
-               "approved": True, "confirmed": "user-action", "selectedOptionId": "allow"}
+    confirm = {
+        "type": "chat/toolCallConfirmed",
+        "turnId": TURN,
+        "toolCallId": "c2",
+        "approved": True,
+        "confirmed": "user-action",
+        "selectedOptionId": "allow",
+    }
     t.confirmed("c2", approved=True)
     actions.append(confirm)
     actions += t.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c2", "status": "in_progress"})
@@ -125,11 +175,19 @@ def test_a_tool_that_asks_then_is_approved() -> None:
 
 def test_a_denied_tool_is_not_completed_again() -> None:
     t = TurnTranslator(TURN)
-    actions = t.permission(PermissionRequest("r", {"toolCallId": "c3", "title": "rm -rf"}, [
-        PermissionOption("a", "Allow", "allow_once"), PermissionOption("d", "Deny", "reject_once"),
-    ]))
-    actions.append({"type": "chat/toolCallConfirmed", "turnId": TURN, "toolCallId": "c3",
-                    "approved": False, "reason": "denied"})
+    actions = t.permission(
+        PermissionRequest(
+            "r",
+            {"toolCallId": "c3", "title": "rm -rf"},
+            [
+                PermissionOption("a", "Allow", "allow_once"),
+                PermissionOption("d", "Deny", "reject_once"),
+            ],
+        )
+    )
+    actions.append(
+        {"type": "chat/toolCallConfirmed", "turnId": TURN, "toolCallId": "c3", "approved": False, "reason": "denied"}
+    )
     t.confirmed("c3", approved=False)
     assert t.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c3", "status": "failed"}) == []
     chat = replay(actions)
@@ -139,8 +197,14 @@ def test_a_denied_tool_is_not_completed_again() -> None:
 def test_a_failed_tool_is_completed_unsuccessfully() -> None:
     t = TurnTranslator(TURN)
     actions = t.feed({"sessionUpdate": "tool_call", "toolCallId": "c4", "title": "Fetch", "status": "in_progress"})
-    actions += t.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c4", "status": "failed",
-                       "content": [{"type": "content", "content": {"type": "text", "text": "404"}}]})
+    actions += t.feed(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c4",
+            "status": "failed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "404"}}],
+        }
+    )
     complete = next(a for a in actions if a["type"] == "chat/toolCallComplete")
     assert complete["result"]["success"] is False and complete["result"]["error"]["message"] == "404"
     replay(actions)
@@ -151,8 +215,14 @@ def test_a_failed_command_without_words_says_its_title_failed() -> None:
     its error names the call rather than the translator failing on it."""
     t = TurnTranslator(TURN)
     actions = t.feed({"sessionUpdate": "tool_call", "toolCallId": "c6", "title": "Run make", "status": "in_progress"})
-    actions += t.feed({"sessionUpdate": "tool_call_update", "toolCallId": "c6", "status": "failed",
-                       "content": [{"type": "terminal", "terminalId": "ahp-terminal:/t1"}]})
+    actions += t.feed(
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c6",
+            "status": "failed",
+            "content": [{"type": "terminal", "terminalId": "ahp-terminal:/t1"}],
+        }
+    )
     complete = next(a for a in actions if a["type"] == "chat/toolCallComplete")
     assert complete["result"]["error"]["message"] == "Run make failed"
     assert complete["result"]["content"][0]["type"] == "terminal"
@@ -170,8 +240,10 @@ def test_a_plan_says_what_the_chat_is_doing() -> None:
     t = TurnTranslator(TURN)
 
     def plan(*statuses: str) -> dict:
-        return {"sessionUpdate": "plan", "entries": [
-            {"content": f"step {n}", "status": s, "priority": "medium"} for n, s in enumerate(statuses)]}
+        return {
+            "sessionUpdate": "plan",
+            "entries": [{"content": f"step {n}", "status": s, "priority": "medium"} for n, s in enumerate(statuses)],
+        }
 
     actions = t.feed(plan("in_progress", "pending"))
     actions += t.feed(plan("in_progress", "pending"))  # nothing moved: nothing said
@@ -185,8 +257,12 @@ def test_a_plan_says_what_the_chat_is_doing() -> None:
 def test_a_compaction_is_a_system_notification_part() -> None:
     t = TurnTranslator(TURN)
     actions = t.feed(chunk("agent_message_chunk", "before"))
-    actions += t.feed({"sessionUpdate": "system_notification",
-                       "content": {"type": "text", "text": "Compacted 12,000 tokens into 800"}})
+    actions += t.feed(
+        {
+            "sessionUpdate": "system_notification",
+            "content": {"type": "text", "text": "Compacted 12,000 tokens into 800"},
+        }
+    )
     actions += t.feed(chunk("agent_message_chunk", "after"))
     chat = replay(actions)
     parts = chat["activeTurn"]["responseParts"]
@@ -199,8 +275,16 @@ def test_an_agents_lone_surrogates_are_repaired_and_the_rest_kept() -> None:
 
     translator = TurnTranslator(TURN)
     actions = translator.feed(chunk("agent_message_chunk", "cut \ud83d here, joined \ud83d\ude00, kept é😀"))
-    actions += translator.feed({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "Read \udc00",
-                                "kind": "read", "status": "completed", "rawInput": {"p\ud800": ["\udfff"]}})
+    actions += translator.feed(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "c1",
+            "title": "Read \udc00",
+            "kind": "read",
+            "status": "completed",
+            "rawInput": {"p\ud800": ["\udfff"]},
+        }
+    )
     chat = replay(actions)
     assert chat["activeTurn"]["responseParts"][0]["content"] == "cut \ufffd here, joined \U0001f600, kept é😀"
     ready = next(a for a in actions if a["type"] == "chat/toolCallReady")

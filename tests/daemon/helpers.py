@@ -82,18 +82,22 @@ async def _read_line(stream: trio.abc.ReceiveStream) -> str:
 
 
 @asynccontextmanager
-async def running_daemon(data_dir: Path, *args: str, env: dict[str, str] | None = None,
-                         **popen: Any) -> AsyncIterator[Daemon]:
+async def running_daemon(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None, **popen: Any
+) -> AsyncIterator[Daemon]:
     """``popen``: more for ``open_process`` (``stderr=``, ``preexec_fn=``)."""
     command = [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(data_dir), *args]
     env = _claude_home(data_dir, env or {})
     process = await trio.lowlevel.open_process(
-        command, stdout=subprocess.PIPE, env={**os.environ, **env}, **{"stderr": None, **popen},
+        command,
+        stdout=subprocess.PIPE,
+        env={**os.environ, **env},
+        **{"stderr": None, **popen},
     )
     try:
         line = await _read_line(process.stdout)
         assert line.startswith(READY), f"no ready line, got {line!r}"
-        yield Daemon(process, line[len(READY):].strip(), data_dir)
+        yield Daemon(process, line[len(READY) :].strip(), data_dir)
     finally:
         if process.returncode is None:
             process.kill()
@@ -222,7 +226,7 @@ class _ReadyLine:
 
     def write(self, text: str) -> int:
         if text.startswith(READY):
-            self.served.url = text[len(READY):].strip()
+            self.served.url = text[len(READY) :].strip()
             self.served._ready.set()
         return len(text)
 
@@ -231,8 +235,9 @@ class _ReadyLine:
 
 
 @asynccontextmanager
-async def daemon_in_process(data_dir: Path, *args: str,
-                            env: dict[str, str] | None = None) -> AsyncIterator[InProcessDaemon]:
+async def daemon_in_process(
+    data_dir: Path, *args: str, env: dict[str, str] | None = None
+) -> AsyncIterator[InProcessDaemon]:
     """``ahpd run --port 0 --data-dir DATA_DIR ARGS`` in this trio run, with
     ``env`` over the environment while it runs (its agents, shells and CLIs
     are started with it, as they would be by a process started with it).
@@ -260,9 +265,17 @@ async def daemon_in_process(data_dir: Path, *args: str,
             _SERVING.set(served)
             try:
                 served.returncode = await daemon.run(
-                    data_dir=prepared_dir, host_name=argv.host, port=argv.port, token=token,
-                    sessions=argv.sessions, backends=backends, max_frame=argv.max_frame_bytes, wire=argv.wire,
-                    ready_out=_ReadyLine(served), limits=cli._limits(argv), worktrees_root=argv.worktrees_root,
+                    data_dir=prepared_dir,
+                    host_name=argv.host,
+                    port=argv.port,
+                    token=token,
+                    sessions=argv.sessions,
+                    backends=backends,
+                    max_frame=argv.max_frame_bytes,
+                    wire=argv.wire,
+                    ready_out=_ReadyLine(served),
+                    limits=cli._limits(argv),
+                    worktrees_root=argv.worktrees_root,
                 )
             finally:
                 served._stopped.set()
@@ -289,8 +302,9 @@ class Rpc:
         self.next_id = 0
         self.notes: list[dict[str, Any]] = []
 
-    async def call(self, method: str, params: dict[str, Any] | None = None,
-                   timeout: float = math.inf) -> dict[str, Any]:
+    async def call(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = math.inf
+    ) -> dict[str, Any]:
         """The reply to ``method``; notifications read on the way are kept in ``notes``.
 
         It waits for the reply however long a loaded machine takes; a hang is
@@ -322,10 +336,15 @@ class Rpc:
             return json.loads(await self.ws.get_message())
 
     async def initialize(self, client_id: str = "test", subscriptions=("ahp-root://",)) -> dict[str, Any]:
-        reply = await self.call("initialize", {
-            "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": client_id,
-            "initialSubscriptions": list(subscriptions),
-        })
+        reply = await self.call(
+            "initialize",
+            {
+                "channel": "ahp-root://",
+                "protocolVersions": ["1.0.0"],
+                "clientId": client_id,
+                "initialSubscriptions": list(subscriptions),
+            },
+        )
         assert "result" in reply, reply
         return reply["result"]
 
@@ -394,9 +413,11 @@ def action_of(note: dict) -> dict | None:
 
 def is_action(kind: str, channel: str | None = None):
     """A predicate for ``until``: an action of type ``kind`` (on ``channel``)."""
+
     def check(note: dict) -> bool:
         action = action_of(note)
         return bool(action) and action["type"] == kind and (channel is None or note["params"]["channel"] == channel)
+
     return check
 
 
@@ -404,9 +425,15 @@ async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
     """A session in ``tmp_path`` (more ``createSession`` params in ``extra``),
     subscribed to with its default chat; returns both URIs."""
     uri = f"ahp-session:/{uuid.uuid4()}"
-    reply = await client.call("createSession", {
-        "channel": uri, "workingDirectories": [tmp_path.as_uri()], **extra,
-    }, timeout=60)
+    reply = await client.call(
+        "createSession",
+        {
+            "channel": uri,
+            "workingDirectories": [tmp_path.as_uri()],
+            **extra,
+        },
+        timeout=60,
+    )
     assert reply.get("result", "missing") is None, reply
     sub = await client.call("subscribe", {"channel": uri})
     state = sub["result"]["snapshot"]["state"]
@@ -419,8 +446,12 @@ async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
 
 def start_turn(text: str, turn_id: str | None = None) -> dict:
     """A ``chat/turnStarted`` action for a user's message ``text``."""
-    return {"type": "chat/turnStarted", "turnId": turn_id or f"t-{uuid.uuid4().hex[:8]}",
-            "startedAt": "2026-12-02T00:00:00Z", "message": {"text": text, "origin": {"kind": "user"}}}
+    return {
+        "type": "chat/turnStarted",
+        "turnId": turn_id or f"t-{uuid.uuid4().hex[:8]}",
+        "startedAt": "2026-12-02T00:00:00Z",
+        "message": {"text": text, "origin": {"kind": "user"}},
+    }
 
 
 async def dispatch(client: Rpc, channel: str, action: dict, seq: int) -> None:

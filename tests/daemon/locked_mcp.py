@@ -46,13 +46,21 @@ class LockedMcp:
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
                 base = owner.url.rsplit("/", 1)[0]
                 if self.path.startswith("/.well-known/oauth-protected-resource"):
-                    self._json(200, {"resource": owner.url, "authorization_servers": [base],
-                                     "scopes_supported": ["read"]})
+                    self._json(
+                        200, {"resource": owner.url, "authorization_servers": [base], "scopes_supported": ["read"]}
+                    )
                 elif self.path.startswith("/.well-known/oauth-authorization-server"):
-                    self._json(200, {
-                        "issuer": base, "authorization_endpoint": f"{base}/authorize",
-                        "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
-                        "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"]})
+                    self._json(
+                        200,
+                        {
+                            "issuer": base,
+                            "authorization_endpoint": f"{base}/authorize",
+                            "token_endpoint": f"{base}/token",
+                            "registration_endpoint": f"{base}/register",
+                            "response_types_supported": ["code"],
+                            "code_challenge_methods_supported": ["S256"],
+                        },
+                    )
                 else:
                     self._json(405, {})
 
@@ -63,8 +71,15 @@ class LockedMcp:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 base = owner.url.rsplit("/", 1)[0]
                 if owner.locked:
-                    self._json(401, {"error": "invalid_token"}, {"WWW-Authenticate": (
-                        f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource", scope="read"')})
+                    self._json(
+                        401,
+                        {"error": "invalid_token"},
+                        {
+                            "WWW-Authenticate": (
+                                f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource", scope="read"'
+                            )
+                        },
+                    )
                     return
                 message = json.loads(body or b"{}")
                 if "id" not in message:
@@ -74,24 +89,40 @@ class LockedMcp:
                     return
                 method = message.get("method")
                 if method == "initialize":
-                    result: Any = {"protocolVersion": message["params"]["protocolVersion"],
-                                   "capabilities": {"tools": {}}, "serverInfo": {"name": "locked", "version": "1"}}
+                    result: Any = {
+                        "protocolVersion": message["params"]["protocolVersion"],
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "locked", "version": "1"},
+                    }
                 elif method == "tools/list":
-                    result = {"tools": [{"name": "hello", "description": "Says hello",
-                                         "inputSchema": {"type": "object", "properties": {}}}]}
+                    result = {
+                        "tools": [
+                            {
+                                "name": "hello",
+                                "description": "Says hello",
+                                "inputSchema": {"type": "object", "properties": {}},
+                            }
+                        ]
+                    }
                 elif method == "tools/call":
                     owner.called.set()
                     owner.release.wait(120)
                     if owner.locked:  # asked for a sign-in mid-call
-                        self._json(401, {"error": "insufficient_scope"}, {"WWW-Authenticate": (
-                            f'Bearer error="insufficient_scope", scope="read write", '
-                            f'resource_metadata="{base}/.well-known/oauth-protected-resource"')})
+                        self._json(
+                            401,
+                            {"error": "insufficient_scope"},
+                            {
+                                "WWW-Authenticate": (
+                                    f'Bearer error="insufficient_scope", scope="read write", '
+                                    f'resource_metadata="{base}/.well-known/oauth-protected-resource"'
+                                )
+                            },
+                        )
                         return
                     result = {"content": [{"type": "text", "text": "hello"}]}
                 else:
                     result = {}
-                self._json(200, {"jsonrpc": "2.0", "id": message["id"], "result": result},
-                           {"Mcp-Session-Id": "s1"})
+                self._json(200, {"jsonrpc": "2.0", "id": message["id"], "result": result}, {"Mcp-Session-Id": "s1"})
 
         server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         server.daemon_threads = True

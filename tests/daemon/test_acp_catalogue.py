@@ -15,7 +15,17 @@ from ahpd.demo_agent.store import SessionStore
 from tests.backends.acp_agents.harness import conversation, demo_backend
 
 from .helpers import (
-    Rpc, action_of, daemon_in_process, dispatch, eventually, fits, is_action, listed_until, rpc, start_turn, until,
+    Rpc,
+    action_of,
+    daemon_in_process,
+    dispatch,
+    eventually,
+    fits,
+    is_action,
+    listed_until,
+    rpc,
+    start_turn,
+    until,
     wire_clean,
 )
 
@@ -24,6 +34,7 @@ async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
     """listSessions once ``uri`` is (or is no longer) a row: the catalogue is
     read in the background, after the agent's boot probe, and each row it
     adds or removes is said on the root channel."""
+
     def settled(rows: list[dict]) -> bool:
         fits("/commands/listSessions/result", {"items": rows})
         return any(r["resource"] == uri for r in rows) == present
@@ -97,4 +108,3 @@ async def test_a_stored_conversation_is_listed_opened_resumed_and_disposed(tmp_p
         daemon.terminate()
         assert await daemon.wait() == 0
     wire_clean(tmp_path / "wire.jsonl")
-

@@ -16,9 +16,16 @@ from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, fits, 
 
 async def initialize(client: Rpc, client_id: str) -> None:
     """``initialize``, patient: the daemon loads the Claude SDK on its first use."""
-    reply = await client.call("initialize", {"channel": "ahp-root://", "protocolVersions": ["1.0.0"],
-                                             "clientId": client_id, "initialSubscriptions": ["ahp-root://"]},
-                              timeout=120)
+    reply = await client.call(
+        "initialize",
+        {
+            "channel": "ahp-root://",
+            "protocolVersions": ["1.0.0"],
+            "clientId": client_id,
+            "initialSubscriptions": ["ahp-root://"],
+        },
+        timeout=120,
+    )
     assert "result" in reply, reply
 
 

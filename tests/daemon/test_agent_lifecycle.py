@@ -71,8 +71,13 @@ async def test_an_idle_agent_is_stopped_and_the_next_turn_continues_its_conversa
             assert daemon.children() == []
 
             await dispatch(client, chat, start_turn("/echo second"), 3)
-            notes = await until(client, lambda n: (action_of(n) or {}).get("type") in (
-                "chat/turnComplete", "chat/error") and n["params"]["channel"] == chat)
+            notes = await until(
+                client,
+                lambda n: (
+                    (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+                    and n["params"]["channel"] == chat
+                ),
+            )
             assert action_of(notes[-1])["type"] == "chat/turnComplete", notes[-1]
             chat_state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             assert [t["message"]["text"] for t in chat_state["turns"]] == ["slow first", "/echo second"]
@@ -109,8 +114,10 @@ async def test_a_missing_agent_command_is_refused_at_create_session(tmp_path: Pa
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--agent", "ghost=/no/such/agent") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ghost")
-            reply = await client.call("createSession", {
-                "channel": "ahp-session:/ghost-1", "provider": "ghost", "workingDirectories": [tmp_path.as_uri()]})
+            reply = await client.call(
+                "createSession",
+                {"channel": "ahp-session:/ghost-1", "provider": "ghost", "workingDirectories": [tmp_path.as_uri()]},
+            )
             assert "the ghost agent did not start" in reply["error"]["message"]
             assert "/no/such/agent" in reply["error"]["message"]
             listed = (await client.call("listSessions", {}))["result"]["items"]

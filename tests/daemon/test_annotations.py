@@ -12,9 +12,14 @@ from .helpers import action_of, create, daemon_in_process, dispatch, fits, rpc, 
 
 
 def mark(mark_id: str, *entries: tuple[str, str], session: str = "ahp-session:/x") -> dict:
-    return {"id": mark_id, "resource": "file:///w/app.py", "resolved": False, "origin": {"session": session},
-            "range": {"start": {"line": 2, "character": 0}, "end": {"line": 4, "character": 1}},
-            "entries": [{"id": e, "text": t} for e, t in entries]}
+    return {
+        "id": mark_id,
+        "resource": "file:///w/app.py",
+        "resolved": False,
+        "origin": {"session": session},
+        "range": {"start": {"line": 2, "character": 0}, "end": {"line": 4, "character": 1}},
+        "entries": [{"id": e, "text": t} for e, t in entries],
+    }
 
 
 async def answer(client, channel: str, action: dict, seq: int) -> dict:
@@ -41,8 +46,15 @@ async def test_annotations_are_kept_refused_by_rule_survive_a_restart_and_reach_
 
             applied = [
                 {"type": "annotations/set", "annotation": mark("a1", ("e1", "Rename this variable"), session=uri)},
-                {"type": "annotations/entrySet", "annotationId": "a1", "entry": {"id": "e2", "text": {"markdown": "*Also* here"}}},
-                {"type": "annotations/set", "annotation": mark("a2", ("x1", "Gone soon"), ("x2", "me too"), session=uri)},
+                {
+                    "type": "annotations/entrySet",
+                    "annotationId": "a1",
+                    "entry": {"id": "e2", "text": {"markdown": "*Also* here"}},
+                },
+                {
+                    "type": "annotations/set",
+                    "annotation": mark("a2", ("x1", "Gone soon"), ("x2", "me too"), session=uri),
+                },
                 {"type": "annotations/entryRemoved", "annotationId": "a2", "entryId": "x2"},
                 {"type": "annotations/updated", "annotationId": "a2", "resolved": True},
                 {"type": "annotations/removed", "annotationId": "a2"},
@@ -57,38 +69,69 @@ async def test_annotations_are_kept_refused_by_rule_survive_a_restart_and_reach_
             refused = {
                 "no annotation zz": {"type": "annotations/updated", "annotationId": "zz", "resolved": True},
                 "no annotation gone": {"type": "annotations/removed", "annotationId": "gone"},
-                "no annotation nope": {"type": "annotations/entrySet", "annotationId": "nope", "entry": {"id": "q", "text": "t"}},
+                "no annotation nope": {
+                    "type": "annotations/entrySet",
+                    "annotationId": "nope",
+                    "entry": {"id": "q", "text": "t"},
+                },
                 "has no entry e9": {"type": "annotations/entryRemoved", "annotationId": "a1", "entryId": "e9"},
-                "holds entry id d more than once": {"type": "annotations/set", "annotation": mark("a3", ("d", "one"), ("d", "two"), session=uri)},
+                "holds entry id d more than once": {
+                    "type": "annotations/set",
+                    "annotation": mark("a3", ("d", "one"), ("d", "two"), session=uri),
+                },
                 "has no entries": {"type": "annotations/set", "annotation": mark("a4", session=uri)},
-                "names session ahp-session:/elsewhere": {"type": "annotations/set", "annotation": mark("a5", ("f", "x"), session="ahp-session:/elsewhere")},
+                "names session ahp-session:/elsewhere": {
+                    "type": "annotations/set",
+                    "annotation": mark("a5", ("f", "x"), session="ahp-session:/elsewhere"),
+                },
             }
             for reason, action in refused.items():
                 seq += 1
                 env = await answer(client, channel, action, seq)
                 assert reason in env["rejectionReason"], env
             seq += 1
-            await answer(client, channel, {"type": "annotations/set", "annotation": mark("solo", ("only", "last one"), session=uri)}, seq)
-            held = reducers.reduce("annotations", held, {"type": "annotations/set", "annotation": mark("solo", ("only", "last one"), session=uri)})
+            await answer(
+                client,
+                channel,
+                {"type": "annotations/set", "annotation": mark("solo", ("only", "last one"), session=uri)},
+                seq,
+            )
+            held = reducers.reduce(
+                "annotations",
+                held,
+                {"type": "annotations/set", "annotation": mark("solo", ("only", "last one"), session=uri)},
+            )
             seq += 1
-            env = await answer(client, channel, {"type": "annotations/entryRemoved", "annotationId": "solo", "entryId": "only"}, seq)
+            env = await answer(
+                client, channel, {"type": "annotations/entryRemoved", "annotationId": "solo", "entryId": "only"}, seq
+            )
             assert "dispatch annotations/removed instead" in env["rejectionReason"]
 
             fresh = (await client.call("subscribe", {"channel": channel}))["result"]["snapshot"]["state"]
             assert fresh == held and [m["id"] for m in fresh["annotations"]] == ["a1", "solo"]
-            row = next(r for r in (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"] if r["resource"] == uri)
+            row = next(
+                r
+                for r in (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"]
+                if r["resource"] == uri
+            )
             assert row["annotations"] == {"resource": channel, "annotationCount": 2, "entryCount": 3}
 
             # Handed to the agent: the demo agent echoes what it was given.
             client.notes.clear()
             turn = start_turn("Look at these")
-            turn["message"]["attachments"] = [{"type": "annotations", "label": "review", "resource": channel,
-                                               "annotationIds": ["a1", "missing"]}]
+            turn["message"]["attachments"] = [
+                {"type": "annotations", "label": "review", "resource": channel, "annotationIds": ["a1", "missing"]}
+            ]
             await dispatch(client, chat, turn, 1000)
-            notes = await until(client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error"))
+            notes = await until(
+                client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+            )
             assert action_of(notes[-1])["type"] == "chat/turnComplete"
-            said = "".join(a.get("content", "") + (a.get("part") or {}).get("content", "")
-                           for a in map(action_of, notes) if a and a["type"] in ("chat/delta", "chat/responsePart"))
+            said = "".join(
+                a.get("content", "") + (a.get("part") or {}).get("content", "")
+                for a in map(action_of, notes)
+                if a and a["type"] in ("chat/delta", "chat/responsePart")
+            )
             assert "Rename this variable" in said and "*Also* here" in said and "lines 3-5" in said
             assert "last one" not in said and "not found on this host: missing" in said
         daemon.terminate()

@@ -48,14 +48,16 @@ async def test_a_token_that_runs_out_is_said_to_its_own_connection_only(tmp_path
 
     home = tmp_path / "home"
     home.mkdir()
-    async with running_daemon(tmp_path / "d", "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl"),
-                              env=_env(None, str(home))) as daemon:
+    async with running_daemon(
+        tmp_path / "d", "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl"), env=_env(None, str(home))
+    ) as daemon:
         async with rpc(daemon.url) as a, rpc(daemon.url) as b:
             init = await a.initialize("a")
             await b.initialize("b")
             agents = init["snapshots"][0]["state"]["agents"]
-            [record] = [r for agent in agents for r in agent.get("protectedResources") or []
-                        if r["resource"] == ANTHROPIC]
+            [record] = [
+                r for agent in agents for r in agent.get("protectedResources") or [] if r["resource"] == ANTHROPIC
+            ]
 
             await _lend(a, "sk-a", expires_in=1)
             await _lend(b, "sk-b")  # no expiry: it stays
@@ -103,4 +105,3 @@ async def test_authenticate_on_a_plain_install_says_nothing_is_advertised(tmp_pa
             assert "result" in await client.call("ping", {"channel": ROOT})  # and it goes on serving
         daemon.terminate()
         assert await daemon.wait() == 0
-

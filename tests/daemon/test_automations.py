@@ -20,16 +20,30 @@ import trio
 from ahpd.ports.automation_store import AutomationStore
 
 from .helpers import (
-    Rpc, action_of, daemon_in_process, eventually, fits, rpc, running_daemon, snapshot_until, until, wire_clean,
+    Rpc,
+    action_of,
+    daemon_in_process,
+    eventually,
+    fits,
+    rpc,
+    running_daemon,
+    snapshot_until,
+    until,
+    wire_clean,
 )
 
 CAT = "ahp-automations://"
 
 
 def definition(text: str, work, **extra: Any) -> dict[str, Any]:
-    return {"title": "demo chore", "message": {"text": text, "origin": {"kind": "automation"}},
-            "session": {"provider": "demo", "workingDirectories": [work.as_uri()]},
-            "enabled": True, "triggers": [], **extra}
+    return {
+        "title": "demo chore",
+        "message": {"text": text, "origin": {"kind": "automation"}},
+        "session": {"provider": "demo", "workingDirectories": [work.as_uri()]},
+        "enabled": True,
+        "triggers": [],
+        **extra,
+    }
 
 
 async def dispatch(client: Rpc, action: dict[str, Any], seq: int, channel: str = CAT) -> None:
@@ -38,8 +52,9 @@ async def dispatch(client: Rpc, action: dict[str, Any], seq: int, channel: str =
 
 async def answered(client: Rpc, seq: int) -> dict[str, Any]:
     """The envelope answering the client's dispatch ``seq``."""
-    notes = await until(client, lambda n: n.get("method") == "action"
-                        and (n["params"].get("origin") or {}).get("clientSeq") == seq)
+    notes = await until(
+        client, lambda n: n.get("method") == "action" and (n["params"].get("origin") or {}).get("clientSeq") == seq
+    )
     return notes[-1]["params"]
 
 
@@ -70,8 +85,15 @@ async def test_two_clients_one_catalogue_and_a_run_that_makes_a_session(tmp_path
             hello = await one.initialize("one", subscriptions=["ahp-root://", CAT])
             assert hello["automations"]["schedules"]["minIntervalMinutes"] == 5
             await two.initialize("two", subscriptions=["ahp-root://", "ahp-automations://catalog"])
-            await dispatch(one, {"type": "automation/createRequested", "resource": "ahp-automation:/chore",
-                                 "definition": definition("hello from a chore", work)}, 1)
+            await dispatch(
+                one,
+                {
+                    "type": "automation/createRequested",
+                    "resource": "ahp-automation:/chore",
+                    "definition": definition("hello from a chore", work),
+                },
+                1,
+            )
             answer = await answered(one, 1)
             assert "rejectionReason" not in answer
             # The other client, on the other spelling, reads the same entry.
@@ -79,11 +101,13 @@ async def test_two_clients_one_catalogue_and_a_run_that_makes_a_session(tmp_path
             assert notes[-1]["params"]["channel"] == "ahp-automations://catalog"
             assert await catalogue(one) == await catalogue(two, "ahp-automations://catalog")
 
-            reply = await two.call("runAutomation", {"channel": CAT,
-                                                     "automation": "ahp-automation:/chore", "requestId": "r1"})
+            reply = await two.call(
+                "runAutomation", {"channel": CAT, "automation": "ahp-automation:/chore", "requestId": "r1"}
+            )
             run = reply["result"]["resource"]
-            again = await one.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/chore",
-                                                     "requestId": "r1"})
+            again = await one.call(
+                "runAutomation", {"channel": CAT, "automation": "ahp-automation:/chore", "requestId": "r1"}
+            )
             assert again["result"]["resource"] == run  # the same request is the same run
             state = await run_state(one, run, finished)
             assert state["lifecycle"]["status"] == "completed", state
@@ -93,8 +117,7 @@ async def test_two_clients_one_catalogue_and_a_run_that_makes_a_session(tmp_path
             assert state["primarySession"] == session
             sub = await two.call("subscribe", {"channel": session})
             session_state = sub["result"]["snapshot"]["state"]
-            assert session_state["origin"] == {"kind": "automation", "automation": "ahp-automation:/chore",
-                                               "run": run}
+            assert session_state["origin"] == {"kind": "automation", "automation": "ahp-automation:/chore", "run": run}
             assert session_state["lifecycle"] == "ready"
             chat = await two.call("subscribe", {"channel": session_state["defaultChat"]})
             turns = chat["result"]["snapshot"]["state"]["turns"]
@@ -111,13 +134,24 @@ async def test_two_clients_one_catalogue_and_a_run_that_makes_a_session(tmp_path
             assert "primarySession" not in state and state["lifecycle"]["status"] == "completed"
 
             # Bad input: refused with the reason, and the entry is still there.
-            await dispatch(one, {"type": "automation/updateRequested", "resource": "ahp-automation:/chore",
-                                 "changes": {"triggers": [{"id": "t", "kind": "schedule", "schedule": {
-                                     "expression": "0 25 * * *", "timeZone": "UTC"}}]}}, 2)
+            await dispatch(
+                one,
+                {
+                    "type": "automation/updateRequested",
+                    "resource": "ahp-automation:/chore",
+                    "changes": {
+                        "triggers": [
+                            {"id": "t", "kind": "schedule", "schedule": {"expression": "0 25 * * *", "timeZone": "UTC"}}
+                        ]
+                    },
+                },
+                2,
+            )
             refused = await answered(one, 2)
             assert "out of range" in refused["rejectionReason"]
-            missing = await one.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/none",
-                                                       "requestId": "x"})
+            missing = await one.call(
+                "runAutomation", {"channel": CAT, "automation": "ahp-automation:/none", "requestId": "x"}
+            )
             assert missing["error"]["code"] == -32001
             assert (await catalogue(one))[0]["definition"]["triggers"] == []
         daemon.terminate()
@@ -131,19 +165,32 @@ async def test_a_run_is_cancelled_through_its_turn_and_a_failed_session_fails_th
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("c", subscriptions=["ahp-root://", CAT])
-            await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/ask",
-                                    "definition": definition("ask permission first", work)}, 1)
+            await dispatch(
+                client,
+                {
+                    "type": "automation/createRequested",
+                    "resource": "ahp-automation:/ask",
+                    "definition": definition("ask permission first", work),
+                },
+                1,
+            )
             assert "rejectionReason" not in await answered(client, 1)
-            run = (await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/ask",
-                                                       "requestId": "r"}))["result"]["resource"]
+            run = (
+                await client.call(
+                    "runAutomation", {"channel": CAT, "automation": "ahp-automation:/ask", "requestId": "r"}
+                )
+            )["result"]["resource"]
             await run_state(client, run, lambda s: s["lifecycle"]["status"] == "running")
             # The reference client's older spelling is the same catalogue (kept
             # out of the wire-check capture: the schema knows one spelling).
-            again = await client.call("runAutomation", {"channel": "ahp-automations://catalog",
-                                                        "automation": "ahp-automation:/ask", "requestId": "r"})
+            again = await client.call(
+                "runAutomation",
+                {"channel": "ahp-automations://catalog", "automation": "ahp-automation:/ask", "requestId": "r"},
+            )
             assert again["result"]["resource"] == run
-            wrong = await client.call("runAutomation", {"channel": "ahp-root://", "automation": "ahp-automation:/ask",
-                                                        "requestId": "y"})
+            wrong = await client.call(
+                "runAutomation", {"channel": "ahp-root://", "automation": "ahp-automation:/ask", "requestId": "y"}
+            )
             assert wrong["error"]["code"] == -32602 and "ahp-automations://" in wrong["error"]["message"]
             await dispatch(client, {"type": "automationRun/cancelRequested"}, 2, channel=run)
             assert "rejectionReason" not in await answered(client, 2)
@@ -153,8 +200,11 @@ async def test_a_run_is_cancelled_through_its_turn_and_a_failed_session_fails_th
             assert "cancelled" in (await answered(client, 3))["rejectionReason"]
 
             # A run whose session is disposed while its turn waits is cancelled.
-            run = (await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/ask",
-                                                       "requestId": "r2"}))["result"]["resource"]
+            run = (
+                await client.call(
+                    "runAutomation", {"channel": CAT, "automation": "ahp-automation:/ask", "requestId": "r2"}
+                )
+            )["result"]["resource"]
             state = await run_state(client, run, lambda s: s["lifecycle"]["status"] == "running")
             disposed = await client.call("disposeSession", {"channel": state["primarySession"]})
             assert "error" not in disposed, disposed
@@ -162,11 +212,21 @@ async def test_a_run_is_cancelled_through_its_turn_and_a_failed_session_fails_th
             assert state["lifecycle"]["status"] == "cancelled" and state["sessions"] == []
 
             gone = tmp_path / "gone"
-            await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/nowhere",
-                                    "definition": definition("hello", gone)}, 4)
+            await dispatch(
+                client,
+                {
+                    "type": "automation/createRequested",
+                    "resource": "ahp-automation:/nowhere",
+                    "definition": definition("hello", gone),
+                },
+                4,
+            )
             assert "rejectionReason" not in await answered(client, 4)
-            run = (await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/nowhere",
-                                                       "requestId": "r"}))["result"]["resource"]
+            run = (
+                await client.call(
+                    "runAutomation", {"channel": CAT, "automation": "ahp-automation:/nowhere", "requestId": "r"}
+                )
+            )["result"]["resource"]
             state = await run_state(client, run, finished)
             assert state["lifecycle"]["status"] == "failed"
             assert state["lifecycle"]["error"]["errorType"] == "InvalidWorkingDirectory"
@@ -186,16 +246,31 @@ async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(
     data = tmp_path / "d"
     work = tmp_path / "work"
     work.mkdir()
-    trigger = {"id": "tick", "kind": "schedule", "misfirePolicy": policy,
-               "schedule": {"expression": "* * * * * */10", "timeZone": "UTC"}}
+    trigger = {
+        "id": "tick",
+        "kind": "schedule",
+        "misfirePolicy": policy,
+        "schedule": {"expression": "* * * * * */10", "timeZone": "UTC"},
+    }
     async with running_daemon(data, "--sessions", "file") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("c", subscriptions=["ahp-root://", CAT])
-            await dispatch(client, {"type": "root/configChanged", "config": {"automationTestSeconds": True}}, 1,
-                           channel="ahp-root://")
+            await dispatch(
+                client,
+                {"type": "root/configChanged", "config": {"automationTestSeconds": True}},
+                1,
+                channel="ahp-root://",
+            )
             await answered(client, 1)
-            await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/tick",
-                                    "definition": definition("tick", work, triggers=[trigger])}, 2)
+            await dispatch(
+                client,
+                {
+                    "type": "automation/createRequested",
+                    "resource": "ahp-automation:/tick",
+                    "definition": definition("tick", work, triggers=[trigger]),
+                },
+                2,
+            )
             assert "rejectionReason" not in await answered(client, 2)
             # The store (the daemon's file) holds the claim of the next occurrence,
             # not yet started: one at least five seconds off, so the kill lands before it.
@@ -212,8 +287,9 @@ async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(
             daemon.process.kill()  # SIGKILL: no shutdown, between the claim and its run
             await daemon.process.wait()
     # What the test is about happened: the claim was made and its run never began.
-    [still] = [c for c in AutomationStore(data / "automations.sqlite3").load().claims
-               if c.scheduled_for == claim.scheduled_for]
+    [still] = [
+        c for c in AutomationStore(data / "automations.sqlite3").load().claims if c.scheduled_for == claim.scheduled_for
+    ]
     assert not still.started, "the run began before the kill landed"
     # Down until the claimed occurrence has passed.
     due = dt.datetime.fromisoformat(claim.scheduled_for.replace("Z", "+00:00"))
@@ -222,13 +298,21 @@ async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(
     async with daemon_in_process(data, "--sessions", "file") as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("c", subscriptions=["ahp-root://", CAT])
+
             # An occurrence after the claimed one ran on time: the misfire was decided before it.
             # (The first daemon may have run occurrences before the claimed one: those are not in question.)
             def after_claim(run: dict[str, Any]) -> bool:
                 return run["origin"]["scheduledFor"] > claim.scheduled_for
 
-            state = await snapshot_until(client, CAT, lambda state: any(
-                not r["origin"].get("catchUp") and after_claim(r) for entry in state["entries"] for r in entry["runs"]))
+            state = await snapshot_until(
+                client,
+                CAT,
+                lambda state: any(
+                    not r["origin"].get("catchUp") and after_claim(r)
+                    for entry in state["entries"]
+                    for r in entry["runs"]
+                ),
+            )
             fits("/$defs/AutomationState", state)
             (entry,) = state["entries"]
             catch_up = [r for r in entry["runs"] if r["origin"].get("catchUp")]

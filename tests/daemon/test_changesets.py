@@ -16,7 +16,16 @@ from ahpd.host.changesets import changesets
 
 from ..gitrepo import git, git_env, make_repo, mixed_repo, porcelain
 from .helpers import (
-    Rpc, action_of, daemon_in_process, dispatch, fits, is_action, rpc, snapshot_until, start_turn, until,
+    Rpc,
+    action_of,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    snapshot_until,
+    start_turn,
+    until,
     wire_clean,
 )
 
@@ -106,8 +115,14 @@ async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
             cs = await Watched(client, kinds["uncommitted"]).subscribe()
             await cs.until(_ready)
             rows = _names(cs.state, repo)
-            assert sorted(rows) == ["both.txt", "fresh.txt", "gone.txt", "new.txt", "src/pkg/added.py",
-                                    "src/pkg/mod.py"]
+            assert sorted(rows) == [
+                "both.txt",
+                "fresh.txt",
+                "gone.txt",
+                "new.txt",
+                "src/pkg/added.py",
+                "src/pkg/mod.py",
+            ]
             assert rows["both.txt"]["_meta"] == {"ahpd.staged": True, "ahpd.unstaged": True}
             assert rows["new.txt"]["_meta"] == {"ahpd.staged": True, "ahpd.unstaged": False}
             assert rows["fresh.txt"]["_meta"] == {"ahpd.staged": False, "ahpd.unstaged": True}
@@ -119,9 +134,13 @@ async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
             before = rows["both.txt"]["edit"]["before"]["content"]["uri"]
             read = await client.call("resourceRead", {"channel": "ahp-root://", "uri": before})
             assert read["result"]["data"] == "one\n"
-            moved = await client.call("resourceRead", {"channel": "ahp-root://", "uri": rename["before"]["content"]["uri"]})
+            moved = await client.call(
+                "resourceRead", {"channel": "ahp-root://", "uri": rename["before"]["content"]["uri"]}
+            )
             assert moved["result"]["data"] == "a file that moves\n" * 5
-            unknown = await client.call("resourceRead", {"channel": "ahp-root://", "uri": before.replace(before[12:20], "00000000")})
+            unknown = await client.call(
+                "resourceRead", {"channel": "ahp-root://", "uri": before.replace(before[12:20], "00000000")}
+            )
             assert unknown["error"]["code"] == -32008
             assert await cs.fresh() == cs.state  # the actions and the snapshot agree
 
@@ -140,8 +159,9 @@ async def test_the_uncommitted_changeset_is_git_status(tmp_path) -> None:
             def git_meta(state: dict[str, Any]) -> dict[str, Any]:
                 return (state.get("_meta") or {}).get("git") or {}
 
-            await snapshot_until(client, uri, lambda state: git_meta(state) == {
-                "branchName": "main", "uncommittedChanges": 7})
+            await snapshot_until(
+                client, uri, lambda state: git_meta(state) == {"branchName": "main", "uncommittedChanges": 7}
+            )
             [row] = (await client.call("listSessions", {}))["result"]["items"]
             assert row["_meta"]["git"] == {"branchName": "main", "uncommittedChanges": 7}
             fits("/$defs/SessionSummary", row)
@@ -189,13 +209,19 @@ async def test_a_folder_outside_git_has_no_changesets(tmp_path, monkeypatch) -> 
         await daemon.wait()
 
 
-async def _confirm_and_finish(client: Rpc, session: str, chat: str, turn: dict, seq: int,
-                              seen: list[dict[str, Any]] | None = None) -> int:
+async def _confirm_and_finish(
+    client: Rpc, session: str, chat: str, turn: dict, seq: int, seen: list[dict[str, Any]] | None = None
+) -> int:
     """Answer every permission the demo agent asks for until its turn ends
     (what was read on the way is added to ``seen``)."""
     while True:
-        notes = await until(client, lambda n: is_action("session/inputNeededSet", session)(n) or (
-            is_action("chat/turnComplete", chat)(n) or is_action("chat/error", chat)(n)))
+        notes = await until(
+            client,
+            lambda n: (
+                is_action("session/inputNeededSet", session)(n)
+                or (is_action("chat/turnComplete", chat)(n) or is_action("chat/error", chat)(n))
+            ),
+        )
         if seen is not None:
             seen.extend(notes)
         last = action_of(notes[-1])
@@ -203,22 +229,32 @@ async def _confirm_and_finish(client: Rpc, session: str, chat: str, turn: dict, 
             assert last["type"] == "chat/turnComplete", last
             return seq
         seq += 1
-        await dispatch(client, chat, {
-            "type": "chat/toolCallConfirmed", "turnId": turn["turnId"],
-            "toolCallId": last["request"]["toolCall"]["toolCallId"], "approved": True, "confirmed": "user-action",
-        }, seq)
+        await dispatch(
+            client,
+            chat,
+            {
+                "type": "chat/toolCallConfirmed",
+                "turnId": turn["turnId"],
+                "toolCallId": last["request"]["toolCall"]["toolCallId"],
+                "approved": True,
+                "confirmed": "user-action",
+            },
+            seq,
+        )
 
 
 async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_change_the_repo(tmp_path) -> None:
     repo = mixed_repo(tmp_path / "repo")
     capture = tmp_path / "changesets.jsonl"
-    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
-                              env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(
+        tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=_env(tmp_path)
+    ) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("carol")
             uri, chat, _ = await _session(client, repo)
-            turn = start_turn(f"write {repo / 'notes.txt'} hello from the agent\n"
-                              f"write {repo / 'keep.txt'} kept no more")
+            turn = start_turn(
+                f"write {repo / 'notes.txt'} hello from the agent\nwrite {repo / 'keep.txt'} kept no more"
+            )
             await dispatch(client, chat, turn, 1)
             await _confirm_and_finish(client, uri, chat, turn, 1)
             assert (repo / "notes.txt").read_text().startswith("hello from the agent")
@@ -228,7 +264,9 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
             await scope.until(_ready)
             assert sorted(_names(scope.state, repo)) == ["keep.txt", "notes.txt"]  # its edits, nothing else
             keep = _names(scope.state, repo)["keep.txt"]["edit"]
-            read = await client.call("resourceRead", {"channel": "ahp-root://", "uri": keep["before"]["content"]["uri"]})
+            read = await client.call(
+                "resourceRead", {"channel": "ahp-root://", "uri": keep["before"]["content"]["uri"]}
+            )
             assert read["result"]["data"] == "kept\n"
             assert [o["id"] for o in scope.state["operations"]] == ["revert"]
 
@@ -237,9 +275,14 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
             assert sorted(_names(session_cs.state, repo)) == ["keep.txt", "notes.txt"]
 
             # revert puts a file back as the agent found it
-            reply = await client.call("invokeChangesetOperation", {
-                "channel": scope.uri, "operationId": "revert",
-                "target": {"kind": "resource", "resource": (repo / "keep.txt").as_uri()}})
+            reply = await client.call(
+                "invokeChangesetOperation",
+                {
+                    "channel": scope.uri,
+                    "operationId": "revert",
+                    "target": {"kind": "resource", "resource": (repo / "keep.txt").as_uri()},
+                },
+            )
             assert "result" in reply, reply
             assert (repo / "keep.txt").read_text() == "kept\n"
             await session_cs.until(lambda s: sorted(_names(s, repo)) == ["notes.txt"])
@@ -249,27 +292,52 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
             ops = {o["id"]: o for o in cs.state["operations"]}
             assert set(ops) == {"commit", "stage", "unstage", "discard"}
             title = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]["title"]
-            assert ops["commit"]["confirmation"] == f"Commit as '{title.splitlines()[0]}'? The whole changeset takes 2 staged files."
+            assert (
+                ops["commit"]["confirmation"]
+                == f"Commit as '{title.splitlines()[0]}'? The whole changeset takes 2 staged files."
+            )
             assert "cannot be undone" in ops["discard"]["confirmation"]
 
             # stage a folder, unstage one file of it
-            reply = await client.call("invokeChangesetOperation", {
-                "channel": cs.uri, "operationId": "stage",
-                "target": {"kind": "resource", "resource": (repo / "src").as_uri()}})
+            reply = await client.call(
+                "invokeChangesetOperation",
+                {
+                    "channel": cs.uri,
+                    "operationId": "stage",
+                    "target": {"kind": "resource", "resource": (repo / "src").as_uri()},
+                },
+            )
             assert "result" in reply, reply
             assert {"A  src/pkg/added.py", "M  src/pkg/mod.py"} <= set(porcelain(repo))
-            reply = await client.call("invokeChangesetOperation", {
-                "channel": cs.uri, "operationId": "unstage",
-                "target": {"kind": "resource", "resource": (repo / "src/pkg/mod.py").as_uri()}})
+            reply = await client.call(
+                "invokeChangesetOperation",
+                {
+                    "channel": cs.uri,
+                    "operationId": "unstage",
+                    "target": {"kind": "resource", "resource": (repo / "src/pkg/mod.py").as_uri()},
+                },
+            )
             assert " M src/pkg/mod.py" in porcelain(repo)
-            await cs.until(lambda s: _names(s, repo)["src/pkg/added.py"]["_meta"]["ahpd.staged"]
-                           and not _names(s, repo)["src/pkg/mod.py"]["_meta"]["ahpd.staged"])
-            await cs.until(lambda s: "3 staged files" in {o["id"]: o for o in s["operations"]}["commit"]["confirmation"])
+            await cs.until(
+                lambda s: (
+                    _names(s, repo)["src/pkg/added.py"]["_meta"]["ahpd.staged"]
+                    and not _names(s, repo)["src/pkg/mod.py"]["_meta"]["ahpd.staged"]
+                )
+            )
+            await cs.until(
+                lambda s: "3 staged files" in {o["id"]: o for o in s["operations"]}["commit"]["confirmation"]
+            )
 
             # commit one file with the person's words; the rest stays staged
-            reply = await client.call("invokeChangesetOperation", {
-                "channel": cs.uri, "operationId": "commit", "_meta": {"ahpd.commit": {"message": "Add notes"}},
-                "target": {"kind": "resource", "resource": (repo / "notes.txt").as_uri()}})
+            reply = await client.call(
+                "invokeChangesetOperation",
+                {
+                    "channel": cs.uri,
+                    "operationId": "commit",
+                    "_meta": {"ahpd.commit": {"message": "Add notes"}},
+                    "target": {"kind": "resource", "resource": (repo / "notes.txt").as_uri()},
+                },
+            )
             assert "result" in reply, reply
             assert git(repo, "log", "-1", "--format=%s").strip() == "Add notes"
             assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == ["notes.txt"]
@@ -286,8 +354,11 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
             assert "result" in reply, reply
             assert porcelain(repo) == []
             await cs.until(lambda s: s["files"] == [])
-            assert cs.actions[-1]["type"] in ("changeset/cleared", "changeset/operationsChanged",
-                                              "changeset/operationStatusChanged")
+            assert cs.actions[-1]["type"] in (
+                "changeset/cleared",
+                "changeset/operationsChanged",
+                "changeset/operationStatusChanged",
+            )
             assert git(repo, "stash", "list") == ""
 
             # nothing to commit, an operation not offered, a target outside the session
@@ -295,9 +366,14 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
             assert nothing["error"]["code"] == -32602 and "nothing to commit" in nothing["error"]["message"]
             unknown = await client.call("invokeChangesetOperation", {"channel": cs.uri, "operationId": "push"})
             assert unknown["error"]["code"] == -32602 and "'push' is not an operation" in unknown["error"]["message"]
-            outside = await client.call("invokeChangesetOperation", {
-                "channel": cs.uri, "operationId": "stage",
-                "target": {"kind": "resource", "resource": (tmp_path / "elsewhere.txt").as_uri()}})
+            outside = await client.call(
+                "invokeChangesetOperation",
+                {
+                    "channel": cs.uri,
+                    "operationId": "stage",
+                    "target": {"kind": "resource", "resource": (tmp_path / "elsewhere.txt").as_uri()},
+                },
+            )
             assert outside["error"]["code"] == -32602 and "outside the session's folder" in outside["error"]["message"]
             failed = await cs.until(lambda s: {o["id"]: o for o in s["operations"]}["commit"]["status"] == "error")
             assert "nothing to commit" in {o["id"]: o for o in failed["operations"]}["commit"]["error"]["message"]
@@ -306,16 +382,23 @@ async def test_a_turn_scope_lists_exactly_what_the_turn_changed_and_operations_c
             # changeWords forced: no commit without the person's own words
             (repo / "later.txt").write_text("later\n")
             git(repo, "add", "later.txt")  # the index moves: a re-read
-            await dispatch(client, "ahp-root://", {"type": "root/configChanged",
-                                                   "config": {"changeWords": {"mode": "forced"}}}, 90)
+            await dispatch(
+                client, "ahp-root://", {"type": "root/configChanged", "config": {"changeWords": {"mode": "forced"}}}, 90
+            )
             await cs.until(lambda s: "later.txt" in _names(s, repo))
             forced = await client.call("invokeChangesetOperation", {"channel": cs.uri, "operationId": "commit"})
             assert forced["error"]["code"] == -32602 and "forced" in forced["error"]["message"]
             assert git(repo, "log", "-1", "--format=%s").strip() == title.splitlines()[0]
 
             await client.call("disposeSession", {"channel": uri})
-            assert cs.uri not in [n["params"].get("channel") for n in client.notes if n.get("method") == "action"
-                                  and n["params"]["action"]["type"] != "changeset/cleared"][-1:]
+            assert (
+                cs.uri
+                not in [
+                    n["params"].get("channel")
+                    for n in client.notes
+                    if n.get("method") == "action" and n["params"]["action"]["type"] != "changeset/cleared"
+                ][-1:]
+            )
         daemon.terminate()
         await daemon.wait()
     wire_clean(capture)
@@ -332,8 +415,9 @@ async def test_reviews_are_kept_across_a_restart_until_the_file_moves(tmp_path) 
             await cs.until(_ready)
             rows = _names(cs.state, repo)
             marked = [rows["both.txt"]["id"], rows["src/pkg/mod.py"]["id"]]
-            await dispatch(client, cs.uri, {"type": "changeset/filesReviewChanged", "files": marked,
-                                            "reviewed": True}, 1)
+            await dispatch(
+                client, cs.uri, {"type": "changeset/filesReviewChanged", "files": marked, "reviewed": True}, 1
+            )
             await cs.until(lambda s: all(f.get("reviewed") for f in s["files"] if f["id"] in marked))
         daemon.terminate()
         assert await daemon.wait() == 0
@@ -408,7 +492,8 @@ async def test_the_uncommitted_changeset_follows_the_agent_s_edits(tmp_path) -> 
             assert _names(state, repo)["notes.txt"]["_meta"] == {"ahpd.staged": False, "ahpd.unstaged": True}
             # one new row: said as one fileSet, not the whole set again
             assert [a["type"] for a in cs.actions[before:] if a["type"].startswith("changeset/file")] == [
-                "changeset/fileSet"]
+                "changeset/fileSet"
+            ]
             assert not [a for a in cs.actions[before:] if a["type"] == "changeset/contentChanged"]
             assert await cs.fresh() == cs.state
 
@@ -443,16 +528,26 @@ async def test_a_client_s_write_and_a_terminal_s_exit_are_seen_by_the_uncommitte
             await watched.until(_ready)
             assert _names(watched.state, repo) == {}
 
-            reply = await client.call("resourceWrite", {
-                "channel": "ahp-root://", "uri": (repo / "written.txt").as_uri(), "data": "by a client\n", "encoding": "utf-8"})
+            reply = await client.call(
+                "resourceWrite",
+                {
+                    "channel": "ahp-root://",
+                    "uri": (repo / "written.txt").as_uri(),
+                    "data": "by a client\n",
+                    "encoding": "utf-8",
+                },
+            )
             assert reply.get("result") == {}, reply
             await watched.until(lambda s: "written.txt" in _names(s, repo))
 
-            reply = await client.call("createTerminal", {
-                "channel": "ahp-terminal:/made", "claim": {"kind": "client", "clientId": "ann"}, "cwd": repo.as_uri()})
+            reply = await client.call(
+                "createTerminal",
+                {"channel": "ahp-terminal:/made", "claim": {"kind": "client", "clientId": "ann"}, "cwd": repo.as_uri()},
+            )
             assert reply.get("result", "missing") is None, reply
-            await dispatch(client, "ahp-terminal:/made",
-                           {"type": "terminal/input", "data": "echo made > made.txt; exit\r"}, 1)
+            await dispatch(
+                client, "ahp-terminal:/made", {"type": "terminal/input", "data": "echo made > made.txt; exit\r"}, 1
+            )
             state = await watched.until(lambda s: "made.txt" in _names(s, repo))
             assert set(_names(state, repo)) == {"written.txt", "made.txt"} == {line[3:] for line in porcelain(repo)}
         daemon.terminate()

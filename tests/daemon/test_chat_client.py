@@ -28,8 +28,13 @@ ANSI = rb"(?:\x1b\[[0-9;?]*[A-Za-z])*"
 
 def chat(data: Path, cwd: Path, *args: str) -> pexpect.spawn:
     env = {**os.environ, "TERM": "xterm-256color", "PROMPT_TOOLKIT_NO_CPR": "1", "COLUMNS": "200", "LINES": "50"}
-    child = pexpect.spawn(sys.executable, ["-m", "ahpd", "chat", "--data-dir", str(data), "--cwd", str(cwd), *args],
-                          env=env, dimensions=(50, 200), timeout=HANG_GUARD)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "ahpd", "chat", "--data-dir", str(data), "--cwd", str(cwd), *args],
+        env=env,
+        dimensions=(50, 200),
+        timeout=HANG_GUARD,
+    )
     child.logfile_read = BytesIO()  # everything shown, for the checks that look at all of it
     return child
 
@@ -72,8 +77,10 @@ async def test_a_question_is_asked_and_answered_and_ctrl_d_leaves(tmp_path: Path
         first, second = (await chat_state(daemon.url))["turns"]
         [asked] = [p for p in first["responseParts"] if p["kind"] == "inputRequest"]
         assert asked["response"] == "accept"
-        assert asked["request"]["answers"]["answer"] == {"state": "submitted",
-                                                         "value": {"kind": "selected", "value": "yes"}}
+        assert asked["request"]["answers"]["answer"] == {
+            "state": "submitted",
+            "value": {"kind": "selected", "value": "yes"},
+        }
         [dismissed] = [p for p in second["responseParts"] if p["kind"] == "inputRequest"]
         assert dismissed["response"] == "cancel" and second["state"] == "cancelled"
         daemon.terminate()
@@ -134,7 +141,11 @@ async def test_sessions_are_continued_listed_and_only_created_when_asked(tmp_pat
     async def run(*args: str) -> str:
         done = await trio.run_process(
             [sys.executable, "-m", "ahpd", "chat", "--data-dir", str(data), "--cwd", str(tmp_path), *args],
-            capture_stdout=True, capture_stderr=True, check=False, stdin=-3)  # DEVNULL
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            stdin=-3,
+        )  # DEVNULL
         assert done.returncode == 0, done.stderr.decode()
         return done.stdout.decode()
 
@@ -164,11 +175,19 @@ async def test_sessions_are_continued_listed_and_only_created_when_asked(tmp_pat
 
         missing = await trio.run_process(
             [sys.executable, "-m", "ahpd", "chat", "--data-dir", str(data), "--session", "ahp-session:/nope", "hi"],
-            capture_stdout=True, capture_stderr=True, check=False, stdin=-3)
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            stdin=-3,
+        )
         assert missing.returncode == 1 and re.search(r"nope", missing.stdout.decode() + missing.stderr.decode())
         refused = await trio.run_process(
             [sys.executable, "-m", "ahpd", "chat", "--url", daemon.url.split("?")[0] + "?tkn=wrong", "hi"],
-            capture_stdout=True, capture_stderr=True, check=False, stdin=-3)
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            stdin=-3,
+        )
         assert refused.returncode == 7 and "HTTP 401" in refused.stderr.decode()
         assert "wrong" not in refused.stdout.decode() + refused.stderr.decode()  # a token is not printed back
         daemon.terminate()

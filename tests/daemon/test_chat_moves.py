@@ -13,22 +13,41 @@ from typing import Any
 from ahpd.host.sessions.store import _name
 
 from .helpers import (
-    ROOT, Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean,
+    ROOT,
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    start_turn,
+    until,
+    wire_clean,
 )
 
 
 async def hello(client: Rpc, client_id: str) -> None:
     """``initialize``, waited on longer than the helper does: the first hello
     starts the agents' probes, which a loaded machine takes its time over."""
-    reply = await client.call("initialize", {
-        "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": client_id, "initialSubscriptions": [ROOT],
-    }, timeout=120)
+    reply = await client.call(
+        "initialize",
+        {
+            "channel": ROOT,
+            "protocolVersions": ["1.0.0"],
+            "clientId": client_id,
+            "initialSubscriptions": [ROOT],
+        },
+        timeout=120,
+    )
     assert "result" in reply, reply
 
 
 def is_note(method: str, session: str | None = None):
     def check(note: dict) -> bool:
         return note.get("method") == method and (session is None or note["params"].get("session") == session)
+
     return check
 
 
@@ -45,8 +64,13 @@ async def new_chat(client: Rpc, session: str) -> str:
 
 async def turn(client: Rpc, chat: str, text: str, seq: int) -> list[dict]:
     await dispatch(client, chat, start_turn(text), seq)
-    notes = await until(client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
-                        and n["params"]["channel"] == chat, timeout=180)
+    notes = await until(
+        client,
+        lambda n: (
+            (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error") and n["params"]["channel"] == chat
+        ),
+        timeout=180,
+    )
     assert action_of(notes[-1])["type"] == "chat/turnComplete", action_of(notes[-1])
     return notes
 
@@ -92,50 +116,66 @@ async def test_chats_move_within_between_and_out_of_sessions_and_survive_a_resta
             # A turn makes the chat unmovable while it runs, and every subscriber sees it.
             await state_of(ann, side)
             await turn(ann, chat, "first words", 1)
-            seen = await until(bob, lambda n: is_action("chat/movableChanged", chat)(n) and action_of(n)["movable"],
-                               timeout=120)
+            seen = await until(
+                bob, lambda n: is_action("chat/movableChanged", chat)(n) and action_of(n)["movable"], timeout=120
+            )
             assert [a["movable"] for a in actions(seen, chat) if a["type"] == "chat/movableChanged"] == [False, True]
-            updates = [a["changes"].get("movable") for a in actions(seen, s1)
-                       if a["type"] == "session/chatUpdated" and a["chat"] == chat]
+            updates = [
+                a["changes"].get("movable")
+                for a in actions(seen, s1)
+                if a["type"] == "session/chatUpdated" and a["chat"] == chat
+            ]
             assert False in updates
-            await until(bob, lambda n: is_action("session/chatUpdated", s1)(n)
-                        and action_of(n)["changes"].get("movable") is True)
+            await until(
+                bob,
+                lambda n: is_action("session/chatUpdated", s1)(n) and action_of(n)["changes"].get("movable") is True,
+            )
             await turn(ann, side, "side words", 2)
 
             # Refusals: each says why, and nothing moves.
             before = [c["resource"] for c in (await state_of(ann, s1))["chats"]]
             refusals = {
-                "the default chat": ({"channel": default1, "destination": {"kind": "session", "session": s2}},
-                                     "default chat"),
-                "an unknown destination": ({"channel": chat, "destination": {"kind": "session",
-                                                                            "session": "ahp-session:/nowhere"}},
-                                           "no session"),
-                "an anchor on itself": ({"channel": chat, "destination": {"kind": "session", "session": s1,
-                                                                         "after": chat}}, "after itself"),
-                "an anchor elsewhere": ({"channel": chat, "destination": {"kind": "session", "session": s2,
-                                                                         "after": side}}, "is not a chat of"),
+                "the default chat": (
+                    {"channel": default1, "destination": {"kind": "session", "session": s2}},
+                    "default chat",
+                ),
+                "an unknown destination": (
+                    {"channel": chat, "destination": {"kind": "session", "session": "ahp-session:/nowhere"}},
+                    "no session",
+                ),
+                "an anchor on itself": (
+                    {"channel": chat, "destination": {"kind": "session", "session": s1, "after": chat}},
+                    "after itself",
+                ),
+                "an anchor elsewhere": (
+                    {"channel": chat, "destination": {"kind": "session", "session": s2, "after": side}},
+                    "is not a chat of",
+                ),
             }
             for what, case in refusals.items():
                 params, words = case
                 reply = await ann.call("moveChat", params)
                 assert reply.get("error", {}).get("code") == -32602, (what, reply)
                 assert words in reply["error"]["message"], (what, reply["error"])
-            unknown = await ann.call("moveChat", {"channel": "ahp-chat:/no-such-chat",
-                                                  "destination": {"kind": "newSession"}})
+            unknown = await ann.call(
+                "moveChat", {"channel": "ahp-chat:/no-such-chat", "destination": {"kind": "newSession"}}
+            )
             assert unknown["error"]["code"] == -32008
             await dispatch(ann, chat, start_turn("slow words", "t-slow"), 3)
             await until(ann, is_action("chat/movableChanged", chat))
             running = await ann.call("moveChat", {"channel": chat, "destination": {"kind": "session", "session": s2}})
             assert running["error"]["code"] == -32602 and "a turn is running" in running["error"]["message"]
             await dispatch(ann, chat, {"type": "chat/turnCancelled", "turnId": "t-slow", "duration": 5}, 4)
-            await until(ann, lambda n: is_action("chat/movableChanged", chat)(n) and action_of(n)["movable"],
-                        timeout=120)
+            await until(
+                ann, lambda n: is_action("chat/movableChanged", chat)(n) and action_of(n)["movable"], timeout=120
+            )
             assert [c["resource"] for c in (await state_of(ann, s1))["chats"]] == before
             assert [c["resource"] for c in (await state_of(ann, s2))["chats"]] == [default2]
 
             # Within its session: placed after an anchor, or first.
-            reply = await ann.call("moveChat", {"channel": chat, "destination": {"kind": "session", "session": s1,
-                                                                                 "after": side}})
+            reply = await ann.call(
+                "moveChat", {"channel": chat, "destination": {"kind": "session", "session": s1, "after": side}}
+            )
             assert reply["result"] == {"session": s1}
             fits("/commands/moveChat/result", reply["result"])
             seen = await until(bob, is_action("session/chatsReordered", s1))
@@ -145,8 +185,9 @@ async def test_chats_move_within_between_and_out_of_sessions_and_survive_a_resta
             assert action_of(seen[-1])["chats"] == [chat, default1, side]
 
             # To another session, first there.
-            reply = await ann.call("moveChat", {"channel": chat, "destination": {"kind": "session", "session": s2}},
-                                   timeout=120)
+            reply = await ann.call(
+                "moveChat", {"channel": chat, "destination": {"kind": "session", "session": s2}}, timeout=120
+            )
             assert reply["result"] == {"session": s2}
             seen = await until(bob, is_action("session/chatsReordered", s2))
             assert {"type": "session/chatRemoved", "chat": chat} in actions(seen, s1)
@@ -154,8 +195,11 @@ async def test_chats_move_within_between_and_out_of_sessions_and_survive_a_resta
             assert added[0]["summary"]["resource"] == chat and added[0]["summary"]["movable"] is True
             assert action_of(seen[-1])["chats"] == [chat, default2]
             seen += await until(bob, is_note("root/sessionSummaryChanged", s2))
-            summaries = {n["params"]["session"]: n["params"]["changes"] for n in seen
-                         if n.get("method") == "root/sessionSummaryChanged"}
+            summaries = {
+                n["params"]["session"]: n["params"]["changes"]
+                for n in seen
+                if n.get("method") == "root/sessionSummaryChanged"
+            }
             assert [c["resource"] for c in summaries[s1]["chats"]] == [default1, side]
             assert [c["resource"] for c in summaries[s2]["chats"]] == [chat, default2]
             assert [c["resource"] for c in (await state_of(bob, s2))["chats"]] == [chat, default2]
@@ -220,8 +264,9 @@ async def test_a_destination_that_will_not_take_the_conversation_leaves_the_chat
             for path in home.glob("*.json"):
                 if "words to lose" in path.read_text():
                     path.unlink()
-            reply = await ann.call("moveChat", {"channel": chat, "destination": {"kind": "session", "session": s2}},
-                                   timeout=120)
+            reply = await ann.call(
+                "moveChat", {"channel": chat, "destination": {"kind": "session", "session": s2}}, timeout=120
+            )
             assert reply["error"]["code"] == -32602 and "did not take" in reply["error"]["message"]
             assert chat in [c["resource"] for c in (await state_of(ann, s1))["chats"]]
             assert chat not in [c["resource"] for c in (await state_of(ann, s2))["chats"]]
@@ -247,8 +292,9 @@ async def test_a_new_session_whose_agent_will_not_start_is_undone_unseen(tmp_pat
             chat = await new_chat(ann, s1)
             side = await new_chat(ann, s1)
             await ann.call("moveChat", {"channel": side, "destination": {"kind": "session", "session": s1}})
-            await ann.call("moveChat", {"channel": chat, "destination": {"kind": "session", "session": s1,
-                                                                         "after": side}})
+            await ann.call(
+                "moveChat", {"channel": chat, "destination": {"kind": "session", "session": s1, "after": side}}
+            )
             order = [side, chat, default1]
             for channel in (s1, chat):
                 await state_of(bob, channel)
@@ -270,11 +316,17 @@ async def test_a_new_session_whose_agent_will_not_start_is_undone_unseen(tmp_pat
 
             # A fence: what bob heard before ann's next change is everything the failed move said.
             fence = await new_chat(ann, s1)
-            seen = await until(bob, lambda n: is_action("session/chatAdded", s1)(n)
-                               and action_of(n)["summary"]["resource"] == fence)
+            seen = await until(
+                bob, lambda n: is_action("session/chatAdded", s1)(n) and action_of(n)["summary"]["resource"] == fence
+            )
             heard = [n.get("method") for n in seen] + [a["type"] for n in seen if (a := action_of(n))]
-            for said_nothing in ("root/sessionAdded", "root/sessionRemoved", "session/chatRemoved",
-                                 "session/chatsReordered", "chat/movableChanged"):
+            for said_nothing in (
+                "root/sessionAdded",
+                "root/sessionRemoved",
+                "session/chatRemoved",
+                "session/chatsReordered",
+                "chat/movableChanged",
+            ):
                 assert said_nothing not in heard, (said_nothing, seen)
             assert "root/activeSessionsChanged" not in heard
             assert [c["resource"] for c in (await state_of(bob, s1))["chats"]] == [*order, fence]

@@ -25,9 +25,14 @@ async def test_chats_fork_side_chat_and_disposal(tmp_path) -> None:
             notes = await until(client, is_action("session/chatAdded", uri))
             assert action_of(notes[-1])["summary"]["resource"] == side
             fork = f"ahp-chat:/{uuid.uuid4()}"
-            reply = await client.call("createChat", {
-                "channel": uri, "chat": fork, "source": {"kind": "fork", "chat": chat, "turnId": first["turnId"]},
-            })
+            reply = await client.call(
+                "createChat",
+                {
+                    "channel": uri,
+                    "chat": fork,
+                    "source": {"kind": "fork", "chat": chat, "turnId": first["turnId"]},
+                },
+            )
             assert reply["result"] is None
             forked = (await client.call("subscribe", {"channel": fork}))["result"]["snapshot"]["state"]
             fits("/$defs/ChatState", forked)
@@ -38,10 +43,14 @@ async def test_chats_fork_side_chat_and_disposal(tmp_path) -> None:
             await dispatch(client, fork, start_turn("and in the fork?"), 2)
             await until(client, is_action("chat/turnComplete", fork))
 
-            bad = await client.call("createChat", {
-                "channel": uri, "chat": f"ahp-chat:/{uuid.uuid4()}",
-                "source": {"kind": "fork", "chat": chat, "turnId": "no-such-turn"},
-            })
+            bad = await client.call(
+                "createChat",
+                {
+                    "channel": uri,
+                    "chat": f"ahp-chat:/{uuid.uuid4()}",
+                    "source": {"kind": "fork", "chat": chat, "turnId": "no-such-turn"},
+                },
+            )
             assert bad["error"]["code"] == -32602
             again = await client.call("createChat", {"channel": uri, "chat": side})
             assert again["error"]["code"] == -32010
@@ -69,25 +78,36 @@ async def test_completions_and_session_config(tmp_path) -> None:
             uri, chat = await create(client, work)
             await dispatch(client, chat, start_turn("hello"), 1)
             await until(client, is_action("chat/turnComplete", chat))
-            slash = (await client.call("completions", {
-                "channel": chat, "kind": "userMessage", "text": "/he", "offset": 3}))["result"]
+            slash = (
+                await client.call("completions", {"channel": chat, "kind": "userMessage", "text": "/he", "offset": 3})
+            )["result"]
             fits("/commands/completions/result", slash)
             assert [i["attachment"]["_meta"]["command"] for i in slash["items"]] == ["help"]
             assert slash["items"][0]["insertText"] == "/help "
-            files = (await client.call("completions", {
-                "channel": chat, "kind": "userMessage", "text": "look at @main", "offset": 13}))["result"]
+            files = (
+                await client.call(
+                    "completions", {"channel": chat, "kind": "userMessage", "text": "look at @main", "offset": 13}
+                )
+            )["result"]
             fits("/commands/completions/result", files)
             assert [i["attachment"]["label"] for i in files["items"]] == ["src/main.py"]
             assert all("_meta" in i["attachment"] for i in files["items"])
 
             other = f"ahp-chat:/{uuid.uuid4()}"
             await client.call("createChat", {"channel": uri, "chat": other})
-            chats = (await client.call("completions", {
-                "channel": other, "kind": "userMessage", "text": "#chat:", "offset": 6}))["result"]
+            chats = (
+                await client.call(
+                    "completions", {"channel": other, "kind": "userMessage", "text": "#chat:", "offset": 6}
+                )
+            )["result"]
             assert [i["attachment"]["resource"] for i in chats["items"]] == [chat]
 
-            resolved = (await client.call("resolveSessionConfig", {
-                "provider": "demo", "workingDirectory": work.as_uri(), "config": {"unknownKey": 1}}))["result"]
+            resolved = (
+                await client.call(
+                    "resolveSessionConfig",
+                    {"provider": "demo", "workingDirectory": work.as_uri(), "config": {"unknownKey": 1}},
+                )
+            )["result"]
             fits("/commands/resolveSessionConfig/result", resolved)
             # The unknown key is dropped; the demo agent's own defaults come back.
             assert resolved["values"] == {"model": "demo-swift", "effortLevel": "medium", "mode": "default"}
@@ -105,16 +125,38 @@ async def test_older_turns_are_paged_in(tmp_path) -> None:
     data = tmp_path / "d"
     uri = f"ahp-session:/{uuid.uuid4()}"
     chat = f"ahp-chat:/{uuid.uuid4()}"
-    turns = [{
-        "id": f"turn-{n}", "message": {"text": f"q{n}", "origin": {"kind": "user"}},
-        "responseParts": [{"kind": "markdown", "id": f"p{n}", "content": f"a{n}"}], "state": "complete",
-    } for n in range(60)]
-    FileSessionStore(data / "sessions").save({
-        "uri": uri, "provider": "demo", "cwd": str(tmp_path), "createdAt": "2026-12-01T00:00:00Z",
-        "title": "old", "status": 0, "chats": [{"uri": chat, "backendId": None, "state": {
-            "resource": chat, "title": "", "status": 1, "modifiedAt": "2026-12-01T00:00:00Z", "turns": turns,
-        }}],
-    })
+    turns = [
+        {
+            "id": f"turn-{n}",
+            "message": {"text": f"q{n}", "origin": {"kind": "user"}},
+            "responseParts": [{"kind": "markdown", "id": f"p{n}", "content": f"a{n}"}],
+            "state": "complete",
+        }
+        for n in range(60)
+    ]
+    FileSessionStore(data / "sessions").save(
+        {
+            "uri": uri,
+            "provider": "demo",
+            "cwd": str(tmp_path),
+            "createdAt": "2026-12-01T00:00:00Z",
+            "title": "old",
+            "status": 0,
+            "chats": [
+                {
+                    "uri": chat,
+                    "backendId": None,
+                    "state": {
+                        "resource": chat,
+                        "title": "",
+                        "status": 1,
+                        "modifiedAt": "2026-12-01T00:00:00Z",
+                        "turns": turns,
+                    },
+                }
+            ],
+        }
+    )
     data.chmod(0o700)
     async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:

@@ -19,7 +19,15 @@ from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
 
 from .helpers import (  # noqa: E402
-    Rpc, daemon_in_process, dispatch, fits, is_action, listed_until, rpc, start_turn, until,
+    Rpc,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    listed_until,
+    rpc,
+    start_turn,
+    until,
 )
 from .test_claude_sessions import _env  # noqa: E402
 
@@ -40,6 +48,7 @@ async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
     """listSessions once ``uri`` is (or is no longer) among the rows: the
     catalogue is read in the background, never while a client waits, and
     each row it adds or removes is said on the root channel."""
+
     def settled(rows: list[dict]) -> bool:
         fits("/commands/listSessions/result", {"items": rows})
         return any(r["resource"] == uri for r in rows) == present
@@ -48,7 +57,9 @@ async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
 
 
 async def test_a_past_session_is_listed_opened_resumed_and_disposed(
-    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     cwd = tmp_path / "work"
     cwd.mkdir()
@@ -126,7 +137,9 @@ async def test_a_past_session_is_listed_opened_resumed_and_disposed(
 
 
 async def test_a_past_subagent_is_opened_in_its_worker_chat(
-    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A conversation read back off its transcript gets the worker chats its
     subagents worked in, rebuilt from their own transcripts: the Task call
@@ -136,8 +149,12 @@ async def test_a_past_subagent_is_opened_in_its_worker_chat(
 
     cwd = tmp_path / "work"
     cwd.mkdir()
-    task = {"description": "Look around", "prompt": "look around the folder", "subagent_type": "general-purpose",
-            "run_in_background": False}
+    task = {
+        "description": "Look around",
+        "prompt": "look around the folder",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
     with fake_api.FakeAnthropic().running() as api:
         for name, value in fake_api.cli_env(api.url, str(home)).items():
             monkeypatch.setenv(name, value)
@@ -167,8 +184,13 @@ async def test_a_past_subagent_is_opened_in_its_worker_chat(
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 [call] = [p["toolCall"] for p in state["turns"][0]["responseParts"] if p["kind"] == "toolCall"]
                 assert call["toolCallId"] == "toolu_past_task" and call["_meta"]["subagentChatUri"] == worker
-                assert {"type": "subagent", "resource": worker, "title": "Look around", "agentName": "general-purpose",
-                        "description": "Look around"} in call["content"]
+                assert {
+                    "type": "subagent",
+                    "resource": worker,
+                    "title": "Look around",
+                    "agentName": "general-purpose",
+                    "description": "Look around",
+                } in call["content"]
                 inside = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
                 fits("/$defs/ChatState", inside)
                 [turn] = inside["turns"]
@@ -179,7 +201,13 @@ async def test_a_past_subagent_is_opened_in_its_worker_chat(
                 # Read-only here too: nobody talks to a subagent that has finished.
                 await client.call("subscribe", {"channel": worker})
                 await dispatch(client, worker, start_turn("hello?"), 1)
-                await until(client, lambda n: n.get("method") == "action"
-                            and n["params"]["channel"] == worker and "rejectionReason" in n["params"])
+                await until(
+                    client,
+                    lambda n: (
+                        n.get("method") == "action"
+                        and n["params"]["channel"] == worker
+                        and "rejectionReason" in n["params"]
+                    ),
+                )
             daemon.terminate()
             assert await daemon.wait() == 0

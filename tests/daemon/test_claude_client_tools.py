@@ -19,7 +19,15 @@ pytest.importorskip("claude_agent_sdk")
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
 from .helpers import (  # noqa: E402
-    action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    start_turn,
+    until,
 )
 from .test_claude_sessions import _env  # noqa: E402
 
@@ -66,8 +74,11 @@ async def test_a_client_runs_its_own_tool(tmp_path: Path) -> None:
                 # defers MCP tools behind its tool search, and names them there).
                 assert model_name in json.dumps(api.requests[0])
 
-                chat_actions = [action_of(n) for n in notes if is_action("chat/toolCallStart", chat)(n)
-                                or is_action("chat/toolCallReady", chat)(n)]
+                chat_actions = [
+                    action_of(n)
+                    for n in notes
+                    if is_action("chat/toolCallStart", chat)(n) or is_action("chat/toolCallReady", chat)(n)
+                ]
                 start = next(a for a in chat_actions if a["type"] == "chat/toolCallStart")
                 ready = next(a for a in chat_actions if a["type"] == "chat/toolCallReady")
                 contributor = {"kind": "client", "clientId": client_id}
@@ -81,26 +92,40 @@ async def test_a_client_runs_its_own_tool(tmp_path: Path) -> None:
                 assert request["toolCall"]["toolCallId"] == "toolu_client"
                 assert request["toolCall"]["status"] == "running"
 
-                complete = {"type": "chat/toolCallComplete", "turnId": turn["turnId"], "toolCallId": "toolu_client",
-                            "result": {"success": True, "pastTenseMessage": "Opened notes.txt",
-                                       "content": [{"type": "text", "text": "notes.txt is open at line 1"}]}}
+                complete = {
+                    "type": "chat/toolCallComplete",
+                    "turnId": turn["turnId"],
+                    "toolCallId": "toolu_client",
+                    "result": {
+                        "success": True,
+                        "pastTenseMessage": "Opened notes.txt",
+                        "content": [{"type": "text", "text": "notes.txt is open at line 1"}],
+                    },
+                }
                 # Only the client the call was reported against may answer it.
                 await other.call("subscribe", {"channel": chat})
                 await dispatch(other, chat, complete, 1)
-                refused = await until(other, lambda n: n.get("method") == "action"
-                                      and "rejectionReason" in n["params"])
+                refused = await until(other, lambda n: n.get("method") == "action" and "rejectionReason" in n["params"])
                 assert client_id in refused[-1]["params"]["rejectionReason"]
 
                 await dispatch(client, chat, complete, 3)
                 notes = await until(client, is_action("chat/turnComplete", chat), timeout=90)
-                answer = next(n for n in notes if n.get("method") == "action"
-                              and (n["params"].get("origin") or {}).get("clientSeq") == 3)
+                answer = next(
+                    n
+                    for n in notes
+                    if n.get("method") == "action" and (n["params"].get("origin") or {}).get("clientSeq") == 3
+                )
                 # Not applied as sent: the completion comes off the agent's tool result.
                 assert "rejectionReason" in answer["params"]
-                assert any(is_action("session/inputNeededRemoved", uri)(n)
-                           and action_of(n)["id"] == request["id"] for n in notes)
-                completions = [action_of(n) for n in notes if is_action("chat/toolCallComplete", chat)(n)
-                               and "rejectionReason" not in n["params"]]
+                assert any(
+                    is_action("session/inputNeededRemoved", uri)(n) and action_of(n)["id"] == request["id"]
+                    for n in notes
+                )
+                completions = [
+                    action_of(n)
+                    for n in notes
+                    if is_action("chat/toolCallComplete", chat)(n) and "rejectionReason" not in n["params"]
+                ]
                 assert len(completions) == 1
                 assert completions[0]["result"]["success"] is True
                 assert completions[0]["result"]["content"] == [{"type": "text", "text": "notes.txt is open at line 1"}]
@@ -135,8 +160,11 @@ async def test_a_client_that_leaves_fails_its_calls(tmp_path: Path) -> None:
                     await watcher.call("subscribe", {"channel": chat})
                     await _announced_and_called(client, uri, chat, client_id, "toolu_gone")
                 # The client's connection is closed while its call is outstanding.
-                notes = await until(watcher, lambda n: (action_of(n) or {}).get("type") in (
-                    "chat/turnComplete", "chat/error"), timeout=90)
+                notes = await until(
+                    watcher,
+                    lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error"),
+                    timeout=90,
+                )
                 assert action_of(notes[-1])["type"] == "chat/turnComplete", action_of(notes[-1])
                 completion = next(action_of(n) for n in notes if is_action("chat/toolCallComplete", chat)(n))
                 assert completion["toolCallId"] == "toolu_gone" and completion["result"]["success"] is False

@@ -10,13 +10,24 @@ from pathlib import Path
 import pytest
 
 from .helpers import (
-    Listener, Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until,
+    Listener,
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    start_turn,
+    until,
 )
 
 
 async def _slash(client: Rpc, chat: str, text: str) -> list[dict]:
-    result = (await client.call("completions", {
-        "channel": chat, "kind": "userMessage", "text": text, "offset": len(text)}))["result"]
+    result = (
+        await client.call("completions", {"channel": chat, "kind": "userMessage", "text": text, "offset": len(text)})
+    )["result"]
     fits("/commands/completions/result", result)
     return result["items"]
 
@@ -46,7 +57,6 @@ async def test_the_demo_agents_commands_are_a_container_and_the_slash_menu(tmp_p
         assert await daemon.wait() == 0
 
 
-
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 async def test_claude_commands_and_skills(tmp_path: Path) -> None:
     pytest.importorskip("claude_agent_sdk")
@@ -57,10 +67,12 @@ async def test_claude_commands_and_skills(tmp_path: Path) -> None:
     home = tmp_path / "home"
     (home / ".claude" / "skills" / "my-skill").mkdir(parents=True)
     (home / ".claude" / "skills" / "my-skill" / "SKILL.md").write_text(
-        "---\nname: my-skill\ndescription: A test skill\nargument-hint: <thing>\n---\nDo the thing.\n")
+        "---\nname: my-skill\ndescription: A test skill\nargument-hint: <thing>\n---\nDo the thing.\n"
+    )
     (home / ".claude" / "commands").mkdir()
     (home / ".claude" / "commands" / "my-cmd.md").write_text(
-        "---\ndescription: A custom command\nargument-hint: <arg>\n---\nRun it with $ARGUMENTS\n")
+        "---\ndescription: A custom command\nargument-hint: <arg>\n---\nRun it with $ARGUMENTS\n"
+    )
     work = tmp_path / "work"
     work.mkdir()
     with fake_api.FakeAnthropic().running() as api:
@@ -130,8 +142,12 @@ async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monk
     fits("/$defs/AgentInfo", agent)
     names = [c["name"] for container in agent["customizations"] for c in container.get("children", [])]
     assert "compact" in names
-    agents = [c for container in agent["customizations"] if container.get("contents") == "agent"
-              for c in container["children"]]
+    agents = [
+        c
+        for container in agent["customizations"]
+        if container.get("contents") == "agent"
+        for c in container["children"]
+    ]
     assert "Explore" in [a["name"] for a in agents]  # the CLI's subagents
     servers = [c for c in agent["customizations"] if c["type"] == "mcpServer"]
     assert [s["name"] for s in servers] == ["broken"]  # and not our own in-process "ahp"

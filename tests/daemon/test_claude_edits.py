@@ -14,7 +14,16 @@ pytest.importorskip("claude_agent_sdk")
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
 from .helpers import (  # noqa: E402
-    Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until,
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    start_turn,
+    until,
 )
 from .test_claude_sessions import _env  # noqa: E402
 
@@ -34,8 +43,9 @@ async def test_an_edit_asks_with_a_diff_served_until_settled(tmp_path: Path) -> 
     target.write_text("alpha\nbeta\n")
     with fake_api.FakeAnthropic().running() as api:
         api.add(
-            fake_api.tool_use("toolu_edit", "Edit", {"file_path": str(target), "old_string": "beta",
-                                                     "new_string": "gamma"}),
+            fake_api.tool_use(
+                "toolu_edit", "Edit", {"file_path": str(target), "old_string": "beta", "new_string": "gamma"}
+            ),
             fake_api.text("Edited."),
         )
         async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
@@ -67,10 +77,18 @@ async def test_an_edit_asks_with_a_diff_served_until_settled(tmp_path: Path) -> 
                 other = await _read(client, (work / "elsewhere.txt").as_uri())
                 assert other["error"]["code"] == -32008 and "elsewhere.txt" in other["error"]["message"]
 
-                await dispatch(client, chat, {
-                    "type": "chat/toolCallConfirmed", "turnId": turn["turnId"], "toolCallId": "toolu_edit",
-                    "approved": True, "confirmed": "user-action",
-                }, 2)
+                await dispatch(
+                    client,
+                    chat,
+                    {
+                        "type": "chat/toolCallConfirmed",
+                        "turnId": turn["turnId"],
+                        "toolCallId": "toolu_edit",
+                        "approved": True,
+                        "confirmed": "user-action",
+                    },
+                    2,
+                )
                 await until(client, is_action("chat/turnComplete", chat), timeout=90)
                 assert target.read_text() == "alpha\ngamma\n"
                 gone = await _read(client, after)

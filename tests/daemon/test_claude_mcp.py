@@ -17,7 +17,7 @@ from .test_customizations import answered
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
-TINY_SERVER = r'''
+TINY_SERVER = r"""
 import json, sys
 for line in sys.stdin:
     message = json.loads(line)
@@ -38,7 +38,7 @@ for line in sys.stdin:
         reply["result"] = answer
     sys.stdout.write(json.dumps(reply) + "\n")
     sys.stdout.flush()
-'''
+"""
 
 
 def _server(uri: str, notes: list[dict], server_id: str) -> dict | None:
@@ -57,6 +57,7 @@ def _server(uri: str, notes: list[dict], server_id: str) -> dict | None:
 
 def _updated(uri: str, server_id: str, enabled: bool, kind: str):
     """A row for ``server_id`` whose workspace switch is ``enabled`` and state is ``kind``."""
+
     def check(note: dict) -> bool:
         action = action_of(note)
         if not action or note["params"]["channel"] != uri:
@@ -65,6 +66,7 @@ def _updated(uri: str, server_id: str, enabled: bool, kind: str):
             row = action["customization"]
             return row["enablement"][0]["enabled"] is enabled and row["state"]["kind"] == kind
         return False
+
     return check
 
 
@@ -78,17 +80,24 @@ async def test_claude_mcp_servers_switched_through_the_cli(tmp_path: Path) -> No
     home.mkdir()
     script = tmp_path / "tiny_mcp.py"
     script.write_text(TINY_SERVER)
-    (home / ".claude.json").write_text(json.dumps({"mcpServers": {
-        "tiny": {"type": "stdio", "command": sys.executable, "args": [str(script)]},
-        "broken": {"type": "stdio", "command": "false"},
-    }}))
+    (home / ".claude.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "tiny": {"type": "stdio", "command": sys.executable, "args": [str(script)]},
+                    "broken": {"type": "stdio", "command": "false"},
+                }
+            }
+        )
+    )
     work = tmp_path / "work"
     work.mkdir()
     tiny, broken = "claude.mcp:tiny", "claude.mcp:broken"
     capture = tmp_path / "wire.jsonl"
     with fake_api.FakeAnthropic().running() as api:
-        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
-                                  env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(
+            tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=_env(api.url, str(home))
+        ) as daemon:
             async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
                 await alice.initialize("alice")
                 await bob.initialize("bob")
@@ -101,8 +110,16 @@ async def test_claude_mcp_servers_switched_through_the_cli(tmp_path: Path) -> No
                 assert servers[tiny]["enablement"] == [{"kind": "workspace", "uri": work.as_uri(), "enabled": True}]
 
                 # Off: through the CLI's own switch, then read back for everyone.
-                await dispatch(alice, uri, {"type": "session/customizationToggled", "id": tiny,
-                                            "enablement": [{"kind": "session", "enabled": False}]}, 1)
+                await dispatch(
+                    alice,
+                    uri,
+                    {
+                        "type": "session/customizationToggled",
+                        "id": tiny,
+                        "enablement": [{"kind": "session", "enabled": False}],
+                    },
+                    1,
+                )
                 for who in (alice, bob):
                     notes = await until(who, _updated(uri, tiny, False, "stopped"), timeout=120)
                     toggled = [n for n in notes if is_action("session/customizationToggled", uri)(n)]
@@ -128,16 +145,30 @@ async def test_claude_mcp_servers_switched_through_the_cli(tmp_path: Path) -> No
                 # says why it failed, in the protocol's words.
                 await dispatch(alice, uri, {"type": "session/mcpServerStartRequested", "id": broken}, 3)
                 for who in (alice, bob):
-                    notes = await until(who, lambda n: (is_action("session/mcpServerStateChanged", uri)(n)
-                                                        and action_of(n)["id"] == broken
-                                                        and action_of(n)["state"]["kind"] == "error"), timeout=120)
+                    notes = await until(
+                        who,
+                        lambda n: (
+                            is_action("session/mcpServerStateChanged", uri)(n)
+                            and action_of(n)["id"] == broken
+                            and action_of(n)["state"]["kind"] == "error"
+                        ),
+                        timeout=120,
+                    )
                     assert action_of(notes[-1])["state"]["error"]["message"]
 
                 # A prompt: the CLI has no runtime switch; refused, the list goes out again.
                 prompts = next(c for c in state["customizations"] if c.get("contents") == "prompt")
                 compact = next(c for c in prompts["children"] if c["name"] == "compact")
-                await dispatch(bob, uri, {"type": "session/customizationToggled", "id": compact["id"],
-                                          "enablement": [{"kind": "session", "enabled": False}]}, 2)
+                await dispatch(
+                    bob,
+                    uri,
+                    {
+                        "type": "session/customizationToggled",
+                        "id": compact["id"],
+                        "enablement": [{"kind": "session", "enabled": False}],
+                    },
+                    2,
+                )
                 notes = await until(bob, is_action("session/customizationsChanged", uri))
                 [refusal] = [n for n in notes if answered(2, uri)(n)]
                 assert "no runtime switch for a prompt" in refusal["params"]["rejectionReason"]
@@ -178,16 +209,22 @@ async def test_a_server_asking_for_a_sign_in_is_auth_required_in_the_protocols_w
     def server_state(kind: str):
         def check(note: dict) -> bool:
             action = action_of(note)
-            return bool(action) and action["type"] == "session/mcpServerStateChanged" \
-                and action["id"] == locked and action["state"]["kind"] == kind
+            return (
+                bool(action)
+                and action["type"] == "session/mcpServerStateChanged"
+                and action["id"] == locked
+                and action["state"]["kind"] == kind
+            )
+
         return check
 
     with fake_api.FakeAnthropic().running() as api, LockedMcp().running() as server:
         (home / ".claude.json").write_text(json.dumps({"mcpServers": {"locked": {"type": "http", "url": server.url}}}))
         api.add(fake_api.tool_use("toolu_mcp", "mcp__locked__hello", {}))
         api.add(fake_api.text("Could not say hello."))
-        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
-                                  env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(
+            tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=_env(api.url, str(home))
+        ) as daemon:
             async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
                 await alice.initialize("alice")
                 await bob.initialize("bob")
@@ -195,13 +232,28 @@ async def test_a_server_asking_for_a_sign_in_is_auth_required_in_the_protocols_w
                 await bob.call("subscribe", {"channel": uri})
                 await alice.call("subscribe", {"channel": chat})
                 await dispatch(alice, chat, start_turn("say hello through the server"), 1)
-                notes = await until(alice, lambda n: is_action("session/inputNeededSet", uri)(n)
-                                    and action_of(n)["request"]["kind"] == "toolConfirmation", timeout=120)
+                notes = await until(
+                    alice,
+                    lambda n: (
+                        is_action("session/inputNeededSet", uri)(n)
+                        and action_of(n)["request"]["kind"] == "toolConfirmation"
+                    ),
+                    timeout=120,
+                )
                 request = action_of(notes[-1])["request"]
                 assert request["toolCall"]["contributor"] == {"kind": "mcp", "customizationId": locked}
-                await dispatch(alice, chat, {"type": "chat/toolCallConfirmed", "turnId": request["turnId"],
-                                             "toolCallId": "toolu_mcp", "approved": True,
-                                             "confirmed": "user-action"}, 2)
+                await dispatch(
+                    alice,
+                    chat,
+                    {
+                        "type": "chat/toolCallConfirmed",
+                        "turnId": request["turnId"],
+                        "toolCallId": "toolu_mcp",
+                        "approved": True,
+                        "confirmed": "user-action",
+                    },
+                    2,
+                )
                 assert await trio.to_thread.run_sync(server.called.wait, 120), "the call never reached the server"
 
                 # The server asks for a sign-in mid-call: the CLI fails the call

@@ -14,7 +14,17 @@ from pathlib import Path
 import pytest
 
 from .helpers import (
-    Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, snapshot_until, start_turn, until,
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    snapshot_until,
+    start_turn,
+    until,
     wire_clean,
 )
 from .test_claude_mcp import TINY_SERVER
@@ -42,12 +52,20 @@ def _home(tmp_path: Path) -> Path:
     market = tmp_path / "market"
     _plugin(market / "tidy-kit", "tidy-kit", "tidy")
     (market / ".claude-plugin").mkdir()
-    (market / ".claude-plugin" / "marketplace.json").write_text(json.dumps({
-        "name": "local", "owner": {"name": "Tester"}, "plugins": [{"name": "tidy-kit", "source": "./tidy-kit"}]}))
+    (market / ".claude-plugin" / "marketplace.json").write_text(
+        json.dumps(
+            {"name": "local", "owner": {"name": "Tester"}, "plugins": [{"name": "tidy-kit", "source": "./tidy-kit"}]}
+        )
+    )
     (home / ".claude").mkdir(parents=True)
-    (home / ".claude" / "settings.json").write_text(json.dumps({
-        "extraKnownMarketplaces": {"local": {"source": {"source": "directory", "path": str(market)}}},
-        "enabledPlugins": {"tidy-kit@local": True}}))
+    (home / ".claude" / "settings.json").write_text(
+        json.dumps(
+            {
+                "extraKnownMarketplaces": {"local": {"source": {"source": "directory", "path": str(market)}}},
+                "enabledPlugins": {"tidy-kit@local": True},
+            }
+        )
+    )
     return home
 
 
@@ -59,8 +77,12 @@ async def _state(client: Rpc, uri: str) -> dict:
 
 def _commands(state: dict) -> set[str]:
     """The slash commands and skills the session lists (from what the CLI reports)."""
-    return {c["name"] for top in state.get("customizations") or [] if top["type"] == "directory"
-            for c in top.get("children") or []}
+    return {
+        c["name"]
+        for top in state.get("customizations") or []
+        if top["type"] == "directory"
+        for c in top.get("children") or []
+    }
 
 
 async def _eventually(client: Rpc, uri: str, check) -> dict:
@@ -72,17 +94,23 @@ async def _eventually(client: Rpc, uri: str, check) -> dict:
 
 async def _turn(client: Rpc, chat: str, text: str) -> None:
     await dispatch(client, chat, start_turn(text), 100)
-    notes = await until(client, lambda n: is_action("chat/turnComplete", chat)(n) or is_action("chat/error", chat)(n),
-                        timeout=120)
+    notes = await until(
+        client, lambda n: is_action("chat/turnComplete", chat)(n) or is_action("chat/error", chat)(n), timeout=120
+    )
     assert action_of(notes[-1])["type"] == "chat/turnComplete", action_of(notes[-1])
 
 
 def _row_updated(uri: str, pid: str, enabled: bool):
     def check(note: dict) -> bool:
         action = action_of(note)
-        return (bool(action) and note["params"]["channel"] == uri and action["type"] == "session/customizationUpdated"
-                and action["customization"]["id"] == pid
-                and action["customization"].get("enablement", [{}])[0].get("enabled") is enabled)
+        return (
+            bool(action)
+            and note["params"]["channel"] == uri
+            and action["type"] == "session/customizationUpdated"
+            and action["customization"]["id"] == pid
+            and action["customization"].get("enablement", [{}])[0].get("enabled") is enabled
+        )
+
     return check
 
 
@@ -100,8 +128,9 @@ async def test_claude_plugins_listed_switched_and_handed_over(tmp_path: Path) ->
     data = tmp_path / "d"
     with fake_api.FakeAnthropic().running() as api:
         api.add(*(fake_api.text(f"Reply {n}") for n in range(4)))
-        async with daemon_in_process(data, "--sessions", "memory", "--wire", str(capture),
-                                  env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(
+            data, "--sessions", "memory", "--wire", str(capture), env=_env(api.url, str(home))
+        ) as daemon:
             async with rpc(daemon.url) as alice, rpc(daemon.url) as bob:
                 await alice.initialize("alice")
                 await bob.initialize("bob")
@@ -141,27 +170,40 @@ async def test_claude_plugins_listed_switched_and_handed_over(tmp_path: Path) ->
 
                 # A plugin's skill: the CLI has no runtime switch; refused, the list goes out again.
                 wave = next(c for c in kept["children"] if c["name"] == "wave")
-                await dispatch(alice, uri, {"type": "session/customizationToggled", "id": wave["id"],
-                                            "enablement": off}, 2)
+                await dispatch(
+                    alice, uri, {"type": "session/customizationToggled", "id": wave["id"], "enablement": off}, 2
+                )
                 notes = await until(alice, is_action("session/customizationsChanged", uri))
                 [refusal] = [n for n in notes if answered(2, uri)(n)]
                 assert "no runtime switch for a skill" in refusal["params"]["rejectionReason"]
 
                 # A plugin bob hands over: copied, and from the next turn the
                 # CLI (started again, resumed) loads the copy.
-                client = {"clientId": "bob", "displayName": "Bob", "tools": [], "customizations": [
-                    {"type": "plugin", "id": "p-hello", "uri": handed.as_uri(), "name": "Hello", "nonce": "1"}]}
+                client = {
+                    "clientId": "bob",
+                    "displayName": "Bob",
+                    "tools": [],
+                    "customizations": [
+                        {"type": "plugin", "id": "p-hello", "uri": handed.as_uri(), "name": "Hello", "nonce": "1"}
+                    ],
+                }
                 await dispatch(bob, uri, {"type": "session/activeClientSet", "activeClient": client}, 2)
-                await _eventually(alice, uri, lambda s: any(
-                    c["id"] == "p-hello" and c.get("load", {}).get("kind") == "loaded" for c in s["customizations"]))
+                await _eventually(
+                    alice,
+                    uri,
+                    lambda s: any(
+                        c["id"] == "p-hello" and c.get("load", {}).get("kind") == "loaded" for c in s["customizations"]
+                    ),
+                )
                 await _turn(alice, chat, "second")
                 state = await _eventually(alice, uri, lambda s: "hello-kit:hi" in _commands(s))
                 assert not any(c["id"].startswith("claude.plugin:hello-kit") for c in state["customizations"])
                 assert any("first" in p for p in fake_api.prompts(api.requests[-1]))  # the same conversation, resumed
 
                 # Switched off by a client: no longer handed to the CLI.
-                await dispatch(bob, uri, {"type": "session/customizationToggled", "id": "p-hello",
-                                          "enablement": off}, 3)
+                await dispatch(
+                    bob, uri, {"type": "session/customizationToggled", "id": "p-hello", "enablement": off}, 3
+                )
                 [*_, note] = await until(bob, answered(3, uri))
                 assert "rejectionReason" not in note["params"]
                 await _turn(alice, chat, "third")
@@ -195,13 +237,15 @@ async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart
 
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.text("Reply"))
-        async with daemon_in_process(data, "--sessions", "file", "--wire", str(capture),
-                                  env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(
+            data, "--sessions", "file", "--wire", str(capture), env=_env(api.url, str(home))
+        ) as daemon:
             async with rpc(daemon.url) as alice:
                 await alice.initialize("alice")
                 first, _chat = await create(alice, work, provider="claude")
-                await dispatch(alice, first, {"type": "session/customizationToggled", "id": OWN,
-                                              "enablement": folder_off}, 1)
+                await dispatch(
+                    alice, first, {"type": "session/customizationToggled", "id": OWN, "enablement": folder_off}, 1
+                )
                 notes = await until(alice, _row_updated(first, OWN, False), timeout=120)
                 assert not [n for n in notes if answered(1, first)(n) and "rejectionReason" in n["params"]]
 
@@ -214,8 +258,9 @@ async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart
                 third, _chat = await create(alice, elsewhere, provider="claude")
                 assert "enablement" not in row(await _state(alice, third))
                 # A switch for that one session alone is kept with the session.
-                await dispatch(alice, third, {"type": "session/customizationToggled", "id": OWN,
-                                              "enablement": session_off}, 2)
+                await dispatch(
+                    alice, third, {"type": "session/customizationToggled", "id": OWN, "enablement": session_off}, 2
+                )
                 await until(alice, _row_updated(third, OWN, False), timeout=120)
             daemon.terminate()
             assert await daemon.wait() == 0
@@ -229,10 +274,15 @@ async def test_a_plugin_kept_off_for_a_folder_reaches_new_sessions_and_a_restart
                 assert row(await _state(alice, fourth))["enablement"] == folder_off
                 assert row(await _state(alice, third))["enablement"] == session_off  # kept across the restart
                 # Taken back: every scope left out.
-                await dispatch(alice, fourth, {"type": "session/customizationToggled", "id": OWN,
-                                               "enablement": []}, 1)
-                await until(alice, lambda n: is_action("session/customizationUpdated", fourth)(n)
-                            and action_of(n)["customization"]["id"] == OWN, timeout=120)
+                await dispatch(alice, fourth, {"type": "session/customizationToggled", "id": OWN, "enablement": []}, 1)
+                await until(
+                    alice,
+                    lambda n: (
+                        is_action("session/customizationUpdated", fourth)(n)
+                        and action_of(n)["customization"]["id"] == OWN
+                    ),
+                    timeout=120,
+                )
                 assert "enablement" not in row(await _state(alice, fourth))
             daemon.terminate()
             assert await daemon.wait() == 0
@@ -252,8 +302,9 @@ async def test_a_plugin_handed_over_before_the_first_turn_reaches_a_cli_that_sai
     home.mkdir()
     script = tmp_path / "tiny_mcp.py"
     script.write_text(TINY_SERVER)
-    (home / ".claude.json").write_text(json.dumps({"mcpServers": {
-        "tiny": {"type": "stdio", "command": sys.executable, "args": [str(script)]}}}))
+    (home / ".claude.json").write_text(
+        json.dumps({"mcpServers": {"tiny": {"type": "stdio", "command": sys.executable, "args": [str(script)]}}})
+    )
     work = tmp_path / "work"
     work.mkdir()
     handed = _plugin(tmp_path / "handed", "hello-kit", "hi")
@@ -264,14 +315,30 @@ async def test_a_plugin_handed_over_before_the_first_turn_reaches_a_cli_that_sai
                 await alice.initialize("alice")
                 uri, chat = await create(alice, work, provider="claude")
                 await dispatch(alice, uri, {"type": "session/mcpServerStopRequested", "id": "claude.mcp:tiny"}, 1)
-                await until(alice, lambda n: (is_action("session/customizationUpdated", uri)(n)
-                                              and action_of(n)["customization"]["state"]["kind"] == "stopped"),
-                            timeout=120)  # a CLI runs, and has said nothing yet
-                client = {"clientId": "alice", "displayName": "Alice", "tools": [], "customizations": [
-                    {"type": "plugin", "id": "p-hello", "uri": handed.as_uri(), "name": "Hello", "nonce": "1"}]}
+                await until(
+                    alice,
+                    lambda n: (
+                        is_action("session/customizationUpdated", uri)(n)
+                        and action_of(n)["customization"]["state"]["kind"] == "stopped"
+                    ),
+                    timeout=120,
+                )  # a CLI runs, and has said nothing yet
+                client = {
+                    "clientId": "alice",
+                    "displayName": "Alice",
+                    "tools": [],
+                    "customizations": [
+                        {"type": "plugin", "id": "p-hello", "uri": handed.as_uri(), "name": "Hello", "nonce": "1"}
+                    ],
+                }
                 await dispatch(alice, uri, {"type": "session/activeClientSet", "activeClient": client}, 2)
-                await _eventually(alice, uri, lambda s: any(
-                    c["id"] == "p-hello" and c.get("load", {}).get("kind") == "loaded" for c in s["customizations"]))
+                await _eventually(
+                    alice,
+                    uri,
+                    lambda s: any(
+                        c["id"] == "p-hello" and c.get("load", {}).get("kind") == "loaded" for c in s["customizations"]
+                    ),
+                )
                 await _turn(alice, chat, "first")
                 await _eventually(alice, uri, lambda s: "hello-kit:hi" in _commands(s))
             daemon.terminate()

@@ -21,7 +21,15 @@ from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
 
 from .helpers import (  # noqa: E402
-    ROOT, create, daemon_in_process, dispatch, fits, listed_until, rpc, start_turn, wire_clean,
+    ROOT,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    listed_until,
+    rpc,
+    start_turn,
+    wire_clean,
 )
 from .test_acp_tool_names import initialize, refused  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
@@ -37,10 +45,16 @@ async def test_truncate_rewinds_and_an_errored_turn_runs_again(tmp_path: Path) -
     work.mkdir()
     capture = tmp_path / "rewind.jsonl"
     with fake_api.FakeAnthropic().running() as api:
-        api.add(fake_api.text("ANSWER-ONE"), fake_api.text("ANSWER-TWO"), fake_api.text("ANSWER-THREE"),
-                fake_api.text("never finished", hold_after=2), fake_api.text("ANSWER-FOUR"))
-        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
-                                  env=_env(api.url, str(home))) as daemon:
+        api.add(
+            fake_api.text("ANSWER-ONE"),
+            fake_api.text("ANSWER-TWO"),
+            fake_api.text("ANSWER-THREE"),
+            fake_api.text("never finished", hold_after=2),
+            fake_api.text("ANSWER-FOUR"),
+        )
+        async with daemon_in_process(
+            tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=_env(api.url, str(home))
+        ) as daemon:
             async with rpc(daemon.url) as client, rpc(daemon.url) as watcher:
                 await initialize(client, "driver")
                 await initialize(watcher, "watcher")
@@ -71,8 +85,9 @@ async def test_truncate_rewinds_and_an_errored_turn_runs_again(tmp_path: Path) -
                 # Keep the first turn: everyone sees the second go.
                 await dispatch(client, chat, {"type": "chat/truncated", "turnId": one}, 53)
                 for each in (client, watcher):
-                    [truncated] = [a for a in await collect(each, chat, "chat/truncated")
-                                   if a["type"] == "chat/truncated"]
+                    [truncated] = [
+                        a for a in await collect(each, chat, "chat/truncated") if a["type"] == "chat/truncated"
+                    ]
                     assert truncated == {"type": "chat/truncated", "turnId": one}
                 state = (await watcher.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 assert [t["id"] for t in state["turns"]] == [one]
@@ -116,7 +131,8 @@ async def test_truncate_rewinds_and_an_errored_turn_runs_again(tmp_path: Path) -
 
 
 async def test_a_turn_read_back_off_a_transcript_is_rewound_to_where_the_transcript_says(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -127,8 +143,13 @@ async def test_a_turn_read_back_off_a_transcript_is_rewound_to_where_the_transcr
     with fake_api.FakeAnthropic().running() as api:
         for name, value in fake_api.cli_env(api.url, str(home)).items():
             monkeypatch.setenv(name, value)
-        api.add(fake_api.text("ANSWER-PAST"), fake_api.text("ANSWER-GONE"), fake_api.text("ANSWER-LIVE"),
-                fake_api.text("ANSWER-DROPPED"), fake_api.text("ANSWER-NEXT"))
+        api.add(
+            fake_api.text("ANSWER-PAST"),
+            fake_api.text("ANSWER-GONE"),
+            fake_api.text("ANSWER-LIVE"),
+            fake_api.text("ANSWER-DROPPED"),
+            fake_api.text("ANSWER-NEXT"),
+        )
         async with conversation(ClaudeBackend(), work) as (conv, _):
             await conv.prompt("PROMPT-PAST")
             await conv.prompt("PROMPT-GONE")

@@ -42,13 +42,22 @@ async def test_claude_records_an_artifact_with_the_host_tool(tmp_path: Path) -> 
                 uri, chat = await create(client, tmp_path, provider="claude")
                 await other.call("subscribe", {"channel": uri})
                 await dispatch(client, chat, start_turn("record the docs"), 1)
-                notes = await until(client, lambda n: (action_of(n) or {}).get("type") in (
-                    "chat/turnComplete", "chat/error") and n["params"]["channel"] == chat, timeout=120)
+                notes = await until(
+                    client,
+                    lambda n: (
+                        (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+                        and n["params"]["channel"] == chat
+                    ),
+                    timeout=120,
+                )
                 assert action_of(notes[-1])["type"] == "chat/turnComplete", action_of(notes[-1])
                 # Offered under the host's own name on the ahp server.
                 assert "mcp__ahp__add_artifact_or_reference" in json.dumps(api.requests[0])
-                [meta] = [action_of(n)["_meta"] for n in notes if is_action("session/metaChanged", uri)(n)
-                          and KEY in (action_of(n)["_meta"] or {})]
+                [meta] = [
+                    action_of(n)["_meta"]
+                    for n in notes
+                    if is_action("session/metaChanged", uri)(n) and KEY in (action_of(n)["_meta"] or {})
+                ]
                 [held] = meta[KEY]
                 assert {k: held[k] for k in item} == item
                 seen = await until(other, is_action("session/metaChanged", uri))

@@ -45,9 +45,13 @@ async def test_model_effort_directories_and_auto_approve_reach_claude(tmp_path: 
             async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
                 await ann.initialize("ann")
                 await bob.initialize("bob")
-                resolved = (await ann.call("resolveSessionConfig", {
-                    "channel": "ahp-root://", "provider": "claude", "config": {"model": "sonnet"}},
-                    timeout=120))["result"]
+                resolved = (
+                    await ann.call(
+                        "resolveSessionConfig",
+                        {"channel": "ahp-root://", "provider": "claude", "config": {"model": "sonnet"}},
+                        timeout=120,
+                    )
+                )["result"]
                 props = resolved["schema"]["properties"]
                 assert {"sonnet", "haiku", "opus"} <= set(props["model"]["enum"]) and props["model"]["sessionMutable"]
                 # Each model carries its own thinking level: no session-wide effort key beside it.
@@ -56,12 +60,20 @@ async def test_model_effort_directories_and_auto_approve_reach_claude(tmp_path: 
                 root = (await ann.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
                 claude = next(a for a in root["agents"] if a["provider"] == "claude")
                 assert claude["capabilities"]["multipleWorkingDirectories"]["primaryReplacement"] is True
-                levels = {m["id"]: m["configSchema"]["properties"]["thinkingLevel"]["enum"]
-                          for m in claude["models"] if m.get("configSchema")}
+                levels = {
+                    m["id"]: m["configSchema"]["properties"]["thinkingLevel"]["enum"]
+                    for m in claude["models"]
+                    if m.get("configSchema")
+                }
                 level = next(lvl for lvl in levels["opus"] if lvl != "medium")
 
-                uri, chat = await create(ann, work, provider="claude",
-                                         workingDirectories=[work.as_uri(), extra.as_uri()], config={"model": "sonnet"})
+                uri, chat = await create(
+                    ann,
+                    work,
+                    provider="claude",
+                    workingDirectories=[work.as_uri(), extra.as_uri()],
+                    config={"model": "sonnet"},
+                )
                 await bob.call("subscribe", {"channel": uri})
                 api.add(fake_api.text("one"))
                 await _turn(ann, chat, "hello", 1)
@@ -83,8 +95,9 @@ async def test_model_effort_directories_and_auto_approve_reach_claude(tmp_path: 
 
                 # A turn's model and thinking level: the CLI starts again, resumed, with the effort.
                 api.add(fake_api.text("three"))
-                notes, reply = await _turn(ann, chat, "think hard", 5,
-                                           model={"id": "opus", "config": {"thinkingLevel": level}})
+                notes, reply = await _turn(
+                    ann, chat, "think hard", 5, model={"id": "opus", "config": {"thinkingLevel": level}}
+                )
                 said = [action_of(n)["config"] for n in notes if is_action("session/configChanged", uri)(n)]
                 assert said == [{"model": "opus", "effortLevel": level}]
                 body = api.requests[-1]
@@ -94,8 +107,16 @@ async def test_model_effort_directories_and_auto_approve_reach_claude(tmp_path: 
                 assert "again" in json.dumps(body["messages"])
 
                 # Directories: the primary moves, the extra goes; resumed each time.
-                await _applied(ann, uri, {"type": "session/workingDirectoryReplaced", "directory": work.as_uri(),
-                                          "replacement": moved.as_uri()}, 6)
+                await _applied(
+                    ann,
+                    uri,
+                    {
+                        "type": "session/workingDirectoryReplaced",
+                        "directory": work.as_uri(),
+                        "replacement": moved.as_uri(),
+                    },
+                    6,
+                )
                 await _applied(ann, uri, {"type": "session/workingDirectoryRemoved", "directory": extra.as_uri()}, 7)
                 api.add(fake_api.text("four"))
                 await _turn(ann, chat, "where now", 8)
@@ -106,11 +127,14 @@ async def test_model_effort_directories_and_auto_approve_reach_claude(tmp_path: 
                 assert "think hard" in json.dumps(body["messages"])
 
                 # globalAutoApproveEnabled: can_use_tool is answered by the setting.
-                await _applied(ann, "ahp-root://", {"type": "root/configChanged",
-                                                    "config": {"globalAutoApproveEnabled": True}}, 9)
+                await _applied(
+                    ann, "ahp-root://", {"type": "root/configChanged", "config": {"globalAutoApproveEnabled": True}}, 9
+                )
                 target = moved / "auto.txt"
-                api.add(fake_api.tool_use("toolu_auto", "Write", {"file_path": str(target), "content": "approved\n"}),
-                        fake_api.text("Written."))
+                api.add(
+                    fake_api.tool_use("toolu_auto", "Write", {"file_path": str(target), "content": "approved\n"}),
+                    fake_api.text("Written."),
+                )
                 notes, _ = await _turn(ann, chat, "write it", 10)
                 assert not any(is_action("session/inputNeededSet")(n) for n in notes)
                 ready = [action_of(n) for n in notes if is_action("chat/toolCallReady", chat)(n)]

@@ -32,18 +32,23 @@ async def test_a_claude_turn_streams_and_reports_usage(tmp_path) -> None:
                 init = await client.initialize("claude-user")
                 agents = {a["provider"]: a for a in init["snapshots"][0]["state"]["agents"]}
                 assert agents["claude"]["protectedResources"] == [
-                    {"resource": "https://api.anthropic.com", "required": False}]
+                    {"resource": "https://api.anthropic.com", "required": False}
+                ]
                 uri, chat = await create(client, tmp_path, provider="claude")
                 await dispatch(client, chat, start_turn("say hello"), 1)
-                notes = await until(client, lambda n: (action_of(n) or {}).get("type") in (
-                    "chat/turnComplete", "chat/error"), timeout=90)
+                notes = await until(
+                    client,
+                    lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error"),
+                    timeout=90,
+                )
                 actions = [action_of(n) for n in notes if action_of(n) and n["params"]["channel"] == chat]
                 assert actions[-1]["type"] == "chat/turnComplete", actions[-1]
                 usage = next(a["usage"] for a in actions if a["type"] == "chat/usage")
                 assert usage["model"] == fake_api.MODEL and usage["inputTokens"] > 0
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
-                reply = "".join(p.get("content", "") for p in state["turns"][0]["responseParts"]
-                                if p["kind"] == "markdown")
+                reply = "".join(
+                    p.get("content", "") for p in state["turns"][0]["responseParts"] if p["kind"] == "markdown"
+                )
                 assert reply == "Hello from the fake Claude"
             daemon.terminate()
             assert await daemon.wait() == 0

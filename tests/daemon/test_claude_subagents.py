@@ -37,8 +37,12 @@ from .test_claude_sessions import _env  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 #: In the foreground: the bundled CLI backgrounds a subagent unless told not to.
-TASK = {"description": "Look around", "prompt": "look around the folder", "subagent_type": "general-purpose",
-        "run_in_background": False}
+TASK = {
+    "description": "Look around",
+    "prompt": "look around the folder",
+    "subagent_type": "general-purpose",
+    "run_in_background": False,
+}
 HINTS = {"toolKind": "subagent", "subagentDescription": "Look around", "subagentAgentName": "general-purpose"}
 
 
@@ -61,8 +65,11 @@ async def collect(client: Rpc, done: object, timeout: float = 180) -> list[dict]
 
 
 def on(seen: list[dict], channel: str, kind: str | None = None) -> list[dict]:
-    return [{k: v for k, v in a.items() if k != "channel"} for a in seen
-            if a["channel"] == channel and (kind is None or a["type"] == kind)]
+    return [
+        {k: v for k, v in a.items() if k != "channel"}
+        for a in seen
+        if a["channel"] == channel and (kind is None or a["type"] == kind)
+    ]
 
 
 async def test_a_subagent_runs_in_a_read_only_worker_chat(tmp_path: Path) -> None:
@@ -99,18 +106,31 @@ async def test_a_subagent_runs_in_a_read_only_worker_chat(tmp_path: Path) -> Non
                 # Nobody talks to a worker: the subagent is its only speaker.
                 words = await refused(client, worker, start_turn("hello?"), 2)
                 assert "read-only" in words and "toolu_task" in words
-                words = await refused(client, worker, {"type": "chat/pendingMessageSet", "kind": "queued", "id": "q1",
-                                                       "message": {"text": "later", "origin": {"kind": "user"}}}, 3)
+                words = await refused(
+                    client,
+                    worker,
+                    {
+                        "type": "chat/pendingMessageSet",
+                        "kind": "queued",
+                        "id": "q1",
+                        "message": {"text": "later", "origin": {"kind": "user"}},
+                    },
+                    3,
+                )
                 assert "read-only" in words
                 # A chat a tool started is not offered to attach.
                 other = "ahp-chat:/side"
                 await client.call("createChat", {"channel": uri, "chat": other})
-                offered = (await client.call("completions", {
-                    "channel": other, "kind": "userMessage", "text": "#chat:", "offset": 6}))["result"]
+                offered = (
+                    await client.call(
+                        "completions", {"channel": other, "kind": "userMessage", "text": "#chat:", "offset": 6}
+                    )
+                )["result"]
                 assert [i["attachment"]["resource"] for i in offered["items"]] == [chat]
                 # Nor does it move on its own.
-                moved = await client.call("moveChat", {"channel": worker, "destination": {"kind": "session",
-                                                                                        "session": uri}})
+                moved = await client.call(
+                    "moveChat", {"channel": worker, "destination": {"kind": "session", "session": uri}}
+                )
                 assert moved["error"]["code"] == -32602, moved
             daemon.terminate()
             assert await daemon.wait() == 0
@@ -128,8 +148,13 @@ async def test_a_subagent_runs_in_a_read_only_worker_chat(tmp_path: Path) -> Non
         assert ready["_meta"] == {**HINTS, "subagentChatUri": worker}
         complete = task[-1]
         assert complete["type"] == "chat/toolCallComplete" and complete["result"]["success"] is True
-        link = {"type": "subagent", "resource": worker, "title": "Look around", "agentName": "general-purpose",
-                "description": "Look around"}
+        link = {
+            "type": "subagent",
+            "resource": worker,
+            "title": "Look around",
+            "agentName": "general-purpose",
+            "description": "Look around",
+        }
         assert complete["result"]["content"][-1] == link
         for action in task:
             fits(f"/$defs/Chat{action['type'][5:6].upper()}{action['type'][6:]}Action", action)
@@ -163,8 +188,11 @@ async def test_a_subagent_runs_in_a_read_only_worker_chat(tmp_path: Path) -> Non
 
         # The spawning chat's snapshot agrees with the wire.
         fits("/$defs/ChatState", state)
-        [spawned] = [p["toolCall"] for p in state["turns"][0]["responseParts"]
-                     if p["kind"] == "toolCall" and p["toolCall"]["toolCallId"] == "toolu_task"]
+        [spawned] = [
+            p["toolCall"]
+            for p in state["turns"][0]["responseParts"]
+            if p["kind"] == "toolCall" and p["toolCall"]["toolCallId"] == "toolu_task"
+        ]
         assert spawned["_meta"] == {**HINTS, "subagentChatUri": worker}
         assert spawned["status"] == "completed" and spawned["content"][-1] == link
         [row] = [c for c in session["chats"] if c["resource"] == worker]
@@ -195,8 +223,10 @@ async def test_a_backgrounded_subagent_is_background_work_naming_its_worker(tmp_
     reports = ("Nothing much here.", "All done.")
     with fake_api.FakeAnthropic().running() as api:
         # The subagent and the spawning turn ask at once: which reply each gets is the CLI's race.
-        api.add(fake_api.tool_use("toolu_bg", "Task", {**TASK, "run_in_background": True}),
-                *(fake_api.text(r) for r in reports))
+        api.add(
+            fake_api.tool_use("toolu_bg", "Task", {**TASK, "run_in_background": True}),
+            *(fake_api.text(r) for r in reports),
+        )
         async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "driver")
@@ -204,8 +234,10 @@ async def test_a_backgrounded_subagent_is_background_work_naming_its_worker(tmp_
                 worker = worker_uri(uri, "toolu_bg")
                 await dispatch(client, chat, start_turn("delegate it in the background"), 1)
                 # The worker's turn ends as its entry is removed (not watched here: read below).
-                actions = await collect(client, lambda s: bool(on(s, chat, "chat/turnComplete")
-                                                               and on(s, chat, "chat/backgroundWorkRemoved")))
+                actions = await collect(
+                    client,
+                    lambda s: bool(on(s, chat, "chat/turnComplete") and on(s, chat, "chat/backgroundWorkRemoved")),
+                )
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 snapshot = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
             daemon.terminate()
@@ -233,8 +265,9 @@ async def test_a_chat_moved_to_another_session_takes_its_workers(tmp_path: Path)
     work = tmp_path / "work"
     work.mkdir()
     with fake_api.FakeAnthropic().running() as api:
-        api.add(fake_api.tool_use("toolu_mv", "Task", TASK), fake_api.text("Nothing much here."),
-                fake_api.text("All done."))
+        api.add(
+            fake_api.tool_use("toolu_mv", "Task", TASK), fake_api.text("Nothing much here."), fake_api.text("All done.")
+        )
         async with daemon_in_process(tmp_path / "d", "--sessions", "file", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "driver")
@@ -248,11 +281,16 @@ async def test_a_chat_moved_to_another_session_takes_its_workers(tmp_path: Path)
                 await collect(client, lambda s: bool(on(s, side, "chat/turnComplete")))
                 before = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
 
-                moved = await client.call("moveChat", {"channel": side, "destination": {"kind": "session",
-                                                                                      "session": second}}, timeout=120)
+                moved = await client.call(
+                    "moveChat", {"channel": side, "destination": {"kind": "session", "session": second}}, timeout=120
+                )
                 assert moved.get("result") == {"session": second}, moved
-                said = await collect(client, lambda s: len(on(s, second, "session/chatAdded")) == 2
-                                     and len(on(s, first, "session/chatRemoved")) == 2)
+                said = await collect(
+                    client,
+                    lambda s: (
+                        len(on(s, second, "session/chatAdded")) == 2 and len(on(s, first, "session/chatRemoved")) == 2
+                    ),
+                )
                 src = (await client.call("subscribe", {"channel": first}))["result"]["snapshot"]["state"]
                 dst = (await client.call("subscribe", {"channel": second}))["result"]["snapshot"]["state"]
                 after = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
@@ -286,9 +324,12 @@ async def test_a_subagents_question_is_asked_and_answered_in_its_worker_chat(tmp
     work.mkdir()
     target = work / "found.txt"
     with fake_api.FakeAnthropic().running() as api:
-        api.add(fake_api.tool_use("toolu_ask", "Task", TASK),
-                fake_api.tool_use("toolu_write", "Write", {"file_path": str(target), "content": "found\n"}),
-                fake_api.text("Wrote it."), fake_api.text("All done."))
+        api.add(
+            fake_api.tool_use("toolu_ask", "Task", TASK),
+            fake_api.tool_use("toolu_write", "Write", {"file_path": str(target), "content": "found\n"}),
+            fake_api.text("Wrote it."),
+            fake_api.text("All done."),
+        )
         async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "driver")
@@ -307,8 +348,13 @@ async def test_a_subagents_question_is_asked_and_answered_in_its_worker_chat(tmp
                 waiting = (await client.call("subscribe", {"channel": worker}))["result"]["snapshot"]["state"]
                 assert waiting["activeTurn"]["responseParts"][-1]["toolCall"]["toolCallId"] == "toolu_write"
                 # The one thing a client says in a worker: the answer (on the spawning chat it names no call).
-                answer = {"type": "chat/toolCallConfirmed", "turnId": request["turnId"], "toolCallId": "toolu_write",
-                          "approved": True, "confirmed": "user-action"}
+                answer = {
+                    "type": "chat/toolCallConfirmed",
+                    "turnId": request["turnId"],
+                    "toolCallId": "toolu_write",
+                    "approved": True,
+                    "confirmed": "user-action",
+                }
                 assert "not waiting" in await refused(client, chat, answer, 2)
                 await dispatch(client, worker, answer, 3)
                 seen = await collect(client, lambda s: bool(on(s, chat, "chat/turnComplete")))

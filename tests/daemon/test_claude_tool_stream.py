@@ -33,7 +33,16 @@ pytest.importorskip("claude_agent_sdk")
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
 from .helpers import (  # noqa: E402
-    ROOT, Rpc, create, daemon_in_process, dispatch, eventually, fits, rpc, start_turn, wire_clean,
+    ROOT,
+    Rpc,
+    create,
+    daemon_in_process,
+    dispatch,
+    eventually,
+    fits,
+    rpc,
+    start_turn,
+    wire_clean,
 )
 from .test_acp_tool_names import initialize, refused  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
@@ -41,8 +50,12 @@ from .test_claude_sessions import _env  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 SHELL = {"command": "sleep 4; echo slept", "description": "Sleep a while", "run_in_background": True}
-TASK = {"description": "Look around", "prompt": "look around", "subagent_type": "general-purpose",
-        "run_in_background": False}
+TASK = {
+    "description": "Look around",
+    "prompt": "look around",
+    "subagent_type": "general-purpose",
+    "run_in_background": False,
+}
 SEARCH = {"query": "anything"}
 
 
@@ -79,8 +92,9 @@ async def test_tool_calls_stream_progress_and_background_shells(tmp_path: Path) 
             fake_api.tool_use("toolu_mcp", "mcp__docs__search", SEARCH),
             fake_api.text("All done."),
         )
-        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture),
-                                  env=_env(api.url, str(home))) as daemon:
+        async with daemon_in_process(
+            tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=_env(api.url, str(home))
+        ) as daemon:
             async with rpc(daemon.url) as client, rpc(daemon.url) as watcher:
                 await initialize(client, "driver")
                 await initialize(watcher, "watcher")
@@ -89,8 +103,10 @@ async def test_tool_calls_stream_progress_and_background_shells(tmp_path: Path) 
                 turn = start_turn("use your tools")
                 await dispatch(client, chat, turn, 1)
                 # Until the turn has ended and the shell has stopped, in whichever order.
-                seen = {name: await collect(each, chat, "chat/turnComplete", "chat/backgroundWorkRemoved")
-                        for name, each in (("client", client), ("watcher", watcher))}
+                seen = {
+                    name: await collect(each, chat, "chat/turnComplete", "chat/backgroundWorkRemoved")
+                    for name, each in (("client", client), ("watcher", watcher))
+                }
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             daemon.terminate()
             assert await daemon.wait() == 0
@@ -131,8 +147,12 @@ async def test_tool_calls_stream_progress_and_background_shells(tmp_path: Path) 
     assert kinds.index("chat/toolCallReady") < kinds.index("chat/toolCallContentChanged")
     [progress] = [a for a in task if a["type"] == "chat/toolCallContentChanged"]
     fits("/$defs/ChatToolCallContentChangedAction", progress)
-    hints = {"toolKind": "subagent", "subagentDescription": TASK["description"],
-             "subagentAgentName": TASK["subagent_type"], "subagentChatUri": task[0]["_meta"]["subagentChatUri"]}
+    hints = {
+        "toolKind": "subagent",
+        "subagentDescription": TASK["description"],
+        "subagentAgentName": TASK["subagent_type"],
+        "subagentChatUri": task[0]["_meta"]["subagentChatUri"],
+    }
     assert progress["_meta"] == {**hints, "progressMessage": "Running Say hi"} and progress["content"] == []
     complete = task[-1]
     assert complete["type"] == "chat/toolCallComplete" and complete["_meta"] == hints
@@ -147,8 +167,11 @@ async def test_tool_calls_stream_progress_and_background_shells(tmp_path: Path) 
 
     # The snapshot agrees.
     fits("/$defs/ChatState", state)
-    calls = {p["toolCall"]["toolCallId"]: p["toolCall"] for p in state["turns"][0]["responseParts"]
-             if p["kind"] == "toolCall"}
+    calls = {
+        p["toolCall"]["toolCallId"]: p["toolCall"]
+        for p in state["turns"][0]["responseParts"]
+        if p["kind"] == "toolCall"
+    }
     assert set(calls) == {"toolu_shell", "toolu_task", "toolu_mcp"}
     assert calls["toolu_shell"]["toolName"] == "Bash" and calls["toolu_shell"]["status"] == "completed"
     assert "progressMessage" not in (calls["toolu_task"].get("_meta") or {})
@@ -167,8 +190,10 @@ async def test_only_the_running_client_streams_into_its_call(tmp_path: Path) -> 
     home.mkdir()
     owner_id = "editor-1"
     with fake_api.FakeAnthropic().running() as api:
-        api.add(fake_api.tool_use("toolu_client", f"mcp__ahp__{owner_id}__openFile", {"path": "notes.txt"}),
-                fake_api.text("Opened."))
+        api.add(
+            fake_api.tool_use("toolu_client", f"mcp__ahp__{owner_id}__openFile", {"path": "notes.txt"}),
+            fake_api.text("Opened."),
+        )
         async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as owner, rpc(daemon.url) as other:
                 await initialize(owner, owner_id)
@@ -176,8 +201,12 @@ async def test_only_the_running_client_streams_into_its_call(tmp_path: Path) -> 
                 uri, chat = await create(owner, tmp_path, provider="claude")
                 await other.call("subscribe", {"channel": chat})
                 turn, _ = await _announced_and_called(owner, uri, chat, owner_id, "toolu_client")
-                streamed = {"type": "chat/toolCallContentChanged", "turnId": turn["turnId"],
-                            "toolCallId": "toolu_client", "content": [{"type": "text", "text": "opening notes.txt"}]}
+                streamed = {
+                    "type": "chat/toolCallContentChanged",
+                    "turnId": turn["turnId"],
+                    "toolCallId": "toolu_client",
+                    "content": [{"type": "text", "text": "opening notes.txt"}],
+                }
 
                 words = await refused(other, chat, streamed, 1)
                 assert owner_id in words and "only that client" in words
@@ -186,16 +215,27 @@ async def test_only_the_running_client_streams_into_its_call(tmp_path: Path) -> 
 
                 await dispatch(owner, chat, streamed, 11)
                 for each in (owner, other):
-                    changed = [a for a in await collect(each, chat, "chat/toolCallContentChanged")
-                               if a["type"] == "chat/toolCallContentChanged"]
+                    changed = [
+                        a
+                        for a in await collect(each, chat, "chat/toolCallContentChanged")
+                        if a["type"] == "chat/toolCallContentChanged"
+                    ]
                     assert changed == [streamed]
                 state = (await other.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 [call] = [p["toolCall"] for p in state["activeTurn"]["responseParts"] if p["kind"] == "toolCall"]
                 assert call["status"] == "running" and call["content"] == streamed["content"]
 
-                await dispatch(owner, chat, {"type": "chat/toolCallComplete", "turnId": turn["turnId"],
-                                             "toolCallId": "toolu_client",
-                                             "result": {"success": True, "pastTenseMessage": "Opened notes.txt"}}, 12)
+                await dispatch(
+                    owner,
+                    chat,
+                    {
+                        "type": "chat/toolCallComplete",
+                        "turnId": turn["turnId"],
+                        "toolCallId": "toolu_client",
+                        "result": {"success": True, "pastTenseMessage": "Opened notes.txt"},
+                    },
+                    12,
+                )
                 await collect(other, chat, "chat/turnComplete")
             daemon.terminate()
             assert await daemon.wait() == 0
@@ -221,8 +261,11 @@ async def test_background_work_ends_with_the_agent_that_ran_it(tmp_path: Path) -
 
 
 def _marked(marker: str) -> set[int]:
-    return {int(p.name) for p in Path("/proc").iterdir()
-            if p.name.isdigit() and _cmdline(p) is not None and marker.encode() in _cmdline(p)}
+    return {
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _cmdline(p) is not None and marker.encode() in _cmdline(p)
+    }
 
 
 def _cmdline(proc: Path) -> bytes | None:
@@ -251,8 +294,9 @@ def _kill_marked(marker: str) -> None:
             pass
 
 
-async def _runs_in_the_background(tmp_path: Path, home: Path, work: Path, more: Path, long_shell: dict,
-                                  marker: str) -> None:
+async def _runs_in_the_background(
+    tmp_path: Path, home: Path, work: Path, more: Path, long_shell: dict, marker: str
+) -> None:
     with fake_api.FakeAnthropic().running() as api:
         api.add(fake_api.tool_use("toolu_long", "Bash", long_shell), fake_api.text("Left it running."))
         async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
@@ -269,13 +313,18 @@ async def _runs_in_the_background(tmp_path: Path, home: Path, work: Path, more: 
                 await trio.sleep(4)
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 assert [w["id"] for w in state.get("backgroundWork") or []] == [work_set["work"]["id"]]
-                assert not [n for n in client.notes if (n.get("params") or {}).get("action", {}).get("type")
-                            == "chat/backgroundWorkRemoved"]
+                assert not [
+                    n
+                    for n in client.notes
+                    if (n.get("params") or {}).get("action", {}).get("type") == "chat/backgroundWorkRemoved"
+                ]
                 # The agent is stopped to start again in a new folder: its shell went with it.
                 await client.call("subscribe", {"channel": uri})
                 await dispatch(client, uri, {"type": "session/workingDirectorySet", "directory": more.as_uri()}, 2)
                 removed = await collect(client, chat, "chat/backgroundWorkRemoved", timeout=120)
-                assert [a["id"] for a in removed if a["type"] == "chat/backgroundWorkRemoved"] == [work_set["work"]["id"]]
+                assert [a["id"] for a in removed if a["type"] == "chat/backgroundWorkRemoved"] == [
+                    work_set["work"]["id"]
+                ]
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 assert "backgroundWork" not in state
                 # And the shell itself ended with the CLI that ran it.

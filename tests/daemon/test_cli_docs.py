@@ -32,7 +32,11 @@ def test_every_command_and_option_is_in_the_man_page() -> None:
 
 @pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
 def test_man_renders_without_warnings() -> None:
-    run = subprocess.run(["man", "-l", str(ROOT / "man" / "ahpd.1")], capture_output=True, text=True,
-                         env={"MANWIDTH": "80", "PATH": "/usr/bin:/bin", "MAN_KEEP_STDERR": "1"})
+    run = subprocess.run(
+        ["man", "-l", str(ROOT / "man" / "ahpd.1")],
+        capture_output=True,
+        text=True,
+        env={"MANWIDTH": "80", "PATH": "/usr/bin:/bin", "MAN_KEEP_STDERR": "1"},
+    )
     assert run.returncode == 0
     assert "ahpd ready:" in run.stdout

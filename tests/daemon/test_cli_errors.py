@@ -18,8 +18,14 @@ import pytest
 
 from ahpd import __version__
 from ahpd.cli_errors import (
-    EXIT_ADDRESS_IN_USE, EXIT_AGENT, EXIT_ALREADY_RUNNING, EXIT_DATA_DIR, EXIT_INTERRUPTED, EXIT_NOT_RUNNING,
-    EXIT_REFUSED, EXIT_USAGE,
+    EXIT_ADDRESS_IN_USE,
+    EXIT_AGENT,
+    EXIT_ALREADY_RUNNING,
+    EXIT_DATA_DIR,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_RUNNING,
+    EXIT_REFUSED,
+    EXIT_USAGE,
 )
 
 from .helpers import daemon_in_process, rpc, running_daemon
@@ -35,8 +41,14 @@ def env_for(tmp_path: Path) -> dict[str, str]:
 
 
 def ahpd(tmp_path: Path, *argv: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ahpd", *argv], capture_output=True, text=True,
-                          timeout=timeout, env=env_for(tmp_path), **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "ahpd", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env_for(tmp_path),
+        **kwargs,
+    )
 
 
 def one_line(run: subprocess.CompletedProcess[str]) -> str:
@@ -81,8 +93,7 @@ async def test_a_second_daemon_on_the_same_data_dir_names_the_first(tmp_path) ->
 
     data = tmp_path / "d"
     async with running_daemon(data, "--sessions", "memory", env={"HOME": str(tmp_path)}) as daemon:
-        run = await trio.to_thread.run_sync(lambda: ahpd(
-            tmp_path, "run", "--port", "0", "--data-dir", str(data)))
+        run = await trio.to_thread.run_sync(lambda: ahpd(tmp_path, "run", "--port", "0", "--data-dir", str(data)))
         assert run.returncode == EXIT_ALREADY_RUNNING
         line = one_line(run)
         assert f"pid {daemon.process.pid}" in line and str(data) in line
@@ -100,8 +111,11 @@ def test_ctrl_c_during_start_up(tmp_path) -> None:
     fifo = tmp_path / "config.toml"
     os.mkfifo(fifo)
     process = subprocess.Popen(
-        [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(tmp_path / "d"),
-         "--config", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_for(tmp_path),
+        [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(tmp_path / "d"), "--config", str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_for(tmp_path),
     )
     try:
         deadline = time.monotonic() + 60  # a hang guard: each wait below is for the daemon's next step
@@ -134,8 +148,19 @@ def test_ctrl_c_during_start_up(tmp_path) -> None:
 def test_unknown_config_keys_and_a_missing_agent_command_are_named(tmp_path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('colour = "blue"\n[agents.ok]\ncommand = "true"\ncomand = "typo"\n')
-    run = ahpd(tmp_path, "stdio", "--data-dir", str(tmp_path / "d"), "--config", str(config),
-               "--agent", "ghost=/no/such/agent --flag", "--log-level", "warning", input="")
+    run = ahpd(
+        tmp_path,
+        "stdio",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--config",
+        str(config),
+        "--agent",
+        "ghost=/no/such/agent --flag",
+        "--log-level",
+        "warning",
+        input="",
+    )
     assert run.returncode == 0 and "Traceback" not in run.stderr
     assert "config: colour is not a key ahpd knows; ignored" in run.stderr
     assert "config: [agents.ok] comand is not a key ahpd knows; ignored" in run.stderr
@@ -154,10 +179,22 @@ def test_log_level_debug_shows_ahpds_own_lines(tmp_path) -> None:
     assert " DEBUG " not in info.stderr
 
 
-@pytest.mark.parametrize("command", [
-    [], ["run"], ["stdio"], ["chat"], ["status"], ["stop"], ["service"], ["service", "install"],
-    ["schema"], ["wire-check"], ["doctor"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["run"],
+        ["stdio"],
+        ["chat"],
+        ["status"],
+        ["stop"],
+        ["service"],
+        ["service", "install"],
+        ["schema"],
+        ["wire-check"],
+        ["doctor"],
+    ],
+)
 def test_version_on_every_command(tmp_path, command) -> None:
     for flag in ("-V", "--version"):
         run = ahpd(tmp_path, *command, flag, timeout=60)
@@ -199,8 +236,9 @@ async def test_chat_token_provider_and_agent_failures(tmp_path) -> None:
     def chat(*argv: str) -> subprocess.CompletedProcess[str]:
         return ahpd(tmp_path, "chat", "--data-dir", str(data), "--cwd", str(work), "--yes", *argv, "hello")
 
-    async with daemon_in_process(data, "--sessions", "memory", "--agent", "ghost=/no/such/agent",
-                              env={"HOME": str(tmp_path)}) as daemon:
+    async with daemon_in_process(
+        data, "--sessions", "memory", "--agent", "ghost=/no/such/agent", env={"HOME": str(tmp_path)}
+    ) as daemon:
         bare = daemon.url.split("?")[0]
         run = await trio.to_thread.run_sync(chat, "--url", bare + "?tkn=wrong")
         assert run.returncode == EXIT_REFUSED
@@ -221,8 +259,9 @@ async def test_chat_token_provider_and_agent_failures(tmp_path) -> None:
             agents = [a["provider"] for a in result["snapshots"][0]["state"]["agents"]]
             assert "ghost" in agents and agents[0] != "ghost"
             uri = f"ahp-session:/{uuid.uuid4()}"
-            reply = await client.call("createSession", {"channel": uri, "workingDirectories": [work.as_uri()]},
-                                      timeout=60)
+            reply = await client.call(
+                "createSession", {"channel": uri, "workingDirectories": [work.as_uri()]}, timeout=60
+            )
             assert "result" in reply, reply
             state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             assert state["provider"] == "demo"

@@ -10,17 +10,31 @@ from pathlib import Path
 
 
 from .helpers import (
-    Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, snapshot_until, until, wire_clean,
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    snapshot_until,
+    until,
+    wire_clean,
 )
-
 
 
 def answered(seq: int, channel: str):
     """The sender's answer to its own dispatch ``seq``."""
+
     def check(note: dict) -> bool:
         params = note.get("params") or {}
-        return (note.get("method") == "action" and params.get("channel") == channel
-                and (params.get("origin") or {}).get("clientSeq") == seq)
+        return (
+            note.get("method") == "action"
+            and params.get("channel") == channel
+            and (params.get("origin") or {}).get("clientSeq") == seq
+        )
+
     return check
 
 
@@ -44,8 +58,16 @@ async def test_a_toggle_the_agent_cannot_do_is_refused_and_the_list_resent(tmp_p
             echo = next(c for c in container["children"] if c["name"] == "echo")
 
             # A prompt: the agent has no runtime switch for it.
-            await dispatch(alice, uri, {"type": "session/customizationToggled", "id": echo["id"],
-                                        "enablement": [{"kind": "session", "enabled": False}]}, 1)
+            await dispatch(
+                alice,
+                uri,
+                {
+                    "type": "session/customizationToggled",
+                    "id": echo["id"],
+                    "enablement": [{"kind": "session", "enabled": False}],
+                },
+                1,
+            )
             notes = await until(alice, is_action("session/customizationsChanged", uri))
             [refusal] = [n for n in notes if answered(1, uri)(n)]
             assert "no runtime switch for a prompt" in refusal["params"]["rejectionReason"]
@@ -56,8 +78,16 @@ async def test_a_toggle_the_agent_cannot_do_is_refused_and_the_list_resent(tmp_p
             assert not any(answered(1, uri)(n) for n in bob_notes)  # the refusal is the sender's alone
 
             # An id nobody published; an MCP request for a prompt.
-            await dispatch(alice, uri, {"type": "session/customizationToggled", "id": "nope",
-                                        "enablement": [{"kind": "session", "enabled": False}]}, 2)
+            await dispatch(
+                alice,
+                uri,
+                {
+                    "type": "session/customizationToggled",
+                    "id": "nope",
+                    "enablement": [{"kind": "session", "enabled": False}],
+                },
+                2,
+            )
             [note] = await until(alice, answered(2, uri))
             assert "no customization 'nope'" in note["params"]["rejectionReason"]
             await dispatch(alice, uri, {"type": "session/mcpServerStartRequested", "id": echo["id"]}, 3)
@@ -108,20 +138,27 @@ async def test_a_clients_plugins_are_copied_and_reported(tmp_path: Path) -> None
 
             def settled(note: dict) -> bool:
                 action = action_of(note)
-                return bool(action) and action["type"] == "session/customizationUpdated" \
-                    and action["customization"]["id"] == "p-virtual" \
+                return (
+                    bool(action)
+                    and action["type"] == "session/customizationUpdated"
+                    and action["customization"]["id"] == "p-virtual"
                     and action["customization"]["load"]["kind"] != "loading"
+                )
 
             for who in (alice, bob):
                 notes = await until(who, settled)
-                updates = [action_of(n)["customization"] for n in notes
-                           if is_action("session/customizationUpdated", uri)(n)]
+                updates = [
+                    action_of(n)["customization"] for n in notes if is_action("session/customizationUpdated", uri)(n)
+                ]
                 files = [u for u in updates if u["id"] == "p-files"]
                 assert [u["load"]["kind"] for u in files] == ["loading", "loaded"]
                 assert files[-1]["clientId"] == "alice"
                 kids = {c["name"]: c for c in files[-1]["children"]}
-                assert {k: c["type"] for k, c in kids.items()} == {"tidy": "skill", "greet": "prompt",
-                                                                   "helper": "agent"}
+                assert {k: c["type"] for k, c in kids.items()} == {
+                    "tidy": "skill",
+                    "greet": "prompt",
+                    "helper": "agent",
+                }
                 assert kids["tidy"]["description"] == "Tidies up"
                 virtual = [u for u in updates if u["id"] == "p-virtual"]
                 assert [u["load"]["kind"] for u in virtual] == ["loading", "error"]
@@ -138,8 +175,11 @@ async def test_a_clients_plugins_are_copied_and_reported(tmp_path: Path) -> None
             assert ids[-2:] == ["p-files", "p-virtual"]  # laid after the backend's own
 
             # Toggling a client's plugin is this host's to answer: applied for everyone.
-            toggle = {"type": "session/customizationToggled", "id": "p-files",
-                      "enablement": [{"kind": "session", "enabled": False}]}
+            toggle = {
+                "type": "session/customizationToggled",
+                "id": "p-files",
+                "enablement": [{"kind": "session", "enabled": False}],
+            }
             await dispatch(bob, uri, toggle, 1)
             for who in (alice, bob):
                 [*_, note] = await until(who, is_action("session/customizationToggled", uri))
@@ -184,20 +224,28 @@ async def test_a_plugin_an_automation_template_names_reaches_its_runs_session(tm
             await client.initialize("one", subscriptions=["ahp-root://", CAT])
             chore = definition("hello", work)
             chore["session"]["customizations"] = [
-                {"type": "plugin", "id": "p-chore", "uri": source.as_uri(), "name": "Chore kit", "nonce": "1"}]
-            await dispatch_catalogue(client, {"type": "automation/createRequested",
-                                              "resource": "ahp-automation:/chore", "definition": chore}, 1)
+                {"type": "plugin", "id": "p-chore", "uri": source.as_uri(), "name": "Chore kit", "nonce": "1"}
+            ]
+            await dispatch_catalogue(
+                client,
+                {"type": "automation/createRequested", "resource": "ahp-automation:/chore", "definition": chore},
+                1,
+            )
             assert "rejectionReason" not in await answered(client, 1)
-            reply = await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/chore",
-                                                        "requestId": "r1"})
+            reply = await client.call(
+                "runAutomation", {"channel": CAT, "automation": "ahp-automation:/chore", "requestId": "r1"}
+            )
             state = await snapshot_until(client, reply["result"]["resource"], finished)
             (session,) = state["sessions"]
 
             def chore_plugin(state: dict) -> dict | None:
                 return next((c for c in state.get("customizations") or [] if c["id"] == "p-chore"), None)
 
-            snapshot = await snapshot_until(client, session, lambda state: (
-                chore_plugin(state) is not None and chore_plugin(state)["load"]["kind"] != "loading"))
+            snapshot = await snapshot_until(
+                client,
+                session,
+                lambda state: chore_plugin(state) is not None and chore_plugin(state)["load"]["kind"] != "loading",
+            )
             plugin = chore_plugin(snapshot)
             fits("/$defs/SessionState", snapshot)
             assert plugin["clientId"] == "automation" and plugin["load"] == {"kind": "loaded"}
@@ -216,14 +264,23 @@ async def test_a_folder_decision_on_a_clients_plugin_reaches_the_sessions_in_tha
     work.mkdir()
     elsewhere.mkdir()
     folder_off = [{"kind": "workspace", "uri": work.as_uri(), "enabled": False}]
-    client = {"clientId": "alice", "displayName": "Alice", "tools": [], "customizations": [
-        {"type": "plugin", "id": "p-files", "uri": source.as_uri(), "name": "Files", "nonce": "n1"}]}
+    client = {
+        "clientId": "alice",
+        "displayName": "Alice",
+        "tools": [],
+        "customizations": [{"type": "plugin", "id": "p-files", "uri": source.as_uri(), "name": "Files", "nonce": "n1"}],
+    }
 
     async def announced(who: Rpc, folder: Path) -> tuple[str, dict]:
         uri, _chat = await create(who, folder)
         await dispatch(who, uri, {"type": "session/activeClientSet", "activeClient": client}, 1)
-        notes = await until(who, lambda n: is_action("session/customizationUpdated", uri)(n)
-                            and action_of(n)["customization"]["load"]["kind"] == "loaded")
+        notes = await until(
+            who,
+            lambda n: (
+                is_action("session/customizationUpdated", uri)(n)
+                and action_of(n)["customization"]["load"]["kind"] == "loaded"
+            ),
+        )
         return uri, action_of(notes[-1])["customization"]
 
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
@@ -234,8 +291,9 @@ async def test_a_folder_decision_on_a_clients_plugin_reaches_the_sessions_in_tha
             second, _row = await announced(alice, work)
             third, _row = await announced(alice, elsewhere)
 
-            await dispatch(alice, first, {"type": "session/customizationToggled", "id": "p-files",
-                                          "enablement": folder_off}, 2)
+            await dispatch(
+                alice, first, {"type": "session/customizationToggled", "id": "p-files", "enablement": folder_off}, 2
+            )
             notes = await until(alice, lambda n: is_action("session/customizationUpdated", second)(n))
             assert action_of(notes[-1])["customization"]["enablement"] == folder_off
             [toggled] = [n for n in notes if answered(2, first)(n)]

@@ -20,16 +20,22 @@ from .test_changesets import _env
 from .test_worktrees import _repo
 
 CREATE, CLAIM, ARCHIVE, DELETE, RECONCILE = (
-    "vscode/createAgentHostDetachedWorktree", "vscode/claimAgentHostDetachedWorktree",
-    "vscode/setAgentHostDetachedWorktreeArchived", "vscode/deleteAgentHostDetachedWorktree",
-    "vscode/reconcileAgentHostDetachedWorktrees")
+    "vscode/createAgentHostDetachedWorktree",
+    "vscode/claimAgentHostDetachedWorktree",
+    "vscode/setAgentHostDetachedWorktreeArchived",
+    "vscode/deleteAgentHostDetachedWorktree",
+    "vscode/reconcileAgentHostDetachedWorktrees",
+)
 
 
 async def _session(client: Rpc, repo: Path, worktree: bool = True) -> str:
     uri = f"ahp-session:/{uuid.uuid4()}"
     config = {"isolation": "worktree", "branch": "main"} if worktree else None
-    reply = await client.call("createSession", {"channel": uri, "workingDirectories": [repo.as_uri()],
-                                                **({"config": config} if config else {})}, timeout=60)
+    reply = await client.call(
+        "createSession",
+        {"channel": uri, "workingDirectories": [repo.as_uri()], **({"config": config} if config else {})},
+        timeout=60,
+    )
     assert reply.get("result", "missing") is None, reply
     return uri
 
@@ -51,8 +57,11 @@ async def test_the_window_creates_claims_archives_and_deletes_trees(tmp_path) ->
             init = await client.initialize("win")
             assert init["_meta"]["vscode.detachedWorktrees"] is True
 
-            clean_uri, dirty_uri, plain_uri = (await _session(client, repo), await _session(client, repo),
-                                               await _session(client, repo, worktree=False))
+            clean_uri, dirty_uri, plain_uri = (
+                await _session(client, repo),
+                await _session(client, repo),
+                await _session(client, repo, worktree=False),
+            )
             # create: a handle and the tree; refused for a session with no tree of its own
             _refused(await client.call(CREATE, {"session": plain_uri, "prompt": "p"}), -32602, "$.session")
             _refused(await client.call(CREATE, {"session": "ahp-session:/nobody", "prompt": "p"}), -32602, "$.session")
@@ -134,8 +143,9 @@ def test_reconcile_lets_go_only_of_clean_unnamed_trees_a_day_old(tmp_path, git_h
     held: dict[str, detached.Handle] = {}
     for name in ("forgotten", "dirty", "named", "open", "elsewhere", "fresh"):
         record = worktrees.make(repo, name, {"isolation": "worktree", "branch": "main"})
-        held[name] = detached.Handle(handle=name, session=f"ahp-session:/{name}", worktree=record,
-                                     seen=now - 60 if name == "fresh" else old)
+        held[name] = detached.Handle(
+            handle=name, session=f"ahp-session:/{name}", worktree=record, seen=now - 60 if name == "fresh" else old
+        )
     held["elsewhere"].scope = "another-window"
     (held["dirty"].tree / "work.txt").write_text("work\n")
 
@@ -153,8 +163,9 @@ def test_reconcile_lets_go_only_of_clean_unnamed_trees_a_day_old(tmp_path, git_h
 def test_delete_keeps_a_branch_not_made_for_the_session(tmp_path, git_home) -> None:
     repo = _repo(tmp_path)
     mine = worktrees.make(repo, "mine", {"isolation": "worktree", "branch": "main"})
-    theirs = worktrees.make(repo, "theirs", {"isolation": "worktree", "branch": "older",
-                                             "worktreeCreateNewBranch": "false"})
+    theirs = worktrees.make(
+        repo, "theirs", {"isolation": "worktree", "branch": "older", "worktreeCreateNewBranch": "false"}
+    )
     assert theirs["branch"] == "older" and not theirs["ownBranch"] and mine["ownBranch"]
     detached.delete(mine)
     detached.delete(theirs)
@@ -166,8 +177,9 @@ def test_delete_keeps_a_branch_not_made_for_the_session(tmp_path, git_home) -> N
 async def test_worktrees_root_keeps_every_tree_in_one_folder(tmp_path) -> None:
     repo = _repo(tmp_path)
     root = tmp_path / "trees"
-    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--worktrees-root", str(root),
-                              env=_env(tmp_path)) as daemon:
+    async with daemon_in_process(
+        tmp_path / "d", "--sessions", "memory", "--worktrees-root", str(root), env=_env(tmp_path)
+    ) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("win")
             uri = await _session(client, repo)

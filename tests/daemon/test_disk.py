@@ -20,7 +20,16 @@ from ahpd.ports import journal
 
 from ..smalldisk import SmallDisk, small_disk
 from .helpers import (
-    action_of, create, daemon_in_process, dispatch, eventually, is_action, rpc, running_daemon, start_turn, until,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    eventually,
+    is_action,
+    rpc,
+    running_daemon,
+    start_turn,
+    until,
 )
 
 ROOT = "ahp-root://"
@@ -62,6 +71,7 @@ async def test_what_a_user_sets_on_a_full_disk_is_written_once_it_has_room(tmp_p
             async with rpc(daemon.url) as client:
                 await client.initialize("ann")
                 uri, chat = await create(client, tmp_path)
+                await eventually(lambda: stored(data, uri) is not None)  # written off the event loop
                 assert stored(data, uri)["title"] == ""
                 disk.fill()
                 await dispatch(client, uri, {"type": "session/titleChanged", "title": "kept in memory"}, 1)
@@ -71,8 +81,9 @@ async def test_what_a_user_sets_on_a_full_disk_is_written_once_it_has_room(tmp_p
                 await until(client, is_action("root/configChanged", ROOT))
                 # The daemon keeps serving: a turn runs, a second client sees what was set.
                 await dispatch(client, chat, start_turn("still here?"), 5)
-                notes = await until(client, lambda n: (action_of(n) or {}).get("type") in
-                                    ("chat/turnComplete", "chat/error"))
+                notes = await until(
+                    client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+                )
                 assert action_of(notes[-1])["type"] == "chat/turnComplete"
                 async with rpc(daemon.url) as other:
                     await other.initialize("bob")
@@ -108,8 +119,9 @@ async def test_a_read_only_disk_keeps_the_daemon_serving_and_stopping_writes_wha
                 disk.read_only()
                 await dispatch(client, uri, {"type": "session/titleChanged", "title": "set while read-only"}, 1)
                 await dispatch(client, chat, start_turn("still here?"), 2)
-                notes = await until(client, lambda n: (action_of(n) or {}).get("type") in
-                                    ("chat/turnComplete", "chat/error"))
+                notes = await until(
+                    client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+                )
                 assert action_of(notes[-1])["type"] == "chat/turnComplete"
                 assert stored(data, uri)["title"] == ""
             disk.writable()
@@ -129,8 +141,9 @@ async def test_a_read_only_disk_keeps_the_daemon_serving_and_stopping_writes_wha
 async def toggle(client, times: int, start: int = 1) -> int:
     """Move the root config ``times`` times; the highest serverSeq seen."""
     for n in range(times):
-        await dispatch(client, ROOT, {"type": "root/configChanged",
-                                      "config": {"autoReplyEnabled": n % 2 == 0}}, start + n)
+        await dispatch(
+            client, ROOT, {"type": "root/configChanged", "config": {"autoReplyEnabled": n % 2 == 0}}, start + n
+        )
     seen = 0
     with trio.fail_after(60):
         while True:
@@ -172,11 +185,29 @@ async def test_a_damaged_session_file_is_set_aside_and_the_others_still_open(tmp
 
     data = tmp_path / "d"
     uri, chat = "ahp-session:/kept", "ahp-chat:/kept"
-    FileSessionStore(data / "sessions").save({
-        "uri": uri, "provider": "demo", "cwd": str(tmp_path), "createdAt": "2026-12-01T00:00:00Z",
-        "title": "kept", "status": 32, "chats": [{"uri": chat, "backendId": None, "state": {
-            "resource": chat, "title": "kept", "status": 1, "modifiedAt": "2026-12-01T00:00:00Z", "turns": []}}],
-    })
+    FileSessionStore(data / "sessions").save(
+        {
+            "uri": uri,
+            "provider": "demo",
+            "cwd": str(tmp_path),
+            "createdAt": "2026-12-01T00:00:00Z",
+            "title": "kept",
+            "status": 32,
+            "chats": [
+                {
+                    "uri": chat,
+                    "backendId": None,
+                    "state": {
+                        "resource": chat,
+                        "title": "kept",
+                        "status": 1,
+                        "modifiedAt": "2026-12-01T00:00:00Z",
+                        "turns": [],
+                    },
+                }
+            ],
+        }
+    )
     (data / "sessions" / "nested.json").write_text("[" * 100_000 + "]" * 100_000)
     (data / "sessions" / "no-uri.json").write_text(json.dumps({"provider": "demo", "cwd": "/", "createdAt": "x"}))
     data.chmod(0o700)
@@ -190,7 +221,9 @@ async def test_a_damaged_session_file_is_set_aside_and_the_others_still_open(tmp
         daemon.terminate()
         assert await daemon.wait() == 0
     assert sorted(p.name for p in (data / "sessions").iterdir() if "damaged" in p.name) == [
-        "nested.json.damaged", "no-uri.json.damaged"]
+        "nested.json.damaged",
+        "no-uri.json.damaged",
+    ]
 
 
 async def logged(capfd, text: str, said: str = "") -> str:
@@ -209,6 +242,7 @@ async def settled(pid: int) -> None:
     """Until the daemon has no child (a boot probe started at the first
     hello holds pipes while it runs) and its descriptors stay put: a limit
     set below its next file must not be undone by a probe ending."""
+
     def children() -> str:
         return "".join(Path(f"/proc/{pid}/task/{t}/children").read_text() for t in os.listdir(f"/proc/{pid}/task"))
 

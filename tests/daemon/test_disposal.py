@@ -34,8 +34,12 @@ async def _still_serving(daemon, client: Rpc, other_chat: str, gone: str | None,
 
 
 async def _turn_completes(client: Rpc, chat: str) -> None:
-    notes = await until(client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
-                        and n["params"]["channel"] == chat)
+    notes = await until(
+        client,
+        lambda n: (
+            (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error") and n["params"]["channel"] == chat
+        ),
+    )
     assert action_of(notes[-1])["type"] == "chat/turnComplete", action_of(notes[-1])
 
 
@@ -60,8 +64,17 @@ async def _busy(client: Rpc, uri: str, chat: str, phase: str) -> None:
         await until(client, is_action("chat/turnCancelled", chat))
     elif phase == "queued":
         await dispatch(client, chat, start_turn("slow please"), 1)
-        await dispatch(client, chat, {"type": "chat/pendingMessageSet", "kind": "queued", "id": "q1",
-                                      "message": {"text": "after that", "origin": {"kind": "user"}}}, 2)
+        await dispatch(
+            client,
+            chat,
+            {
+                "type": "chat/pendingMessageSet",
+                "kind": "queued",
+                "id": "q1",
+                "message": {"text": "after that", "origin": {"kind": "user"}},
+            },
+            2,
+        )
         await until(client, is_action("chat/pendingMessageSet", chat))
     else:
         raise AssertionError(phase)
@@ -131,9 +144,14 @@ async def test_dispose_chat_right_after_create_chat_with_an_initial_message(tmp_
             busy = []
             for _ in range(3):
                 side = f"ahp-chat:/{uuid.uuid4()}"
-                created = await client.call("createChat", {
-                    "channel": uri, "chat": side, "initialMessage": {"text": "hello", "origin": {"kind": "user"}},
-                })
+                created = await client.call(
+                    "createChat",
+                    {
+                        "channel": uri,
+                        "chat": side,
+                        "initialMessage": {"text": "hello", "origin": {"kind": "user"}},
+                    },
+                )
                 assert created["result"] is None, created
                 busy += _its_work(daemon.host.sessions.chat_owner[side])
                 # Its agent is starting: the chat goes while it does.
@@ -156,8 +174,9 @@ async def test_dispose_session_while_another_client_creates_it(tmp_path) -> None
             answers: dict[str, dict] = {}
 
             async def make() -> None:
-                answers["create"] = await creator.call("createSession", {
-                    "channel": uri, "workingDirectories": [tmp_path.as_uri()]}, timeout=60)
+                answers["create"] = await creator.call(
+                    "createSession", {"channel": uri, "workingDirectories": [tmp_path.as_uri()]}, timeout=60
+                )
 
             async def dispose() -> None:
                 with trio.fail_after(30):

@@ -18,12 +18,16 @@ CHECK, CROSS = "✓", "✗"
 def doctor(tmp_path: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("XDG_") and k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
-                                                      "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR")}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("XDG_")
+        and k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR")
+    }
     base.update(HOME=str(home), PYTHONIOENCODING="utf-8", **env)
-    return subprocess.run([sys.executable, "-m", "ahpd", "doctor", *argv], capture_output=True, text=True,
-                          timeout=180, env=base)
+    return subprocess.run(
+        [sys.executable, "-m", "ahpd", "doctor", *argv], capture_output=True, text=True, timeout=180, env=base
+    )
 
 
 def by_name(stdout: str) -> dict[str, str]:
@@ -38,14 +42,24 @@ def by_name(stdout: str) -> dict[str, str]:
 async def test_a_healthy_set_up_passes_every_check(tmp_path: Path) -> None:
     data = tmp_path / "d"
     async with running_daemon(data, "--sessions", "memory", env={"HOME": str(tmp_path / "home")}) as daemon:
-        run = await trio.to_thread.run_sync(lambda: doctor(
-            tmp_path, "--data-dir", str(data), ANTHROPIC_API_KEY="sk-ant-not-a-real-key"))
+        run = await trio.to_thread.run_sync(
+            lambda: doctor(tmp_path, "--data-dir", str(data), ANTHROPIC_API_KEY="sk-ant-not-a-real-key")
+        )
         assert run.returncode == 0, run.stdout + run.stderr
         checks = by_name(run.stdout)
         assert all(line.startswith(CHECK) for line in checks.values()), run.stdout
         assert run.stdout.strip().endswith("all checks passed")
-        assert {"python", "packages", "data directory", "token", "daemon", "config", "agent demo",
-                "open files", "round trip"} <= set(checks)
+        assert {
+            "python",
+            "packages",
+            "data directory",
+            "token",
+            "daemon",
+            "config",
+            "agent demo",
+            "open files",
+            "round trip",
+        } <= set(checks)
         assert f"pid {daemon.process.pid}" in checks["daemon"]
         assert "initialize and ping answered" in checks["round trip"]
         assert "speaks ACP" in checks["agent demo"]
@@ -62,8 +76,17 @@ def test_a_broken_set_up_names_each_problem_and_its_fix(tmp_path: Path) -> None:
     data.mkdir(mode=0o700)
     (data / "token").write_text("leaked\n")
     (data / "token").chmod(0o644)
-    run = doctor(tmp_path, "--data-dir", str(data), "--agent", "ghost=/no/such/agent",
-                 "--agent", "mute=sleep 120", "--timeout", "20")
+    run = doctor(
+        tmp_path,
+        "--data-dir",
+        str(data),
+        "--agent",
+        "ghost=/no/such/agent",
+        "--agent",
+        "mute=sleep 120",
+        "--timeout",
+        "20",
+    )
     assert run.returncode == 1
     assert "Traceback" not in run.stderr
     checks = by_name(run.stdout)
@@ -89,10 +112,18 @@ def test_an_agent_that_exits_before_reading_its_stdin_is_a_finding_not_a_crash(t
     quits.chmod(0o755)
     agents = [f"false{i}=/bin/false" for i in range(10)] + [f"quits{i}={quits}" for i in range(10)]
     odd = tmp_path / "odd"  # answers initialize with something that is not an object
-    odd.write_text("#!/bin/sh\nread line\necho '{\"jsonrpc\": \"2.0\", \"id\": 0, \"result\": [1]}'\n")
+    odd.write_text('#!/bin/sh\nread line\necho \'{"jsonrpc": "2.0", "id": 0, "result": [1]}\'\n')
     odd.chmod(0o755)
-    run = doctor(tmp_path, "--data-dir", str(tmp_path / "d"), "--timeout", "20", "--agent", f"odd={odd}",
-                 *(arg for agent in agents for arg in ("--agent", agent)))
+    run = doctor(
+        tmp_path,
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--timeout",
+        "20",
+        "--agent",
+        f"odd={odd}",
+        *(arg for agent in agents for arg in ("--agent", agent)),
+    )
     assert run.returncode == 1
     assert "unexpected" not in run.stderr and "Traceback" not in run.stderr, run.stderr
     checks = by_name(run.stdout)

@@ -16,9 +16,11 @@ SILENT = 300
 
 def _nofile(soft: int):
     """A ``preexec_fn`` that gives the daemon a soft open-file limit of ``soft``."""
+
     def lower() -> None:
         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
     return lower
 
 
@@ -36,9 +38,11 @@ async def _flood(port: int, count: int) -> list[trio.SocketStream]:
 async def _first_line(port: int) -> bytes:
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     async with stream:
-        await stream.send_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-                              b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
-                              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+        await stream.send_all(
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        )
         answer = b""
         while b"\r\n" not in answer:
             chunk = await stream.receive_some(4096)
@@ -64,8 +68,9 @@ async def _served_again(url: str, client_id: str) -> None:
 async def test_defaults_fit_the_open_file_limit_and_a_flood_gets_503(tmp_path) -> None:
     log = tmp_path / "stderr"
     with open(log, "wb") as stderr:  # noqa: ASYNC230 - the child's log file, opened before it starts
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--without-connection-token",
-                                  stderr=stderr, preexec_fn=_nofile(256)) as daemon:
+        async with running_daemon(
+            tmp_path / "d", "--sessions", "memory", "--without-connection-token", stderr=stderr, preexec_fn=_nofile(256)
+        ) as daemon:
             port = urlsplit(daemon.url).port
             flood = await _flood(port, SILENT)
             assert len(flood) == SILENT
@@ -86,9 +91,18 @@ async def test_out_of_file_descriptors_on_accept_the_daemon_waits_and_lives(tmp_
     log = tmp_path / "stderr"
     with open(log, "wb") as stderr:  # noqa: ASYNC230 - the child's log file, opened before it starts
         # caps above the open-file limit on purpose: accept itself runs out
-        async with running_daemon(tmp_path / "d", "--sessions", "memory", "--without-connection-token",
-                                  "--max-connections", "1000", "--max-pending-connections", "1000",
-                                  stderr=stderr, preexec_fn=_nofile(96)) as daemon:
+        async with running_daemon(
+            tmp_path / "d",
+            "--sessions",
+            "memory",
+            "--without-connection-token",
+            "--max-connections",
+            "1000",
+            "--max-pending-connections",
+            "1000",
+            stderr=stderr,
+            preexec_fn=_nofile(96),
+        ) as daemon:
             port = urlsplit(daemon.url).port
             flood = await _flood(port, 200)
             await eventually(lambda: b"EMFILE" in log.read_bytes())

@@ -27,24 +27,37 @@ ACTION_TYPES = sorted(model.ACTIONS)
 json_values = st.recursive(
     # Floats include NaN and the infinities, texts lone surrogates: json.dumps
     # writes them, and the host must refuse them without anyone else noticing.
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=10)
     | st.sampled_from(["\ud83d", "a\udc00b", "\ud83d\ude00"]),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
 params = st.one_of(
     json_values,
-    st.fixed_dictionaries({"channel": st.sampled_from(["ahp-root://", "x", ""])}, optional={
-        "protocolVersions": st.lists(st.text(max_size=6) | st.sampled_from(["1.0.0", "0.9.0"]), max_size=3),
-        "clientId": json_values,
-        "clientSeq": json_values,
-        "lastSeenServerSeq": json_values,
-        "subscriptions": json_values,
-        "initialSubscriptions": st.lists(st.text(max_size=12), max_size=3),
-        "action": st.fixed_dictionaries({"type": st.sampled_from(ACTION_TYPES)}, optional={
-            "config": json_values, "turnId": json_values, "activeSessions": json_values,
-        }) | json_values,
-    }),
+    st.fixed_dictionaries(
+        {"channel": st.sampled_from(["ahp-root://", "x", ""])},
+        optional={
+            "protocolVersions": st.lists(st.text(max_size=6) | st.sampled_from(["1.0.0", "0.9.0"]), max_size=3),
+            "clientId": json_values,
+            "clientSeq": json_values,
+            "lastSeenServerSeq": json_values,
+            "subscriptions": json_values,
+            "initialSubscriptions": st.lists(st.text(max_size=12), max_size=3),
+            "action": st.fixed_dictionaries(
+                {"type": st.sampled_from(ACTION_TYPES)},
+                optional={
+                    "config": json_values,
+                    "turnId": json_values,
+                    "activeSessions": json_values,
+                },
+            )
+            | json_values,
+        },
+    ),
 )
 rpc_frames = st.fixed_dictionaries(
     {"jsonrpc": st.sampled_from(["2.0", "2.0", "1.0", 2])},
@@ -70,9 +83,15 @@ frames = st.one_of(
 async def test_garbage_never_crashes_the_host_nor_reaches_another_client(batch: list[str]) -> None:
     host = Host()
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(partial(
-            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
-        ))
+        listening = await nursery.start(
+            partial(
+                serve_websocket,
+                host.serve_connection,
+                host="127.0.0.1",
+                port=0,
+                token=None,
+            )
+        )
         url = f"ws://127.0.0.1:{listening.port}/"
         async with rpc(url) as watcher, rpc(url) as fuzzer:
             await watcher.initialize("watcher")

@@ -13,7 +13,9 @@ def _answer(value: str) -> dict:
 
 
 async def test_answers_typed_so_far_show_on_the_session_and_reach_the_agent(tmp_path) -> None:
-    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")) as daemon:
+    async with daemon_in_process(
+        tmp_path / "d", "--sessions", "memory", "--wire", str(tmp_path / "wire.jsonl")
+    ) as daemon:
         async with rpc(daemon.url) as asker, rpc(daemon.url) as watcher:
             await asker.initialize("asker")
             await watcher.initialize("watcher")
@@ -27,15 +29,33 @@ async def test_answers_typed_so_far_show_on_the_session_and_reach_the_agent(tmp_
             await until(watcher, is_action("session/inputNeededSet", uri), timeout=90)
 
             # Somebody types an answer: the watcher, who holds no chat, sees it on the session.
-            await dispatch(asker, chat, {"type": "chat/inputAnswerChanged", "requestId": request["id"],
-                                         "questionId": question["id"], "answer": _answer("yes")}, 2)
+            await dispatch(
+                asker,
+                chat,
+                {
+                    "type": "chat/inputAnswerChanged",
+                    "requestId": request["id"],
+                    "questionId": question["id"],
+                    "answer": _answer("yes"),
+                },
+                2,
+            )
             notes = await until(watcher, is_action("session/inputNeededSet", uri), timeout=90)
             entry = action_of(notes[-1])["request"]
             assert entry["id"] == request["id"] and entry["kind"] == "chatInput"
             assert entry["request"]["answers"] == {question["id"]: _answer("yes")}
             # ...and changes their mind; a client arriving now reads the latest from the snapshot.
-            await dispatch(asker, chat, {"type": "chat/inputAnswerChanged", "requestId": request["id"],
-                                         "questionId": question["id"], "answer": _answer("no")}, 3)
+            await dispatch(
+                asker,
+                chat,
+                {
+                    "type": "chat/inputAnswerChanged",
+                    "requestId": request["id"],
+                    "questionId": question["id"],
+                    "answer": _answer("no"),
+                },
+                3,
+            )
             await until(watcher, is_action("session/inputNeededSet", uri), timeout=90)
             async with rpc(daemon.url) as late:
                 await late.initialize("late")
@@ -45,21 +65,33 @@ async def test_answers_typed_so_far_show_on_the_session_and_reach_the_agent(tmp_
                 assert needed["request"]["answers"] == {question["id"]: _answer("no")}
 
             # An answer to a question nobody asked is refused, and moves nothing.
-            await dispatch(asker, chat, {"type": "chat/inputAnswerChanged", "requestId": "nobody-asked",
-                                         "questionId": question["id"], "answer": _answer("yes")}, 4)
-            notes = await until(asker, lambda n: n.get("method") == "action"
-                                and (n["params"].get("origin") or {}).get("clientSeq") == 4)
+            await dispatch(
+                asker,
+                chat,
+                {
+                    "type": "chat/inputAnswerChanged",
+                    "requestId": "nobody-asked",
+                    "questionId": question["id"],
+                    "answer": _answer("yes"),
+                },
+                4,
+            )
+            notes = await until(
+                asker, lambda n: n.get("method") == "action" and (n["params"].get("origin") or {}).get("clientSeq") == 4
+            )
             assert "nobody-asked is not open" in notes[-1]["params"]["rejectionReason"]
 
             # Completed with no answers of its own: the agent is handed what was synced.
-            await dispatch(asker, chat, {"type": "chat/inputCompleted", "requestId": request["id"],
-                                         "response": "accept"}, 5)
+            await dispatch(
+                asker, chat, {"type": "chat/inputCompleted", "requestId": request["id"], "response": "accept"}, 5
+            )
             await until(watcher, is_action("session/inputNeededRemoved", uri), timeout=90)
             await until(asker, is_action("chat/turnComplete", chat), timeout=90)
             state = (await asker.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
-            reply = "".join(p.get("content", "") for p in state["turns"][-1]["responseParts"] if p["kind"] == "markdown")
+            reply = "".join(
+                p.get("content", "") for p in state["turns"][-1]["responseParts"] if p["kind"] == "markdown"
+            )
             assert "you answered **no**" in reply, reply
         daemon.terminate()
         assert await daemon.wait() == 0
     wire_clean(tmp_path / "wire.jsonl")
-

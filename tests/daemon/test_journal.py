@@ -11,7 +11,16 @@ import uuid
 from ahpd.ports import journal
 
 from .helpers import (
-    action_of, create, daemon_in_process, dispatch, eventually, fits, is_action, rpc, running_daemon, start_turn,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    eventually,
+    fits,
+    is_action,
+    rpc,
+    running_daemon,
+    start_turn,
     until,
 )
 
@@ -23,8 +32,13 @@ def name(uri: str) -> str:
 
 
 async def turn_done(client, chat: str) -> dict:
-    notes = await until(client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
-                        and n["params"]["channel"] == chat, timeout=60)
+    notes = await until(
+        client,
+        lambda n: (
+            (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error") and n["params"]["channel"] == chat
+        ),
+        timeout=60,
+    )
     return action_of(notes[-1])
 
 
@@ -45,14 +59,19 @@ async def test_a_restart_keeps_sessions_chats_turns_titles_and_what_the_user_set
             await dispatch(client, uri, {"type": "session/titleChanged", "title": "kept"}, 4)
             await dispatch(client, uri, {"type": "session/isReadChanged", "isRead": True}, 6)
             await dispatch(client, uri, {"type": "session/isArchivedChanged", "isArchived": True}, 7)
-            await dispatch(client, chat, {"type": "chat/draftChanged",
-                                          "draft": {"text": "half a tho", "origin": {"kind": "user"}}}, 8)
+            await dispatch(
+                client,
+                chat,
+                {"type": "chat/draftChanged", "draft": {"text": "half a tho", "origin": {"kind": "user"}}},
+                8,
+            )
             await until(client, is_action("chat/draftChanged", chat))
         daemon.terminate()
         assert await daemon.wait() == 0
     folder = data / "sessions" / name(uri)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["session.json", f"{name(chat)}.jsonl", f"{name(side)}.jsonl"])
+        ["session.json", f"{name(chat)}.jsonl", f"{name(side)}.jsonl"]
+    )
     async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("jo")
@@ -80,15 +99,35 @@ async def test_a_restart_keeps_sessions_chats_turns_titles_and_what_the_user_set
 def write_long_session(data, cwd, uri: str, chat: str, count: int) -> None:
     folder = data / "sessions" / name(uri)
     folder.mkdir(parents=True)
-    (folder / "session.json").write_text(json.dumps({
-        "uri": uri, "provider": "demo", "cwd": str(cwd), "createdAt": "2026-12-01T00:00:00Z", "title": "long",
-        "status": 0, "config": None, "defaultChat": chat, "chats": [{"uri": chat, "backendId": None}]}))
+    (folder / "session.json").write_text(
+        json.dumps(
+            {
+                "uri": uri,
+                "provider": "demo",
+                "cwd": str(cwd),
+                "createdAt": "2026-12-01T00:00:00Z",
+                "title": "long",
+                "status": 0,
+                "config": None,
+                "defaultChat": chat,
+                "chats": [{"uri": chat, "backendId": None}],
+            }
+        )
+    )
     fields = journal.chat_line({"resource": chat, "title": "long", "status": 1, "modifiedAt": "2026-12-01T00:00:00Z"})
     with (folder / f"{name(chat)}.jsonl").open("wb") as f:
         for n in range(count):
-            f.write(journal.turn_line(n, {
-                "id": f"turn-{n}", "message": {"text": f"q{n} " + "x" * 1000, "origin": {"kind": "user"}},
-                "responseParts": [{"kind": "markdown", "id": f"p{n}", "content": f"a{n}"}], "state": "complete"}))
+            f.write(
+                journal.turn_line(
+                    n,
+                    {
+                        "id": f"turn-{n}",
+                        "message": {"text": f"q{n} " + "x" * 1000, "origin": {"kind": "user"}},
+                        "responseParts": [{"kind": "markdown", "id": f"p{n}", "content": f"a{n}"}],
+                        "state": "complete",
+                    },
+                )
+            )
             if n % 100 == 0:
                 f.write(fields)
         f.write(fields)

@@ -28,12 +28,14 @@ ROOT = "ahp-root://"
 
 def dispatch(value_text: str) -> str:
     """A config push whose value is ``value_text``, spliced in as raw JSON text."""
-    return ('{"jsonrpc":"2.0","method":"dispatchAction","params":{"channel":"ahp-root://","clientSeq":1,'
-            '"action":{"type":"root/configChanged","config":{"replayBytes":' + value_text + '}}}}')
+    return (
+        '{"jsonrpc":"2.0","method":"dispatchAction","params":{"channel":"ahp-root://","clientSeq":1,'
+        '"action":{"type":"root/configChanged","config":{"replayBytes":' + value_text + "}}}}"
+    )
 
 
 def command(value_text: str) -> str:
-    return '{"jsonrpc":"2.0","id":"bad","method":"subscribe","params":{"channel":' + value_text + '}}'
+    return '{"jsonrpc":"2.0","id":"bad","method":"subscribe","params":{"channel":' + value_text + "}}"
 
 
 CASES = [
@@ -54,9 +56,15 @@ CASES = [
 async def served():
     host = Host()
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(partial(
-            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
-        ))
+        listening = await nursery.start(
+            partial(
+                serve_websocket,
+                host.serve_connection,
+                host="127.0.0.1",
+                port=0,
+                token=None,
+            )
+        )
         yield host, f"ws://127.0.0.1:{listening.port}/"
         nursery.cancel_scope.cancel()
 
@@ -87,7 +95,8 @@ async def test_a_surrogate_pair_is_text_and_goes_through(served) -> None:
     async with rpc(url) as sender:
         await sender.initialize("sender")
         await sender.ws.send_message(
-            '{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"channel":"ahp-root://\\ud83d\\ude00"}}')
+            '{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"channel":"ahp-root://\\ud83d\\ude00"}}'
+        )
         with trio.fail_after(10):
             reply = json.loads(await sender.ws.get_message())
         # Well-formed text: refused for what it names (no such channel), not as a broken string.
@@ -101,9 +110,23 @@ async def test_an_action_with_no_json_form_moves_nothing_and_the_next_one_does(s
         state, seq = host.bus.channels[ROOT].state, host.bus.server_seq
         for bad in (float("nan"), float("inf")):
             assert host.bus.emit(ROOT, {"type": "root/activeSessionsChanged", "activeSessions": bad}) is None
-        assert host.bus.emit(ROOT, {"type": "root/terminalsChanged", "terminals": [
-            {"resource": "t:/1", "title": "x\ud800", "claim": {"kind": "client", "clientId": "c"},
-             "lifecycle": {"status": "running"}}]}) is None
+        assert (
+            host.bus.emit(
+                ROOT,
+                {
+                    "type": "root/terminalsChanged",
+                    "terminals": [
+                        {
+                            "resource": "t:/1",
+                            "title": "x\ud800",
+                            "claim": {"kind": "client", "clientId": "c"},
+                            "lifecycle": {"status": "running"},
+                        }
+                    ],
+                },
+            )
+            is None
+        )
         assert host.bus.channels[ROOT].state is state and host.bus.server_seq == seq
         assert host.bus.emit(ROOT, {"type": "root/activeSessionsChanged", "activeSessions": 3}) == seq + 1
         note = await watcher.next_note()
@@ -140,9 +163,15 @@ async def test_an_agents_broken_text_is_repaired_and_modified_at_follows_the_tur
     host = Host(backends={"raw": raw_backend()})
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
-        listening = await nursery.start(partial(
-            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
-        ))
+        listening = await nursery.start(
+            partial(
+                serve_websocket,
+                host.serve_connection,
+                host="127.0.0.1",
+                port=0,
+                token=None,
+            )
+        )
         async with rpc(f"ws://127.0.0.1:{listening.port}/") as client:
             await client.initialize("alice")
             _, chat = await create(client, tmp_path)
@@ -152,7 +181,8 @@ async def test_an_agents_broken_text_is_repaired_and_modified_at_follows_the_tur
             notes = await until(client, is_action("chat/turnComplete", chat))
             said = "".join(
                 a.get("content") or a.get("part", {}).get("content", "")
-                for a in map(action_of, notes) if a and a["type"] in ("chat/responsePart", "chat/delta")
+                for a in map(action_of, notes)
+                if a and a["type"] in ("chat/responsePart", "chat/delta")
             )
             assert said == "half an emoji: \ufffd and on"
             duration = action_of(notes[-1])["duration"]
@@ -163,10 +193,13 @@ async def test_an_agents_broken_text_is_repaired_and_modified_at_follows_the_tur
         nursery.cancel_scope.cancel()
 
 
-@pytest.mark.parametrize(("action", "path"), [
-    ({"type": "root/nope"}, "$.action"),
-    ({"type": "root/activeSessionsChanged", "activeSessions": "many"}, "$.action.activeSessions"),
-])
+@pytest.mark.parametrize(
+    ("action", "path"),
+    [
+        ({"type": "root/nope"}, "$.action"),
+        ({"type": "root/activeSessionsChanged", "activeSessions": "many"}, "$.action.activeSessions"),
+    ],
+)
 async def test_an_undecodable_action_is_refused_to_its_clientseq(served, action, path) -> None:
     host, url = served
     async with rpc(url) as watcher, rpc(url) as sender:

@@ -45,9 +45,15 @@ async def test_nothing_is_left_after_a_client_leaves_or_the_host_stops() -> None
     children_before = child_processes()
     host = Host()
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(partial(
-            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
-        ))
+        listening = await nursery.start(
+            partial(
+                serve_websocket,
+                host.serve_connection,
+                host="127.0.0.1",
+                port=0,
+                token=None,
+            )
+        )
         serving = len(all_tasks())
         url = f"ws://127.0.0.1:{listening.port}/"
         async with rpc(url) as client:
@@ -76,16 +82,23 @@ async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_pat
     host = Host(backends={"demo": build_backends({}, [], tmp_path)["demo"]})
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
-        listening = await nursery.start(partial(
-            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
-        ))
+        listening = await nursery.start(
+            partial(
+                serve_websocket,
+                host.serve_connection,
+                host="127.0.0.1",
+                port=0,
+                token=None,
+            )
+        )
         async with rpc(f"ws://127.0.0.1:{listening.port}/") as client:
             await client.initialize()
             first, second = (f"ahp-session:/{uuid.uuid4()}" for _ in range(2))
             for seq, uri in enumerate((first, second), 1):
                 running = set(child_processes())
-                reply = await client.call("createSession", {"channel": uri, "workingDirectories": [tmp_path.as_uri()]},
-                                          timeout=60)
+                reply = await client.call(
+                    "createSession", {"channel": uri, "workingDirectories": [tmp_path.as_uri()]}, timeout=60
+                )
                 assert reply["result"] is None
                 assert set(child_processes()) <= running  # no agent before a turn (a boot probe may have ended)
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]

@@ -91,7 +91,10 @@ async def test_every_command_on_real_files(tmp_path: Path) -> None:
     async with daemon_with_capture(tmp_path) as daemon, client_of(daemon, "editor") as c:
         # Read: UTF-8 by default, base64 when asked or when the bytes are not text.
         assert await ok(c, "resourceRead", uri=f("notes.txt")) == {
-            "data": "alpha\nbeta\n", "encoding": "utf-8", "contentType": "text/plain"}
+            "data": "alpha\nbeta\n",
+            "encoding": "utf-8",
+            "contentType": "text/plain",
+        }
         png = await ok(c, "resourceRead", uri=f("pixel.png"))
         assert png["encoding"] == "base64" and png["contentType"] == "image/png"
         assert base64.b64decode(png["data"]) == (work / "pixel.png").read_bytes()
@@ -101,8 +104,11 @@ async def test_every_command_on_real_files(tmp_path: Path) -> None:
         # List: entries with their kind, a link to a folder listed as a folder.
         listing = await ok(c, "resourceList", uri=work.as_uri())
         assert listing["entries"] == [
-            {"name": "notes.txt", "type": "file"}, {"name": "pixel.png", "type": "file"},
-            {"name": "sub", "type": "directory"}, {"name": "to-sub", "type": "directory"}]
+            {"name": "notes.txt", "type": "file"},
+            {"name": "pixel.png", "type": "file"},
+            {"name": "sub", "type": "directory"},
+            {"name": "to-sub", "type": "directory"},
+        ]
 
         # Resolve: kind, size, times, etag; the canonical URI through a link.
         info = await ok(c, "resourceResolve", uri=f("notes.txt"))
@@ -121,17 +127,18 @@ async def test_every_command_on_real_files(tmp_path: Path) -> None:
         assert (work / "new.txt").read_text() == "Oh, hello, world"
         await ok(c, "resourceWrite", uri=f("new.txt"), data="HELLO", encoding="utf-8", position=4)
         assert (work / "new.txt").read_text() == "Oh, HELLO"
-        await ok(c, "resourceWrite", uri=f("new.txt"), data=base64.b64encode(b"\x00\x01").decode(),
-                 encoding="base64")
+        await ok(c, "resourceWrite", uri=f("new.txt"), data=base64.b64encode(b"\x00\x01").decode(), encoding="base64")
         assert (work / "new.txt").read_bytes() == b"\x00\x01"
-        await refused(c, "resourceWrite", -32010, f("new.txt"), uri=f("new.txt"), data="x", encoding="utf-8",
-                      createOnly=True)
+        await refused(
+            c, "resourceWrite", -32010, f("new.txt"), uri=f("new.txt"), data="x", encoding="utf-8", createOnly=True
+        )
         tag = (await ok(c, "resourceResolve", uri=f("notes.txt")))["etag"]
         await ok(c, "resourceWrite", uri=f("notes.txt"), data="gamma\n", encoding="utf-8", ifMatch=tag)
         moved_on = (await ok(c, "resourceResolve", uri=f("notes.txt")))["etag"]
         assert moved_on != tag  # the content changed, so did the etag
-        await refused(c, "resourceWrite", -32011, f("notes.txt"), uri=f("notes.txt"), data="lost",
-                      encoding="utf-8", ifMatch=tag)
+        await refused(
+            c, "resourceWrite", -32011, f("notes.txt"), uri=f("notes.txt"), data="lost", encoding="utf-8", ifMatch=tag
+        )
         assert (work / "notes.txt").read_text() == "gamma\n"
         (work / "notes.txt").write_text("changed behind the host's back\n")
         assert (await ok(c, "resourceResolve", uri=f("notes.txt")))["etag"] != moved_on
@@ -145,14 +152,28 @@ async def test_every_command_on_real_files(tmp_path: Path) -> None:
         # Copy and move honour failIfExists and overwrite otherwise.
         await ok(c, "resourceCopy", source=f("notes.txt"), destination=f("a/copy.txt"))
         assert (work / "a" / "copy.txt").read_text() == (work / "notes.txt").read_text()
-        await refused(c, "resourceCopy", -32010, f("a/copy.txt"), source=f("new.txt"),
-                      destination=f("a/copy.txt"), failIfExists=True)
+        await refused(
+            c,
+            "resourceCopy",
+            -32010,
+            f("a/copy.txt"),
+            source=f("new.txt"),
+            destination=f("a/copy.txt"),
+            failIfExists=True,
+        )
         await ok(c, "resourceCopy", source=f("a"), destination=f("a2"))
         assert (work / "a2" / "b" / "c").is_dir() and (work / "a2" / "copy.txt").is_file()
         await ok(c, "resourceMove", source=f("a2/copy.txt"), destination=f("moved.txt"))
         assert (work / "moved.txt").is_file() and not (work / "a2" / "copy.txt").exists()
-        await refused(c, "resourceMove", -32010, f("moved.txt"), source=f("new.txt"), destination=f("moved.txt"),
-                      failIfExists=True)
+        await refused(
+            c,
+            "resourceMove",
+            -32010,
+            f("moved.txt"),
+            source=f("new.txt"),
+            destination=f("moved.txt"),
+            failIfExists=True,
+        )
         await ok(c, "resourceMove", source=f("new.txt"), destination=f("moved.txt"))
         assert (work / "moved.txt").read_bytes() == b"\x00\x01" and not (work / "new.txt").exists()
 
@@ -175,20 +196,40 @@ async def test_every_refusal_names_the_uri_and_the_reason(tmp_path: Path) -> Non
     f = lambda name: (work / name).as_uri()  # noqa: E731
     async with daemon_with_capture(tmp_path) as daemon, client_of(daemon, "editor") as c:
         # -32602: a URI that names no file, or a request that cannot be carried out as asked.
-        for bad in ("no-scheme", "file:relative/path", "file://elsewhere.example/etc/hosts",
-                    f("file.txt") + "%00.png", f("file.txt") + "?q=1"):
+        for bad in (
+            "no-scheme",
+            "file:relative/path",
+            "file://elsewhere.example/etc/hosts",
+            f("file.txt") + "%00.png",
+            f("file.txt") + "?q=1",
+        ):
             await refused(c, "resourceRead", -32602, bad, uri=bad)
-        await refused(c, "resourceWrite", -32602, f("file.txt"), uri=f("file.txt"), data="not base64!",
-                      encoding="base64")
-        await refused(c, "resourceWrite", -32602, "past the end", uri=f("file.txt"), data="x", encoding="utf-8",
-                      mode="insert", position=99)
-        await refused(c, "resourceWrite", -32602, "whole number", uri=f("file.txt"), data="x", encoding="utf-8",
-                      position=1.5)
+        await refused(
+            c, "resourceWrite", -32602, f("file.txt"), uri=f("file.txt"), data="not base64!", encoding="base64"
+        )
+        await refused(
+            c,
+            "resourceWrite",
+            -32602,
+            "past the end",
+            uri=f("file.txt"),
+            data="x",
+            encoding="utf-8",
+            mode="insert",
+            position=99,
+        )
+        await refused(
+            c, "resourceWrite", -32602, "whole number", uri=f("file.txt"), data="x", encoding="utf-8", position=1.5
+        )
         await refused(c, "resourceList", -32602, f("file.txt"), uri=f("file.txt"))
         await refused(c, "resourceRead", -32602, f("full"), uri=f("full"))
         # -32009: a URI this host does not mediate.
-        for foreign in ("https://example.com/x", "virtual://nobody-connected/x", "ahp-session:/abc",
-                        "untitled:Untitled-1"):
+        for foreign in (
+            "https://example.com/x",
+            "virtual://nobody-connected/x",
+            "ahp-session:/abc",
+            "untitled:Untitled-1",
+        ):
             for method in ("resourceRead", "resourceRequest", "createResourceWatch"):
                 await refused(c, method, -32009, foreign, "mediate", uri=foreign)
         # -32008: nothing there.
@@ -196,8 +237,9 @@ async def test_every_refusal_names_the_uri_and_the_reason(tmp_path: Path) -> Non
             await refused(c, method, -32008, f("missing"), uri=f("missing"))
         await refused(c, "resourceRead", -32008, "settled", uri="ahp-edit://pending/none")
         await refused(c, "resourceMove", -32008, f("missing"), source=f("missing"), destination=f("there"))
-        await refused(c, "resourceWrite", -32008, f("no/such/folder.txt"), uri=f("no/such/folder.txt"),
-                      data="x", encoding="utf-8")
+        await refused(
+            c, "resourceWrite", -32008, f("no/such/folder.txt"), uri=f("no/such/folder.txt"), data="x", encoding="utf-8"
+        )
         assert (work / "file.txt").read_text() == "text"
         # And the daemon goes on serving.
         assert (await ok(c, "resourceRead", uri=f("file.txt")))["data"] == "text"
@@ -314,8 +356,9 @@ async def test_fifty_megabytes_in_base64_both_ways_in_a_few_times_the_file(tmp_p
     hide.mkdir(parents=True)
     (hide / "__init__.py").write_text('raise ImportError("hidden for a memory measurement")\n')
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(hide.parent), os.environ.get("PYTHONPATH")]))}
-    async with running_daemon(tmp_path / "data", "--sessions", "memory", "--max-frame-bytes",
-                              str(128 * 2**20), env=env) as daemon:
+    async with running_daemon(
+        tmp_path / "data", "--sessions", "memory", "--max-frame-bytes", str(128 * 2**20), env=env
+    ) as daemon:
         pid = daemon.process.pid
         async with open_websocket_url(daemon.url, max_message_size=128 * 2**20) as ws:
             c = Rpc(ws)
@@ -362,22 +405,35 @@ class Publisher:
         if method == "resourceRead" and uri == f"virtual://{self.id}/buffer.txt":
             return {"result": {"data": "unsaved text", "encoding": "utf-8", "contentType": "text/plain"}}
         if method == "resourceWrite":
-            return {"error": {"code": -32009, "message": f"{uri} is published read-only",
-                              "data": {"request": {"channel": ROOT, "uri": uri, "write": True}}}}
+            return {
+                "error": {
+                    "code": -32009,
+                    "message": f"{uri} is published read-only",
+                    "data": {"request": {"channel": ROOT, "uri": uri, "write": True}},
+                }
+            }
         if method in ("resourceMove", "resourceList"):
             return {"result": {} if method == "resourceMove" else {"entries": [{"name": "buffer.txt", "type": "file"}]}}
         if method == "createResourceWatch":
             return {"result": {"channel": f"ahp-resource-watch:/{self.id}-1"}}
         if method == "subscribe":
-            return {"result": {"snapshot": {"resource": uri, "fromSeq": 0, "state": {
-                "root": f"virtual://{self.id}/", "recursive": True}}}}
+            return {
+                "result": {
+                    "snapshot": {
+                        "resource": uri,
+                        "fromSeq": 0,
+                        "state": {"root": f"virtual://{self.id}/", "recursive": True},
+                    }
+                }
+            }
         return {"error": {"code": -32008, "message": f"{uri} not found on {self.id}"}}
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """A request of its own, answered to ``serve`` (which reads the socket)."""
         self.next_id = getattr(self, "next_id", 1000) + 1
-        await self.client.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                                                      "params": params}))
+        await self.client.ws.send_message(
+            json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        )
         return await self.heard(lambda frame: frame.get("id") == self.next_id)
 
     async def heard(self, match: Any) -> dict[str, Any]:
@@ -409,9 +465,12 @@ async def test_a_client_publishes_resources_and_its_answers_come_back_verbatim(t
     work = tmp_path / "work"
     work.mkdir()
     (work / "local.txt").write_text("local")
-    async with daemon_with_capture(tmp_path) as daemon, \
-            client_of(daemon, "asker") as asker, client_of(daemon, "pub") as pub_client, \
-            trio.open_nursery() as nursery:
+    async with (
+        daemon_with_capture(tmp_path) as daemon,
+        client_of(daemon, "asker") as asker,
+        client_of(daemon, "pub") as pub_client,
+        trio.open_nursery() as nursery,
+    ):
         pub = Publisher(pub_client, "pub")
         nursery.start_soon(pub.serve)
         # Answered: the owner's result, as it sent it.
@@ -422,17 +481,31 @@ async def test_a_client_publishes_resources_and_its_answers_come_back_verbatim(t
         assert listing["entries"] == [{"name": "buffer.txt", "type": "file"}]
         # Refused: the owner's error, code, message and data untouched.
         reply = await call(asker, "resourceWrite", uri="virtual://pub/buffer.txt", data="x", encoding="utf-8")
-        assert reply["error"] == {"code": -32009, "message": "virtual://pub/buffer.txt is published read-only",
-                                  "data": {"request": {"channel": ROOT, "uri": "virtual://pub/buffer.txt",
-                                                       "write": True}}}
+        assert reply["error"] == {
+            "code": -32009,
+            "message": "virtual://pub/buffer.txt is published read-only",
+            "data": {"request": {"channel": ROOT, "uri": "virtual://pub/buffer.txt", "write": True}},
+        }
         await refused(asker, "resourceRead", -32008, "virtual://pub/other", uri="virtual://pub/other")
         # A move inside the one client is its to do; across two peers nobody can.
         await ok(asker, "resourceMove", source="virtual://pub/a", destination="virtual://pub/b")
         asked = len(pub.asked)
-        await refused(asker, "resourceMove", -32602, "virtual://pub/a", source="virtual://pub/a",
-                      destination=(work / "b").as_uri())
-        await refused(asker, "resourceCopy", -32602, "different", source=(work / "local.txt").as_uri(),
-                      destination="virtual://pub/local.txt")
+        await refused(
+            asker,
+            "resourceMove",
+            -32602,
+            "virtual://pub/a",
+            source="virtual://pub/a",
+            destination=(work / "b").as_uri(),
+        )
+        await refused(
+            asker,
+            "resourceCopy",
+            -32602,
+            "different",
+            source=(work / "local.txt").as_uri(),
+            destination="virtual://pub/local.txt",
+        )
         assert len(pub.asked) == asked  # neither was sent on
         # file: and ahp- URIs are never a client's, whatever the authority says.
         await refused(asker, "resourceRead", -32009, "ahp-edit://pub/x", uri="ahp-edit://pub/x")
@@ -446,8 +519,10 @@ async def test_a_client_publishes_resources_and_its_answers_come_back_verbatim(t
         assert [f["method"] for f in pub.asked[-1:]] == ["createResourceWatch"]
         # The owner subscribes to the relay like any channel, and says what changed.
         await pub.request("subscribe", {"channel": channel})
-        changed = {"type": "resourceWatch/changed", "changes": {"items": [
-            {"uri": "virtual://pub/buffer.txt", "type": "updated"}]}}
+        changed = {
+            "type": "resourceWatch/changed",
+            "changes": {"items": [{"uri": "virtual://pub/buffer.txt", "type": "updated"}]},
+        }
         await pub.client.notify("dispatchAction", {"channel": channel, "clientSeq": 1, "action": changed})
         note = await asker.next_note()
         assert note["params"]["channel"] == channel and note["params"]["action"] == changed
@@ -513,12 +588,19 @@ async def test_a_watch_reports_in_order_coalesces_filters_and_is_released(tmp_pa
     (tree / "build").mkdir()
     async with daemon_with_capture(tmp_path) as daemon, client_of(daemon, "watcher") as c:
         pid = daemon.pid
-        channel = (await ok(c, "createResourceWatch", uri=tree.as_uri(), recursive=True,
-                            excludes={"items": ["build", "*.log"]}))["channel"]
+        channel = (
+            await ok(
+                c, "createResourceWatch", uri=tree.as_uri(), recursive=True, excludes={"items": ["build", "*.log"]}
+            )
+        )["channel"]
         assert channel.startswith("ahp-resource-watch:/")
         snapshot = (await c.call("subscribe", {"channel": channel}))["result"]["snapshot"]
         fits("/$defs/ResourceWatchState", snapshot["state"])
-        assert snapshot["state"] == {"root": tree.as_uri(), "recursive": True, "excludes": {"items": ["build", "*.log"]}}
+        assert snapshot["state"] == {
+            "root": tree.as_uri(),
+            "recursive": True,
+            "excludes": {"items": ["build", "*.log"]},
+        }
         assert _watcher_threads(pid)
 
         # Create, modify, delete, each seen, in the order they happened.
@@ -583,5 +665,8 @@ async def test_wire_check_command_is_clean_on_a_capture_of_resources(tmp_path: P
         await _changes(c, channel, lambda items: bool(items))
     run = subprocess.run(  # noqa: ASYNC221 - the capture is checked after the daemon stopped
         [sys.executable, "-m", "ahpd", "wire-check", str(tmp_path / "wire.jsonl")],
-        capture_output=True, text=True, timeout=60)
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stdout + run.stderr

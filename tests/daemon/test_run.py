@@ -75,7 +75,9 @@ async def test_token_can_be_given_or_turned_off(tmp_path) -> None:
 def test_a_public_address_needs_an_explicit_token_choice(tmp_path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "ahpd", "run", "--host", "0.0.0.0", "--port", "0", "--data-dir", str(tmp_path)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert run.returncode == 2
     assert "not loopback" in run.stderr and run.stdout == ""
@@ -99,10 +101,14 @@ async def test_what_a_client_set_and_server_seq_survive_a_restart(tmp_path) -> N
     async with running_daemon(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("c")
-            await client.notify("dispatchAction", {
-                "channel": ROOT, "clientSeq": 1,
-                "action": {"type": "root/configChanged", "config": {"autoReplyEnabled": True}},
-            })
+            await client.notify(
+                "dispatchAction",
+                {
+                    "channel": ROOT,
+                    "clientSeq": 1,
+                    "action": {"type": "root/configChanged", "config": {"autoReplyEnabled": True}},
+                },
+            )
             envelope = (await client.next_note())["params"]
             assert envelope["serverSeq"] == 1
         daemon.terminate()
@@ -132,7 +138,9 @@ async def test_status_and_stop_commands(tmp_path) -> None:
         assert stop.returncode == 0
         assert await daemon.wait() == 0
     status = await trio.run_process(
-        [sys.executable, "-m", "ahpd", "status", "--data-dir", str(data)], check=False, capture_stdout=True,
+        [sys.executable, "-m", "ahpd", "status", "--data-dir", str(data)],
+        check=False,
+        capture_stdout=True,
     )
     assert status.returncode == 3
 
@@ -140,13 +148,23 @@ async def test_status_and_stop_commands(tmp_path) -> None:
 async def test_stdio_end_to_end(tmp_path) -> None:
     process = await trio.lowlevel.open_process(
         [sys.executable, "-m", "ahpd", "stdio", "--data-dir", str(tmp_path), "--sessions", "memory"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         lines = [
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "channel": ROOT, "protocolVersions": ["0.9.0"], "clientId": "editor",
-                "initialSubscriptions": [ROOT]}},
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "channel": ROOT,
+                    "protocolVersions": ["0.9.0"],
+                    "clientId": "editor",
+                    "initialSubscriptions": [ROOT],
+                },
+            },
             {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {}},
         ]
         await process.stdin.send_all(b"{bad json\n" + "".join(json.dumps(message) + "\n" for message in lines).encode())

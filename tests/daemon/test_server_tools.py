@@ -18,15 +18,36 @@ from typing import Any
 import trio
 
 from .helpers import (
-    InProcessDaemon, Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until,
+    InProcessDaemon,
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    start_turn,
+    until,
     wire_clean,
 )
 
 ROOT = "ahp-root://"
 KEY = "agentHost/sessionArtifacts"
-TOOLS = ["list_sessions", "get_current_session", "create_session", "create_chat", "rename_chat", "send_message",
-         "get_session_context", "delete_session", "add_artifact_or_reference", "remove_artifact_or_reference",
-         "list_artifacts_and_references", "ahp_resource"]
+TOOLS = [
+    "list_sessions",
+    "get_current_session",
+    "create_session",
+    "create_chat",
+    "rename_chat",
+    "send_message",
+    "get_session_context",
+    "delete_session",
+    "add_artifact_or_reference",
+    "remove_artifact_or_reference",
+    "list_artifacts_and_references",
+    "ahp_resource",
+]
 
 
 @asynccontextmanager
@@ -50,8 +71,13 @@ class Turns:
     async def say(self, text: str) -> tuple[dict[str, Any], list[dict]]:
         self.seq += 1
         await dispatch(self.client, self.chat, start_turn(text), self.seq)
-        notes = await until(self.client, lambda n: (action_of(n) or {}).get("type") in (
-            "chat/turnComplete", "chat/error") and n["params"]["channel"] == self.chat)
+        notes = await until(
+            self.client,
+            lambda n: (
+                (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+                and n["params"]["channel"] == self.chat
+            ),
+        )
         assert action_of(notes[-1])["type"] == "chat/turnComplete", notes[-1]
         self.notes = notes
         state = (await self.client.call("subscribe", {"channel": self.chat}))["result"]["snapshot"]["state"]
@@ -85,8 +111,7 @@ async def publish(editor: Rpc) -> None:
 
 def artifacts_in(notes: list[dict], uri: str) -> list[list[dict[str, Any]]]:
     """Every ``_meta[KEY]`` the session's ``session/metaChanged`` said, in order."""
-    return [(action_of(n).get("_meta") or {}).get(KEY, []) for n in notes
-            if is_action("session/metaChanged", uri)(n)]
+    return [(action_of(n).get("_meta") or {}).get(KEY, []) for n in notes if is_action("session/metaChanged", uri)(n)]
 
 
 async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restart(tmp_path: Path) -> None:
@@ -116,8 +141,10 @@ async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restar
             assert json.loads(reply)["session"] == uri and json.loads(reply)["chat"] == chat
 
             # Artifacts: recorded, told to every subscriber of the session and the root, listed, removed.
-            items = [{"type": "website", "label": "Docs", "isArtifact": False, "link": "https://example.com/docs"},
-                     {"type": "file", "label": "Plan", "isArtifact": True, "uri": (work / "plan.md").as_uri()}]
+            items = [
+                {"type": "website", "label": "Docs", "isArtifact": False, "link": "https://example.com/docs"},
+                {"type": "file", "label": "Plan", "isArtifact": True, "uri": (work / "plan.md").as_uri()},
+            ]
             reply, _ = await turns.tool("add_artifact_or_reference", {"items": items})
             lines = reply.splitlines()
             assert lines[0].startswith("Added reference: ") and lines[1].startswith("Added artifact: ")
@@ -127,16 +154,20 @@ async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restar
             assert lines[0] == f"Added reference: {ids[0]} (website, reference) Docs — https://example.com/docs"
             seen_by_bob = await until(bob, is_action("session/metaChanged", uri))
             assert artifacts_in(seen_by_bob, uri)[-1] == held
-            rows = [n["params"] for n in turns.notes
-                    if n.get("method") == "root/sessionSummaryChanged" and "_meta" in n["params"]["changes"]]
+            rows = [
+                n["params"]
+                for n in turns.notes
+                if n.get("method") == "root/sessionSummaryChanged" and "_meta" in n["params"]["changes"]
+            ]
             assert rows and rows[-1]["changes"]["_meta"][KEY] == held
             fits("/notifications/root~1sessionSummaryChanged", rows[-1])
             again, _ = await turns.tool("add_artifact_or_reference", {"items": items[:1]})
             assert again == f"Already recorded: {ids[0]} (website, reference) Docs — https://example.com/docs"
             listed, _ = await turns.tool("list_artifacts_and_references")
             assert [line.split()[0] for line in listed.splitlines()] == ids
-            bad, call = await turns.tool("add_artifact_or_reference", {"items": [{"type": "file", "label": "x",
-                                                                                   "isArtifact": True}]})
+            bad, call = await turns.tool(
+                "add_artifact_or_reference", {"items": [{"type": "file", "label": "x", "isArtifact": True}]}
+            )
             assert call["status"] == "completed" and "items[0].uri is required for a file" in bad
             reply, _ = await turns.tool("remove_artifact_or_reference", {"id": ids[0]})
             assert reply.startswith(f"Removed reference: {ids[0]}")
@@ -144,23 +175,27 @@ async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restar
             assert reply == "No artifact or reference with id nobody."
 
             # ahp_resource: a file: URI through the filesystem port.
-            reply, _ = await turns.tool("ahp_resource", {"method": "resourceRead",
-                                                         "params": {"uri": (work / "notes.txt").as_uri()}})
+            reply, _ = await turns.tool(
+                "ahp_resource", {"method": "resourceRead", "params": {"uri": (work / "notes.txt").as_uri()}}
+            )
             assert json.loads(reply)["data"] == "read me through the host"
-            reply, call = await turns.tool("ahp_resource", {"method": "resourceRead",
-                                                            "params": {"uri": "nowhere://x/y"}})
+            reply, call = await turns.tool(
+                "ahp_resource", {"method": "resourceRead", "params": {"uri": "nowhere://x/y"}}
+            )
             assert "is not a resource this host mediates" in reply and "error -32009" in reply
 
             # ahp_resource: a resource a second real client publishes, forwarded to it and answered.
             async with rpc(running.url) as editor, trio.open_nursery() as nursery:
                 await editor.initialize("editor", subscriptions=())
                 nursery.start_soon(publish, editor)
-                reply, call = await turns.tool("ahp_resource", {"method": "resourceRead",
-                                                                "params": {"uri": "buffer://editor/unsaved.md"}})
+                reply, call = await turns.tool(
+                    "ahp_resource", {"method": "resourceRead", "params": {"uri": "buffer://editor/unsaved.md"}}
+                )
                 assert json.loads(reply) == {"data": "unsaved words", "encoding": "utf-8"}
                 assert call["status"] == "completed"
-                reply, _ = await turns.tool("ahp_resource", {"method": "resourceRead",
-                                                             "params": {"uri": "buffer://editor/gone.md"}})
+                reply, _ = await turns.tool(
+                    "ahp_resource", {"method": "resourceRead", "params": {"uri": "buffer://editor/gone.md"}}
+                )
                 assert "buffer://editor/gone.md is not open in the editor (error -32008)" in reply
                 assert [a["uri"] for a in PUBLISHED] == ["buffer://editor/unsaved.md", "buffer://editor/gone.md"]
                 nursery.cancel_scope.cancel()
@@ -211,8 +246,9 @@ async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restar
             # The window takes the pill off with its own request, which initialize said it may make.
             reply = await alice.call("vscode/removeSessionArtifact", {"session": uri, "artifactId": "nobody"})
             assert reply["error"]["code"] == -32602 and "nobody" in reply["error"]["message"], reply
-            reply = await alice.call("vscode/removeSessionArtifact", {"session": "ahp-session:/none",
-                                                                      "artifactId": ids[1]})
+            reply = await alice.call(
+                "vscode/removeSessionArtifact", {"session": "ahp-session:/none", "artifactId": ids[1]}
+            )
             assert reply["error"]["code"] == -32001, reply
             reply = await alice.call("vscode/removeSessionArtifact", {"session": uri})
             assert reply["error"]["code"] == -32602 and "artifactId" in reply["error"]["message"], reply

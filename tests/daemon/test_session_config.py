@@ -9,7 +9,17 @@ from typing import Any
 
 
 from .helpers import (
-    Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until, wire_clean,
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    start_turn,
+    until,
+    wire_clean,
 )
 
 DEMO_SETTINGS = "Settings: model {model}, thinking {effort}, mode {mode}, cwd {cwd}, additional directories {extra}."
@@ -20,8 +30,12 @@ async def _turn(client: Rpc, chat: str, text: str, seq: int, **message: Any) -> 
     action = start_turn(text)
     action["message"].update(message)
     await dispatch(client, chat, action, seq)
-    notes = await until(client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
-                        and n["params"]["channel"] == chat)
+    notes = await until(
+        client,
+        lambda n: (
+            (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error") and n["params"]["channel"] == chat
+        ),
+    )
     assert action_of(notes[-1])["type"] == "chat/turnComplete", action_of(notes[-1])
     state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
     turn = state["turns"][-1]
@@ -61,12 +75,22 @@ async def test_config_reaches_the_agent_and_is_refused_by_name(tmp_path) -> None
             await bob.initialize("bob")
             demo = next(a for a in init["snapshots"][0]["state"]["agents"] if a["provider"] == "demo")
             assert demo["capabilities"]["multipleWorkingDirectories"] == {
-                "immutablePrimary": True, "primaryReplacement": True}
+                "immutablePrimary": True,
+                "primaryReplacement": True,
+            }
 
             # resolveSessionConfig: the agent's own properties, iteratively.
-            resolved = (await ann.call("resolveSessionConfig", {
-                "channel": "ahp-root://", "provider": "demo", "workingDirectory": work.as_uri(),
-                "config": {"model": "demo-deep"}}))["result"]
+            resolved = (
+                await ann.call(
+                    "resolveSessionConfig",
+                    {
+                        "channel": "ahp-root://",
+                        "provider": "demo",
+                        "workingDirectory": work.as_uri(),
+                        "config": {"model": "demo-deep"},
+                    },
+                )
+            )["result"]
             fits("/commands/resolveSessionConfig/result", resolved)
             props = resolved["schema"]["properties"]
             assert props["model"]["enum"] == ["demo-swift", "demo-deep"]
@@ -74,9 +98,16 @@ async def test_config_reaches_the_agent_and_is_refused_by_name(tmp_path) -> None
             assert props["mode"]["enum"] == ["default", "auto"]
             assert all(p["sessionMutable"] for p in props.values())
             assert resolved["values"] == {"model": "demo-deep", "effortLevel": "medium", "mode": "default"}
-            again = (await ann.call("resolveSessionConfig", {
-                "channel": "ahp-root://", "provider": "demo",
-                "config": {**resolved["values"], "effortLevel": "high", "model": "no-such-model"}}))["result"]
+            again = (
+                await ann.call(
+                    "resolveSessionConfig",
+                    {
+                        "channel": "ahp-root://",
+                        "provider": "demo",
+                        "config": {**resolved["values"], "effortLevel": "high", "model": "no-such-model"},
+                    },
+                )
+            )["result"]
             assert again["values"] == {"model": "demo-swift", "effortLevel": "high", "mode": "default"}
 
             uri, chat = await create(ann, work, provider="demo", config={"effortLevel": "low"})
@@ -87,8 +118,9 @@ async def test_config_reaches_the_agent_and_is_refused_by_name(tmp_path) -> None
             assert state["workingDirectories"] == [work.as_uri()]
 
             _, reply = await _turn(ann, chat, "settings please", 1)
-            assert DEMO_SETTINGS.format(model="demo-swift", effort="low", mode="default", cwd=work,
-                                        extra="none") in reply
+            assert (
+                DEMO_SETTINGS.format(model="demo-swift", effort="low", mode="default", cwd=work, extra="none") in reply
+            )
 
             # A change reaches the running agent, and every subscriber sees it.
             change = {"type": "session/configChanged", "config": {"model": "demo-deep", "effortLevel": "high"}}
@@ -104,12 +136,18 @@ async def test_config_reaches_the_agent_and_is_refused_by_name(tmp_path) -> None
             reason = await _refused(ann, uri, {"type": "session/configChanged", "config": {"model": "gpt-9"}}, 5)
             assert "offers no model 'gpt-9'" in reason and "demo-swift" in reason
             # Part of a change: the rest applies, the bad key is named.
-            await dispatch(ann, uri, {"type": "session/configChanged",
-                                      "config": {"mode": "auto", "effortLevel": "extreme"}}, 6)
+            await dispatch(
+                ann, uri, {"type": "session/configChanged", "config": {"mode": "auto", "effortLevel": "extreme"}}, 6
+            )
             notes = await until(ann, lambda n: "rejectionReason" in n.get("params", {}))
             assert "offers no thinking 'extreme'" in notes[-1]["params"]["rejectionReason"]
-            applied = [action_of(n) for n in notes if is_action("session/configChanged", uri)(n)
-                       and "rejectionReason" not in n["params"] and n["params"].get("origin", {}).get("clientSeq") == 6]
+            applied = [
+                action_of(n)
+                for n in notes
+                if is_action("session/configChanged", uri)(n)
+                and "rejectionReason" not in n["params"]
+                and n["params"].get("origin", {}).get("clientSeq") == 6
+            ]
             assert applied == [{"type": "session/configChanged", "config": {"mode": "auto"}}]
             heard = await until(bob, is_action("session/configChanged", uri))
             assert action_of(heard[-1])["config"] == {"mode": "auto"}
@@ -128,8 +166,9 @@ async def test_config_reaches_the_agent_and_is_refused_by_name(tmp_path) -> None
             assert action_of(heard[-1])["config"] == {"mode": "default"}
 
             # A turn's message.model and thinking level: for this turn and the next.
-            notes, reply = await _turn(ann, chat, "settings", 9,
-                                       model={"id": "demo-swift", "config": {"thinkingLevel": "low"}})
+            notes, reply = await _turn(
+                ann, chat, "settings", 9, model={"id": "demo-swift", "config": {"thinkingLevel": "low"}}
+            )
             said = [action_of(n) for n in notes if is_action("session/configChanged", uri)(n)]
             assert said == [{"type": "session/configChanged", "config": {"model": "demo-swift", "effortLevel": "low"}}]
             assert "model demo-swift, thinking low, mode default" in reply
@@ -159,34 +198,50 @@ async def test_working_directories_restart_the_agent_resumed(tmp_path) -> None:
             await _applied(ann, uri, set_extra, 2)
             heard = await until(bob, is_action("session/workingDirectorySet", uri))
             assert action_of(heard[-1]) == set_extra
-            row = await until(bob, lambda n: n.get("method") == "root/sessionSummaryChanged"
-                              and "workingDirectories" in n["params"]["changes"])
+            row = await until(
+                bob,
+                lambda n: (
+                    n.get("method") == "root/sessionSummaryChanged" and "workingDirectories" in n["params"]["changes"]
+                ),
+            )
             assert row[-1]["params"]["changes"]["workingDirectories"] == [work.as_uri(), extra.as_uri()]
             _, reply = await _turn(ann, chat, "settings", 3)
             assert f"cwd {work}, additional directories {extra}." in reply
             # Resumed, not started afresh: still the one conversation, which remembers.
             assert sorted((data / "demo-agent").glob("*.json")) == conversations
 
-            reason = await _refused(ann, uri, {"type": "session/workingDirectoryRemoved",
-                                               "directory": work.as_uri()}, 4)
+            reason = await _refused(
+                ann, uri, {"type": "session/workingDirectoryRemoved", "directory": work.as_uri()}, 4
+            )
             assert "index 0" in reason and "never removed" in reason
-            reason = await _refused(ann, uri, {"type": "session/workingDirectorySet",
-                                               "directory": (tmp_path / "nowhere").as_uri()}, 5)
+            reason = await _refused(
+                ann, uri, {"type": "session/workingDirectorySet", "directory": (tmp_path / "nowhere").as_uri()}, 5
+            )
             assert "does not exist" in reason
-            reason = await _refused(ann, uri, {"type": "session/workingDirectoryReplaced",
-                                               "directory": other.as_uri(), "replacement": moved.as_uri()}, 6)
+            reason = await _refused(
+                ann,
+                uri,
+                {
+                    "type": "session/workingDirectoryReplaced",
+                    "directory": other.as_uri(),
+                    "replacement": moved.as_uri(),
+                },
+                6,
+            )
             assert "is not one of the session's working directories" in reason
 
             # A chat holds a subset of its session's, never more, never without the primary.
             reason = await _refused(ann, chat, {"type": "chat/workingDirectorySet", "directory": other.as_uri()}, 7)
             assert "a chat holds a subset of its session's" in reason
-            reason = await _refused(ann, chat, {"type": "chat/workingDirectoryRemoved",
-                                                "directory": work.as_uri()}, 8)
+            reason = await _refused(ann, chat, {"type": "chat/workingDirectoryRemoved", "directory": work.as_uri()}, 8)
             assert "primary" in reason
 
             # Index 0 moves only by replacement, and the agent follows it, resumed.
-            replace = {"type": "session/workingDirectoryReplaced", "directory": work.as_uri(),
-                       "replacement": moved.as_uri()}
+            replace = {
+                "type": "session/workingDirectoryReplaced",
+                "directory": work.as_uri(),
+                "replacement": moved.as_uri(),
+            }
             await _applied(ann, uri, replace, 9)
             heard = await until(bob, is_action("session/workingDirectoryReplaced", uri))
             assert action_of(heard[-1]) == replace
@@ -209,8 +264,7 @@ async def test_working_directories_restart_the_agent_resumed(tmp_path) -> None:
             assert "a turn is running" in reason and "-32004" in reason
             assert not any(is_action("session/workingDirectorySet")(n) for n in await _quiet(bob))
             running = daemon.host.sessions.chat_owner[chat].turn
-            await dispatch(ann, chat, {"type": "chat/turnCancelled", "turnId": slow["turnId"],
-                                       "duration": 0}, 15)
+            await dispatch(ann, chat, {"type": "chat/turnCancelled", "turnId": slow["turnId"], "duration": 0}, 15)
             await until(ann, is_action("chat/turnCancelled", chat))
             # Cancelled is said at once; the turn is over for the host once its agent
             # has stopped the prompt (until then the directories stay as they are).
@@ -242,8 +296,9 @@ async def test_global_auto_approve_answers_by_the_setting(tmp_path) -> None:
             uri, chat = await create(ann, tmp_path)
             await bob.call("subscribe", {"channel": uri})
             await bob.call("subscribe", {"channel": chat})
-            await _applied(ann, "ahp-root://", {"type": "root/configChanged",
-                                                "config": {"globalAutoApproveEnabled": True}}, 1)
+            await _applied(
+                ann, "ahp-root://", {"type": "root/configChanged", "config": {"globalAutoApproveEnabled": True}}, 1
+            )
             notes, reply = await _turn(ann, chat, "use the tool", 2)
             assert "ran with your permission" in reply
             assert not any(is_action("session/inputNeededSet")(n) for n in notes)
@@ -256,14 +311,25 @@ async def test_global_auto_approve_answers_by_the_setting(tmp_path) -> None:
             assert call["confirmed"] == "setting" and call["status"] == "completed"
 
             # Off again: the person is asked.
-            await _applied(ann, "ahp-root://", {"type": "root/configChanged",
-                                                "config": {"globalAutoApproveEnabled": False}}, 3)
+            await _applied(
+                ann, "ahp-root://", {"type": "root/configChanged", "config": {"globalAutoApproveEnabled": False}}, 3
+            )
             action = start_turn("use the tool")
             await dispatch(ann, chat, action, 4)
             asked = await until(ann, is_action("session/inputNeededSet", uri))
             call_id = action_of(asked[-1])["request"]["toolCall"]["toolCallId"]
-            await dispatch(ann, chat, {"type": "chat/toolCallConfirmed", "turnId": action["turnId"],
-                                       "toolCallId": call_id, "approved": True, "confirmed": "user-action"}, 5)
+            await dispatch(
+                ann,
+                chat,
+                {
+                    "type": "chat/toolCallConfirmed",
+                    "turnId": action["turnId"],
+                    "toolCallId": call_id,
+                    "approved": True,
+                    "confirmed": "user-action",
+                },
+                5,
+            )
             await until(ann, is_action("chat/turnComplete", chat))
         daemon.terminate()
         await daemon.wait()
@@ -277,17 +343,24 @@ async def test_a_capture_of_config_and_directories_is_wire_check_clean(tmp_path)
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
         async with rpc(daemon.url) as ann:
             await ann.initialize("ann")
-            await ann.call("resolveSessionConfig", {"channel": "ahp-root://", "provider": "demo",
-                                                    "config": {"model": "demo-deep"}})
+            await ann.call(
+                "resolveSessionConfig", {"channel": "ahp-root://", "provider": "demo", "config": {"model": "demo-deep"}}
+            )
             uri, chat = await create(ann, work, config={"model": "demo-deep"})
-            await _applied(ann, "ahp-root://", {"type": "root/configChanged",
-                                                "config": {"globalAutoApproveEnabled": True}}, 1)
+            await _applied(
+                ann, "ahp-root://", {"type": "root/configChanged", "config": {"globalAutoApproveEnabled": True}}, 1
+            )
             await _applied(ann, uri, {"type": "session/configChanged", "config": {"effortLevel": "high"}}, 2)
             await _refused(ann, uri, {"type": "session/configChanged", "config": {"model": "gpt-9"}}, 3)
             await _applied(ann, uri, {"type": "session/workingDirectorySet", "directory": extra.as_uri()}, 4)
             await _refused(ann, uri, {"type": "session/workingDirectoryRemoved", "directory": work.as_uri()}, 5)
-            notes, reply = await _turn(ann, chat, "mode auto, settings and the tool", 6,
-                                       model={"id": "demo-swift", "config": {"thinkingLevel": "low"}})
+            notes, reply = await _turn(
+                ann,
+                chat,
+                "mode auto, settings and the tool",
+                6,
+                model={"id": "demo-swift", "config": {"thinkingLevel": "low"}},
+            )
             assert f"additional directories {extra}" in reply
             assert any(is_action("session/configChanged", uri)(n) for n in notes)
         daemon.terminate()

@@ -25,10 +25,16 @@ async def test_a_conversation_with_the_demo_agent(tmp_path) -> None:
             agents = init["snapshots"][0]["state"]["agents"]
             assert [a["provider"] for a in agents][0] == "demo"  # the default provider
             uri = f"ahp-session:/{uuid.uuid4()}"
-            reply = await client.call("createSession", {
-                "channel": uri, "workingDirectories": [work.as_uri()], "progressToken": "p1",
-                "activeClient": {"clientId": "someone-else", "tools": []},
-            }, timeout=60)
+            reply = await client.call(
+                "createSession",
+                {
+                    "channel": uri,
+                    "workingDirectories": [work.as_uri()],
+                    "progressToken": "p1",
+                    "activeClient": {"clientId": "someone-else", "tools": []},
+                },
+                timeout=60,
+            )
             assert reply["result"] is None
             notes = client.notes[:]
             methods = [n["method"] for n in notes]
@@ -49,8 +55,12 @@ async def test_a_conversation_with_the_demo_agent(tmp_path) -> None:
             chat_state = snap["state"]
 
             await dispatch(client, chat, start_turn("hello there"), 1)
-            notes = await until(client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error"))
-            chat_actions = [n["params"] for n in notes if n.get("method") == "action" and n["params"]["channel"] == chat]
+            notes = await until(
+                client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+            )
+            chat_actions = [
+                n["params"] for n in notes if n.get("method") == "action" and n["params"]["channel"] == chat
+            ]
             types = [e["action"]["type"] for e in chat_actions]
             assert types[0] == "chat/turnStarted" and chat_actions[0]["origin"]["clientId"] == "alice"
             assert types[-1] == "chat/turnComplete" and chat_actions[-1]["action"]["duration"] >= 0
@@ -62,7 +72,9 @@ async def test_a_conversation_with_the_demo_agent(tmp_path) -> None:
             [turn] = fresh["turns"]
             kinds = [p["kind"] for p in turn["responseParts"]]
             assert kinds[0] == "reasoning" and "markdown" in kinds
-            assert "hello there" in "".join(p.get("content", "") for p in turn["responseParts"] if p["kind"] == "markdown")
+            assert "hello there" in "".join(
+                p.get("content", "") for p in turn["responseParts"] if p["kind"] == "markdown"
+            )
 
             listed = (await client.call("listSessions", {}))["result"]["items"]
             assert [row["resource"] for row in listed] == [uri]
@@ -86,10 +98,18 @@ async def test_a_tool_confirmation_round_trip(tmp_path) -> None:
             assert request["kind"] == "toolConfirmation" and request["chat"] == chat
             call_id = request["toolCall"]["toolCallId"]
             assert call_id == ready[-1]["toolCallId"]
-            await dispatch(client, chat, {
-                "type": "chat/toolCallConfirmed", "turnId": turn["turnId"], "toolCallId": call_id,
-                "approved": True, "confirmed": "user-action",
-            }, 2)
+            await dispatch(
+                client,
+                chat,
+                {
+                    "type": "chat/toolCallConfirmed",
+                    "turnId": turn["turnId"],
+                    "toolCallId": call_id,
+                    "approved": True,
+                    "confirmed": "user-action",
+                },
+                2,
+            )
             notes = await until(client, is_action("chat/turnComplete", chat))
             types = [action_of(n)["type"] for n in notes if action_of(n)]
             assert "session/inputNeededRemoved" in types
@@ -115,7 +135,9 @@ async def test_cancel_a_slow_turn_and_a_failing_one(tmp_path) -> None:
             await until(client, is_action("chat/turnCancelled", chat))
             # Nothing else ends that turn, and the chat takes a new one.
             await dispatch(client, chat, start_turn("now fail"), 3)
-            notes = await until(client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error"))
+            notes = await until(
+                client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+            )
             ending = action_of(notes[-1])
             assert ending["type"] == "chat/error"
             assert "fail" in ending["part"]["error"]["message"]
@@ -135,11 +157,16 @@ async def test_refusals_for_sessions(tmp_path) -> None:
             assert again["error"]["code"] == -32003
             other = await client.call("createSession", {"channel": "ahp-session:/x", "provider": "nope"})
             assert other["error"]["code"] == -32002 and "demo" in other["error"]["message"]
-            missing = await client.call("createSession", {
-                "channel": "ahp-session:/y", "workingDirectories": [(tmp_path / "absent").as_uri()]})
+            missing = await client.call(
+                "createSession", {"channel": "ahp-session:/y", "workingDirectories": [(tmp_path / "absent").as_uri()]}
+            )
             assert missing["error"]["code"] == -32602
-            await dispatch(client, chat, {"type": "chat/toolCallResultConfirmed", "turnId": "t", "toolCallId": "c",
-                                          "approved": True}, 1)
+            await dispatch(
+                client,
+                chat,
+                {"type": "chat/toolCallResultConfirmed", "turnId": "t", "toolCallId": "c", "approved": True},
+                1,
+            )
             note = await until(client, lambda n: "rejectionReason" in n.get("params", {}))
             assert "not served" in note[-1]["params"]["rejectionReason"]
             gone = await client.call("disposeSession", {"channel": uri})
@@ -174,7 +201,9 @@ async def test_sessions_come_back_after_a_restart(tmp_path) -> None:
             assert len(state["turns"]) == 1
             # A new turn resumes the agent's own conversation.
             await dispatch(client, chat, start_turn("and again"), 1)
-            notes = await until(client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error"))
+            notes = await until(
+                client, lambda n: (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+            )
             assert action_of(notes[-1])["type"] == "chat/turnComplete"
         daemon.terminate()
         assert await daemon.wait() == 0
@@ -187,9 +216,23 @@ async def test_ahpd_chat_holds_a_conversation(tmp_path) -> None:
     data = tmp_path / "d"
     async with daemon_in_process(data, "--sessions", "memory") as daemon:
         run = await trio.run_process(
-            [sys.executable, "-m", "ahpd", "chat", "--data-dir", str(data), "--cwd", str(tmp_path), "--yes",
-             "--dispose", "use the tool with permission please"],
-            capture_stdout=True, capture_stderr=True, check=False, stdin=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "ahpd",
+                "chat",
+                "--data-dir",
+                str(data),
+                "--cwd",
+                str(tmp_path),
+                "--yes",
+                "--dispose",
+                "use the tool with permission please",
+            ],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
         )
         out = run.stdout.decode()
         assert run.returncode == 0, run.stderr.decode()
@@ -215,13 +258,28 @@ async def test_queued_messages_refusals_and_leaving(tmp_path) -> None:
                 await dispatch(client, chat, slow, 1)
                 await until(client, is_action("chat/delta", chat))
                 # Queued while the turn runs; the host takes it up when the turn ends.
-                await dispatch(client, chat, {"type": "chat/pendingMessageSet", "kind": "queued", "id": "q1",
-                                              "message": {"text": "queued hello", "origin": {"kind": "user"}}}, 2)
-                notes = await until(client, lambda n: is_action("chat/turnStarted", chat)(n)
-                                    and action_of(n).get("queuedMessageId") == "q1", timeout=60)
+                await dispatch(
+                    client,
+                    chat,
+                    {
+                        "type": "chat/pendingMessageSet",
+                        "kind": "queued",
+                        "id": "q1",
+                        "message": {"text": "queued hello", "origin": {"kind": "user"}},
+                    },
+                    2,
+                )
+                notes = await until(
+                    client,
+                    lambda n: is_action("chat/turnStarted", chat)(n) and action_of(n).get("queuedMessageId") == "q1",
+                    timeout=60,
+                )
                 queued_turn = action_of(notes[-1])["turnId"]
-                notes = await until(client, lambda n: is_action("chat/turnComplete", chat)(n)
-                                    and action_of(n)["turnId"] == queued_turn, timeout=60)
+                notes = await until(
+                    client,
+                    lambda n: is_action("chat/turnComplete", chat)(n) and action_of(n)["turnId"] == queued_turn,
+                    timeout=60,
+                )
                 fresh = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 assert [t["message"]["text"] for t in fresh["turns"]] == ["slow answer please", "queued hello"]
                 assert "queuedMessages" not in fresh

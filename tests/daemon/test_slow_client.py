@@ -38,16 +38,35 @@ async def test_a_reader_that_stops_is_closed_and_catches_up_on_reconnect() -> No
     host = Host(config_values={"clientQueueBytes": 2**20})
     big = "x" * 60_000
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(partial(
-            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
-            queue_limit=host.queue_limit,
-        ))
+        listening = await nursery.start(
+            partial(
+                serve_websocket,
+                host.serve_connection,
+                host="127.0.0.1",
+                port=0,
+                token=None,
+                queue_limit=host.queue_limit,
+            )
+        )
         url = f"ws://127.0.0.1:{listening.port}/"
         slow = await RawClient.connect(listening.port)
-        await slow.sock.send(masked_text_frame(json.dumps({
-            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": "slow",
-                "initialSubscriptions": [ROOT]}})))
+        await slow.sock.send(
+            masked_text_frame(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "initialize",
+                        "params": {
+                            "channel": ROOT,
+                            "protocolVersions": ["1.0.0"],
+                            "clientId": "slow",
+                            "initialSubscriptions": [ROOT],
+                        },
+                    }
+                )
+            )
+        )
         # Initialized: it sent its request and reads nothing, so only the host can tell.
         await eventually(lambda: any(p.client_id == "slow" for p in host.peers))
         async with rpc(url) as fast:
@@ -56,8 +75,15 @@ async def test_a_reader_that_stops_is_closed_and_catches_up_on_reconnect() -> No
             with trio.fail_after(30):
                 while any(p.client_id == "slow" for p in host.peers):
                     emitted += 1
-                    host.bus.emit(ROOT, {"type": "root/agentsChanged", "agents": [{
-                        "provider": f"p{emitted}", "displayName": "P", "description": big, "models": []}]})
+                    host.bus.emit(
+                        ROOT,
+                        {
+                            "type": "root/agentsChanged",
+                            "agents": [
+                                {"provider": f"p{emitted}", "displayName": "P", "description": big, "models": []}
+                            ],
+                        },
+                    )
                     note = await fast.next_note()
                     assert note["params"]["serverSeq"] == emitted  # the fast one misses nothing
                     await trio.lowlevel.checkpoint()
@@ -65,9 +91,15 @@ async def test_a_reader_that_stops_is_closed_and_catches_up_on_reconnect() -> No
             slow.close()
             # The slow client comes back and is answered from the replay buffer.
             async with rpc(url) as back:
-                reply = await back.call("reconnect", {
-                    "channel": ROOT, "clientId": "slow", "lastSeenServerSeq": 0, "subscriptions": [ROOT],
-                })
+                reply = await back.call(
+                    "reconnect",
+                    {
+                        "channel": ROOT,
+                        "clientId": "slow",
+                        "lastSeenServerSeq": 0,
+                        "subscriptions": [ROOT],
+                    },
+                )
                 result = reply["result"]
                 assert result["type"] == "replay"
                 assert [e["serverSeq"] for e in result["actions"]] == list(range(1, emitted + 1))

@@ -26,8 +26,9 @@ async def test_many_sessions_and_turns_leave_a_clean_capture(tmp_path) -> None:
             async with rpc(daemon.url) as client:
                 await client.initialize(f"soak-{n}")
                 uri = f"ahp-session:/{uuid.uuid4()}"
-                reply = await client.call("createSession", {"channel": uri, "workingDirectories": [tmp_path.as_uri()]},
-                                          timeout=120)
+                reply = await client.call(
+                    "createSession", {"channel": uri, "workingDirectories": [tmp_path.as_uri()]}, timeout=120
+                )
                 assert reply["result"] is None
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
                 chat = state["defaultChat"]
@@ -39,10 +40,18 @@ async def test_many_sessions_and_turns_leave_a_clean_capture(tmp_path) -> None:
                     if turn % 2:
                         notes = await until(client, is_action("session/inputNeededSet", uri), timeout=120)
                         request = notes[-1]["params"]["action"]["request"]
-                        await dispatch(client, chat, {
-                            "type": "chat/toolCallConfirmed", "turnId": action["turnId"],
-                            "toolCallId": request["toolCall"]["toolCallId"], "approved": True,
-                            "confirmed": "user-action"}, turn * 2 + 2)
+                        await dispatch(
+                            client,
+                            chat,
+                            {
+                                "type": "chat/toolCallConfirmed",
+                                "turnId": action["turnId"],
+                                "toolCallId": request["toolCall"]["toolCallId"],
+                                "approved": True,
+                                "confirmed": "user-action",
+                            },
+                            turn * 2 + 2,
+                        )
                     await until(client, is_action("chat/turnComplete", chat), timeout=120)
                 await client.call("disposeSession", {"channel": uri})
 

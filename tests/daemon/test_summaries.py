@@ -14,7 +14,17 @@ from ahpd.protocol import model
 
 from ..gitrepo import make_repo
 from .helpers import (
-    ROOT, Rpc, action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until, wire_clean,
+    ROOT,
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    is_action,
+    rpc,
+    start_turn,
+    until,
+    wire_clean,
 )
 from .test_chat_moves import hello
 
@@ -24,13 +34,16 @@ IS_READ, IS_ARCHIVED = 32, 64
 def summary_of(session: str):
     def check(note: dict) -> bool:
         return note.get("method") == "root/sessionSummaryChanged" and note["params"]["session"] == session
+
     return check
 
 
 def root_row(session: str, check):
     """A ``root/sessionSummaryChanged`` of ``session`` whose changes ``check`` accepts."""
+
     def matches(note: dict) -> bool:
         return summary_of(session)(note) and bool(check(note["params"]["changes"]))
+
     return matches
 
 
@@ -42,6 +55,7 @@ def answered(client_id: str, seq: int):
     def check(note: dict) -> bool:
         origin = note["params"].get("origin") or {} if note.get("method") == "action" else {}
         return origin.get("clientId") == client_id and origin.get("clientSeq") == seq
+
     return check
 
 
@@ -90,8 +104,11 @@ async def test_read_archived_titles_activity_and_meta_reach_every_subscriber(tmp
             # Another chat's bit is its own.
             await dispatch(ann, side, {"type": "chat/isArchivedChanged", "isArchived": True}, 4)
             seen = await until(bob, root_row(uri, lambda c: chat_row(c, side).get("status", 0) & IS_ARCHIVED))
-            assert [action_of(n)["changes"]["status"] & IS_ARCHIVED for n in seen
-                    if is_action("session/chatUpdated", uri)(n)] == [IS_ARCHIVED]
+            assert [
+                action_of(n)["changes"]["status"] & IS_ARCHIVED
+                for n in seen
+                if is_action("session/chatUpdated", uri)(n)
+            ] == [IS_ARCHIVED]
             # The session's own bits move its root row.
             await dispatch(ann, uri, {"type": "session/isReadChanged", "isRead": True}, 5)
             seen = await until(bob, root_row(uri, lambda c: c.get("status", 0) & IS_READ))
@@ -104,8 +121,9 @@ async def test_read_archived_titles_activity_and_meta_reach_every_subscriber(tmp
             title_before = (await state_of(bob, uri))["title"]
             await dispatch(ann, side, {"type": "session/titleChanged", "title": "Side notes"}, 7)
             seen = await until(bob, root_row(uri, lambda c: chat_row(c, side).get("title") == "Side notes"))
-            assert {"type": "session/chatUpdated", "chat": side, "changes": {"title": "Side notes"}} in \
-                [action_of(n) for n in seen]
+            assert {"type": "session/chatUpdated", "chat": side, "changes": {"title": "Side notes"}} in [
+                action_of(n) for n in seen
+            ]
             mine = await until(ann, answered("ann", 7))
             assert "rejectionReason" not in mine[-1]["params"]
             assert (await state_of(bob, uri))["title"] == title_before
@@ -119,20 +137,33 @@ async def test_read_archived_titles_activity_and_meta_reach_every_subscriber(tmp
             # Activity: the session says what the chat driving it does, and clears it with null.
             (repo / "b.txt").write_text("b\n")
             await dispatch(ann, default, start_turn("make a plan please"), 10)
-            seen = await until(bob, lambda n: summary_of(uri)(n) and n["params"]["changes"].get("activity"),
-                               timeout=180)
+            seen = await until(
+                bob, lambda n: summary_of(uri)(n) and n["params"]["changes"].get("activity"), timeout=180
+            )
             doing = seen[-1]["params"]["changes"]["activity"]
             assert {"type": "session/activityChanged", "activity": doing} in [action_of(n) for n in seen]
-            assert any(is_action("chat/activityChanged", default)(n) and action_of(n).get("activity") == doing
-                       for n in seen)
-            seen = await until(bob, lambda n: summary_of(uri)(n) and "activity" in n["params"]["changes"]
-                               and n["params"]["changes"]["activity"] is None, timeout=180)
+            assert any(
+                is_action("chat/activityChanged", default)(n) and action_of(n).get("activity") == doing for n in seen
+            )
+            seen = await until(
+                bob,
+                lambda n: (
+                    summary_of(uri)(n)
+                    and "activity" in n["params"]["changes"]
+                    and n["params"]["changes"]["activity"] is None
+                ),
+                timeout=180,
+            )
             assert {"type": "session/activityChanged"} in [action_of(n) for n in seen]
             assert "activity" not in (await state_of(bob, uri))
 
             # _meta moves as a whole: the file written before the turn is counted after it.
-            seen = await until(bob, lambda n: is_action("session/metaChanged", uri)(n)
-                               and action_of(n)["_meta"]["git"]["uncommittedChanges"] == 1)
+            seen = await until(
+                bob,
+                lambda n: (
+                    is_action("session/metaChanged", uri)(n) and action_of(n)["_meta"]["git"]["uncommittedChanges"] == 1
+                ),
+            )
             meta = action_of(seen[-1])["_meta"]
             assert meta["git"]["branchName"] == "main"
             seen = await until(bob, lambda n: summary_of(uri)(n) and "_meta" in n["params"]["changes"])
@@ -172,8 +203,9 @@ async def test_every_command_declaring_a_literal_channel_refuses_another(tmp_pat
             assert (await client.call("listSessions", {}))["result"] == {"items": []}
             assert "result" in await client.call("ping", {"channel": "ahp-session:/any"})
         async with rpc(daemon.url) as other:
-            reply = await other.call("initialize", {
-                "channel": "ahp-session:/any", "protocolVersions": ["1.0.0"], "clientId": "eve"})
+            reply = await other.call(
+                "initialize", {"channel": "ahp-session:/any", "protocolVersions": ["1.0.0"], "clientId": "eve"}
+            )
             assert "result" in reply, reply
         daemon.terminate()
         assert await daemon.wait() == 0

@@ -21,6 +21,8 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from ahpd.host.telemetry import telemetry
+
 from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, rpc, start_turn, wire_clean
 
 TRACES, METRICS = "ahp-otlp://traces", "ahp-otlp://metrics"
@@ -35,6 +37,7 @@ def parse(payload: dict[str, Any], message: Any) -> Any:
     """``payload`` as opentelemetry-proto's ``message``: every field name,
     type and enum checked by protobuf itself; the ids first turned from the
     OTLP/JSON mapping's hex into the bytes protobuf's JSON reader expects."""
+
     def fix(node: Any) -> Any:
         if isinstance(node, dict):
             out = {k: fix(v) for k, v in node.items()}
@@ -45,6 +48,7 @@ def parse(payload: dict[str, Any], message: Any) -> Any:
         if isinstance(node, list):
             return [fix(v) for v in node]
         return node
+
     return json_format.ParseDict(fix(payload), message(), ignore_unknown_fields=False)
 
 
@@ -84,8 +88,9 @@ async def otlp_note(client: Rpc, method: str, channel: str, timeout: float = 30)
 
 
 def sums(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {m["name"]: m["sum"] for rm in payload["resourceMetrics"] for sm in rm["scopeMetrics"]
-            for m in sm["metrics"]}
+    return {
+        m["name"]: m["sum"] for rm in payload["resourceMetrics"] for sm in rm["scopeMetrics"] for m in sm["metrics"]
+    }
 
 
 def total(metric: dict[str, Any]) -> int:
@@ -96,19 +101,25 @@ async def test_logs_traces_and_metrics_on_the_channels_and_at_a_collector(tmp_pa
     collector = Collector()
     threading.Thread(target=collector.serve_forever, daemon=True).start()
     capture = tmp_path / "wire.jsonl"
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_port}",
-           "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_BLRP_SCHEDULE_DELAY": "100",
-           "OTEL_METRIC_EXPORT_INTERVAL": "500"}
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_port}",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "OTEL_BLRP_SCHEDULE_DELAY": "100",
+        "OTEL_METRIC_EXPORT_INTERVAL": "500",
+    }
     try:
+        closed_before = telemetry.COUNTS.queue_closes
         async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=env) as daemon:
             async with rpc(daemon.url) as client, rpc(daemon.url) as quiet:
                 init = await client.initialize("w1")
                 assert init["telemetry"] == {"logs": "ahp-otlp://logs/{level}", "traces": TRACES, "metrics": METRICS}
                 await quiet.initialize("w2")
 
-                for bad, reason in (("ahp-otlp://logs/loud", "'loud' is not a log level"),
-                                    ("ahp-otlp://logs", "is not a telemetry channel"),
-                                    ("ahp-otlp://spans", "is not a telemetry channel")):
+                for bad, reason in (
+                    ("ahp-otlp://logs/loud", "'loud' is not a log level"),
+                    ("ahp-otlp://logs", "is not a telemetry channel"),
+                    ("ahp-otlp://spans", "is not a telemetry channel"),
+                ):
                     refused = await client.call("subscribe", {"channel": bad})
                     assert refused["error"]["code"] == -32602 and reason in refused["error"]["message"], refused
 
@@ -138,8 +149,18 @@ async def test_logs_traces_and_metrics_on_the_channels_and_at_a_collector(tmp_pa
                         if action.get("type") == "session/inputNeededSet":
                             call_id = action["request"]["toolCall"]["toolCallId"]
                             break
-                await dispatch(client, chat, {"type": "chat/toolCallConfirmed", "turnId": turn["turnId"],
-                                              "toolCallId": call_id, "approved": True, "confirmed": "user-action"}, 2)
+                await dispatch(
+                    client,
+                    chat,
+                    {
+                        "type": "chat/toolCallConfirmed",
+                        "turnId": turn["turnId"],
+                        "toolCallId": call_id,
+                        "approved": True,
+                        "confirmed": "user-action",
+                    },
+                    2,
+                )
                 tool = parse(await otlp_note(client, "otlp/exportTraces", TRACES), ExportTraceServiceRequest)
                 whole = parse(await otlp_note(client, "otlp/exportTraces", TRACES), ExportTraceServiceRequest)
                 [tool_span] = tool.resource_spans[0].scope_spans[0].spans
@@ -160,28 +181,54 @@ async def test_logs_traces_and_metrics_on_the_channels_and_at_a_collector(tmp_pa
                 assert total(found["ahpd.turns"]) == 1 and total(found["ahpd.tool_calls"]) == 1
                 assert total(found["ahpd.tokens"]) > 0 and total(found["ahpd.connections"]) >= 3
                 assert total(found["ahpd.frames_sent"]) > 10 and total(found["ahpd.bytes_sent"]) > 1000
-                assert total(found["ahpd.queue_closes"]) == 0
+                # The counters are the process's (a daemon is one); this daemon runs
+                # in the test's process, after whatever other tests closed.
+                assert total(found["ahpd.queue_closes"]) == closed_before
                 assert all(s["aggregationTemporality"] == 2 and s["isMonotonic"] for s in found.values())
 
                 # Never replayed: a reconnect hands back no telemetry and does not resume it.
                 seq = init["serverSeq"]
             async with rpc(daemon.url) as back:
-                reply = (await back.call("reconnect", {"channel": "ahp-root://", "clientId": "w1", "lastSeenServerSeq": seq,
-                                                        "subscriptions": [TRACES, chat]}))["result"]
+                reply = (
+                    await back.call(
+                        "reconnect",
+                        {
+                            "channel": "ahp-root://",
+                            "clientId": "w1",
+                            "lastSeenServerSeq": seq,
+                            "subscriptions": [TRACES, chat],
+                        },
+                    )
+                )["result"]
                 assert reply["type"] == "replay" and TRACES in reply["missing"]
                 assert all(not e["channel"].startswith("ahp-otlp:") for e in reply["actions"])
             daemon.terminate()
             assert await daemon.wait() == 0
 
-        spans = [s for r in collector.of("/v1/traces", ExportTraceServiceRequest)
-                 for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans]
+        spans = [
+            s
+            for r in collector.of("/v1/traces", ExportTraceServiceRequest)
+            for rs in r.resource_spans
+            for ss in rs.scope_spans
+            for s in ss.spans
+        ]
         assert {(s.name, s.kind) for s in spans} >= {("turn", 2)}
         assert any(s.kind == 3 for s in spans)
-        logs = [lr for r in collector.of("/v1/logs", ExportLogsServiceRequest)
-                for rl in r.resource_logs for sl in rl.scope_logs for lr in sl.log_records]
+        logs = [
+            lr
+            for r in collector.of("/v1/logs", ExportLogsServiceRequest)
+            for rl in r.resource_logs
+            for sl in rl.scope_logs
+            for lr in sl.log_records
+        ]
         assert any("no/suchNotification" in lr.body.string_value for lr in logs)
-        names = {m.name for r in collector.of("/v1/metrics", ExportMetricsServiceRequest)
-                 for rm in r.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        names = {
+            m.name
+            for r in collector.of("/v1/metrics", ExportMetricsServiceRequest)
+            for rm in r.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+        }
         assert {"ahpd.turns", "ahpd.tool_calls", "ahpd.bytes_sent"} <= names
     finally:
         collector.shutdown()

@@ -60,9 +60,11 @@ class Watcher:
 
     async def ready(self) -> None:
         """Until the shell's first prompt is out (its integration loaded)."""
+
         def prompted(_: Any = None) -> bool:
             prompt = output_of(self.state).rstrip(" ").endswith(("$", "#", "%"))
             return bool(self.state.get("supportsCommandDetection")) and prompt
+
         if not prompted():
             await self.wait_for(prompted)
 
@@ -93,7 +95,7 @@ def live_in_group(sid: int) -> list[int]:
             stat = Path(f"/proc/{entry}/stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if int(fields[3]) == sid:
             found.append(int(entry))
     return found
@@ -106,7 +108,7 @@ async def gone(pgid: int) -> None:
 def _stat(pid: int) -> list[str]:
     """/proc/PID/stat's fields after the command name: state, ppid, pgrp, session, tty_nr, tpgid..."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def shell_of(daemon: Any) -> int:
@@ -119,18 +121,21 @@ async def in_the_foreground(shell: int, command: str) -> None:
     """Until ``command`` runs as the terminal's foreground job: the tty's
     foreground process group (tpgid) is no longer the shell's, and its leader
     has exec'd ``command``. A ^C sent before then would reach the shell."""
+
     def running() -> bool:
         foreground = int(_stat(shell)[5])
         try:
             return foreground != shell and Path(f"/proc/{foreground}/comm").read_text().strip() == command
         except FileNotFoundError:
             return False
+
     await eventually(running)
 
 
 async def open_terminal(client: Rpc, uri: str, cwd: Path, **extra: Any) -> Watcher:
-    reply = await client.call("createTerminal", {
-        "channel": uri, "claim": {"kind": "client", "clientId": "ann"}, "cwd": cwd.as_uri(), **extra})
+    reply = await client.call(
+        "createTerminal", {"channel": uri, "claim": {"kind": "client", "clientId": "ann"}, "cwd": cwd.as_uri(), **extra}
+    )
     assert "result" in reply and reply["result"] is None, reply
     watcher = Watcher(client, uri)
     await watcher.subscribe()
@@ -159,9 +164,14 @@ async def test_bash_with_shell_integration(tmp_path) -> None:
             assert term.state["title"] == "build" and term.state["claim"] == {"kind": "client", "clientId": "ann"}
             assert term.state["lifecycle"] == {"status": "running"}
             roots = [n for n in client.notes if action_of(n) and action_of(n)["type"] == "root/terminalsChanged"]
-            assert roots and action_of(roots[-1])["terminals"] == [{
-                "resource": uri, "title": "build", "claim": {"kind": "client", "clientId": "ann"},
-                "lifecycle": {"status": "running"}}]
+            assert roots and action_of(roots[-1])["terminals"] == [
+                {
+                    "resource": uri,
+                    "title": "build",
+                    "claim": {"kind": "client", "clientId": "ann"},
+                    "lifecycle": {"status": "running"},
+                }
+            ]
 
             await term.ready()
             assert term.state["supportsCommandDetection"] is True
@@ -205,8 +215,10 @@ async def test_bash_with_shell_integration(tmp_path) -> None:
                 lines = [p["commandLine"] for p in snap["content"] if p["type"] == "command"]
                 assert lines == ["pwd; cd /tmp; false", "stty size", "sleep 100"]
                 # Bob may watch Ann's shell but not type into it.
-                await late.notify("dispatchAction", {"channel": uri, "clientSeq": 1,
-                                                     "action": {"type": "terminal/input", "data": "exit\r"}})
+                await late.notify(
+                    "dispatchAction",
+                    {"channel": uri, "clientSeq": 1, "action": {"type": "terminal/input", "data": "exit\r"}},
+                )
                 refused = await refusal(late)
                 assert "held by client ann" in refused["rejectionReason"]
                 denied = await late.call("disposeTerminal", {"channel": uri})
@@ -255,11 +267,17 @@ async def test_refusals_and_exit(tmp_path) -> None:
             for cols, rows in ((0, 24), (80, 0), (100000, 24), (80, 2.5)):
                 bad = await create(channel="ahp-terminal:/a", cols=cols, rows=rows)
                 assert bad["error"]["code"] == -32602, (cols, rows, bad)
-            other = await client.call("createTerminal", {"channel": "ahp-terminal:/a",
-                                                         "claim": {"kind": "client", "clientId": "eve"}})
+            other = await client.call(
+                "createTerminal", {"channel": "ahp-terminal:/a", "claim": {"kind": "client", "clientId": "eve"}}
+            )
             assert other["error"]["code"] == -32602 and "eve" in other["error"]["message"]
-            nosession = await client.call("createTerminal", {"channel": "ahp-terminal:/a", "claim": {
-                "kind": "session", "session": "ahp-session:/none", "chat": "ahp-chat:/none"}})
+            nosession = await client.call(
+                "createTerminal",
+                {
+                    "channel": "ahp-terminal:/a",
+                    "claim": {"kind": "session", "session": "ahp-session:/none", "chat": "ahp-chat:/none"},
+                },
+            )
             assert nosession["error"]["code"] == -32602 and "no session" in nosession["error"]["message"]
             taken = await create(channel="ahp-root://")
             assert taken["error"]["code"] == -32602
@@ -275,8 +293,12 @@ async def test_refusals_and_exit(tmp_path) -> None:
 
             await term.dispatch({"type": "terminal/resized", "cols": 0, "rows": 5})
             assert "cols must be" in (await refusal(client))["rejectionReason"]
-            await term.dispatch({"type": "terminal/claimed", "claim": {"kind": "session",
-                                 "session": "ahp-session:/none", "chat": "ahp-chat:/none"}})
+            await term.dispatch(
+                {
+                    "type": "terminal/claimed",
+                    "claim": {"kind": "session", "session": "ahp-session:/none", "chat": "ahp-chat:/none"},
+                }
+            )
             assert "no session" in (await refusal(client))["rejectionReason"]
             await term.dispatch({"type": "terminal/data", "data": "forged"})
             assert "host's to say" in (await refusal(client))["rejectionReason"]
@@ -357,8 +379,12 @@ async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
             notes = await until(client, is_action("chat/turnComplete", chat))
             actions = [action_of(n) for n in notes if action_of(n) and n["params"]["channel"] == chat]
             kinds = [a["type"] for a in actions]
-            assert kinds[:4] == ["chat/turnStarted", "chat/toolCallStart", "chat/toolCallReady",
-                                 "chat/toolCallContentChanged"], kinds
+            assert kinds[:4] == [
+                "chat/turnStarted",
+                "chat/toolCallStart",
+                "chat/toolCallReady",
+                "chat/toolCallContentChanged",
+            ], kinds
             done = next(a for a in actions if a["type"] == "chat/toolCallComplete")
             assert done["result"]["success"] is True
             (content,) = done["result"]["content"]
@@ -433,8 +459,18 @@ async def agent_terminal(daemon: Any, env: dict[str, str]) -> None:
             await dispatch(client, chat, turn, 1)
             notes = await until(client, is_action("session/inputNeededSet", session))
             call_id = action_of(notes[-1])["request"]["toolCall"]["toolCallId"]
-            await dispatch(client, chat, {"type": "chat/toolCallConfirmed", "turnId": turn["turnId"],
-                                          "toolCallId": call_id, "approved": True, "confirmed": "user-action"}, 2)
+            await dispatch(
+                client,
+                chat,
+                {
+                    "type": "chat/toolCallConfirmed",
+                    "turnId": turn["turnId"],
+                    "toolCallId": call_id,
+                    "approved": True,
+                    "confirmed": "user-action",
+                },
+                2,
+            )
             notes = await until(client, is_action("chat/toolCallContentChanged", chat))
             (reference,) = action_of(notes[-1])["content"]
             assert reference["type"] == "terminal" and reference["isPty"] is True
@@ -443,8 +479,13 @@ async def agent_terminal(daemon: Any, env: dict[str, str]) -> None:
             await term.subscribe()
             if term.state["claim"].get("toolCallId") is None:
                 await term.wait_for(kind("terminal/claimed"))
-            assert term.state["claim"] == {"kind": "session", "session": session, "chat": chat,
-                                           "turnId": turn["turnId"], "toolCallId": call_id}
+            assert term.state["claim"] == {
+                "kind": "session",
+                "session": session,
+                "chat": chat,
+                "turnId": turn["turnId"],
+                "toolCallId": call_id,
+            }
             assert term.state["lifecycle"] == {"status": "running"}  # it waits for us
             await term.type("hello\r")
             notes = await until(client, is_action("chat/turnComplete", chat))
@@ -503,11 +544,23 @@ async def test_scrollback_is_capped_and_a_late_snapshot_keeps_the_end(tmp_path) 
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
-            await client.notify("dispatchAction", {"channel": "ahp-root://", "clientSeq": 1, "action": {
-                "type": "root/configChanged", "config": {"terminalScrollback": 65536}}})
+            await client.notify(
+                "dispatchAction",
+                {
+                    "channel": "ahp-root://",
+                    "clientSeq": 1,
+                    "action": {"type": "root/configChanged", "config": {"terminalScrollback": 65536}},
+                },
+            )
             await until(client, lambda n: (action_of(n) or {}).get("type") == "root/configChanged")
-            await client.notify("dispatchAction", {"channel": "ahp-root://", "clientSeq": 2, "action": {
-                "type": "root/configChanged", "config": {"terminalScrollback": 10}}})
+            await client.notify(
+                "dispatchAction",
+                {
+                    "channel": "ahp-root://",
+                    "clientSeq": 2,
+                    "action": {"type": "root/configChanged", "config": {"terminalScrollback": 10}},
+                },
+            )
             assert "terminalScrollback must be from 65536" in (await refusal(client))["rejectionReason"]
             term = await open_terminal(client, "ahp-terminal:/big", Path(env["HOME"]))
             await term.ready()

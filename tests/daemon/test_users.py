@@ -22,9 +22,13 @@ USERS = "ahpd://users"
 def users(tmp_path, data_dir, *args: str) -> subprocess.CompletedProcess[str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "ahpd", "users", *args, "--data-dir", str(data_dir)],
-                          capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")})
+    return subprocess.run(
+        [sys.executable, "-m", "ahpd", "users", *args, "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state")},
+    )
 
 
 def test_the_cli_adds_lists_and_removes_users(tmp_path) -> None:
@@ -63,13 +67,19 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
             agents = init["snapshots"][0]["state"]["agents"]
             assert all(USERS in [r["resource"] for r in a["protectedResources"]] for a in agents)
 
-            unknown = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "mallory:abc"})
+            unknown = await client.call(
+                "authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "mallory:abc"}
+            )
             assert unknown["error"]["code"] == -32007
             assert "no user mallory" in unknown["error"]["message"]
-            wrong = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "alice:not-the-secret"})
+            wrong = await client.call(
+                "authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "alice:not-the-secret"}
+            )
             assert wrong["error"]["code"] == -32007 and "not alice's" in wrong["error"]["message"]
             assert wrong["error"]["data"]["resources"][0]["resource"] == USERS
-            shapeless = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "no-colon"})
+            shapeless = await client.call(
+                "authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "no-colon"}
+            )
             assert shapeless["error"]["code"] == -32007
 
             # Not signed in: the deployment's own token is who acts.
@@ -77,7 +87,9 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
             state = (await client.call("subscribe", {"channel": root_session}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == root_ref
 
-            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": token}))["result"] == {}
+            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": token}))[
+                "result"
+            ] == {}
             uri, chat = await create(client, work)
             state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == "user:alice"
@@ -90,8 +102,10 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
 
             # A chat begun with a message names its sender the same way.
             side = f"ahp-chat:/{uuid.uuid4()}"
-            created = await client.call("createChat", {
-                "channel": uri, "chat": side, "initialMessage": {"text": "and you", "origin": {"kind": "user"}}})
+            created = await client.call(
+                "createChat",
+                {"channel": uri, "chat": side, "initialMessage": {"text": "and you", "origin": {"kind": "user"}}},
+            )
             assert created["result"] is None, created
             side_turns = (await client.call("subscribe", {"channel": side}))["result"]["snapshot"]["state"]
             message = (side_turns.get("activeTurn") or (side_turns["turns"] or [{}])[-1])["message"]
@@ -99,13 +113,23 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
 
             # An automation is its creator's, and so is every run of it.
             assert await automations.catalogue(client) == []  # subscribed before dispatching to it
-            await automations.dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/a",
-                                                "definition": automations.definition("chore", work)}, 2)
+            await automations.dispatch(
+                client,
+                {
+                    "type": "automation/createRequested",
+                    "resource": "ahp-automation:/a",
+                    "definition": automations.definition("chore", work),
+                },
+                2,
+            )
             assert "rejectionReason" not in await automations.answered(client, 2)
             (entry,) = await automations.catalogue(client)
             assert entry["_meta"]["ahpd.owner"] == "user:alice"
-            run = (await client.call("runAutomation", {"channel": automations.CAT, "automation": "ahp-automation:/a",
-                                                       "requestId": "r1"}))["result"]["resource"]
+            run = (
+                await client.call(
+                    "runAutomation", {"channel": automations.CAT, "automation": "ahp-automation:/a", "requestId": "r1"}
+                )
+            )["result"]["resource"]
             state = await automations.run_state(client, run, lambda s: True)
             assert state["_meta"]["ahpd.owner"] == "user:alice"
         daemon.terminate()
@@ -119,15 +143,23 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
             assert owners[uri] == "user:alice" and owners[root_session] == root_ref
             state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == "user:alice"
-            row = next(r for r in (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"] if r["resource"] == uri)
+            row = next(
+                r
+                for r in (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"]
+                if r["resource"] == uri
+            )
             assert row["_meta"]["ahpd.owner"] == "user:alice"
             turns = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]["turns"]
             assert turns[0]["message"]["_meta"]["ahpd.sender"] == "user:alice"
             (entry,) = await automations.catalogue(client)
             assert entry["_meta"]["ahpd.owner"] == "user:alice"
             # Signing out is an empty token; a signed-out connection acts as root again.
-            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": token}))["result"] == {}
-            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": ""}))["result"] == {}
+            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": token}))[
+                "result"
+            ] == {}
+            assert (await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": ""}))[
+                "result"
+            ] == {}
             later, _ = await create(client, work)
             state = (await client.call("subscribe", {"channel": later}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == root_ref
@@ -142,7 +174,9 @@ async def test_a_host_without_a_directory_names_nobody(tmp_path) -> None:
             init = await client.initialize("w1")
             agents = init["snapshots"][0]["state"]["agents"]
             assert not any(r["resource"] == USERS for a in agents for r in a.get("protectedResources") or [])
-            refused = await client.call("authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "alice:x"})
+            refused = await client.call(
+                "authenticate", {"channel": "ahp-root://", "resource": USERS, "token": "alice:x"}
+            )
             assert refused["error"]["code"] == -32602 and "not a protected resource" in refused["error"]["message"]
             uri, chat = await create(client, work)
             state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]

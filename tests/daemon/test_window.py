@@ -79,7 +79,7 @@ async def test_diagnostics_state_files_debug_logs_containers_and_shutdown(tmp_pa
                 assert ok["dnsIpv4"]["address"] == "127.0.0.1" and ok["durationMs"] >= 0
                 moved = (await client.call("diagnosticsFetch", {"url": base + "/moved"}, timeout=60))["result"]
                 assert moved["statusCode"] == 302 and site.paths == ["/ok", "/moved"]  # never /elsewhere
-                down = (await client.call("diagnosticsFetch", {"url": f"http://127.0.0.1:{dead_port}/"}, timeout=60))
+                down = await client.call("diagnosticsFetch", {"url": f"http://127.0.0.1:{dead_port}/"}, timeout=60)
                 assert "refused" in down["result"]["error"].lower() and "statusCode" not in down["result"]
                 for bad in ({"url": "ftp://127.0.0.1/x"}, {"url": "not a url"}, {}):
                     refused = await client.call("diagnosticsFetch", bad)
@@ -95,15 +95,21 @@ async def test_diagnostics_state_files_debug_logs_containers_and_shutdown(tmp_pa
                 assert missing["error"]["code"] == -32001
 
                 # The bundle: collected, read back a chunk at a time, unpacked, read.
-                made = (await client.call("vscode/collectAgentHostDebugLogs",
-                                          {"session": uri, "chat": chat, "kind": "archive"}))["result"]
+                made = (
+                    await client.call(
+                        "vscode/collectAgentHostDebugLogs", {"session": uri, "chat": chat, "kind": "archive"}
+                    )
+                )["result"]
                 assert made["kind"] == "archive" and made["providerLogsIncluded"] is False
                 names = {e["path"] for e in made["entries"]}
                 assert {"agenthost/ahpd.log", "events.jsonl"} <= names
                 blob, position = b"", 0
                 while True:
-                    chunk = (await client.call("vscode/readAgentHostDebugLogsChunk",
-                                               {"resource": made["resource"], "position": position}))["result"]
+                    chunk = (
+                        await client.call(
+                            "vscode/readAgentHostDebugLogsChunk", {"resource": made["resource"], "position": position}
+                        )
+                    )["result"]
                     piece = base64.b64decode(chunk["data"])
                     blob, position = blob + piece, position + len(piece)
                     if chunk["eof"]:
@@ -115,15 +121,19 @@ async def test_diagnostics_state_files_debug_logs_containers_and_shutdown(tmp_pa
                 assert events[0]["uri"] == uri and events[1]["uri"] == chat
                 assert sum(e["size"] for e in made["entries"]) == made["uncompressedSize"]
 
-                past = await client.call("vscode/readAgentHostDebugLogsChunk",
-                                         {"resource": made["resource"], "position": made["size"] + 1})
+                past = await client.call(
+                    "vscode/readAgentHostDebugLogsChunk", {"resource": made["resource"], "position": made["size"] + 1}
+                )
                 assert past["error"]["code"] == -32602 and "past the end" in past["error"]["message"]
-                end = await client.call("vscode/readAgentHostDebugLogsChunk",
-                                        {"resource": made["resource"], "position": made["size"]})
+                end = await client.call(
+                    "vscode/readAgentHostDebugLogsChunk", {"resource": made["resource"], "position": made["size"]}
+                )
                 assert end["result"] == {"data": "", "eof": True}
-                for bad, why in (({"resource": (data / "token").as_uri(), "position": 0}, "not an archive this host"),
-                                 ({"resource": made["resource"], "position": -1}, "non-negative"),
-                                 ({"position": 0}, "resource must be")):
+                for bad, why in (
+                    ({"resource": (data / "token").as_uri(), "position": 0}, "not an archive this host"),
+                    ({"resource": made["resource"], "position": -1}, "non-negative"),
+                    ({"position": 0}, "resource must be"),
+                ):
                     refused = await client.call("vscode/readAgentHostDebugLogsChunk", bad)
                     assert refused["error"]["code"] == -32602 and why in refused["error"]["message"], refused
 
@@ -134,8 +144,11 @@ async def test_diagnostics_state_files_debug_logs_containers_and_shutdown(tmp_pa
                 wrong = await client.call("vscode/collectAgentHostDebugLogs", {"kind": "tarball"})
                 assert wrong["error"]["code"] == -32602
 
-                for method in ("vscode/devContainers/isDockerAvailable", "vscode/devContainers/connect",
-                               "vscode/devContainers/relaySend"):
+                for method in (
+                    "vscode/devContainers/isDockerAvailable",
+                    "vscode/devContainers/connect",
+                    "vscode/devContainers/relaySend",
+                ):
                     refused = await client.call(method, {})
                     assert refused["error"]["code"] == -32601 and "dev container relay" in refused["error"]["message"]
                 assert (await client.call("vscode/noSuchThing", {}))["error"]["code"] == -32601

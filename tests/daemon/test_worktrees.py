@@ -33,29 +33,53 @@ async def test_resolve_session_config_and_branch_completions(tmp_path) -> None:
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("dora")
-            reply = await client.call("resolveSessionConfig", {
-                "channel": "ahp-root://", "workingDirectory": repo.as_uri(), "config": {"isolation": "worktree"}})
+            reply = await client.call(
+                "resolveSessionConfig",
+                {"channel": "ahp-root://", "workingDirectory": repo.as_uri(), "config": {"isolation": "worktree"}},
+            )
             fits("/commands/resolveSessionConfig/result", reply["result"])
             props = reply["result"]["schema"]["properties"]
-            tree = {"isolation", "branch", "worktreeIncludeFiles", "worktreeSymlinkFolders",
-                    "worktreeBranchPrefix", "worktreeCreateNewBranch", "worktreeBranchTrack"}
+            tree = {
+                "isolation",
+                "branch",
+                "worktreeIncludeFiles",
+                "worktreeSymlinkFolders",
+                "worktreeBranchPrefix",
+                "worktreeCreateNewBranch",
+                "worktreeBranchTrack",
+            }
             assert set(props) == tree | {"model", "effortLevel", "mode"}  # the agent's own beside the tree's
             assert {k: props[k].get("default") for k in tree} == {
-                "isolation": "folder", "branch": "main", "worktreeIncludeFiles": [], "worktreeSymlinkFolders": [],
-                "worktreeBranchPrefix": "", "worktreeCreateNewBranch": "true", "worktreeBranchTrack": "false"}
+                "isolation": "folder",
+                "branch": "main",
+                "worktreeIncludeFiles": [],
+                "worktreeSymlinkFolders": [],
+                "worktreeBranchPrefix": "",
+                "worktreeCreateNewBranch": "true",
+                "worktreeBranchTrack": "false",
+            }
             assert props["worktreeCreateNewBranch"]["enum"] == props["worktreeBranchTrack"]["enum"] == ["true", "false"]
             assert props["branch"]["enum"][0] == "feature/login" and props["branch"]["default"] == "main"
             # What was answered stays answered; the agent's own keys come with its defaults.
-            assert reply["result"]["values"] == {"isolation": "worktree", "model": "demo-swift",
-                                                 "effortLevel": "medium", "mode": "default"}
-            outside = await client.call("resolveSessionConfig", {"channel": "ahp-root://",
-                                                                 "workingDirectory": plain.as_uri()})
+            assert reply["result"]["values"] == {
+                "isolation": "worktree",
+                "model": "demo-swift",
+                "effortLevel": "medium",
+                "mode": "default",
+            }
+            outside = await client.call(
+                "resolveSessionConfig", {"channel": "ahp-root://", "workingDirectory": plain.as_uri()}
+            )
             assert "isolation" not in outside["result"]["schema"]["properties"]
-            found = await client.call("sessionConfigCompletions", {
-                "channel": "ahp-root://", "workingDirectory": repo.as_uri(), "property": "branch", "query": "LOG"})
+            found = await client.call(
+                "sessionConfigCompletions",
+                {"channel": "ahp-root://", "workingDirectory": repo.as_uri(), "property": "branch", "query": "LOG"},
+            )
             assert [i["value"] for i in found["result"]["items"]] == ["feature/login"]
-            every = await client.call("sessionConfigCompletions", {
-                "channel": "ahp-root://", "workingDirectory": repo.as_uri(), "property": "branch"})
+            every = await client.call(
+                "sessionConfigCompletions",
+                {"channel": "ahp-root://", "workingDirectory": repo.as_uri(), "property": "branch"},
+            )
             assert [i["value"] for i in every["result"]["items"]][0] == "feature/login"
             assert set(i["value"] for i in every["result"]["items"]) == {"feature/login", "main", "older"}
         daemon.terminate()
@@ -70,10 +94,20 @@ async def test_a_worktree_session_end_to_end(tmp_path) -> None:
             trees = []
             for _ in range(2):
                 uri = f"ahp-session:/{uuid.uuid4()}"
-                reply = await client.call("createSession", {
-                    "channel": uri, "workingDirectories": [repo.as_uri()],
-                    "config": {"isolation": "worktree", "branch": "main", "worktreeIncludeFiles": ".env, *.missing",
-                               "worktreeSymlinkFolders": ["node_modules"]}}, timeout=60)
+                reply = await client.call(
+                    "createSession",
+                    {
+                        "channel": uri,
+                        "workingDirectories": [repo.as_uri()],
+                        "config": {
+                            "isolation": "worktree",
+                            "branch": "main",
+                            "worktreeIncludeFiles": ".env, *.missing",
+                            "worktreeSymlinkFolders": ["node_modules"],
+                        },
+                    },
+                    timeout=60,
+                )
                 assert reply.get("result", "missing") is None, reply
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
                 [folder] = state["workingDirectories"]
@@ -98,9 +132,15 @@ async def test_a_worktree_session_end_to_end(tmp_path) -> None:
             assert (dirty / "work.txt").read_text() == "somebody's work\n"  # kept, with the work in it
             assert str(dirty) in git(repo, "worktree", "list")
 
-            bad = await client.call("createSession", {
-                "channel": f"ahp-session:/{uuid.uuid4()}", "workingDirectories": [(tmp_path / "d").as_uri()],
-                "config": {"isolation": "worktree"}}, timeout=60)
+            bad = await client.call(
+                "createSession",
+                {
+                    "channel": f"ahp-session:/{uuid.uuid4()}",
+                    "workingDirectories": [(tmp_path / "d").as_uri()],
+                    "config": {"isolation": "worktree"},
+                },
+                timeout=60,
+            )
             assert bad["error"]["code"] == -32602 and "worktree" in bad["error"]["message"]
         daemon.terminate()
         await daemon.wait()
@@ -108,8 +148,9 @@ async def test_a_worktree_session_end_to_end(tmp_path) -> None:
 
 async def _tree_of(client, config: dict) -> tuple[str, dict]:
     uri = f"ahp-session:/{uuid.uuid4()}"
-    reply = await client.call("createSession", {"channel": uri, "workingDirectories": [config.pop("_repo")],
-                                                "config": config}, timeout=60)
+    reply = await client.call(
+        "createSession", {"channel": uri, "workingDirectories": [config.pop("_repo")], "config": config}, timeout=60
+    )
     return uri, reply
 
 
@@ -125,9 +166,16 @@ async def test_branch_prefix_track_and_the_base_branch_itself(tmp_path) -> None:
         async with rpc(daemon.url) as client:
             await client.initialize("fay")
             # a prefixed new branch that tracks its base
-            uri, reply = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree",
-                                                 "branch": "feature/login", "worktreeBranchPrefix": "fay/",
-                                                 "worktreeBranchTrack": "true"})
+            uri, reply = await _tree_of(
+                client,
+                {
+                    "_repo": repo.as_uri(),
+                    "isolation": "worktree",
+                    "branch": "feature/login",
+                    "worktreeBranchPrefix": "fay/",
+                    "worktreeBranchTrack": "true",
+                },
+            )
             assert reply.get("result", "missing") is None, reply
             tree = await _folder(client, uri)
             branch = git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip()
@@ -143,26 +191,46 @@ async def test_branch_prefix_track_and_the_base_branch_itself(tmp_path) -> None:
 
             # createNewBranch 'false': the tree is on the base branch itself; disposal keeps the branch
             before = set(git(repo, "branch", "--format=%(refname:short)").split())
-            uri3, reply = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree",
-                                                  "branch": "older", "worktreeCreateNewBranch": "false"})
+            uri3, reply = await _tree_of(
+                client,
+                {
+                    "_repo": repo.as_uri(),
+                    "isolation": "worktree",
+                    "branch": "older",
+                    "worktreeCreateNewBranch": "false",
+                },
+            )
             assert reply.get("result", "missing") is None, reply
             own = await _folder(client, uri3)
             assert git(own, "rev-parse", "--abbrev-ref", "HEAD").strip() == "older"
             assert set(git(repo, "branch", "--format=%(refname:short)").split()) == before  # no branch made
             # ...and nobody else can have it checked out at the same time
-            _, taken = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree",
-                                               "branch": "older", "worktreeCreateNewBranch": "false"})
+            _, taken = await _tree_of(
+                client,
+                {
+                    "_repo": repo.as_uri(),
+                    "isolation": "worktree",
+                    "branch": "older",
+                    "worktreeCreateNewBranch": "false",
+                },
+            )
             assert taken["error"]["code"] == -32602 and "checked out" in taken["error"]["message"]
             assert taken["error"]["data"]["path"] == "$.config.worktreeCreateNewBranch"
-            _, main = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree",
-                                              "branch": "main", "worktreeCreateNewBranch": "false"})
+            _, main = await _tree_of(
+                client,
+                {"_repo": repo.as_uri(), "isolation": "worktree", "branch": "main", "worktreeCreateNewBranch": "false"},
+            )
             assert main["error"]["code"] == -32602 and "main" in main["error"]["message"]
             assert (await client.call("disposeSession", {"channel": uri3}))["result"] is None
             assert not own.exists()
             assert "older" in git(repo, "branch", "--list", "older")  # the user's branch stays
 
-            for key, value in [("worktreeCreateNewBranch", "yes"), ("worktreeBranchTrack", 1),
-                               ("worktreeBranchPrefix", 7), ("worktreeBranchPrefix", "bad..name/")]:
+            for key, value in [
+                ("worktreeCreateNewBranch", "yes"),
+                ("worktreeBranchTrack", 1),
+                ("worktreeBranchPrefix", 7),
+                ("worktreeBranchPrefix", "bad..name/"),
+            ]:
                 _, bad = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree", key: value})
                 assert bad["error"]["code"] == -32602, (key, value, bad)
                 assert key in bad["error"]["message"] and bad["error"]["data"]["path"] == f"$.config.{key}"

@@ -92,7 +92,8 @@ class DemoClient:
         return [
             update
             for tag, sid, update in self.events
-            if tag == "update" and (session_id is None or sid == session_id)
+            if tag == "update"
+            and (session_id is None or sid == session_id)
             and (kind is None or update.session_update == kind)
         ]
 

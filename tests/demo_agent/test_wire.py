@@ -266,7 +266,11 @@ def test_run_a_command_in_a_client_terminal(tmp_path: Path) -> None:
             assert client.terminals[terminal_id].released
             methods = [name for tag, name, _ in client.events if tag == "request"]
             assert methods == [
-                "request_permission", "create_terminal", "wait_for_terminal_exit", "terminal_output", "release_terminal",
+                "request_permission",
+                "create_terminal",
+                "wait_for_terminal_exit",
+                "terminal_output",
+                "release_terminal",
             ]
             [start] = client.updates(sid, "tool_call")
             assert start.kind == "execute"

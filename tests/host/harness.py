@@ -94,10 +94,15 @@ class Client:
             skipped.append(reply)
 
     async def initialize(self, client_id: str = "c1", subscriptions=("ahp-root://",), versions=("1.0.0",)) -> dict:
-        reply = await self.call("initialize", {
-            "channel": "ahp-root://", "protocolVersions": list(versions), "clientId": client_id,
-            "initialSubscriptions": list(subscriptions),
-        })
+        reply = await self.call(
+            "initialize",
+            {
+                "channel": "ahp-root://",
+                "protocolVersions": list(versions),
+                "clientId": client_id,
+                "initialSubscriptions": list(subscriptions),
+            },
+        )
         assert "result" in reply, reply
         return reply["result"]
 

@@ -48,10 +48,16 @@ async def live_host(tmp_path: Path, backends: dict[str, Any] | None = None, **co
     live = LiveHost(host)
     async with trio.open_nursery() as nursery:
         await nursery.start(live.run_host)
-        listening = await nursery.start(partial(
-            serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None,
-            queue_limit=host.queue_limit,
-        ))
+        listening = await nursery.start(
+            partial(
+                serve_websocket,
+                host.serve_connection,
+                host="127.0.0.1",
+                port=0,
+                token=None,
+                queue_limit=host.queue_limit,
+            )
+        )
         live.url = listening.url
         yield live
         nursery.cancel_scope.cancel()
@@ -59,10 +65,14 @@ async def live_host(tmp_path: Path, backends: dict[str, Any] | None = None, **co
 
 def ending_of(chat: str):
     """A predicate for the action that ends a turn in ``chat``."""
+
     def check(note: dict) -> bool:
         action = action_of(note) or {}
-        return action.get("type") in ("chat/turnComplete", "chat/error", "chat/turnCancelled") \
+        return (
+            action.get("type") in ("chat/turnComplete", "chat/error", "chat/turnCancelled")
             and note["params"]["channel"] == chat
+        )
+
     return check
 
 

@@ -84,14 +84,17 @@ def spawn_fake_daemon(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess
     def spawn(*flags: str) -> tuple[subprocess.Popen[bytes], Path]:
         data_dir = tmp_path / f"d{len(procs)}"
         log = open(tmp_path / f"fake{len(procs)}.log", "wb")
-        proc = subprocess.Popen([sys.executable, str(script), str(data_dir), *flags],
-                                stdout=log, stderr=subprocess.STDOUT, env=py_env())
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(data_dir), *flags], stdout=log, stderr=subprocess.STDOUT, env=py_env()
+        )
         log.close()
         procs.append(proc)
 
         def ready() -> bool:
             if proc.poll() is not None:
-                raise AssertionError(f"fake daemon exited early: {(tmp_path / f'fake{len(procs) - 1}.log').read_text()}")
+                raise AssertionError(
+                    f"fake daemon exited early: {(tmp_path / f'fake{len(procs) - 1}.log').read_text()}"
+                )
             return read_runtime(data_dir) is not None
 
         wait_for(ready, what="the fake daemon's ahpd.json")

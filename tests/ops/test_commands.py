@@ -19,7 +19,12 @@ Spawn = Callable[..., tuple[subprocess.Popen[bytes], Path]]
 
 def test_format_duration() -> None:
     assert [format_duration(s) for s in (0, 45, 192, 7500, 3 * 86400 + 4 * 3600 + 5)] == [
-        "0s", "45s", "3m12s", "2h05m", "3d4h"]
+        "0s",
+        "45s",
+        "3m12s",
+        "2h05m",
+        "3d4h",
+    ]
 
 
 def test_nothing_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,8 +73,9 @@ def test_stop_times_out(spawn_fake_daemon: Spawn, capsys: pytest.CaptureFixture[
     assert proc.poll() is None
 
 
-def test_stop_refuses_a_reused_pid(tmp_path: Path, sleeper: subprocess.Popen[bytes],
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_stop_refuses_a_reused_pid(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
     write_runtime(tmp_path, pid=sleeper.pid, host="127.0.0.1", port=1, url="ws://127.0.0.1:1")
     assert run_cli("stop", "--data-dir", str(tmp_path)) == 3
     assert "now another program" in capsys.readouterr().out
@@ -77,7 +83,9 @@ def test_stop_refuses_a_reused_pid(tmp_path: Path, sleeper: subprocess.Popen[byt
 
 
 def test_service_install_passes_a_custom_data_dir(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_systemctl: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    no_systemctl: None,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))

@@ -23,7 +23,10 @@ def test_write_is_private_and_complete(tmp_path: Path) -> None:
     assert record["pid"] == os.getpid()
     assert record["startedAt"].endswith("Z") and "T" in record["startedAt"]
     assert {k: record[k] for k in ("host", "port", "url")} == {
-        "host": "127.0.0.1", "port": 8123, "url": "ws://127.0.0.1:8123"}
+        "host": "127.0.0.1",
+        "port": 8123,
+        "url": "ws://127.0.0.1:8123",
+    }
     assert read_runtime(tmp_path / "d") == record
     write_runtime(tmp_path / "d", host="127.0.0.1", port=9000, url="ws://127.0.0.1:9000")
     assert read_runtime(tmp_path / "d")["port"] == 9000

@@ -96,7 +96,9 @@ def test_reinstall_then_uninstall(config_home: Path, fake_systemctl: Callable[..
     assert not unit.exists()
     assert f"removed {unit}" in lines
     assert calls.read_text().splitlines() == ["--user daemon-reload"] * 2 + [
-        "--user disable --now ahpd", "--user daemon-reload"]
+        "--user disable --now ahpd",
+        "--user daemon-reload",
+    ]
     assert service.uninstall() == [f"no unit to remove at {unit}"]
 
 
@@ -105,6 +107,8 @@ def test_status_lines(config_home: Path, fake_systemctl: Callable[..., Path], no
     assert service.status() == [f"unit file: {unit} (absent)", "systemctl not found on PATH; cannot ask systemd"]
     fake_systemctl(exit_code=3, output="inactive")
     service.install(exec_path="/x/ahpd")
-    assert service.status() == [f"unit file: {unit} (present)",
-                                "systemctl --user is-enabled ahpd: inactive",
-                                "systemctl --user is-active ahpd: inactive"]
+    assert service.status() == [
+        f"unit file: {unit} (present)",
+        "systemctl --user is-enabled ahpd: inactive",
+        "systemctl --user is-active ahpd: inactive",
+    ]

@@ -29,8 +29,10 @@ def test_token_created_0600_and_reused(tmp_path: Path) -> None:
 def test_concurrent_first_runs_agree_on_one_token(tmp_path: Path) -> None:
     data = tmp_path / "data"
     code = "import sys; from ahpd.ops.token import load_or_create_token as f; print(f(sys.argv[1]))"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(data)], stdout=subprocess.PIPE,
-                              env=py_env(), text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(data)], stdout=subprocess.PIPE, env=py_env(), text=True)
+        for _ in range(4)
+    ]
     outs = {p.communicate(timeout=60)[0].strip() for p in procs}
     assert all(p.returncode == 0 for p in procs)
     assert outs == {(data / "token").read_text().strip()}

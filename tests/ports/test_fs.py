@@ -40,8 +40,15 @@ def test_dot_dot_never_climbs_above_the_root(fence: Fence, tree: tuple[Path, Pat
     root, _ = tree
     assert fence.read_bytes("sub/../sub/a.txt") == b"inside\n"
     assert fence.read_bytes(str(root / "sub" / "." / "a.txt")) == b"inside\n"
-    for bad in ("../outside/secret", "sub/../../outside/secret", "..", str(root / ".." / "outside" / "secret"),
-                str(root) + "-sibling/x", str(root.parent / "outside" / "secret"), "/etc/passwd"):
+    for bad in (
+        "../outside/secret",
+        "sub/../../outside/secret",
+        "..",
+        str(root / ".." / "outside" / "secret"),
+        str(root) + "-sibling/x",
+        str(root.parent / "outside" / "secret"),
+        "/etc/passwd",
+    ):
         with pytest.raises(fs.Outside):
             fence.read_bytes(bad)
     with pytest.raises(fs.Outside):
@@ -134,8 +141,17 @@ def test_a_folder_swapped_for_a_link_while_we_read_never_reaches_out(fence: Fenc
 
 def test_odd_names_round_trip(fence: Fence, tree: tuple[Path, Path]) -> None:
     root, _ = tree
-    names = ["with space", "new\nline", "ünïcødé ☃", "-dash", "...", "back\\slash", ".hidden", "tab\tname",
-             "\udcff-bytes"]  # the last one is a name that is not UTF-8, as os.fsdecode gives it
+    names = [
+        "with space",
+        "new\nline",
+        "ünïcødé ☃",
+        "-dash",
+        "...",
+        "back\\slash",
+        ".hidden",
+        "tab\tname",
+        "\udcff-bytes",
+    ]  # the last one is a name that is not UTF-8, as os.fsdecode gives it
     for name in names:
         fence.write_bytes(f"odd/{name}", name.encode("utf-8", "surrogateescape"), parents=True)
         assert fence.read_bytes(f"odd/{name}") == name.encode("utf-8", "surrogateescape")
@@ -148,8 +164,9 @@ def test_odd_names_round_trip(fence: Fence, tree: tuple[Path, Path]) -> None:
         fence.read_bytes("")
 
 
-def test_a_write_that_fails_half_way_leaves_the_old_file(fence: Fence, tree: tuple[Path, Path],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_write_that_fails_half_way_leaves_the_old_file(
+    fence: Fence, tree: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     root, _ = tree
     target = root / "sub" / "a.txt"
     target.chmod(0o751)

@@ -27,8 +27,12 @@ def test_status_matches_git_status_porcelain(tmp_path) -> None:
     repo = mixed_repo(tmp_path / "r")
     rows = gitport.Repo(repo).status()
     assert _letters(rows) == {
-        "both.txt": ("MM", None), "fresh.txt": ("??", None), "gone.txt": (" D", None),
-        "new.txt": ("R ", "old.txt"), "src/pkg/added.py": ("??", None), "src/pkg/mod.py": (" M", None),
+        "both.txt": ("MM", None),
+        "fresh.txt": ("??", None),
+        "gone.txt": (" D", None),
+        "new.txt": ("R ", "old.txt"),
+        "src/pkg/added.py": ("??", None),
+        "src/pkg/mod.py": (" M", None),
     }
     # The same two letters git prints for each path.
     expected = {line[3:].split(" -> ")[-1]: line[:2] for line in porcelain(repo)}
@@ -98,7 +102,10 @@ def test_commit_the_whole_changeset_takes_the_index_or_everything(tmp_path) -> N
     repo = mixed_repo(tmp_path / "r")
     gitport.Repo(repo).commit("the index")
     assert sorted(git(repo, "show", "--no-renames", "--name-only", "--format=", "HEAD").split()) == [
-        "both.txt", "new.txt", "old.txt"]
+        "both.txt",
+        "new.txt",
+        "old.txt",
+    ]
     assert "both.txt" in git(repo, "status", "--porcelain")  # the re-modified part stays
     gitport.Repo(repo).commit("the rest")
     assert porcelain(repo) == []
@@ -164,7 +171,12 @@ def test_facts_and_branches(tmp_path) -> None:
     git(clone, "commit", "-qm", "b")
     (clone / "c.txt").write_text("c\n")
     facts = gitport.Repo(clone).facts()
-    assert facts == {"branchName": "main", "upstreamBranchName": "origin/main", "ahead": 1, "behind": 0,
-                     "uncommittedChanges": 1}
+    assert facts == {
+        "branchName": "main",
+        "upstreamBranchName": "origin/main",
+        "ahead": 1,
+        "behind": 0,
+        "uncommittedChanges": 1,
+    }
     git(clone, "branch", "older", "HEAD~1")
     assert gitport.Repo(clone).branches() == ["main", "older"]

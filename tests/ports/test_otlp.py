@@ -41,6 +41,7 @@ def parse(payload: dict[str, Any], message: Any) -> Any:
                     out[key] = base64.b64encode(bytes.fromhex(out[key])).decode()
             return out
         return [fix(v) for v in node] if isinstance(node, list) else node
+
     return json_format.ParseDict(fix(payload), message(), ignore_unknown_fields=False)
 
 
@@ -49,8 +50,9 @@ def test_spans_keep_their_ids_kinds_parents_status_and_attributes() -> None:
     provider = TracerProvider(resource=RESOURCE)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracer = provider.get_tracer("t", "1.0")
-    turn = tracer.start_span("turn", kind=SpanKind.SERVER, attributes={
-        "s": "x", "i": 7, "f": 1.5, "b": True, "list": ["a", "b"]})
+    turn = tracer.start_span(
+        "turn", kind=SpanKind.SERVER, attributes={"s": "x", "i": 7, "f": 1.5, "b": True, "list": ["a", "b"]}
+    )
     tool = tracer.start_span("tool", kind=SpanKind.CLIENT, context=trace.set_span_in_context(turn))
     tool.add_event("asked", {"n": 1})
     tool.set_status(Status(StatusCode.ERROR, "it failed"))
@@ -81,9 +83,17 @@ def test_log_records_keep_severity_body_time_and_trace() -> None:
     exporter = InMemoryLogRecordExporter()
     provider = LoggerProvider(resource=RESOURCE)
     provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
-    provider.get_logger("l").emit(LogRecord(
-        timestamp=1_736_870_400_000_000_000, severity_number=SeverityNumber.WARN, severity_text="WARN",
-        body="a line", attributes={"logger.name": "ahpd.host"}, trace_id=0xABC, span_id=0xDEF))
+    provider.get_logger("l").emit(
+        LogRecord(
+            timestamp=1_736_870_400_000_000_000,
+            severity_number=SeverityNumber.WARN,
+            severity_text="WARN",
+            body="a line",
+            attributes={"logger.name": "ahpd.host"},
+            trace_id=0xABC,
+            span_id=0xDEF,
+        )
+    )
     payload = otlp.encode_logs(exporter.get_finished_logs())
     [record] = parse(payload, ExportLogsServiceRequest).resource_logs[0].scope_logs[0].log_records
     assert record.time_unix_nano == 1_736_870_400_000_000_000 and record.observed_time_unix_nano > 0

@@ -13,9 +13,15 @@ STREAM = (
     b"/home/ann \xe2\x82\xac\r\n\x1b]0;title\x07\x1b]133;D;1\x1b\\"
 )
 EXPECTED = [
-    Mark("D", "0"), Mark("cwd", "/home/ann/my dir"), Mark("A"),
-    Text("\x1b[?2004hann$ "), Mark("B"), Text("pwd; false\r\n\x1b[?2004l\r"), Mark("C"),
-    Text("/home/ann \u20ac\r\n\x1b]0;title\x07"), Mark("D", "1"),
+    Mark("D", "0"),
+    Mark("cwd", "/home/ann/my dir"),
+    Mark("A"),
+    Text("\x1b[?2004hann$ "),
+    Mark("B"),
+    Text("pwd; false\r\n\x1b[?2004l\r"),
+    Mark("C"),
+    Text("/home/ann \u20ac\r\n\x1b]0;title\x07"),
+    Mark("D", "1"),
 ]
 
 

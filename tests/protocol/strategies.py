@@ -22,7 +22,10 @@ MAX_DEPTH = 3
 _NONE = type(None)
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-1000, 1000), st.text(max_size=6),
+    st.none(),
+    st.booleans(),
+    st.integers(-1000, 1000),
+    st.text(max_size=6),
 )
 json_values = st.recursive(
     json_scalars,

@@ -97,9 +97,7 @@ def test_command_params_and_result() -> None:
 
 
 def test_notification_params() -> None:
-    params = codec.decode_params(
-        "root/progress", {"channel": "ahp-root://", "progressToken": "p", "progress": 1}
-    )
+    params = codec.decode_params("root/progress", {"channel": "ahp-root://", "progressToken": "p", "progress": 1})
     assert isinstance(params, model.ProgressParams)
 
 
@@ -168,7 +166,10 @@ def test_unknown_discriminator_is_named() -> None:
 
 def test_meta_bags_stay_open() -> None:
     wire = {
-        "type": "chat/delta", "turnId": "t", "partId": "p", "content": "x",
+        "type": "chat/delta",
+        "turnId": "t",
+        "partId": "p",
+        "content": "x",
         "_meta": {"ahpd.sender": "user:1", "nested": {"anything": [1, None]}},
     }
     action = roundtrip(model.ChatDeltaAction, wire)

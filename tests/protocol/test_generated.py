@@ -23,7 +23,8 @@ SEED_NOTIFICATION_COUNT = 9
 def test_generated_model_matches_the_published_schemas(published_schemas: Path) -> None:
     run = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gen_protocol.py"), "--check"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 0, run.stdout + run.stderr
 
@@ -33,7 +34,8 @@ def test_check_fails_on_a_stale_model(tmp_path: Path, published_schemas: Path) -
     stale.write_text((ROOT / "ahpd" / "protocol" / "model.py").read_text().replace("turnId", "turnID", 1))
     run = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gen_protocol.py"), "--check", "--output", str(stale)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 1
     assert "stale" in run.stderr
@@ -42,7 +44,8 @@ def test_check_fails_on_a_stale_model(tmp_path: Path, published_schemas: Path) -
 def test_generator_names_a_missing_schema_directory(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "gen_protocol.py"), "--check", "--schema-dir", str(tmp_path / "absent")],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert run.returncode == 2
     assert f"no AHP schemas in {tmp_path / 'absent'}" in run.stderr

@@ -13,6 +13,7 @@ from ahpd.state import reduce
 #: Experimental families: modelled, never reduced.
 NOT_REDUCED = ("canvas/", "tcp/", "channel/")
 
+
 def run(channel: str, state: dict[str, Any], *actions: dict[str, Any]) -> dict[str, Any]:
     """Reduce `actions` in order, asserting no input is ever mutated."""
     for action in actions:

@@ -24,7 +24,13 @@ def chat(**extra: Any) -> dict[str, Any]:
 
 
 def started(turn_id: str = "t1", **extra: Any) -> dict[str, Any]:
-    return {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": "2026-10-10T11:00:00.000Z", "message": MSG, **extra}
+    return {
+        "type": "chat/turnStarted",
+        "turnId": turn_id,
+        "startedAt": "2026-10-10T11:00:00.000Z",
+        "message": MSG,
+        **extra,
+    }
 
 
 def active(*parts: dict[str, Any], status: int = IN_PROGRESS, **extra: Any) -> dict[str, Any]:
@@ -64,13 +70,16 @@ def test_turn_started_opens_a_turn_marks_unread_and_moves_modified_at_to_its_sta
     assert state["modifiedAt"] == "2026-10-10T11:00:00.000Z"
 
 
-@pytest.mark.parametrize(("started_at", "duration", "ended_at"), [
-    ("2026-10-10T11:00:00.000Z", 1234, "2026-10-10T11:00:01.234Z"),
-    ("2026-10-10T23:59:59.999Z", 2, "2026-10-11T00:00:00.001Z"),
-    ("2026-10-10T13:00:00.5+02:00", 0, "2026-10-10T11:00:00.500Z"),  # read as JS reads it: UTC out
-    ("2026-10-10T11:00:00.000Z", -50, "2026-10-10T11:00:00.000Z"),  # the clamped duration
-    ("2026-10-10T11:00:00.000Z", 10.9, "2026-10-10T11:00:00.010Z"),
-])
+@pytest.mark.parametrize(
+    ("started_at", "duration", "ended_at"),
+    [
+        ("2026-10-10T11:00:00.000Z", 1234, "2026-10-10T11:00:01.234Z"),
+        ("2026-10-10T23:59:59.999Z", 2, "2026-10-11T00:00:00.001Z"),
+        ("2026-10-10T13:00:00.5+02:00", 0, "2026-10-10T11:00:00.500Z"),  # read as JS reads it: UTC out
+        ("2026-10-10T11:00:00.000Z", -50, "2026-10-10T11:00:00.000Z"),  # the clamped duration
+        ("2026-10-10T11:00:00.000Z", 10.9, "2026-10-10T11:00:00.010Z"),
+    ],
+)
 @pytest.mark.parametrize("ending", ["chat/turnComplete", "chat/turnCancelled", "chat/error"])
 def test_a_turn_ends_at_its_start_plus_its_duration(started_at, duration, ended_at, ending) -> None:
     end = {"type": ending, "turnId": "t1", "duration": duration}
@@ -81,8 +90,9 @@ def test_a_turn_ends_at_its_start_plus_its_duration(started_at, duration, ended_
 
 
 def test_an_unreadable_start_leaves_modified_at_where_the_start_put_it() -> None:
-    state = run("chat", chat(), started(startedAt="yesterday"),
-                {"type": "chat/turnComplete", "turnId": "t1", "duration": 5})
+    state = run(
+        "chat", chat(), started(startedAt="yesterday"), {"type": "chat/turnComplete", "turnId": "t1", "duration": 5}
+    )
     assert state["modifiedAt"] == "yesterday" and state["turns"][0]["duration"] == 5
 
 
@@ -92,11 +102,19 @@ def test_input_answers_truncation_and_resume_leave_modified_at_alone() -> None:
     moments = [state["modifiedAt"]]
     for action in (
         {"type": "chat/inputRequested", "request": request},
-        {"type": "chat/inputAnswerChanged", "requestId": "r1", "questionId": "q1",
-         "answer": {"kind": "text", "value": "because"}},
+        {
+            "type": "chat/inputAnswerChanged",
+            "requestId": "r1",
+            "questionId": "q1",
+            "answer": {"kind": "text", "value": "because"},
+        },
         {"type": "chat/inputCompleted", "requestId": "r1", "response": "accept"},
-        {"type": "chat/error", "turnId": "t1", "duration": 60_000,
-         "part": {"kind": "error", "error": {"errorType": "x", "message": "m"}, "resumable": True}},
+        {
+            "type": "chat/error",
+            "turnId": "t1",
+            "duration": 60_000,
+            "part": {"kind": "error", "error": {"errorType": "x", "message": "m"}, "resumable": True},
+        },
         {"type": "chat/turnResume", "turnId": "t1"},
         {"type": "chat/truncated"},
     ):
@@ -231,7 +249,12 @@ def test_error_appends_the_error_part_and_sets_error_status() -> None:
 
 @pytest.mark.parametrize("kind", ["chat/turnComplete", "chat/turnCancelled", "chat/error"])
 def test_ending_a_turn_with_a_wrong_turn_id_is_a_no_op(kind: str) -> None:
-    action = {"type": kind, "turnId": "t0", "duration": 1, "part": {"kind": "error", "error": {"errorType": "e", "message": "m"}}}
+    action = {
+        "type": kind,
+        "turnId": "t0",
+        "duration": 1,
+        "part": {"kind": "error", "error": {"errorType": "e", "message": "m"}},
+    }
     same("chat", active(), action)
     same("chat", chat(), {**action, "turnId": "t1"})
 
@@ -246,15 +269,37 @@ def test_turn_complete_force_cancels_in_progress_tool_calls() -> None:
         tool("streaming", "a", partialInput='{"x'),
         tool("running", "b", invocationMessage="Running", toolInput="ls", confirmed="not-needed"),
         tool("pending-confirmation", "c", invocationMessage="Run?", toolInput="rm", options=[]),
-        tool("auth-required", "d", invocationMessage="Auth", toolInput="q", contributor={"kind": "mcp", "customizationId": "m"}, auth={"resource": "r"}),
+        tool(
+            "auth-required",
+            "d",
+            invocationMessage="Auth",
+            toolInput="q",
+            contributor={"kind": "mcp", "customizationId": "m"},
+            auth={"resource": "r"},
+        ),
         tool("completed", "e", invocationMessage="Did", toolInput="", success=True, confirmed="not-needed"),
         tool("cancelled", "f", invocationMessage="No", reason="denied"),
         status=INPUT_NEEDED,
     )
     state = run("chat", state, {"type": "chat/turnComplete", "turnId": "t1", "duration": 3})
     calls = [p["toolCall"] for p in state["turns"][0]["responseParts"]]
-    assert calls[0] == {"toolCallId": "a", "toolName": "shell", "displayName": "Shell", "status": "cancelled", "invocationMessage": "", "reason": "skipped"}
-    assert calls[1] == {"toolCallId": "b", "toolName": "shell", "displayName": "Shell", "status": "cancelled", "invocationMessage": "Running", "toolInput": "ls", "reason": "skipped"}
+    assert calls[0] == {
+        "toolCallId": "a",
+        "toolName": "shell",
+        "displayName": "Shell",
+        "status": "cancelled",
+        "invocationMessage": "",
+        "reason": "skipped",
+    }
+    assert calls[1] == {
+        "toolCallId": "b",
+        "toolName": "shell",
+        "displayName": "Shell",
+        "status": "cancelled",
+        "invocationMessage": "Running",
+        "toolInput": "ls",
+        "reason": "skipped",
+    }
     assert calls[2]["status"] == "cancelled" and calls[2]["reason"] == "skipped" and "options" not in calls[2]
     assert calls[3]["status"] == "cancelled" and calls[3]["contributor"] == {"kind": "mcp", "customizationId": "m"}
     assert "auth" not in calls[3]
@@ -298,7 +343,10 @@ def _errored(resumable: Any = True, state: str = "error") -> dict[str, Any]:
         _errored(resumable=False),
         _errored(resumable=None),
         _errored(state="complete"),
-        {**_errored(), "turns": [*_errored()["turns"], {"id": "t2", "message": MSG, "responseParts": [], "state": "complete"}]},
+        {
+            **_errored(),
+            "turns": [*_errored()["turns"], {"id": "t2", "message": MSG, "responseParts": [], "state": "complete"}],
+        },
         {**_errored(), "activeTurn": {"id": "t9", "message": MSG, "responseParts": []}},
         chat(),
     ],
@@ -330,7 +378,11 @@ def test_truncated_without_turn_id_clears_everything_and_the_cursor() -> None:
 
 def test_turns_loaded_prepends_older_turns_and_dedupes() -> None:
     t = lambda i: {"id": f"t{i}", "message": MSG, "responseParts": [], "state": "complete"}  # noqa: E731
-    state = run("chat", chat(turns=[t(2), t(3)], turnsNextCursor="c1"), {"type": "chat/turnsLoaded", "turns": [t(0), t(1), t(2)], "turnsNextCursor": "c0"})
+    state = run(
+        "chat",
+        chat(turns=[t(2), t(3)], turnsNextCursor="c1"),
+        {"type": "chat/turnsLoaded", "turns": [t(0), t(1), t(2)], "turnsNextCursor": "c0"},
+    )
     assert [x["id"] for x in state["turns"]] == ["t0", "t1", "t2", "t3"]
     assert state["turnsNextCursor"] == "c0"
     state = run("chat", state, {"type": "chat/turnsLoaded", "turns": []})
@@ -345,44 +397,125 @@ def test_tool_call_full_lifecycle() -> None:
     state = run(
         "chat",
         active(),
-        {"type": "chat/toolCallStart", "turnId": "t1", "toolCallId": "tc1", "toolName": "shell", "displayName": "Shell"},
-        {"type": "chat/toolCallDelta", "turnId": "t1", "toolCallId": "tc1", "content": '{"cmd":', "invocationMessage": "Preparing"},
+        {
+            "type": "chat/toolCallStart",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "toolName": "shell",
+            "displayName": "Shell",
+        },
+        {
+            "type": "chat/toolCallDelta",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "content": '{"cmd":',
+            "invocationMessage": "Preparing",
+        },
         {"type": "chat/toolCallDelta", "turnId": "t1", "toolCallId": "tc1", "content": '"ls"}'},
     )
     assert call(state) == {
-        "toolCallId": "tc1", "toolName": "shell", "displayName": "Shell", "status": "streaming",
-        "partialInput": '{"cmd":"ls"}', "invocationMessage": "Preparing",
+        "toolCallId": "tc1",
+        "toolName": "shell",
+        "displayName": "Shell",
+        "status": "streaming",
+        "partialInput": '{"cmd":"ls"}',
+        "invocationMessage": "Preparing",
     }
-    state = run("chat", state, {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "Run ls", "toolInput": '{"cmd":"ls"}', "options": options})
+    state = run(
+        "chat",
+        state,
+        {
+            "type": "chat/toolCallReady",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "invocationMessage": "Run ls",
+            "toolInput": '{"cmd":"ls"}',
+            "options": options,
+        },
+    )
     assert call(state) == {
-        "toolCallId": "tc1", "toolName": "shell", "displayName": "Shell", "status": "pending-confirmation",
-        "invocationMessage": "Run ls", "toolInput": '{"cmd":"ls"}', "options": options,
+        "toolCallId": "tc1",
+        "toolName": "shell",
+        "displayName": "Shell",
+        "status": "pending-confirmation",
+        "invocationMessage": "Run ls",
+        "toolInput": '{"cmd":"ls"}',
+        "options": options,
     }
     assert state["status"] == INPUT_NEEDED
-    state = run("chat", state, {"type": "chat/toolCallConfirmed", "turnId": "t1", "toolCallId": "tc1", "approved": True, "confirmed": "user-action", "selectedOptionId": "once"})
+    state = run(
+        "chat",
+        state,
+        {
+            "type": "chat/toolCallConfirmed",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "approved": True,
+            "confirmed": "user-action",
+            "selectedOptionId": "once",
+        },
+    )
     assert call(state)["status"] == "running"
     assert call(state)["selectedOption"] == options[0]
     assert state["status"] == IN_PROGRESS
-    state = run("chat", state, {"type": "chat/toolCallContentChanged", "turnId": "t1", "toolCallId": "tc1", "content": [{"type": "text", "text": "a"}]})
+    state = run(
+        "chat",
+        state,
+        {
+            "type": "chat/toolCallContentChanged",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "content": [{"type": "text", "text": "a"}],
+        },
+    )
     assert call(state)["content"] == [{"type": "text", "text": "a"}]
     result = {"success": True, "pastTenseMessage": "Ran ls", "content": [{"type": "text", "text": "a\nb"}]}
     state = run("chat", state, {"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": "tc1", "result": result})
     assert call(state) == {
-        "toolCallId": "tc1", "toolName": "shell", "displayName": "Shell", "status": "completed",
-        "invocationMessage": "Run ls", "toolInput": '{"cmd":"ls"}', "confirmed": "user-action",
-        "selectedOption": options[0], **result,
+        "toolCallId": "tc1",
+        "toolName": "shell",
+        "displayName": "Shell",
+        "status": "completed",
+        "invocationMessage": "Run ls",
+        "toolInput": '{"cmd":"ls"}',
+        "confirmed": "user-action",
+        "selectedOption": options[0],
+        **result,
     }
 
 
 def test_tool_call_ready_with_confirmed_goes_straight_to_running() -> None:
-    state = run("chat", active(tool("streaming")), {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "Go", "toolInput": "x", "confirmed": "not-needed"})
-    assert call(state) == {"toolCallId": "tc1", "toolName": "shell", "displayName": "Shell", "status": "running", "invocationMessage": "Go", "toolInput": "x", "confirmed": "not-needed"}
+    state = run(
+        "chat",
+        active(tool("streaming")),
+        {
+            "type": "chat/toolCallReady",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "invocationMessage": "Go",
+            "toolInput": "x",
+            "confirmed": "not-needed",
+        },
+    )
+    assert call(state) == {
+        "toolCallId": "tc1",
+        "toolName": "shell",
+        "displayName": "Shell",
+        "status": "running",
+        "invocationMessage": "Go",
+        "toolInput": "x",
+        "confirmed": "not-needed",
+    }
     assert state is not None and state["status"] == IN_PROGRESS
 
 
 def test_tool_call_ready_sends_a_running_tool_back_to_confirmation() -> None:
     state = active(tool("running", invocationMessage="Go", toolInput="x", confirmed="not-needed"))
-    state = run("chat", state, {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "Needs write access"})
+    state = run(
+        "chat",
+        state,
+        {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "Needs write access"},
+    )
     assert call(state)["status"] == "pending-confirmation"
     assert call(state)["toolInput"] == "x"
     assert call(state)["invocationMessage"] == "Needs write access"
@@ -391,46 +524,133 @@ def test_tool_call_ready_sends_a_running_tool_back_to_confirmation() -> None:
 
 def test_tool_call_ready_refreshes_a_pending_call_and_keeps_what_it_omits() -> None:
     risk = {"status": "loading"}
-    state = active(tool("pending-confirmation", invocationMessage="A", toolInput="x", confirmationTitle="Run", riskAssessment=risk, editable=False), status=INPUT_NEEDED)
+    state = active(
+        tool(
+            "pending-confirmation",
+            invocationMessage="A",
+            toolInput="x",
+            confirmationTitle="Run",
+            riskAssessment=risk,
+            editable=False,
+        ),
+        status=INPUT_NEEDED,
+    )
     done = {"status": "complete", "risk": "low"}
-    state = run("chat", state, {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "B", "riskAssessment": done})
+    state = run(
+        "chat",
+        state,
+        {
+            "type": "chat/toolCallReady",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "invocationMessage": "B",
+            "riskAssessment": done,
+        },
+    )
     tc = call(state)
     assert tc["riskAssessment"] == done and tc["confirmationTitle"] == "Run" and tc["editable"] is False
     assert tc["invocationMessage"] == "B" and tc["toolInput"] == "x"
 
 
 def test_tool_call_ready_ignores_finished_calls() -> None:
-    for finished in (tool("completed", invocationMessage="x", success=True), tool("cancelled", invocationMessage="x", reason="denied")):
-        same("chat", active(finished), {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "again"})
+    for finished in (
+        tool("completed", invocationMessage="x", success=True),
+        tool("cancelled", invocationMessage="x", reason="denied"),
+    ):
+        same(
+            "chat",
+            active(finished),
+            {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "again"},
+        )
 
 
 def test_tool_call_ready_refines_intention_and_contributor_without_changing_ownership() -> None:
     mcp = {"kind": "mcp", "customizationId": "srv"}
-    state = run("chat", active(tool("streaming", intention="early")), {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "Go", "contributor": mcp, "intention": "final"})
+    state = run(
+        "chat",
+        active(tool("streaming", intention="early")),
+        {
+            "type": "chat/toolCallReady",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "invocationMessage": "Go",
+            "contributor": mcp,
+            "intention": "final",
+        },
+    )
     assert call(state)["contributor"] == mcp and call(state)["intention"] == "final"
     client = {"kind": "client", "clientId": "c1"}
     other = {"kind": "client", "clientId": "c2"}
-    state = run("chat", active(tool("streaming", contributor=client)), {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "Go", "contributor": other})
+    state = run(
+        "chat",
+        active(tool("streaming", contributor=client)),
+        {
+            "type": "chat/toolCallReady",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "invocationMessage": "Go",
+            "contributor": other,
+        },
+    )
     assert call(state)["contributor"] == client
-    state = run("chat", active(tool("streaming")), {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "Go", "contributor": client})
+    state = run(
+        "chat",
+        active(tool("streaming")),
+        {
+            "type": "chat/toolCallReady",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "invocationMessage": "Go",
+            "contributor": client,
+        },
+    )
     assert "contributor" not in call(state)
 
 
 def test_tool_call_denied_is_cancelled_with_the_reason() -> None:
     options = [{"id": "no", "label": "Deny", "group": "deny"}]
-    state = active(tool("pending-confirmation", invocationMessage="Run?", toolInput="x", options=options), status=INPUT_NEEDED)
+    state = active(
+        tool("pending-confirmation", invocationMessage="Run?", toolInput="x", options=options), status=INPUT_NEEDED
+    )
     suggestion = {"text": "try y", "kind": "user"}
-    state = run("chat", state, {"type": "chat/toolCallConfirmed", "turnId": "t1", "toolCallId": "tc1", "approved": False, "reason": "denied", "reasonMessage": "no", "userSuggestion": suggestion, "selectedOptionId": "no"})
+    state = run(
+        "chat",
+        state,
+        {
+            "type": "chat/toolCallConfirmed",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "approved": False,
+            "reason": "denied",
+            "reasonMessage": "no",
+            "userSuggestion": suggestion,
+            "selectedOptionId": "no",
+        },
+    )
     assert call(state) == {
-        "toolCallId": "tc1", "toolName": "shell", "displayName": "Shell", "status": "cancelled",
-        "invocationMessage": "Run?", "toolInput": "x", "reason": "denied", "reasonMessage": "no",
-        "userSuggestion": suggestion, "selectedOption": options[0],
+        "toolCallId": "tc1",
+        "toolName": "shell",
+        "displayName": "Shell",
+        "status": "cancelled",
+        "invocationMessage": "Run?",
+        "toolInput": "x",
+        "reason": "denied",
+        "reasonMessage": "no",
+        "userSuggestion": suggestion,
+        "selectedOption": options[0],
     }
     assert state["status"] == IN_PROGRESS
 
 
 def test_edited_tool_input_replaces_inline_input_only() -> None:
-    approve = {"type": "chat/toolCallConfirmed", "turnId": "t1", "toolCallId": "tc1", "approved": True, "confirmed": "user-action", "editedToolInput": "edited"}
+    approve = {
+        "type": "chat/toolCallConfirmed",
+        "turnId": "t1",
+        "toolCallId": "tc1",
+        "approved": True,
+        "confirmed": "user-action",
+        "editedToolInput": "edited",
+    }
     state = run("chat", active(tool("pending-confirmation", invocationMessage="m", toolInput="orig")), approve)
     assert call(state)["toolInput"] == "edited"
     ref = {"uri": "ahp-resource:/input"}
@@ -439,28 +659,64 @@ def test_edited_tool_input_replaces_inline_input_only() -> None:
 
 
 def test_tool_call_complete_from_pending_confirmation_defaults_confirmed() -> None:
-    state = run("chat", active(tool("pending-confirmation", invocationMessage="m", toolInput="x")), {"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": "tc1", "result": {"success": False, "error": {"message": "nope"}}})
+    state = run(
+        "chat",
+        active(tool("pending-confirmation", invocationMessage="m", toolInput="x")),
+        {
+            "type": "chat/toolCallComplete",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "result": {"success": False, "error": {"message": "nope"}},
+        },
+    )
     assert call(state)["status"] == "completed" and call(state)["confirmed"] == "not-needed"
 
 
 def test_result_confirmation_approved_and_denied() -> None:
     options = [{"id": "o", "label": "Once", "group": "allow"}]
-    running = active(tool("running", invocationMessage="m", toolInput="x", confirmed="user-action", selectedOption=options[0]))
-    complete = {"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": "tc1", "requiresResultConfirmation": True, "result": {"success": True, "pastTenseMessage": "did"}}
+    running = active(
+        tool("running", invocationMessage="m", toolInput="x", confirmed="user-action", selectedOption=options[0])
+    )
+    complete = {
+        "type": "chat/toolCallComplete",
+        "turnId": "t1",
+        "toolCallId": "tc1",
+        "requiresResultConfirmation": True,
+        "result": {"success": True, "pastTenseMessage": "did"},
+    }
     pending = run("chat", running, complete)
     assert call(pending)["status"] == "pending-result-confirmation"
     assert pending["status"] == INPUT_NEEDED
-    approved = run("chat", pending, {"type": "chat/toolCallResultConfirmed", "turnId": "t1", "toolCallId": "tc1", "approved": True})
+    approved = run(
+        "chat", pending, {"type": "chat/toolCallResultConfirmed", "turnId": "t1", "toolCallId": "tc1", "approved": True}
+    )
     assert call(approved) == {
-        "toolCallId": "tc1", "toolName": "shell", "displayName": "Shell", "status": "completed",
-        "invocationMessage": "m", "toolInput": "x", "confirmed": "user-action", "selectedOption": options[0],
-        "success": True, "pastTenseMessage": "did",
+        "toolCallId": "tc1",
+        "toolName": "shell",
+        "displayName": "Shell",
+        "status": "completed",
+        "invocationMessage": "m",
+        "toolInput": "x",
+        "confirmed": "user-action",
+        "selectedOption": options[0],
+        "success": True,
+        "pastTenseMessage": "did",
     }
     assert approved["status"] == IN_PROGRESS
-    denied = run("chat", pending, {"type": "chat/toolCallResultConfirmed", "turnId": "t1", "toolCallId": "tc1", "approved": False})
+    denied = run(
+        "chat",
+        pending,
+        {"type": "chat/toolCallResultConfirmed", "turnId": "t1", "toolCallId": "tc1", "approved": False},
+    )
     assert call(denied) == {
-        "toolCallId": "tc1", "toolName": "shell", "displayName": "Shell", "status": "cancelled",
-        "invocationMessage": "m", "toolInput": "x", "reason": "result-denied", "selectedOption": options[0],
+        "toolCallId": "tc1",
+        "toolName": "shell",
+        "displayName": "Shell",
+        "status": "cancelled",
+        "invocationMessage": "m",
+        "toolInput": "x",
+        "reason": "result-denied",
+        "selectedOption": options[0],
     }
 
 
@@ -468,7 +724,10 @@ def test_result_confirmation_approved_and_denied() -> None:
     ("part", "action"),
     [
         (tool("running", invocationMessage="m"), {"type": "chat/toolCallDelta", "content": "x"}),
-        (tool("running", invocationMessage="m"), {"type": "chat/toolCallConfirmed", "approved": True, "confirmed": "user-action"}),
+        (
+            tool("running", invocationMessage="m"),
+            {"type": "chat/toolCallConfirmed", "approved": True, "confirmed": "user-action"},
+        ),
         (tool("streaming"), {"type": "chat/toolCallComplete", "result": {"success": True}}),
         (tool("running", invocationMessage="m"), {"type": "chat/toolCallResultConfirmed", "approved": True}),
         (tool("pending-confirmation", invocationMessage="m"), {"type": "chat/toolCallContentChanged", "content": []}),
@@ -497,30 +756,82 @@ def test_tool_call_actions_for_unknown_ids_or_turns_are_no_ops(action: dict[str,
 
 
 def test_tool_call_start_needs_the_active_turn() -> None:
-    same("chat", active(), {"type": "chat/toolCallStart", "turnId": "t0", "toolCallId": "x", "toolName": "n", "displayName": "N"})
+    same(
+        "chat",
+        active(),
+        {"type": "chat/toolCallStart", "turnId": "t0", "toolCallId": "x", "toolName": "n", "displayName": "N"},
+    )
 
 
 def test_tool_call_actions_carry_meta() -> None:
     state = run(
         "chat",
         active(),
-        {"type": "chat/toolCallStart", "turnId": "t1", "toolCallId": "tc1", "toolName": "n", "displayName": "N", "_meta": {"a": 1}},
-        {"type": "chat/toolCallDelta", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "m", "_meta": {"a": 2}},
+        {
+            "type": "chat/toolCallStart",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "toolName": "n",
+            "displayName": "N",
+            "_meta": {"a": 1},
+        },
+        {
+            "type": "chat/toolCallDelta",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "invocationMessage": "m",
+            "_meta": {"a": 2},
+        },
     )
     assert call(state)["_meta"] == {"a": 2} and "partialInput" not in call(state)
-    state = run("chat", state, {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "m", "confirmed": "setting"})
+    state = run(
+        "chat",
+        state,
+        {
+            "type": "chat/toolCallReady",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "invocationMessage": "m",
+            "confirmed": "setting",
+        },
+    )
     assert call(state)["_meta"] == {"a": 2}
-    state = run("chat", state, {"type": "chat/toolCallContentChanged", "turnId": "t1", "toolCallId": "tc1", "content": [], "_meta": {"a": 3}})
+    state = run(
+        "chat",
+        state,
+        {"type": "chat/toolCallContentChanged", "turnId": "t1", "toolCallId": "tc1", "content": [], "_meta": {"a": 3}},
+    )
     assert call(state)["_meta"] == {"a": 3}
-    state = run("chat", state, {"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": "tc1", "result": {"success": True}, "_meta": {"a": 4}})
+    state = run(
+        "chat",
+        state,
+        {
+            "type": "chat/toolCallComplete",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "result": {"success": True},
+            "_meta": {"a": 4},
+        },
+    )
     assert call(state)["_meta"] == {"a": 4}
 
 
 def test_mcp_tool_call_auth_round_trip() -> None:
     mcp = {"kind": "mcp", "customizationId": "srv"}
     auth = {"resource": "https://api", "reason": "required"}
-    state = active(tool("running", contributor=mcp, invocationMessage="m", toolInput="x", confirmed="not-needed", content=[{"type": "text", "text": "so far"}]))
-    paused = run("chat", state, {"type": "chat/toolCallAuthRequired", "turnId": "t1", "toolCallId": "tc1", "auth": auth})
+    state = active(
+        tool(
+            "running",
+            contributor=mcp,
+            invocationMessage="m",
+            toolInput="x",
+            confirmed="not-needed",
+            content=[{"type": "text", "text": "so far"}],
+        )
+    )
+    paused = run(
+        "chat", state, {"type": "chat/toolCallAuthRequired", "turnId": "t1", "toolCallId": "tc1", "auth": auth}
+    )
     assert call(paused)["status"] == "auth-required" and call(paused)["auth"] == auth
     assert call(paused)["content"] == [{"type": "text", "text": "so far"}]
     assert paused["status"] == INPUT_NEEDED
@@ -531,14 +842,42 @@ def test_mcp_tool_call_auth_round_trip() -> None:
 @pytest.mark.parametrize("contributor", [None, {"kind": "client", "clientId": "c"}])
 def test_auth_required_only_applies_to_mcp_tools(contributor: Any) -> None:
     extra = {} if contributor is None else {"contributor": contributor}
-    same("chat", active(tool("running", invocationMessage="m", **extra)), {"type": "chat/toolCallAuthRequired", "turnId": "t1", "toolCallId": "tc1", "auth": {}})
+    same(
+        "chat",
+        active(tool("running", invocationMessage="m", **extra)),
+        {"type": "chat/toolCallAuthRequired", "turnId": "t1", "toolCallId": "tc1", "auth": {}},
+    )
 
 
 def test_completing_from_auth_required_only_accepts_a_failure() -> None:
     mcp = {"kind": "mcp", "customizationId": "srv"}
-    state = active(tool("auth-required", contributor=mcp, invocationMessage="m", confirmed="user-action", content=[{"type": "text", "text": "pre"}], auth={}), status=INPUT_NEEDED)
-    same("chat", state, {"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": "tc1", "result": {"success": True}})
-    done = run("chat", state, {"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": "tc1", "requiresResultConfirmation": True, "result": {"success": False, "error": {"message": "cancelled"}}})
+    state = active(
+        tool(
+            "auth-required",
+            contributor=mcp,
+            invocationMessage="m",
+            confirmed="user-action",
+            content=[{"type": "text", "text": "pre"}],
+            auth={},
+        ),
+        status=INPUT_NEEDED,
+    )
+    same(
+        "chat",
+        state,
+        {"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": "tc1", "result": {"success": True}},
+    )
+    done = run(
+        "chat",
+        state,
+        {
+            "type": "chat/toolCallComplete",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "requiresResultConfirmation": True,
+            "result": {"success": False, "error": {"message": "cancelled"}},
+        },
+    )
     tc = call(done)
     assert tc["status"] == "completed" and tc["confirmed"] == "user-action"
     assert tc["content"] == [{"type": "text", "text": "pre"}] and "auth" not in tc
@@ -556,7 +895,9 @@ def test_input_request_lifecycle() -> None:
     assert parts(state) == [{"kind": "inputRequest", "request": REQUEST}]
     assert state["status"] == INPUT_NEEDED
     answer = {"state": "draft", "value": {"kind": "text", "value": "Bo"}}
-    state = run("chat", state, {"type": "chat/inputAnswerChanged", "requestId": "r1", "questionId": "q1", "answer": answer})
+    state = run(
+        "chat", state, {"type": "chat/inputAnswerChanged", "requestId": "r1", "questionId": "q1", "answer": answer}
+    )
     assert parts(state)[0]["request"]["answers"] == {"q1": answer}
     # Re-requesting keeps drafted answers.
     state = run("chat", state, {"type": "chat/inputRequested", "request": {**REQUEST, "message": "Pick again"}})
@@ -564,8 +905,14 @@ def test_input_request_lifecycle() -> None:
     state = run("chat", state, {"type": "chat/inputAnswerChanged", "requestId": "r1", "questionId": "q1"})
     assert "answers" not in parts(state)[0]["request"]
     final = {"q1": {"state": "submitted", "value": {"kind": "text", "value": "Bob"}}}
-    state = run("chat", state, {"type": "chat/inputCompleted", "requestId": "r1", "response": "accept", "answers": final})
-    assert parts(state)[0] == {"kind": "inputRequest", "request": {**REQUEST, "message": "Pick again", "answers": final}, "response": "accept"}
+    state = run(
+        "chat", state, {"type": "chat/inputCompleted", "requestId": "r1", "response": "accept", "answers": final}
+    )
+    assert parts(state)[0] == {
+        "kind": "inputRequest",
+        "request": {**REQUEST, "message": "Pick again", "answers": final},
+        "response": "accept",
+    }
     assert state["status"] == IN_PROGRESS
 
 
@@ -574,7 +921,11 @@ def test_input_actions_without_a_matching_open_request_are_no_ops() -> None:
     state = active({"kind": "inputRequest", "request": REQUEST, "response": "decline"})
     same("chat", state, {"type": "chat/inputAnswerChanged", "requestId": "r1", "questionId": "q1"})
     same("chat", state, {"type": "chat/inputCompleted", "requestId": "r1", "response": "accept"})
-    same("chat", active({"kind": "inputRequest", "request": REQUEST}), {"type": "chat/inputCompleted", "requestId": "r2", "response": "accept"})
+    same(
+        "chat",
+        active({"kind": "inputRequest", "request": REQUEST}),
+        {"type": "chat/inputCompleted", "requestId": "r2", "response": "accept"},
+    )
 
 
 def test_declined_request_stays_in_the_turn_record() -> None:
@@ -616,7 +967,12 @@ def test_queued_messages_upsert_and_remove() -> None:
     )
     assert state["queuedMessages"] == [pm("a", "edited"), pm("b")]
     same("chat", state, {"type": "chat/pendingMessageRemoved", "kind": "queued", "id": "zzz"})
-    state = run("chat", state, {"type": "chat/pendingMessageRemoved", "kind": "queued", "id": "a"}, {"type": "chat/pendingMessageRemoved", "kind": "queued", "id": "b"})
+    state = run(
+        "chat",
+        state,
+        {"type": "chat/pendingMessageRemoved", "kind": "queued", "id": "a"},
+        {"type": "chat/pendingMessageRemoved", "kind": "queued", "id": "b"},
+    )
     assert "queuedMessages" not in state
     same("chat", chat(queuedMessages=[]), {"type": "chat/pendingMessageRemoved", "kind": "queued", "id": "a"})
 
@@ -631,7 +987,11 @@ def test_queued_messages_upsert_and_remove() -> None:
     ],
 )
 def test_queued_messages_reordered(order: list[str], expected: list[str]) -> None:
-    state = run("chat", chat(queuedMessages=[pm("a"), pm("b"), pm("c")]), {"type": "chat/queuedMessagesReordered", "order": order})
+    state = run(
+        "chat",
+        chat(queuedMessages=[pm("a"), pm("b"), pm("c")]),
+        {"type": "chat/queuedMessagesReordered", "order": order},
+    )
     assert [m["id"] for m in state["queuedMessages"]] == expected
 
 
@@ -643,14 +1003,24 @@ def test_reorder_without_queue_is_a_no_op() -> None:
 
 
 def test_activity_and_draft_set_and_clear() -> None:
-    state = run("chat", chat(), {"type": "chat/activityChanged", "activity": "Thinking"}, {"type": "chat/draftChanged", "draft": MSG})
+    state = run(
+        "chat",
+        chat(),
+        {"type": "chat/activityChanged", "activity": "Thinking"},
+        {"type": "chat/draftChanged", "draft": MSG},
+    )
     assert state["activity"] == "Thinking" and state["draft"] == MSG
     state = run("chat", state, {"type": "chat/activityChanged"}, {"type": "chat/draftChanged"})
     assert "activity" not in state and "draft" not in state
 
 
 def test_chat_working_directories() -> None:
-    state = run("chat", chat(), {"type": "chat/workingDirectorySet", "directory": "file:///a"}, {"type": "chat/workingDirectorySet", "directory": "file:///b"})
+    state = run(
+        "chat",
+        chat(),
+        {"type": "chat/workingDirectorySet", "directory": "file:///a"},
+        {"type": "chat/workingDirectorySet", "directory": "file:///b"},
+    )
     assert state["workingDirectories"] == ["file:///a", "file:///b"]
     same("chat", state, {"type": "chat/workingDirectorySet", "directory": "file:///a"})
     state = run("chat", state, {"type": "chat/workingDirectoryRemoved", "directory": "file:///a"})
@@ -660,37 +1030,78 @@ def test_chat_working_directories() -> None:
 
 
 def test_chat_read_and_archived_flags_keep_the_activity() -> None:
-    state = run("chat", chat(status=IN_PROGRESS), {"type": "chat/isReadChanged", "isRead": True}, {"type": "chat/isArchivedChanged", "isArchived": True})
+    state = run(
+        "chat",
+        chat(status=IN_PROGRESS),
+        {"type": "chat/isReadChanged", "isRead": True},
+        {"type": "chat/isArchivedChanged", "isArchived": True},
+    )
     assert state["status"] == IN_PROGRESS | IS_READ | IS_ARCHIVED
-    state = run("chat", state, {"type": "chat/isReadChanged", "isRead": False}, {"type": "chat/isArchivedChanged", "isArchived": False})
+    state = run(
+        "chat",
+        state,
+        {"type": "chat/isReadChanged", "isRead": False},
+        {"type": "chat/isArchivedChanged", "isArchived": False},
+    )
     assert state["status"] == IN_PROGRESS
 
 
 def test_movable_changesets_and_canvases() -> None:
     changesets = [{"uri": "ahp-changeset:/x", "label": "Branch"}]
-    state = run("chat", chat(), {"type": "chat/movableChanged", "movable": True}, {"type": "chat/changesetsChanged", "changesets": changesets}, {"type": "chat/canvasesChanged", "canvases": [{"resource": "ahp-canvas:/1"}]})
-    assert state["movable"] is True and state["changesets"] == changesets and state["canvases"] == [{"resource": "ahp-canvas:/1"}]
+    state = run(
+        "chat",
+        chat(),
+        {"type": "chat/movableChanged", "movable": True},
+        {"type": "chat/changesetsChanged", "changesets": changesets},
+        {"type": "chat/canvasesChanged", "canvases": [{"resource": "ahp-canvas:/1"}]},
+    )
+    assert (
+        state["movable"] is True
+        and state["changesets"] == changesets
+        and state["canvases"] == [{"resource": "ahp-canvas:/1"}]
+    )
     state = run("chat", state, {"type": "chat/changesetsChanged"}, {"type": "chat/canvasesChanged"})
     assert "changesets" not in state and "canvases" not in state
 
 
 def test_background_work_upsert_and_remove() -> None:
     shell = {"kind": "shell", "id": "shell:1", "label": "npm run dev", "startedAt": "2026-10-10T11:00:00.000Z"}
-    sub = {"kind": "subagent", "id": "subagent:2", "label": "Research", "chat": "ahp-chat:/w", "startedAt": "2026-10-10T11:00:01.000Z"}
-    state = run("chat", chat(), {"type": "chat/backgroundWorkSet", "work": shell}, {"type": "chat/backgroundWorkSet", "work": sub})
+    sub = {
+        "kind": "subagent",
+        "id": "subagent:2",
+        "label": "Research",
+        "chat": "ahp-chat:/w",
+        "startedAt": "2026-10-10T11:00:01.000Z",
+    }
+    state = run(
+        "chat",
+        chat(),
+        {"type": "chat/backgroundWorkSet", "work": shell},
+        {"type": "chat/backgroundWorkSet", "work": sub},
+    )
     assert state["backgroundWork"] == [shell, sub]
     renamed = {**shell, "label": "npm run dev -- --port 3"}
     state = run("chat", state, {"type": "chat/backgroundWorkSet", "work": renamed})
     assert state["backgroundWork"] == [renamed, sub]
     same("chat", state, {"type": "chat/backgroundWorkRemoved", "id": "unknown"})
-    state = run("chat", state, {"type": "chat/backgroundWorkRemoved", "id": "shell:1"}, {"type": "chat/backgroundWorkRemoved", "id": "subagent:2"})
+    state = run(
+        "chat",
+        state,
+        {"type": "chat/backgroundWorkRemoved", "id": "shell:1"},
+        {"type": "chat/backgroundWorkRemoved", "id": "subagent:2"},
+    )
     assert "backgroundWork" not in state
     same("chat", chat(), {"type": "chat/backgroundWorkRemoved", "id": "x"})
 
 
 def test_background_work_survives_the_turn() -> None:
     shell = {"kind": "shell", "id": "s", "label": "l", "startedAt": "2026-10-10T11:00:00.000Z"}
-    state = run("chat", active(), {"type": "chat/backgroundWorkSet", "work": shell}, {"type": "chat/turnComplete", "turnId": "t1", "duration": 1})
+    state = run(
+        "chat",
+        active(),
+        {"type": "chat/backgroundWorkSet", "work": shell},
+        {"type": "chat/turnComplete", "turnId": "t1", "duration": 1},
+    )
     assert state["backgroundWork"] == [shell]
 
 
@@ -703,8 +1114,20 @@ def test_full_turn_with_tool_calls_ends_idle_and_keeps_structure_shared() -> Non
         {"type": "chat/responsePart", "turnId": "t1", "part": md("p1")},
         {"type": "chat/delta", "turnId": "t1", "partId": "p1", "content": "Let me look."},
         {"type": "chat/toolCallStart", "turnId": "t1", "toolCallId": "tc1", "toolName": "read", "displayName": "Read"},
-        {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "tc1", "invocationMessage": "Read a", "toolInput": "a", "confirmed": "not-needed"},
-        {"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": "tc1", "result": {"success": True, "pastTenseMessage": "Read a"}},
+        {
+            "type": "chat/toolCallReady",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "invocationMessage": "Read a",
+            "toolInput": "a",
+            "confirmed": "not-needed",
+        },
+        {
+            "type": "chat/toolCallComplete",
+            "turnId": "t1",
+            "toolCallId": "tc1",
+            "result": {"success": True, "pastTenseMessage": "Read a"},
+        },
         {"type": "chat/turnComplete", "turnId": "t1", "duration": 42},
     )
     assert [t["id"] for t in state["turns"]] == ["t0", "t1"]

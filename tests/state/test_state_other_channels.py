@@ -29,8 +29,13 @@ def test_root_replacements() -> None:
 
 def test_root_config_merge_replace_and_absent() -> None:
     state = root(config={"schema": {}, "values": {"a": 1}})
-    assert run("root", state, {"type": "root/configChanged", "config": {"b": 2}})["config"]["values"] == {"a": 1, "b": 2}
-    assert run("root", state, {"type": "root/configChanged", "config": {"b": 2}, "replace": True})["config"]["values"] == {"b": 2}
+    assert run("root", state, {"type": "root/configChanged", "config": {"b": 2}})["config"]["values"] == {
+        "a": 1,
+        "b": 2,
+    }
+    assert run("root", state, {"type": "root/configChanged", "config": {"b": 2}, "replace": True})["config"][
+        "values"
+    ] == {"b": 2}
     same("root", root(), {"type": "root/configChanged", "config": {"b": 2}})
 
 
@@ -57,7 +62,13 @@ def test_terminal_metadata_actions() -> None:
         {"type": "terminal/cwdChanged", "cwd": "file:///tmp"},
         {"type": "terminal/exited", "exitCode": 0},
     )
-    assert (state["cols"], state["rows"], state["claim"], state["title"], state["cwd"]) == (120, 40, session_claim, "vim", "file:///tmp")
+    assert (state["cols"], state["rows"], state["claim"], state["title"], state["cwd"]) == (
+        120,
+        40,
+        session_claim,
+        "vim",
+        "file:///tmp",
+    )
 
 
 def test_terminal_exited_sets_the_exited_lifecycle_with_its_code() -> None:
@@ -84,7 +95,16 @@ def test_terminal_command_lifecycle() -> None:
     assert state["supportsCommandDetection"] is True
     assert state["content"] == [
         {"type": "unclassified", "value": "$ "},
-        {"type": "command", "commandId": "c1", "commandLine": "ls", "output": "a\nb\n", "timestamp": 1000, "isComplete": True, "exitCode": 0, "durationMs": 12},
+        {
+            "type": "command",
+            "commandId": "c1",
+            "commandLine": "ls",
+            "output": "a\nb\n",
+            "timestamp": 1000,
+            "isComplete": True,
+            "exitCode": 0,
+            "durationMs": 12,
+        },
         {"type": "unclassified", "value": "$ "},
     ]
     state = run("terminal", state, {"type": "terminal/cleared"})
@@ -92,7 +112,9 @@ def test_terminal_command_lifecycle() -> None:
 
 
 def test_terminal_command_detection_available() -> None:
-    assert run("terminal", terminal(), {"type": "terminal/commandDetectionAvailable"})["supportsCommandDetection"] is True
+    assert (
+        run("terminal", terminal(), {"type": "terminal/commandDetectionAvailable"})["supportsCommandDetection"] is True
+    )
 
 
 # ── Changeset ────────────────────────────────────────────────────────────────
@@ -115,7 +137,12 @@ def test_changeset_status_carries_error_only_while_in_error() -> None:
 
 
 def test_changeset_files_upsert_remove_review_clear() -> None:
-    state = run("changeset", changeset(), {"type": "changeset/fileSet", "file": cfile("a")}, {"type": "changeset/fileSet", "file": cfile("b")})
+    state = run(
+        "changeset",
+        changeset(),
+        {"type": "changeset/fileSet", "file": cfile("a")},
+        {"type": "changeset/fileSet", "file": cfile("b")},
+    )
     a2 = cfile("a", _meta={"x": 1})
     state = run("changeset", state, {"type": "changeset/fileSet", "file": a2})
     assert state["files"] == [a2, cfile("b")]
@@ -147,12 +174,20 @@ def test_changeset_operations() -> None:
     ops = [{"id": "commit", "label": "Commit", "status": "idle"}, {"id": "push", "label": "Push", "status": "idle"}]
     state = run("changeset", changeset(), {"type": "changeset/operationsChanged", "operations": ops})
     err = {"message": "rejected"}
-    state = run("changeset", state, {"type": "changeset/operationStatusChanged", "operationId": "push", "status": "error", "error": err})
+    state = run(
+        "changeset",
+        state,
+        {"type": "changeset/operationStatusChanged", "operationId": "push", "status": "error", "error": err},
+    )
     assert state["operations"][1] == {**ops[1], "status": "error", "error": err}
-    state = run("changeset", state, {"type": "changeset/operationStatusChanged", "operationId": "push", "status": "running"})
+    state = run(
+        "changeset", state, {"type": "changeset/operationStatusChanged", "operationId": "push", "status": "running"}
+    )
     assert state["operations"][1] == {**ops[1], "status": "running"}
     same("changeset", state, {"type": "changeset/operationStatusChanged", "operationId": "nope", "status": "idle"})
-    same("changeset", changeset(), {"type": "changeset/operationStatusChanged", "operationId": "push", "status": "idle"})
+    same(
+        "changeset", changeset(), {"type": "changeset/operationStatusChanged", "operationId": "push", "status": "idle"}
+    )
     assert "operations" not in run("changeset", state, {"type": "changeset/operationsChanged"})
 
 
@@ -171,7 +206,12 @@ def annotation(aid: str, *entries: str, **extra: Any) -> dict[str, Any]:
 
 
 def test_annotations_set_upserts() -> None:
-    state = run("annotations", {"annotations": []}, {"type": "annotations/set", "annotation": annotation("a", "e1")}, {"type": "annotations/set", "annotation": annotation("b", "e1")})
+    state = run(
+        "annotations",
+        {"annotations": []},
+        {"type": "annotations/set", "annotation": annotation("a", "e1")},
+        {"type": "annotations/set", "annotation": annotation("b", "e1")},
+    )
     replaced = annotation("a", "e1", "e2")
     state = run("annotations", state, {"type": "annotations/set", "annotation": replaced})
     assert state["annotations"] == [replaced, annotation("b", "e1")]
@@ -179,10 +219,18 @@ def test_annotations_set_upserts() -> None:
 
 def test_annotations_updated_touches_only_given_fields() -> None:
     rng = {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": 0}}
-    state = run("annotations", {"annotations": [annotation("a", "e1", _meta={"k": 1})]}, {"type": "annotations/updated", "annotationId": "a", "resolved": True, "range": rng})
+    state = run(
+        "annotations",
+        {"annotations": [annotation("a", "e1", _meta={"k": 1})]},
+        {"type": "annotations/updated", "annotationId": "a", "resolved": True, "range": rng},
+    )
     assert state["annotations"][0] == annotation("a", "e1", _meta={"k": 1}, resolved=True, range=rng)
     moved = {"kind": "turn", "chat": "ahp-chat:/c", "turnId": "t"}
-    state = run("annotations", state, {"type": "annotations/updated", "annotationId": "a", "resource": "file:///b.py", "origin": moved})
+    state = run(
+        "annotations",
+        state,
+        {"type": "annotations/updated", "annotationId": "a", "resource": "file:///b.py", "origin": moved},
+    )
     assert state["annotations"][0]["resource"] == "file:///b.py" and state["annotations"][0]["origin"] == moved
     assert state["annotations"][0]["range"] == rng
     same("annotations", state, {"type": "annotations/updated", "annotationId": "zz", "resolved": True})
@@ -190,10 +238,20 @@ def test_annotations_updated_touches_only_given_fields() -> None:
 
 def test_annotations_removed_and_entries() -> None:
     state = {"annotations": [annotation("a", "e1"), annotation("b", "e1")]}
-    state = run("annotations", state, {"type": "annotations/entrySet", "annotationId": "a", "entry": {"id": "e2", "body": "more"}})
-    state = run("annotations", state, {"type": "annotations/entrySet", "annotationId": "a", "entry": {"id": "e1", "body": "edited"}})
+    state = run(
+        "annotations",
+        state,
+        {"type": "annotations/entrySet", "annotationId": "a", "entry": {"id": "e2", "body": "more"}},
+    )
+    state = run(
+        "annotations",
+        state,
+        {"type": "annotations/entrySet", "annotationId": "a", "entry": {"id": "e1", "body": "edited"}},
+    )
     assert state["annotations"][0]["entries"] == [{"id": "e1", "body": "edited"}, {"id": "e2", "body": "more"}]
-    same("annotations", state, {"type": "annotations/entrySet", "annotationId": "zz", "entry": {"id": "e1", "body": "x"}})
+    same(
+        "annotations", state, {"type": "annotations/entrySet", "annotationId": "zz", "entry": {"id": "e1", "body": "x"}}
+    )
     state = run("annotations", state, {"type": "annotations/entryRemoved", "annotationId": "a", "entryId": "e1"})
     assert state["annotations"][0]["entries"] == [{"id": "e2", "body": "more"}]
     same("annotations", state, {"type": "annotations/entryRemoved", "annotationId": "a", "entryId": "e1"})
@@ -211,7 +269,12 @@ def entry(uri: str, name: str = "n") -> dict[str, Any]:
 
 
 def test_automation_catalogue() -> None:
-    state = run("automation", {"entries": []}, {"type": "automation/set", "automation": entry("ahp-automation:/a")}, {"type": "automation/set", "automation": entry("ahp-automation:/b")})
+    state = run(
+        "automation",
+        {"entries": []},
+        {"type": "automation/set", "automation": entry("ahp-automation:/a")},
+        {"type": "automation/set", "automation": entry("ahp-automation:/b")},
+    )
     state = run("automation", state, {"type": "automation/set", "automation": entry("ahp-automation:/a", "renamed")})
     assert state["entries"] == [entry("ahp-automation:/a", "renamed"), entry("ahp-automation:/b")]
     state = run("automation", state, {"type": "automation/removed", "resource": "ahp-automation:/a"})
@@ -221,8 +284,16 @@ def test_automation_catalogue() -> None:
 
 def test_automation_requests_leave_the_catalogue_to_the_host() -> None:
     state = {"entries": [entry("ahp-automation:/a")]}
-    same("automation", state, {"type": "automation/createRequested", "resource": "ahp-automation:/n", "definition": {"name": "x"}})
-    same("automation", state, {"type": "automation/updateRequested", "resource": "ahp-automation:/a", "changes": {"name": "y"}})
+    same(
+        "automation",
+        state,
+        {"type": "automation/createRequested", "resource": "ahp-automation:/n", "definition": {"name": "x"}},
+    )
+    same(
+        "automation",
+        state,
+        {"type": "automation/updateRequested", "resource": "ahp-automation:/a", "changes": {"name": "y"}},
+    )
 
 
 def run_state(**extra: Any) -> dict[str, Any]:

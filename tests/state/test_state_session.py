@@ -41,15 +41,31 @@ def test_creation_failed_records_the_error() -> None:
 
 def test_chat_catalogue_add_upsert_update_remove() -> None:
     a, b = summary("ahp-chat:/a"), summary("ahp-chat:/b")
-    state = run("session", session(), {"type": "session/chatAdded", "summary": a}, {"type": "session/chatAdded", "summary": b})
+    state = run(
+        "session", session(), {"type": "session/chatAdded", "summary": a}, {"type": "session/chatAdded", "summary": b}
+    )
     assert state["chats"] == [a, b]
-    a2 = {**a, "title": "renamed", "origin": {"kind": "sideChat", "chat": "ahp-chat:/b", "turnId": "t", "selection": {"text": "x"}}}
+    a2 = {
+        **a,
+        "title": "renamed",
+        "origin": {"kind": "sideChat", "chat": "ahp-chat:/b", "turnId": "t", "selection": {"text": "x"}},
+    }
     state = run("session", state, {"type": "session/chatAdded", "summary": a2})
     assert state["chats"] == [a2, b]
-    state = run("session", state, {"type": "session/chatUpdated", "chat": "ahp-chat:/b", "changes": {"status": IN_PROGRESS, "resource": "ignored"}})
+    state = run(
+        "session",
+        state,
+        {
+            "type": "session/chatUpdated",
+            "chat": "ahp-chat:/b",
+            "changes": {"status": IN_PROGRESS, "resource": "ignored"},
+        },
+    )
     assert state["chats"][1] == {**b, "status": IN_PROGRESS}
     same("session", state, {"type": "session/chatUpdated", "chat": "ahp-chat:/zz", "changes": {"title": "x"}})
-    state = run("session", {**state, "defaultChat": "ahp-chat:/a"}, {"type": "session/chatRemoved", "chat": "ahp-chat:/a"})
+    state = run(
+        "session", {**state, "defaultChat": "ahp-chat:/a"}, {"type": "session/chatRemoved", "chat": "ahp-chat:/a"}
+    )
     assert state["chats"] == [{**b, "status": IN_PROGRESS}] and "defaultChat" not in state
     same("session", state, {"type": "session/chatRemoved", "chat": "ahp-chat:/a"})
 
@@ -61,7 +77,11 @@ def test_removing_another_chat_keeps_the_default() -> None:
 
 def test_chats_reordered_applies_a_complete_permutation() -> None:
     chats = [summary("ahp-chat:/a"), summary("ahp-chat:/b"), summary("ahp-chat:/c")]
-    state = run("session", session(chats=chats), {"type": "session/chatsReordered", "chats": ["ahp-chat:/c", "ahp-chat:/a", "ahp-chat:/b"]})
+    state = run(
+        "session",
+        session(chats=chats),
+        {"type": "session/chatsReordered", "chats": ["ahp-chat:/c", "ahp-chat:/a", "ahp-chat:/b"]},
+    )
     assert state["chats"] == [chats[2], chats[0], chats[1]]
     assert state["chats"][0] is chats[2]
 
@@ -96,7 +116,12 @@ def test_metadata_actions() -> None:
         {"type": "session/metaChanged", "_meta": {"k": 1}},
         {"type": "session/serverToolsChanged", "tools": [{"name": "t"}]},
     )
-    assert (state["title"], state["activity"], state["_meta"], state["serverTools"]) == ("New", "Reading", {"k": 1}, [{"name": "t"}])
+    assert (state["title"], state["activity"], state["_meta"], state["serverTools"]) == (
+        "New",
+        "Reading",
+        {"k": 1},
+        [{"name": "t"}],
+    )
     state = run("session", state, {"type": "session/activityChanged"}, {"type": "session/metaChanged"})
     assert "activity" not in state and "_meta" not in state
 
@@ -107,7 +132,12 @@ def test_read_and_archived_flags_preserve_activity(activity: int) -> None:
     assert state["status"] == activity | IS_READ
     state = run("session", state, {"type": "session/isArchivedChanged", "isArchived": True})
     assert state["status"] == activity | IS_READ | IS_ARCHIVED
-    state = run("session", state, {"type": "session/isReadChanged", "isRead": False}, {"type": "session/isArchivedChanged", "isArchived": False})
+    state = run(
+        "session",
+        state,
+        {"type": "session/isReadChanged", "isRead": False},
+        {"type": "session/isArchivedChanged", "isArchived": False},
+    )
     assert state["status"] == activity
 
 
@@ -130,7 +160,12 @@ def test_config_merges_replaces_and_needs_a_config() -> None:
 
 def test_active_clients_upsert_and_remove() -> None:
     c1, c2 = {"clientId": "c1", "tools": []}, {"clientId": "c2", "tools": []}
-    state = run("session", session(), {"type": "session/activeClientSet", "activeClient": c1}, {"type": "session/activeClientSet", "activeClient": c2})
+    state = run(
+        "session",
+        session(),
+        {"type": "session/activeClientSet", "activeClient": c1},
+        {"type": "session/activeClientSet", "activeClient": c2},
+    )
     c1b = {"clientId": "c1", "tools": [{"name": "x"}]}
     state = run("session", state, {"type": "session/activeClientSet", "activeClient": c1b})
     assert state["activeClients"] == [c1b, c2]
@@ -140,7 +175,12 @@ def test_active_clients_upsert_and_remove() -> None:
 
 
 def test_working_directories_set_and_remove() -> None:
-    state = run("session", session(), {"type": "session/workingDirectorySet", "directory": "file:///a"}, {"type": "session/workingDirectorySet", "directory": "file:///b"})
+    state = run(
+        "session",
+        session(),
+        {"type": "session/workingDirectorySet", "directory": "file:///a"},
+        {"type": "session/workingDirectorySet", "directory": "file:///b"},
+    )
     assert state["workingDirectories"] == ["file:///a", "file:///b"]
     same("session", state, {"type": "session/workingDirectorySet", "directory": "file:///b"})
     state = run("session", state, {"type": "session/workingDirectoryRemoved", "directory": "file:///a"})
@@ -159,14 +199,26 @@ def test_working_directories_set_and_remove() -> None:
     ],
 )
 def test_working_directory_replaced(before: list[str], target: str, replacement: str, after: list[str]) -> None:
-    state = run("session", session(workingDirectories=before), {"type": "session/workingDirectoryReplaced", "directory": target, "replacement": replacement})
+    state = run(
+        "session",
+        session(workingDirectories=before),
+        {"type": "session/workingDirectoryReplaced", "directory": target, "replacement": replacement},
+    )
     assert state["workingDirectories"] == after
 
 
 def test_working_directory_replaced_without_target_is_a_no_op() -> None:
-    same("session", session(workingDirectories=["A"]), {"type": "session/workingDirectoryReplaced", "directory": "B", "replacement": "C"})
+    same(
+        "session",
+        session(workingDirectories=["A"]),
+        {"type": "session/workingDirectoryReplaced", "directory": "B", "replacement": "C"},
+    )
     same("session", session(), {"type": "session/workingDirectoryReplaced", "directory": "B", "replacement": "C"})
-    same("session", session(workingDirectories=["A"]), {"type": "session/workingDirectoryReplaced", "directory": "A", "replacement": "A"})
+    same(
+        "session",
+        session(workingDirectories=["A"]),
+        {"type": "session/workingDirectoryReplaced", "directory": "A", "replacement": "A"},
+    )
 
 
 def chat_input(rid: str) -> dict[str, Any]:
@@ -174,10 +226,20 @@ def chat_input(rid: str) -> dict[str, Any]:
 
 
 def test_input_needed_drives_the_status_bits() -> None:
-    state = run("session", session(status=IN_PROGRESS | IS_READ), {"type": "session/inputNeededSet", "request": chat_input("r1")})
+    state = run(
+        "session",
+        session(status=IN_PROGRESS | IS_READ),
+        {"type": "session/inputNeededSet", "request": chat_input("r1")},
+    )
     assert state["inputNeeded"] == [chat_input("r1")]
     assert state["status"] == INPUT_NEEDED | IS_READ
-    confirm = {"kind": "toolConfirmation", "id": "r2", "chat": "ahp-chat:/a", "turnId": "t", "toolCall": {"toolCallId": "x"}}
+    confirm = {
+        "kind": "toolConfirmation",
+        "id": "r2",
+        "chat": "ahp-chat:/a",
+        "turnId": "t",
+        "toolCall": {"toolCallId": "x"},
+    }
     state = run("session", state, {"type": "session/inputNeededSet", "request": confirm})
     replaced = {**chat_input("r1"), "chat": "ahp-chat:/b"}
     state = run("session", state, {"type": "session/inputNeededSet", "request": replaced})
@@ -196,7 +258,13 @@ def test_clearing_input_needed_leaves_an_idle_session_idle() -> None:
 
 
 def test_client_tool_execution_does_not_count_as_input_needed() -> None:
-    execution = {"kind": "toolClientExecution", "id": "x", "chat": "ahp-chat:/a", "turnId": "t", "toolCall": {"toolCallId": "x"}}
+    execution = {
+        "kind": "toolClientExecution",
+        "id": "x",
+        "chat": "ahp-chat:/a",
+        "turnId": "t",
+        "toolCall": {"toolCallId": "x"},
+    }
     state = run("session", session(status=IN_PROGRESS), {"type": "session/inputNeededSet", "request": execution})
     assert state["status"] == IN_PROGRESS and state["inputNeeded"] == [execution]
 
@@ -241,7 +309,11 @@ def test_customization_toggled_stores_decisions_or_the_effective_flag() -> None:
     assert state["customizations"][0]["children"][0]["enabled"] is False
     state = run("session", state, {"type": "session/customizationToggled", "id": "dir", "enablement": []})
     assert state["customizations"][2]["enabled"] is True
-    state = run("session", state, {"type": "session/customizationToggled", "id": "s2", "enablement": [{"kind": "global", "enabled": False}]})
+    state = run(
+        "session",
+        state,
+        {"type": "session/customizationToggled", "id": "s2", "enablement": [{"kind": "global", "enabled": False}]},
+    )
     assert state["customizations"][2]["children"][0]["enabled"] is False
 
 
@@ -270,15 +342,28 @@ def test_customization_removed_top_level_and_child() -> None:
 
 def test_mcp_server_state_changed_top_level_and_child() -> None:
     ready = {"kind": "ready"}
-    state = run("session", customized(), {"type": "session/mcpServerStateChanged", "id": "m1", "state": ready, "channel": "mcp://m1"})
+    state = run(
+        "session",
+        customized(),
+        {"type": "session/mcpServerStateChanged", "id": "m1", "state": ready, "channel": "mcp://m1"},
+    )
     assert state["customizations"][0]["children"][1] == mcp("m1", state=ready, channel="mcp://m1")
-    state = run("session", state, {"type": "session/mcpServerStateChanged", "id": "m0", "state": {"kind": "error", "error": {"message": "x"}}})
+    state = run(
+        "session",
+        state,
+        {"type": "session/mcpServerStateChanged", "id": "m0", "state": {"kind": "error", "error": {"message": "x"}}},
+    )
     assert "channel" not in state["customizations"][1]
 
 
 @pytest.mark.parametrize("cid", ["nope", "s1", "p"])
 def test_mcp_server_actions_ignore_unknown_or_non_mcp_ids(cid: str) -> None:
-    for kind in ("mcpServerStateChanged", "mcpServerStartRequested", "mcpServerStopRequested", "mcpServerBackgroundRequested"):
+    for kind in (
+        "mcpServerStateChanged",
+        "mcpServerStartRequested",
+        "mcpServerStopRequested",
+        "mcpServerBackgroundRequested",
+    ):
         same("session", customized(), {"type": f"session/{kind}", "id": cid, "state": {"kind": "ready"}})
     same("session", session(), {"type": "session/mcpServerStartRequested", "id": cid})
 
@@ -286,7 +371,9 @@ def test_mcp_server_actions_ignore_unknown_or_non_mcp_ids(cid: str) -> None:
 def test_mcp_server_start_and_stop_requests_are_optimistic() -> None:
     state = run("session", customized(), {"type": "session/mcpServerStartRequested", "id": "m0"})
     assert state["customizations"][1] == mcp("m0", state={"kind": "starting"})
-    auth = session(customizations=[plugin("p", [mcp("m1", state={"kind": "authRequired", "auth": {}}, channel="mcp://x")])])
+    auth = session(
+        customizations=[plugin("p", [mcp("m1", state={"kind": "authRequired", "auth": {}}, channel="mcp://x")])]
+    )
     state = run("session", auth, {"type": "session/mcpServerStopRequested", "id": "m1"})
     assert state["customizations"][0]["children"][0] == mcp("m1", state={"kind": "stopped"})
 

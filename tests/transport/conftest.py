@@ -71,8 +71,7 @@ async def serving(handler: Any, **options: Any) -> AsyncIterator[Server]:
     async def run(task_status: trio.TaskStatus[Listening] = trio.TASK_STATUS_IGNORED) -> None:
         try:
             with server.scope:
-                await serve_websocket(handler, host="127.0.0.1", port=0,
-                                      task_status=task_status, **options)
+                await serve_websocket(handler, host="127.0.0.1", port=0, task_status=task_status, **options)
         finally:
             server.stopped.set()
 

@@ -37,8 +37,10 @@ async def test_close_wakes_a_pending_receive_even_if_the_transport_would_not():
 
     async def handler(c: Connection) -> None:
         async with trio.open_nursery() as nursery:
+
             async def reader() -> None:
                 results.append(await c.receive())
+
             nursery.start_soon(reader)
             await trio.testing.wait_all_tasks_blocked()
             c.send("bye")

@@ -16,10 +16,10 @@ UPGRADE = [
 ]
 
 
-def request(target: str = "/", headers: list[tuple[str, str]] | None = None,
-            method: str = "GET") -> h11.Request:
-    return h11.Request(method=method, target=target,
-                       headers=headers if headers is not None else [("Host", "127.0.0.1")])
+def request(target: str = "/", headers: list[tuple[str, str]] | None = None, method: str = "GET") -> h11.Request:
+    return h11.Request(
+        method=method, target=target, headers=headers if headers is not None else [("Host", "127.0.0.1")]
+    )
 
 
 def status(refusal: _http.Refusal | None) -> int | None:
@@ -67,8 +67,7 @@ def test_malformed_upgrades_are_answered_here():
         return [(k, v) for k, v in UPGRADE if k != name]
 
     assert status(_http.decide(request(headers=UPGRADE, method="POST"), None)) == 405
-    assert status(_http.decide(request(headers=without("Connection") + [("Connection", "close")]),
-                               None)) == 400
+    assert status(_http.decide(request(headers=without("Connection") + [("Connection", "close")]), None)) == 400
     assert status(_http.decide(request(headers=without("Sec-WebSocket-Key")), None)) == 400
     mixed = without("Upgrade") + [("Upgrade", "h2c, websocket")]
     assert status(_http.decide(request(headers=mixed), None)) == 400
@@ -163,8 +162,9 @@ def test_the_host_header_must_name_this_daemon(host, listen, token, expected):
 
 
 def test_a_request_without_host_is_malformed():
-    no_host = h11.Request(method="GET", target="/", http_version="1.0",
-                          headers=[(k, v) for k, v in UPGRADE if k != "Host"])
+    no_host = h11.Request(
+        method="GET", target="/", http_version="1.0", headers=[(k, v) for k, v in UPGRADE if k != "Host"]
+    )
     assert status(_http.decide(no_host, None)) == 400
 
 

@@ -76,8 +76,10 @@ async def test_close_flushes_queued_frames_and_wakes_receive():
 
     async def handler(c: Connection) -> None:
         async with trio.open_nursery() as nursery:
+
             async def reader() -> None:
                 woke.append(await c.receive())
+
             nursery.start_soon(reader)
             await trio.lowlevel.checkpoint()  # let the reader block in receive()
             c.send("last words")

@@ -65,7 +65,7 @@ async def test_a_head_over_16_kib_is_answered_431_and_closed(piece):
                 step = piece or len(data)
                 try:
                     for i in range(0, len(data), step):
-                        await stream.send_all(data[i:i + step])
+                        await stream.send_all(data[i : i + step])
                 except trio.BrokenResourceError:
                     pass  # the server answered and closed before the rest
                 answer = await _answer(stream)
@@ -94,13 +94,17 @@ async def test_a_web_page_cannot_open_a_tokenless_daemon():
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
             port = server.listening.port
-            evil = UPGRADE_HEAD.format(target="/").replace("Host: 127.0.0.1", "Host: 127.0.0.1\r\nOrigin: https://evil.example")
+            evil = UPGRADE_HEAD.format(target="/").replace(
+                "Host: 127.0.0.1", "Host: 127.0.0.1\r\nOrigin: https://evil.example"
+            )
             status, headers, body = await http(port, evil)
             assert status == 403 and b"origin" in body
             rebound = UPGRADE_HEAD.format(target="/").replace("Host: 127.0.0.1", f"Host: evil.example:{port}")
             status, _, body = await http(port, rebound)
             assert status == 403 and b"Host" in body
-            local = UPGRADE_HEAD.format(target="/").replace("Host: 127.0.0.1", "Host: 127.0.0.1\r\nOrigin: http://localhost:3000")
+            local = UPGRADE_HEAD.format(target="/").replace(
+                "Host: 127.0.0.1", "Host: 127.0.0.1\r\nOrigin: http://localhost:3000"
+            )
             stream = await trio.open_tcp_stream("127.0.0.1", port)
             async with stream:
                 await stream.send_all(local.encode())
@@ -133,8 +137,10 @@ async def test_a_flood_of_silent_connections_is_refused_503_and_then_cleared(mon
             flood = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(300)]
             answers: list[bytes] = []
             async with trio.open_nursery() as nursery:
+
                 async def hear(stream: trio.SocketStream) -> None:
                     answers.append(await _answer(stream))
+
                 for stream in flood:
                     nursery.start_soon(hear, stream)
                 # while the flood holds every pending slot, a real client is told to come back
@@ -176,8 +182,9 @@ async def test_clients_that_never_read_share_one_budget(caplog):
     handler = EchoHandler()
     chunk = "q" * 65536
     with trio.fail_after(LIMIT):
-        async with serving(handler, limits=Limits(connections=64, pending=8, queued_bytes=4 * 2**20),
-                           queue_limit=lambda: 64 * 2**20) as server:
+        async with serving(
+            handler, limits=Limits(connections=64, pending=8, queued_bytes=4 * 2**20), queue_limit=lambda: 64 * 2**20
+        ) as server:
             port = server.listening.port
             raws = []
             conns = []

@@ -55,8 +55,7 @@ async def test_lines_in_lines_out_over_pipes():
     replies = Lines(trio.lowlevel.FdStream(stdout_r))
     with trio.fail_after(LIMIT):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(partial(serve_stdio, echo, stdin_fd=stdin_r, stdout_fd=stdout_w,
-                                       max_message_size=100))
+            nursery.start_soon(partial(serve_stdio, echo, stdin_fd=stdin_r, stdout_fd=stdout_w, max_message_size=100))
             await to_server.send_all(b'{"id":1}\n')
             assert await replies.next() == '{"id":1}'
             await to_server.send_all(b'{"id":2}\r\n\n{"id":3}\n')  # CRLF; a blank line is skipped
@@ -67,7 +66,9 @@ async def test_lines_in_lines_out_over_pipes():
                 await to_server.send_all(b"x" * 50_000)
             await to_server.send_all(b'\n{"id":4}\n')
             assert error_of(await replies.next()) == {
-                "code": -32600, "message": "frame of 200000 bytes exceeds the 100-byte limit"}
+                "code": -32600,
+                "message": "frame of 200000 bytes exceeds the 100-byte limit",
+            }
             assert await replies.next() == '{"id":4}'
             await to_server.send_all(b"\xff\xfe\n")
             assert error_of(await replies.next())["code"] == -32700
@@ -144,15 +145,19 @@ async def test_end_to_end_through_a_child_process():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     with trio.fail_after(LIMIT):
         process = await trio.lowlevel.open_process(
-            [sys.executable, "-c", SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=ROOT, env=env)
+            [sys.executable, "-c", SCRIPT],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=env,
+        )
         try:
             replies = Lines(process.stdout)
             await process.stdin.send_all('{"jsonrpc":"2.0","id":1,"method":"é"}\n'.encode())
             assert await replies.next() == '{"jsonrpc":"2.0","id":1,"method":"é"}'
             await process.stdin.send_all(b"y" * 150 + b"\n")
-            assert error_of(await replies.next())["message"] == (
-                "frame of 150 bytes exceeds the 100-byte limit")
+            assert error_of(await replies.next())["message"] == ("frame of 150 bytes exceeds the 100-byte limit")
             await process.stdin.send_all(b'{"id":2}\n')
             assert await replies.next() == '{"id":2}'
             await process.stdin.aclose()

@@ -208,8 +208,7 @@ async def test_upgrade_without_token_is_refused_with_401(target):
     with trio.fail_after(LIMIT):
         async with serving(handler, token="s3cret") as server:
             rejected = await rejection(server.listening.port, target)
-            status, headers, _ = await http(server.listening.port,
-                                            UPGRADE_HEAD.format(target=target))
+            status, headers, _ = await http(server.listening.port, UPGRADE_HEAD.format(target=target))
     assert rejected.status_code == 401
     assert (b"access-control-allow-origin", b"*") in rejected.headers
     assert status == 401 and headers["access-control-allow-origin"] == "*"
@@ -278,8 +277,7 @@ async def test_queue_limit_is_read_at_every_send_and_the_client_sees_1008(caplog
     reason = info.value.reason
     assert reason.code == 1008
     assert reason.reason == "client fell behind by 140 bytes"
-    assert any(conn.name in r.getMessage() and r.levelno == logging.WARNING
-               for r in caplog.records)
+    assert any(conn.name in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
 
 
 async def test_client_that_stops_reading_is_cut_off_and_others_are_not(caplog):

@@ -32,20 +32,64 @@ def action(seq: int, body: dict[str, Any], origin: dict[str, Any] | None = None,
 
 def hello(conn: str, client: str) -> list[Line]:
     return [
-        ("c2s", conn, rpc(id=1, method="initialize", params={
-            "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": client, "initialSubscriptions": [CHAT]})),
-        ("s2c", conn, rpc(id=1, result={"protocolVersion": "1.0.0", "serverSeq": 0, "snapshots": [
-            {"resource": CHAT, "state": EMPTY_CHAT, "fromSeq": 0}]})),
+        (
+            "c2s",
+            conn,
+            rpc(
+                id=1,
+                method="initialize",
+                params={
+                    "channel": ROOT,
+                    "protocolVersions": ["1.0.0"],
+                    "clientId": client,
+                    "initialSubscriptions": [CHAT],
+                },
+            ),
+        ),
+        (
+            "s2c",
+            conn,
+            rpc(
+                id=1,
+                result={
+                    "protocolVersion": "1.0.0",
+                    "serverSeq": 0,
+                    "snapshots": [{"resource": CHAT, "state": EMPTY_CHAT, "fromSeq": 0}],
+                },
+            ),
+        ),
     ]
 
 
 def join(conn: str, client: str, state: dict[str, Any], seq: int) -> list[Line]:
     """``client`` connects on ``conn`` and is served ``state`` as of ``seq``."""
     return [
-        ("c2s", conn, rpc(id=1, method="initialize", params={
-            "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": client, "initialSubscriptions": [CHAT]})),
-        ("s2c", conn, rpc(id=1, result={"protocolVersion": "1.0.0", "serverSeq": seq, "snapshots": [
-            {"resource": CHAT, "state": state, "fromSeq": seq}]})),
+        (
+            "c2s",
+            conn,
+            rpc(
+                id=1,
+                method="initialize",
+                params={
+                    "channel": ROOT,
+                    "protocolVersions": ["1.0.0"],
+                    "clientId": client,
+                    "initialSubscriptions": [CHAT],
+                },
+            ),
+        ),
+        (
+            "s2c",
+            conn,
+            rpc(
+                id=1,
+                result={
+                    "protocolVersion": "1.0.0",
+                    "serverSeq": seq,
+                    "snapshots": [{"resource": CHAT, "state": state, "fromSeq": seq}],
+                },
+            ),
+        ),
     ]
 
 
@@ -66,14 +110,24 @@ def reduced(lines: list[Line], upto: int) -> dict[str, Any]:
 
 def conversation() -> list[Line]:
     """alice starts a turn, the host streams a reply, alice subscribes again."""
-    started = {"type": "chat/turnStarted", "turnId": "t1", "startedAt": "2026-01-01T00:00:00.000Z",
-               "message": {"text": "hi", "origin": {"kind": "user"}}}
+    started = {
+        "type": "chat/turnStarted",
+        "turnId": "t1",
+        "startedAt": "2026-01-01T00:00:00.000Z",
+        "message": {"text": "hi", "origin": {"kind": "user"}},
+    }
     return [
         *hello("1", "alice"),
         ("c2s", "1", rpc(method="dispatchAction", params={"channel": CHAT, "clientSeq": 1, "action": started})),
         ("s2c", "1", action(1, started, {"clientId": "alice", "clientSeq": 1})),
-        ("s2c", "1", action(2, {"type": "chat/responsePart", "turnId": "t1",
-                                 "part": {"kind": "markdown", "id": "p1", "content": ""}})),
+        (
+            "s2c",
+            "1",
+            action(
+                2,
+                {"type": "chat/responsePart", "turnId": "t1", "part": {"kind": "markdown", "id": "p1", "content": ""}},
+            ),
+        ),
         ("s2c", "1", action(3, {"type": "chat/delta", "turnId": "t1", "partId": "p1", "content": "hello"})),
         ("s2c", "1", action(4, {"type": "chat/turnComplete", "turnId": "t1", "duration": 5})),
     ]
@@ -113,18 +167,45 @@ def render(lines: list[Line], shape: str = "ahpLog") -> str:
         if msg.get("method") == "initialize":
             clients[conn] = params["clientId"]
         if direction == "close":
-            out.append(json.dumps({"_ahpLog": {"ts": f"2026-01-01T00:00:{n % 60:02d}.000Z", "dir": "c2s",
-                                               "connectionId": conn, "transport": "websocket",
-                                               "event": "close"}}) + "\n")
+            out.append(
+                json.dumps(
+                    {
+                        "_ahpLog": {
+                            "ts": f"2026-01-01T00:00:{n % 60:02d}.000Z",
+                            "dir": "c2s",
+                            "connectionId": conn,
+                            "transport": "websocket",
+                            "event": "close",
+                        }
+                    }
+                )
+                + "\n"
+            )
             continue
         text = json.dumps(msg)
         if shape == "ahpLog":
-            out.append(capture_line(text, direction, conn, transport="websocket", client_id=clients.get(conn),
-                                    ts=f"2026-01-01T00:00:{n % 60:02d}.000Z"))
+            out.append(
+                capture_line(
+                    text,
+                    direction,
+                    conn,
+                    transport="websocket",
+                    client_id=clients.get(conn),
+                    ts=f"2026-01-01T00:00:{n % 60:02d}.000Z",
+                )
+            )
         else:
-            out.append(json.dumps({"at": f"2026-01-01T00:00:{n % 60:02d}.000Z",
-                                   "from": "client" if direction == "c2s" else "host",
-                                   "peer": conn, "frame": msg}) + "\n")
+            out.append(
+                json.dumps(
+                    {
+                        "at": f"2026-01-01T00:00:{n % 60:02d}.000Z",
+                        "from": "client" if direction == "c2s" else "host",
+                        "peer": conn,
+                        "frame": msg,
+                    }
+                )
+                + "\n"
+            )
     return "".join(out)
 
 

@@ -16,13 +16,24 @@ from ahpd.wire.reader import read_frames
 
 def test_a_line_is_the_message_with_ahplog_beside_it() -> None:
     text = '{"jsonrpc":"2.0","id":1,"result":{"ok":true}}'
-    line = capture_line(text, "s2c", "7.1", transport="websocket", client_id="alice",
-                        ts="2026-01-01T00:00:00.000Z", trusted=True)
+    line = capture_line(
+        text, "s2c", "7.1", transport="websocket", client_id="alice", ts="2026-01-01T00:00:00.000Z", trusted=True
+    )
     assert line.endswith("\n")
     entry = json.loads(line)
-    assert entry == {"jsonrpc": "2.0", "id": 1, "result": {"ok": True}, "_ahpLog": {
-        "ts": "2026-01-01T00:00:00.000Z", "dir": "s2c", "connectionId": "7.1", "transport": "websocket",
-        "byteLength": len(text), "clientId": "alice"}}
+    assert entry == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"ok": True},
+        "_ahpLog": {
+            "ts": "2026-01-01T00:00:00.000Z",
+            "dir": "s2c",
+            "connectionId": "7.1",
+            "transport": "websocket",
+            "byteLength": len(text),
+            "clientId": "alice",
+        },
+    }
     assert line.startswith(text[:-1])  # spliced: the message's own bytes
 
 
@@ -33,10 +44,21 @@ def test_a_frame_that_is_not_json_is_kept_as_text() -> None:
 
 
 def test_redaction_replaces_credentials_and_nothing_else() -> None:
-    message = {"jsonrpc": "2.0", "id": 3, "method": "authenticate", "params": {
-        "channel": "ahp-root://", "resource": "https://api.anthropic.com", "token": "sk-secret",
-        "progressToken": "p1", "nested": [{"Authorization": "Bearer abc"}, {"apiKey": "k"}],
-        "url": "ws://127.0.0.1:8765/?tkn=s3cret&x=1", "note": "Bearer xyz", "empty": {"token": ""}}}
+    message = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "authenticate",
+        "params": {
+            "channel": "ahp-root://",
+            "resource": "https://api.anthropic.com",
+            "token": "sk-secret",
+            "progressToken": "p1",
+            "nested": [{"Authorization": "Bearer abc"}, {"apiKey": "k"}],
+            "url": "ws://127.0.0.1:8765/?tkn=s3cret&x=1",
+            "note": "Bearer xyz",
+            "empty": {"token": ""},
+        },
+    }
     out = redact(message)
     params = out["params"]
     assert params["token"] == REDACTED and params["progressToken"] == "p1"
@@ -92,25 +114,50 @@ async def test_the_recorder_learns_the_client_id_and_passes_everything_through(t
     frames = list(read_frames([str(tmp_path / "w.jsonl")]))
     # The close is on record, once, as a line of its own.
     assert [(f.direction, f.client_id, f.closed) for f in frames] == [
-        ("c2s", "alice", False), ("s2c", "alice", False), ("c2s", "alice", True)]
+        ("c2s", "alice", False),
+        ("s2c", "alice", False),
+        ("c2s", "alice", True),
+    ]
     assert frames[-1].message is None
     assert inner.sent == ['{"jsonrpc":"2.0","id":1,"result":{}}']
 
 
 def test_ahpd_stdio_wire_records_both_directions(tmp_path: Path) -> None:
     capture = tmp_path / "stdio.jsonl"
-    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "cli"}}
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "cli"},
+    }
     run = subprocess.run(
-        [sys.executable, "-m", "ahpd", "stdio", "--data-dir", str(tmp_path / "d"), "--sessions", "memory",
-         "--wire", str(capture), "--log-level", "warning"],
-        input=json.dumps(request) + "\n", capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "ahpd",
+            "stdio",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--sessions",
+            "memory",
+            "--wire",
+            str(capture),
+            "--log-level",
+            "warning",
+        ],
+        input=json.dumps(request) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     assert run.returncode == 0, run.stderr
     frames = list(read_frames([str(capture)]))
     assert [(f.direction, f.client_id, f.closed) for f in frames] == [
-        ("c2s", "cli", False), ("s2c", "cli", False), ("c2s", "cli", True)]
+        ("c2s", "cli", False),
+        ("s2c", "cli", False),
+        ("c2s", "cli", True),
+    ]
     assert frames[1].message["result"]["protocolVersion"] == "1.0.0"
     assert stat.S_IMODE(capture.stat().st_mode) == 0o600
 

@@ -94,15 +94,29 @@ def test_a_turn_ended_twice(tmp_path: Path) -> None:
 
 
 def test_a_resumed_turn_runs_and_ends_again(tmp_path: Path) -> None:
-    error = {"type": "chat/error", "turnId": "t1", "duration": 1,
-             "part": {"kind": "error", "error": {"errorType": "AgentSilent", "message": "quiet"}, "resumable": True}}
+    error = {
+        "type": "chat/error",
+        "turnId": "t1",
+        "duration": 1,
+        "part": {"kind": "error", "error": {"errorType": "AgentSilent", "message": "quiet"}, "resumable": True},
+    }
     resume = {"type": "chat/turnResume", "turnId": "t1"}
     lines = conversation()[:-1] + [
         ("s2c", "1", action(4, error)),
         ("c2s", "1", rpc(method="dispatchAction", params={"channel": CHAT, "clientSeq": 2, "action": resume})),
         ("s2c", "1", action(5, resume, {"clientId": "alice", "clientSeq": 2})),
-        ("s2c", "1", action(6, {"type": "chat/responsePart", "turnId": "t1",
-                                 "part": {"kind": "markdown", "id": "p2", "content": "again"}})),
+        (
+            "s2c",
+            "1",
+            action(
+                6,
+                {
+                    "type": "chat/responsePart",
+                    "turnId": "t1",
+                    "part": {"kind": "markdown", "id": "p2", "content": "again"},
+                },
+            ),
+        ),
         ("s2c", "1", action(7, {"type": "chat/turnComplete", "turnId": "t1", "duration": 2})),
     ]
     assert check(tmp_path, render(lines)) == (0, [])
@@ -122,10 +136,21 @@ def test_a_duplicated_server_seq(tmp_path: Path) -> None:
 def test_a_refusal_broadcast(tmp_path: Path) -> None:
     bad = {"type": "chat/turnCancelled", "turnId": "nope", "duration": 1}
     refusal = action(4, bad, {"clientId": "alice", "clientSeq": 2}, rejectionReason="no such turn")
-    lines = [*conversation(), *hello("2", "bob"),
-             ("c2s", "1", {"jsonrpc": "2.0", "method": "dispatchAction",
-                           "params": {"channel": action(0, {})["params"]["channel"], "clientSeq": 2, "action": bad}}),
-             ("s2c", "1", refusal), ("s2c", "2", refusal)]
+    lines = [
+        *conversation(),
+        *hello("2", "bob"),
+        (
+            "c2s",
+            "1",
+            {
+                "jsonrpc": "2.0",
+                "method": "dispatchAction",
+                "params": {"channel": action(0, {})["params"]["channel"], "clientSeq": 2, "action": bad},
+            },
+        ),
+        ("s2c", "1", refusal),
+        ("s2c", "2", refusal),
+    ]
     code, problems = check(tmp_path, render(lines))
     assert code == 1
     assert found(problems, "refusal") == [(len(lines), "$.params.origin")]
@@ -133,18 +158,42 @@ def test_a_refusal_broadcast(tmp_path: Path) -> None:
 
 
 def test_a_refusal_in_a_replay(tmp_path: Path) -> None:
-    refusal = action(4, {"type": "chat/turnCancelled", "turnId": "x", "duration": 1},
-                     {"clientId": "carol", "clientSeq": 1}, rejectionReason="no")["params"]
-    lines = [("c2s", "3", {"jsonrpc": "2.0", "id": 1, "method": "reconnect", "params": {
-        "channel": "ahp-root://", "clientId": "carol", "lastSeenServerSeq": 3, "subscriptions": []}}),
-        ("s2c", "3", {"jsonrpc": "2.0", "id": 1, "result": {"type": "replay", "actions": [refusal], "missing": []}})]
+    refusal = action(
+        4,
+        {"type": "chat/turnCancelled", "turnId": "x", "duration": 1},
+        {"clientId": "carol", "clientSeq": 1},
+        rejectionReason="no",
+    )["params"]
+    lines = [
+        (
+            "c2s",
+            "3",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "reconnect",
+                "params": {"channel": "ahp-root://", "clientId": "carol", "lastSeenServerSeq": 3, "subscriptions": []},
+            },
+        ),
+        ("s2c", "3", {"jsonrpc": "2.0", "id": 1, "result": {"type": "replay", "actions": [refusal], "missing": []}}),
+    ]
     code, problems = check(tmp_path, render(lines))
     assert ("refusal", "$.result.actions[0]") in [(p.rule, p.json_path) for p in problems]
 
 
 def test_a_notification_carrying_a_server_seq(tmp_path: Path) -> None:
-    lines = [*conversation(), ("s2c", "1", {"jsonrpc": "2.0", "method": "root/sessionRemoved",
-                                            "params": {"channel": "ahp-root://", "session": "s:/1", "serverSeq": 9}})]
+    lines = [
+        *conversation(),
+        (
+            "s2c",
+            "1",
+            {
+                "jsonrpc": "2.0",
+                "method": "root/sessionRemoved",
+                "params": {"channel": "ahp-root://", "session": "s:/1", "serverSeq": 9},
+            },
+        ),
+    ]
     code, problems = check(tmp_path, render(lines))
     assert code == 1
     assert found(problems, "notification-seq") == [(len(lines), "$.params.serverSeq")]
@@ -154,10 +203,27 @@ def test_a_notification_carrying_a_server_seq(tmp_path: Path) -> None:
 def test_a_tool_ready_without_confirmed_where_nobody_was_asked(tmp_path: Path) -> None:
     lines = conversation()[: COMPLETE - 1]
     lines += [
-        ("s2c", "1", action(5, {"type": "chat/toolCallStart", "turnId": "t1", "toolCallId": "c1",
-                                "toolName": "read", "displayName": "Read"})),
-        ("s2c", "1", action(6, {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "c1",
-                                "invocationMessage": "Reading"})),
+        (
+            "s2c",
+            "1",
+            action(
+                5,
+                {
+                    "type": "chat/toolCallStart",
+                    "turnId": "t1",
+                    "toolCallId": "c1",
+                    "toolName": "read",
+                    "displayName": "Read",
+                },
+            ),
+        ),
+        (
+            "s2c",
+            "1",
+            action(
+                6, {"type": "chat/toolCallReady", "turnId": "t1", "toolCallId": "c1", "invocationMessage": "Reading"}
+            ),
+        ),
         ("s2c", "1", action(7, {"type": "chat/turnComplete", "turnId": "t1", "duration": 5})),
     ]
     code, problems = check(tmp_path, render(with_snapshot(lines)))
@@ -172,8 +238,11 @@ def test_a_snapshot_that_disagrees_with_the_actions(tmp_path: Path) -> None:
 
 
 def test_a_response_to_nothing_and_a_request_never_answered(tmp_path: Path) -> None:
-    lines = [*conversation(), ("s2c", "1", {"jsonrpc": "2.0", "id": 99, "result": None}),
-             ("c2s", "1", {"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"channel": "ahp-root://"}})]
+    lines = [
+        *conversation(),
+        ("s2c", "1", {"jsonrpc": "2.0", "id": 99, "result": None}),
+        ("c2s", "1", {"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"channel": "ahp-root://"}}),
+    ]
     code, problems = check(tmp_path, render(lines))
     assert found(problems, "jsonrpc") == [(len(lines) - 1, "$.id"), (len(lines), "$.id")]
 
@@ -232,8 +301,10 @@ def test_an_empty_capture_exits_2_with_no_frames(tmp_path: Path, text: str) -> N
 
 
 def ping(conn: str, ident: int) -> list:
-    return [("c2s", conn, rpc(id=ident, method="ping", params={"channel": "ahp-root://"})),
-            ("s2c", conn, rpc(id=ident, result=None))]
+    return [
+        ("c2s", conn, rpc(id=ident, method="ping", params={"channel": "ahp-root://"})),
+        ("s2c", conn, rpc(id=ident, result=None)),
+    ]
 
 
 @pytest.mark.parametrize("upto", [2, 3, 4])
@@ -262,17 +333,25 @@ def test_a_snapshot_is_not_held_against_a_connection_that_had_gone(tmp_path: Pat
 def test_a_refusal_handing_back_an_undecodable_action_is_judged_on_the_dispatch(tmp_path: Path) -> None:
     bad = {"type": "chat/turnCancelled", "turnId": "t1", "duration": "soon"}
     channel = action(0, {})["params"]["channel"]
-    refusal = action(4, bad, {"clientId": "alice", "clientSeq": 2},
-                     rejectionReason="expected a number at $.action.duration")
-    lines = [*conversation(),
-             ("c2s", "1", rpc(method="dispatchAction", params={"channel": channel, "clientSeq": 2, "action": bad})),
-             ("s2c", "1", refusal)]
+    refusal = action(
+        4, bad, {"clientId": "alice", "clientSeq": 2}, rejectionReason="expected a number at $.action.duration"
+    )
+    lines = [
+        *conversation(),
+        ("c2s", "1", rpc(method="dispatchAction", params={"channel": channel, "clientSeq": 2, "action": bad})),
+        ("s2c", "1", refusal),
+    ]
     code, problems = check(tmp_path, render(lines))
     # The client's frame is the defect; the host's answer, its own action back, is not.
     assert found(problems, "schema") == [(len(lines) - 1, "$.params.action.duration")]
     # Another action in the refusal than the one sent is the host's to answer for.
-    lines[-1] = ("s2c", "1", action(4, {**bad, "duration": "later"}, {"clientId": "alice", "clientSeq": 2},
-                                    rejectionReason="no"))
+    lines[-1] = (
+        "s2c",
+        "1",
+        action(4, {**bad, "duration": "later"}, {"clientId": "alice", "clientSeq": 2}, rejectionReason="no"),
+    )
     code, problems = check(tmp_path, render(lines))
-    assert found(problems, "schema") == [(len(lines) - 1, "$.params.action.duration"),
-                                         (len(lines), "$.params.action.duration")]
+    assert found(problems, "schema") == [
+        (len(lines) - 1, "$.params.action.duration"),
+        (len(lines), "$.params.action.duration"),
+    ]

@@ -34,8 +34,9 @@ async def test_a_session_through_the_tee(tmp_path: Path) -> None:
     capture = tmp_path / "tee.jsonl"
     async with running_daemon(tmp_path / "d", "--sessions", "memory", "--connection-token", "s3cret") as daemon:
         async with trio.open_nursery() as nursery:
-            args = tee.parse(["--upstream", daemon.url.split("?")[0], "--wire", str(capture), "--listen",
-                              "127.0.0.1:0"])
+            args = tee.parse(
+                ["--upstream", daemon.url.split("?")[0], "--wire", str(capture), "--listen", "127.0.0.1:0"]
+            )
             port = await nursery.start(tee.main, args)
             async with rpc(f"ws://127.0.0.1:{port}/?tkn=s3cret") as client:
                 result = await client.initialize("teed")

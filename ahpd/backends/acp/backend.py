@@ -134,8 +134,9 @@ class AcpBackend:
         else:
             found = shutil.which(self.command, path=self.env.get("PATH", os.environ.get("PATH"))) is not None
         if not found:
-            raise BackendError(f"cannot start the {self.provider} agent: command {self.command!r} "
-                               "is not found or not executable")
+            raise BackendError(
+                f"cannot start the {self.provider} agent: command {self.command!r} is not found or not executable"
+            )
 
     async def probe(self) -> bool:
         """The boot probe: what a composer shows before any session's agent
@@ -145,14 +146,21 @@ class AcpBackend:
         and not in the daemon, which holds it only once a turn needs it.
         True when :meth:`agent_info` or the commands changed. Failure is
         logged, never raised."""
-        spec = {"provider": self.provider, "command": self.command, "args": list(self.args), "env": self.env,
-                "call_timeout": self.call_timeout}
+        spec = {
+            "provider": self.provider,
+            "command": self.command,
+            "args": list(self.args),
+            "env": self.env,
+            "call_timeout": self.call_timeout,
+        }
         try:
             with trio.fail_after(self.call_timeout + 30):
                 async with self.probing:
                     done = await trio.run_process(
                         [sys.executable, "-m", "ahpd.backends.acp.probe", json.dumps(spec)],
-                        capture_stdout=True, stderr=None, check=False,
+                        capture_stdout=True,
+                        stderr=None,
+                        check=False,
                     )
                     learned = json.loads(done.stdout or b"null")
                     if done.returncode == 0:
@@ -205,8 +213,15 @@ class AcpBackend:
         from ahpd.backends.acp import session as _acp_session
 
         await _acp_session.run_conversation(
-            self, cwd=cwd, events=events, resume_id=resume_id, task_status=task_status, terminals=terminals,
-            host_tools=host_tools, additional_directories=additional_directories, config=config,
+            self,
+            cwd=cwd,
+            events=events,
+            resume_id=resume_id,
+            task_status=task_status,
+            terminals=terminals,
+            host_tools=host_tools,
+            additional_directories=additional_directories,
+            config=config,
         )
 
     async def delete_conversation(self, backend_id: str) -> bool:
@@ -245,12 +260,21 @@ class AcpBackend:
     async def _ask(self, *argv: str) -> Any:
         """Run ``catalogue`` as a child process and read its JSON answer;
         None when it failed (said on the daemon's standard error by the child)."""
-        spec = {"provider": self.provider, "command": self.command, "args": list(self.args),
-                "env": self.env, "call_timeout": self.call_timeout}
+        spec = {
+            "provider": self.provider,
+            "command": self.command,
+            "args": list(self.args),
+            "env": self.env,
+            "call_timeout": self.call_timeout,
+        }
         try:
             with trio.fail_after(self.call_timeout + 30):
-                done = await trio.run_process([sys.executable, "-m", "ahpd.backends.acp.catalogue", json.dumps(spec),
-                                               *argv], capture_stdout=True, stderr=None, check=False)
+                done = await trio.run_process(
+                    [sys.executable, "-m", "ahpd.backends.acp.catalogue", json.dumps(spec), *argv],
+                    capture_stdout=True,
+                    stderr=None,
+                    check=False,
+                )
             answer = json.loads(done.stdout or b"null")
         except (OSError, ValueError, trio.TooSlowError) as exc:
             log.warning("%s: asking the agent for %s failed: %s", self.provider, argv[0], exc)

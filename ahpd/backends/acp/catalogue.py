@@ -96,16 +96,26 @@ async def read_stored(backend: AcpBackend, backend_id: str) -> list[HistoryTurn]
 
 def main() -> None:
     spec, what, *rest = json.loads(sys.argv[1]), *sys.argv[2:]
-    backend = AcpBackend(spec["provider"], spec["command"], spec.get("args") or (), spec.get("env") or {},
-                         call_timeout=float(spec.get("call_timeout") or 30))
+    backend = AcpBackend(
+        spec["provider"],
+        spec["command"],
+        spec.get("args") or (),
+        spec.get("env") or {},
+        call_timeout=float(spec.get("call_timeout") or 30),
+    )
     try:
         if what == "list":
             answer: Any = [attrs.asdict(c) for c in trio.run(list_stored, backend)]
         else:
             answer = [attrs.asdict(t) for t in trio.run(read_stored, backend, rest[0])]
     except Exception as exc:  # noqa: BLE001 - a child's one answer to any failure is "could not", said
-        why = exc.message if isinstance(exc, BackendError) else "no answer in time" if isinstance(
-            exc, trio.TooSlowError) else f"{type(exc).__name__}: {exc}"
+        why = (
+            exc.message
+            if isinstance(exc, BackendError)
+            else "no answer in time"
+            if isinstance(exc, trio.TooSlowError)
+            else f"{type(exc).__name__}: {exc}"
+        )
         print(f"ahpd: {backend.provider}: the catalogue could not be read: {why}", file=sys.stderr)
         sys.exit(1)
     try:

@@ -33,9 +33,11 @@ def _absolute(path: str) -> str:
 
 def _request_error(root: Path, path: str, exc: fs.FsError) -> RequestError:
     if isinstance(exc, fs.Outside):
-        return RequestError(_INVALID_PARAMS,
-                            f"access refused: {path} is outside the conversation's working directory {root}",
-                            {"path": path, "root": str(root)})
+        return RequestError(
+            _INVALID_PARAMS,
+            f"access refused: {path} is outside the conversation's working directory {root}",
+            {"path": path, "root": str(root)},
+        )
     if isinstance(exc, fs.NotFound):
         return RequestError(_NOT_FOUND, f"no such file: {path}", {"uri": path})
     if isinstance(exc, fs.IsADirectory):

@@ -16,12 +16,21 @@ from ahpd.backends.acp.backend import AcpBackend
 
 
 async def _learn(spec: dict) -> dict:
-    backend = AcpBackend(spec["provider"], spec["command"], spec.get("args") or (), spec.get("env") or {},
-                         call_timeout=float(spec.get("call_timeout") or 30))
+    backend = AcpBackend(
+        spec["provider"],
+        spec["command"],
+        spec.get("args") or (),
+        spec.get("env") or {},
+        call_timeout=float(spec.get("call_timeout") or 30),
+    )
     await backend.learn()
-    return {"models": backend.agent_info()["models"], "commands": backend.commands,
-            "modes": backend.modes, "configOptions": backend.config_options,
-            "conversations": None if backend.listed is None else [attrs.asdict(c) for c in backend.listed]}
+    return {
+        "models": backend.agent_info()["models"],
+        "commands": backend.commands,
+        "modes": backend.modes,
+        "configOptions": backend.config_options,
+        "conversations": None if backend.listed is None else [attrs.asdict(c) for c in backend.listed],
+    }
 
 
 def main() -> None:

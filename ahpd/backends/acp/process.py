@@ -69,9 +69,7 @@ def signal_group(proc: trio.Process, sig: int) -> None:
 class AgentProcess:
     """One agent subprocess: its pumps, its transport, its death."""
 
-    def __init__(
-        self, proc: trio.Process, *, loop: Any, label: str, max_line_bytes: int
-    ) -> None:
+    def __init__(self, proc: trio.Process, *, loop: Any, label: str, max_line_bytes: int) -> None:
         self.proc = proc
         self.label = label
         self.max_line_bytes = max_line_bytes

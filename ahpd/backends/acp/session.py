@@ -187,9 +187,7 @@ class Link:
         except ValidationError:
             raise BackendError("the agent answered initialize with an invalid result") from None
         if init.protocol_version != PROTOCOL_VERSION:
-            raise BackendError(
-                f"the agent speaks ACP version {init.protocol_version}; ahpd speaks {PROTOCOL_VERSION}"
-            )
+            raise BackendError(f"the agent speaks ACP version {init.protocol_version}; ahpd speaks {PROTOCOL_VERSION}")
         return init
 
     async def close(self) -> None:
@@ -363,8 +361,9 @@ async def run_conversation(
                     if caps and caps.session_capabilities and caps.session_capabilities.additional_directories:
                         params["additionalDirectories"] = [str(working_root(d)) for d in additional_directories]
                     else:
-                        log.info("%s: the agent takes no additional directories; it works in %s only",
-                                 backend.provider, root)
+                        log.info(
+                            "%s: the agent takes no additional directories; it works in %s only", backend.provider, root
+                        )
                 if resume_id is not None:
                     if not (caps and caps.load_session):
                         raise BackendError(

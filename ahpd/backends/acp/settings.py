@@ -43,8 +43,11 @@ def properties(
     if modes and modes.get("availableModes"):
         available = [m for m in modes["availableModes"] if isinstance(m, Mapping) and m.get("id")]
         out["mode"] = {
-            "type": "string", "title": "Mode", "enum": [m["id"] for m in available],
-            "enumLabels": [m.get("name") or m["id"] for m in available], "sessionMutable": True,
+            "type": "string",
+            "title": "Mode",
+            "enum": [m["id"] for m in available],
+            "enumLabels": [m.get("name") or m["id"] for m in available],
+            "sessionMutable": True,
         }
         if all(m.get("description") for m in available):
             out["mode"]["enumDescriptions"] = [m["description"] for m in available]
@@ -58,8 +61,11 @@ def properties(
             prop["type"] = "boolean"
         else:
             choices = list(_choices(option))
-            prop.update(type="string", enum=[c.get("value") for c in choices],
-                        enumLabels=[c.get("name") or c.get("value") for c in choices])
+            prop.update(
+                type="string",
+                enum=[c.get("value") for c in choices],
+                enumLabels=[c.get("name") or c.get("value") for c in choices],
+            )
         if option.get("currentValue") is not None:
             prop["default"] = option["currentValue"]
         out[key] = prop
@@ -77,8 +83,9 @@ def values(modes: Mapping[str, Any] | None, options: Sequence[Mapping[str, Any]]
     return out
 
 
-def request(key: str, value: Any, modes: Mapping[str, Any] | None,
-            options: Sequence[Mapping[str, Any]] | None) -> tuple[str, dict[str, Any]] | None:
+def request(
+    key: str, value: Any, modes: Mapping[str, Any] | None, options: Sequence[Mapping[str, Any]] | None
+) -> tuple[str, dict[str, Any]] | None:
     """The ACP request that sets ``key`` (method, params without the session id),
     or None when the agent offers no such setting."""
     option = _options(options).get(key)

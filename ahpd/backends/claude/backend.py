@@ -37,7 +37,7 @@ import trio
 from ahpd.backends.claude import plugins as _claude_plugins, transcripts as _claude_transcripts
 from ahpd.backends.claude.conversation import ClaudeConversation, configured_servers, words
 from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
-from ahpd.backends.claude.wire import available_commands, models_from_init
+from ahpd.backends.claude.offers import available_commands, models_from_init
 from ahpd.backends._paths import ignore, scratch_root, working_root
 from ahpd.backends.port import BackendError, Conversation, EventSink, StoredConversation, Update
 
@@ -133,8 +133,11 @@ class ClaudeBackend:
         if not self._models:
             return {}
         model: dict[str, Any] = {
-            "type": "string", "title": "Model", "enum": [m["id"] for m in self._models],
-            "enumLabels": [m["name"] for m in self._models], "sessionMutable": True,
+            "type": "string",
+            "title": "Model",
+            "enum": [m["id"] for m in self._models],
+            "enumLabels": [m["name"] for m in self._models],
+            "sessionMutable": True,
         }
         if self.model in model["enum"]:
             model["default"] = self.model
@@ -190,8 +193,14 @@ class ClaudeBackend:
         return ClaudeSDKClient(options, transport=self.transport_factory(options) if self.transport_factory else None)
 
     def _options(
-        self, root: Path, conversation: ClaudeConversation, *, resume_id: str | None,
-        session_id: str | None, api_key: str | None, resume_at: str | None = None,
+        self,
+        root: Path,
+        conversation: ClaudeConversation,
+        *,
+        resume_id: str | None,
+        session_id: str | None,
+        api_key: str | None,
+        resume_at: str | None = None,
     ) -> ClaudeAgentOptions:
         from claude_agent_sdk import ClaudeAgentOptions  # on first use: see the module's docstring
 
@@ -219,9 +228,11 @@ class ClaudeBackend:
             plugins=_claude_plugins.local(conversation.plugins),
             settings=_claude_plugins.settings(conversation.plugin_switches),
             # When to record an artifact, said where the CLI's prompt takes an append.
-            system_prompt=({"type": "preset", "preset": "claude_code", "append": instructions}
-                           if (instructions := getattr(conversation._tools.host_tools, "instructions", None))
-                           else None),
+            system_prompt=(
+                {"type": "preset", "preset": "claude_code", "append": instructions}
+                if (instructions := getattr(conversation._tools.host_tools, "instructions", None))
+                else None
+            ),
         )
 
     async def run_conversation(
@@ -282,8 +293,14 @@ class ClaudeBackend:
         conversation._on_commands = self._commands_now
 
         async def connect(resume: str | None, at: str | None = None) -> ClaudeSDKClient:
-            options = self._options(root, conversation, resume_id=resume, session_id=None if resume else backend_id,
-                                    api_key=api_key, resume_at=at)
+            options = self._options(
+                root,
+                conversation,
+                resume_id=resume,
+                session_id=None if resume else backend_id,
+                api_key=api_key,
+                resume_at=at,
+            )
             client = self._client(options)
             try:
                 with trio.fail_after(self.start_timeout):
@@ -308,8 +325,9 @@ class ClaudeBackend:
             if self._learn(await conversation._client.get_server_info()):
                 log.info("%s: the CLI reported %d models", self.provider, len(self._models))
             if self.commands:
-                conversation._emit(Update({"sessionUpdate": "available_commands_update",
-                                           "availableCommands": self.commands}))
+                conversation._emit(
+                    Update({"sessionUpdate": "available_commands_update", "availableCommands": self.commands})
+                )
             async with trio.open_nursery() as nursery:
                 conversation._restart = restart
                 conversation._nursery = nursery
@@ -368,7 +386,6 @@ class ClaudeBackend:
         (a file read, no CLI): feed each turn's updates to a
         ``TurnTranslator`` to rebuild the same turn shapes."""
         return await _claude_transcripts.read_history(backend_id)
-
 
 
 def _is_uuid(value: str) -> bool:

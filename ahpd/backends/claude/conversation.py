@@ -72,8 +72,13 @@ _OPTIONS = (
     PermissionOption("deny", "Deny", "reject_once"),
 )
 _DENIED = "The user denied this tool call."
-_STOP_REASONS = {"end_turn": "end_turn", "max_tokens": "max_tokens", "refusal": "refusal",
-                 "stop_sequence": "end_turn", "tool_use": "end_turn"}
+_STOP_REASONS = {
+    "end_turn": "end_turn",
+    "max_tokens": "max_tokens",
+    "refusal": "refusal",
+    "stop_sequence": "end_turn",
+    "tool_use": "end_turn",
+}
 
 
 @attrs.define
@@ -312,8 +317,14 @@ class ClaudeConversation:
         answer = await _claude_plugins.switch(self._control(), switches)
         self.plugin_switches = dict(switches)
         if self._on_commands is not None and isinstance(answer.get("commands"), list):
-            self._emit(Update({"sessionUpdate": "available_commands_update",
-                               "availableCommands": self._on_commands(answer["commands"])}))
+            self._emit(
+                Update(
+                    {
+                        "sessionUpdate": "available_commands_update",
+                        "availableCommands": self._on_commands(answer["commands"]),
+                    }
+                )
+            )
         return _claude_plugins.loaded(answer)
 
     def _control(self) -> ClaudeSDKClient:
@@ -345,16 +356,28 @@ class ClaudeConversation:
         """A handler is joined to the call the frame opened: the call runs,
         and the host is told it waits on a client."""
         assert call.call_id is not None
-        name = call.name[len(call.client_id) + 2:]
-        self._emit(Update({
-            "sessionUpdate": "tool_call_update", "toolCallId": call.call_id, "status": "in_progress",
-            "title": self._tools.title(CLIENT_TOOL_PREFIX + call.name) or name, "kind": "other",
-            "rawInput": dict(call.arguments),
-            "_meta": {CONTRIBUTOR_META: {"kind": "client", "clientId": call.client_id},
-                      "claudeCode": {"toolName": CLIENT_TOOL_PREFIX + call.name}},
-        }))
-        self._emit(ClientToolCall(tool_call_id=call.call_id, client_id=call.client_id, tool_name=name,
-                                  arguments=dict(call.arguments)))
+        name = call.name[len(call.client_id) + 2 :]
+        self._emit(
+            Update(
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": call.call_id,
+                    "status": "in_progress",
+                    "title": self._tools.title(CLIENT_TOOL_PREFIX + call.name) or name,
+                    "kind": "other",
+                    "rawInput": dict(call.arguments),
+                    "_meta": {
+                        CONTRIBUTOR_META: {"kind": "client", "clientId": call.client_id},
+                        "claudeCode": {"toolName": CLIENT_TOOL_PREFIX + call.name},
+                    },
+                }
+            )
+        )
+        self._emit(
+            ClientToolCall(
+                tool_call_id=call.call_id, client_id=call.client_id, tool_name=name, arguments=dict(call.arguments)
+            )
+        )
 
     def _client_contributor(self, update: dict[str, Any]) -> None:
         """A call of a client's tool is that client's, not the ``ahp`` server's."""
@@ -380,7 +403,7 @@ class ClaudeConversation:
         name = (meta.get("claudeCode") or {}).get("toolName")
         if CONTRIBUTOR_META in meta or not isinstance(name, str) or not name.startswith("mcp__"):
             return
-        server = name[len("mcp__"):].split("__", 1)[0]
+        server = name[len("mcp__") :].split("__", 1)[0]
         if server and server != CLIENT_TOOL_SERVER:
             contributor = {"kind": "mcp", "customizationId": f"{self._provider}.mcp:{server}"}
             update["_meta"] = {**meta, CONTRIBUTOR_META: contributor}
@@ -476,7 +499,10 @@ class ClaudeConversation:
             log.debug("%s: a result outside a turn: %s", self._label, message.subtype)
             return
         turn.usage = usage_info(
-            message.usage, model=self._mapper.model, cost_usd=message.total_cost_usd, model_usage=message.model_usage,
+            message.usage,
+            model=self._mapper.model,
+            cost_usd=message.total_cost_usd,
+            model_usage=message.model_usage,
         )
         if turn.cancelled:
             pass
@@ -505,8 +531,9 @@ class ClaudeConversation:
 
 def configured_servers(status: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The CLI's MCP servers from its ``mcp_status`` answer, without our own ``ahp``."""
-    return [dict(s) for s in status.get("mcpServers") or []
-            if isinstance(s, dict) and s.get("name") != CLIENT_TOOL_SERVER]
+    return [
+        dict(s) for s in status.get("mcpServers") or [] if isinstance(s, dict) and s.get("name") != CLIENT_TOOL_SERVER
+    ]
 
 
 def prompt_text(text: str, attachments: Sequence[dict[str, Any]]) -> str:
@@ -544,4 +571,3 @@ def words(exc: BaseException, conversation: ClaudeConversation) -> str:
     text = str(exc) or type(exc).__name__
     tail = stderr_tail(conversation)
     return f"{text} ({tail})" if tail and tail not in text else text
-

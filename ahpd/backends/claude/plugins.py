@@ -58,5 +58,12 @@ async def switch(client: Any, switches: Mapping[str, bool]) -> dict[str, Any]:
 def loaded(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The plugins of a ``reload_plugins`` answer that name themselves."""
     plugins = answer.get("plugins")
-    return [p for p in plugins if isinstance(p, dict) and isinstance(p.get("source"), str)
-            and isinstance(p.get("name"), str)] if isinstance(plugins, list) else []
+    return (
+        [
+            p
+            for p in plugins
+            if isinstance(p, dict) and isinstance(p.get("source"), str) and isinstance(p.get("name"), str)
+        ]
+        if isinstance(plugins, list)
+        else []
+    )

@@ -65,8 +65,11 @@ def mcp_result(result: Mapping[str, Any]) -> dict[str, Any]:
     """An AHP ``ToolCallResult`` -> MCP ``CallToolResult`` wire JSON: the text
     content as text blocks; ``success: false`` as an error result (carrying
     the error's message when it said nothing else)."""
-    texts = [str(c.get("text", "")) for c in result.get("content") or []
-             if isinstance(c, Mapping) and c.get("type") == "text"]
+    texts = [
+        str(c.get("text", ""))
+        for c in result.get("content") or []
+        if isinstance(c, Mapping) and c.get("type") == "text"
+    ]
     ok = bool(result.get("success"))
     if not ok and not texts:
         error = result.get("error")
@@ -91,8 +94,9 @@ def announced_tools(active_clients: Sequence[Mapping[str, Any]]) -> dict[str, li
     out: dict[str, list[dict[str, Any]]] = {}
     for client in active_clients or []:
         client_id = client.get("clientId")
-        tools = [dict(t) for t in client.get("tools") or []
-                 if isinstance(t, Mapping) and isinstance(t.get("name"), str)]
+        tools = [
+            dict(t) for t in client.get("tools") or [] if isinstance(t, Mapping) and isinstance(t.get("name"), str)
+        ]
         if isinstance(client_id, str) and client_id and tools:
             out[client_id] = tools
     return out
@@ -200,7 +204,7 @@ class ClientTools:
         self._known.update(self.owners)
         for full, client_id, wire in entries:
             if client_id:
-                self.titles[full] = wire.get("title") or full[len(client_id) + 2:]
+                self.titles[full] = wire.get("title") or full[len(client_id) + 2 :]
         self._signature = signature
         return True
 
@@ -212,23 +216,24 @@ class ClientTools:
     def is_host_tool(self, tool_name: str) -> bool:
         """``tool_name`` (as the model names it) is one of the host's own."""
         return tool_name.startswith(PREFIX) and any(
-            d["name"] == tool_name[len(PREFIX):] for d in self._host_definitions())
+            d["name"] == tool_name[len(PREFIX) :] for d in self._host_definitions()
+        )
 
     def asks(self, tool_name: str) -> bool:
         """Whether a person is asked before ``tool_name`` runs: a client's
         tool never (its client runs it), a host tool when the host says so."""
         if not self.is_host_tool(tool_name):
             return False
-        return bool(self.host_tools.needs_confirmation(tool_name[len(PREFIX):]))
+        return bool(self.host_tools.needs_confirmation(tool_name[len(PREFIX) :]))
 
     def title(self, tool_name: str) -> str | None:
-        return self.titles.get(tool_name[len(PREFIX):]) if tool_name.startswith(PREFIX) else None
+        return self.titles.get(tool_name[len(PREFIX) :]) if tool_name.startswith(PREFIX) else None
 
     def owner(self, tool_name: str) -> str | None:
         """The client whose tool ``tool_name`` (as the model names it) is."""
         if not tool_name.startswith(PREFIX):
             return None
-        return self._known.get(tool_name[len(PREFIX):])
+        return self._known.get(tool_name[len(PREFIX) :])
 
     async def _run(self, name: str, arguments: dict[str, Any]) -> Any:
         """The handler the SDK's MCP bridge invokes for every call."""
@@ -260,7 +265,7 @@ class ClientTools:
             return
         if any(o[0] == call_id for o in self._opened):
             return
-        self._opened.append((call_id, tool_name[len(PREFIX):], tool_input if tool_input is not None else {}))
+        self._opened.append((call_id, tool_name[len(PREFIX) :], tool_input if tool_input is not None else {}))
         self._join()
 
     def _join(self) -> None:

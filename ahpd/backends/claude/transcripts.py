@@ -36,13 +36,15 @@ def _list() -> list[StoredConversation]:
     rows = []
     for info in list_sessions():
         title = info.custom_title or info.summary or info.first_prompt or ""
-        rows.append(StoredConversation(
-            backend_id=info.session_id,
-            title=repair(" ".join(title.split())[:200]),
-            cwd=info.cwd,
-            created_at=_iso(info.created_at),
-            modified_at=_iso(info.last_modified),
-        ))
+        rows.append(
+            StoredConversation(
+                backend_id=info.session_id,
+                title=repair(" ".join(title.split())[:200]),
+                cwd=info.cwd,
+                created_at=_iso(info.created_at),
+                modified_at=_iso(info.last_modified),
+            )
+        )
     return rows  # the SDK sorts newest first
 
 
@@ -114,12 +116,15 @@ def _subagents(session_id: str) -> dict[str, HistoryTurn]:
         call_id = next((e.parent_tool_use_id for e in entries if e.parent_tool_use_id), None)
         # Its entries read as a conversation of their own: the first message
         # is the prompt, what follows the subagent's words and calls.
-        turns = _turns(session_id, [SimpleNamespace(type=e.type, message=e.message, parent_tool_use_id=None,
-                                                    uuid=e.uuid) for e in entries])
+        turns = _turns(
+            session_id,
+            [SimpleNamespace(type=e.type, message=e.message, parent_tool_use_id=None, uuid=e.uuid) for e in entries],
+        )
         if isinstance(call_id, str) and turns:
             first = turns[0]
-            found[call_id] = HistoryTurn(text=first.text, updates=[u for t in turns for u in t.updates],
-                                         usage=first.usage)
+            found[call_id] = HistoryTurn(
+                text=first.text, updates=[u for t in turns for u in t.updates], usage=first.usage
+            )
     return found
 
 
@@ -148,8 +153,15 @@ def _turns(session_id: str, entries: Any) -> list[HistoryTurn]:
                 text, updates, totals, counted = said, [], {}, set()
                 mapper.point = None  # one of this turn's own entries, or none
                 continue
-        message = parse_message({"type": entry.type, "message": raw, "session_id": session_id,
-                                 "parent_tool_use_id": entry.parent_tool_use_id, "uuid": entry.uuid})
+        message = parse_message(
+            {
+                "type": entry.type,
+                "message": raw,
+                "session_id": session_id,
+                "parent_tool_use_id": entry.parent_tool_use_id,
+                "uuid": entry.uuid,
+            }
+        )
         if message is None:
             continue
         updates += mapper.feed(message)

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ahpd.backends.port import PARENT_CALL_META, SKILL_META
+from ahpd.backends.port import PARENT_CALL_META
 from ahpd.backends.translate import CONTRIBUTOR_META
 
 #: The in-process MCP server of this host (a client's or the host's own
@@ -113,8 +113,9 @@ def mcp_contributor(name: str, provider: str = "claude") -> dict[str, Any] | Non
     return {"kind": "mcp", "customizationId": f"{provider}.mcp:{parts[1]}"}
 
 
-def tool_call(call_id: str, name: str, tool_input: Mapping[str, Any] | None, status: str = "pending",
-              provider: str = "claude") -> dict[str, Any]:
+def tool_call(
+    call_id: str, name: str, tool_input: Mapping[str, Any] | None, status: str = "pending", provider: str = "claude"
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"claudeCode": {"toolName": name}}
     contributor = mcp_contributor(name, provider)
     if contributor is not None:
@@ -206,8 +207,9 @@ class StreamMapper:
         self.announced.add(call_id)
         return tool_call(call_id, name, tool_input, provider=self.provider)
 
-    def announce_for(self, agent_id: str | None, call_id: str, name: str,
-                     tool_input: Mapping[str, Any] | None) -> dict[str, Any]:
+    def announce_for(
+        self, agent_id: str | None, call_id: str, name: str, tool_input: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
         """:meth:`announce` a call the CLI asks permission for: in the mapper
         of the subagent ``agent_id`` names (its task id), tagged with the
         call that runs it, when it is a subagent's."""
@@ -256,8 +258,13 @@ class StreamMapper:
         a background subagent's report, and not a foreground one's)."""
         call_id, summary = data.get("tool_use_id"), data.get("summary")
         started = self._tasks.get(str(data.get("task_id")))
-        if (not isinstance(call_id, str) or not isinstance(summary, str) or not summary.strip()
-                or started is None or started.get("task_type") != AGENT_TASK):
+        if (
+            not isinstance(call_id, str)
+            or not isinstance(summary, str)
+            or not summary.strip()
+            or started is None
+            or started.get("task_type") != AGENT_TASK
+        ):
             return []
         worker = self._worker(call_id)
         if worker.last_text is not None and worker.last_text.strip() == summary.strip():
@@ -283,8 +290,11 @@ class StreamMapper:
             if isinstance(line, str) and line.strip():
                 updates.append({"sessionUpdate": "tool_call_progress", "toolCallId": call_id, "message": line})
         elif subtype == "background_tasks_changed" and isinstance(data.get("tasks"), list):
-            self._live = {t["task_id"] for t in data["tasks"]
-                          if isinstance(t, Mapping) and isinstance(t.get("task_id"), str) and not t.get("ambient")}
+            self._live = {
+                t["task_id"]
+                for t in data["tasks"]
+                if isinstance(t, Mapping) and isinstance(t.get("task_id"), str) and not t.get("ambient")
+            }
             updates += self._background_level()
         elif subtype in ("task_notification", "task_updated") and isinstance(task_id, str):
             if subtype == "task_notification":
@@ -325,8 +335,12 @@ class StreamMapper:
         for its ``chat``, which the host adds: the worker chat of the call
         that started it."""
         started = self._tasks.get(task_id)
-        if (started is None or started.get("task_type") != AGENT_TASK or not started.get("is_backgrounded")
-                or not isinstance(started.get("tool_use_id"), str)):
+        if (
+            started is None
+            or started.get("task_type") != AGENT_TASK
+            or not started.get("is_backgrounded")
+            or not isinstance(started.get("tool_use_id"), str)
+        ):
             return None
         label = started.get("description") or started.get("subagent_type") or "Subagent"
         return {"id": f"subagent:{task_id}", "kind": "subagent", "label": str(label), "startedAt": _now()}
@@ -377,8 +391,13 @@ class StreamMapper:
                 # has no such moment): drawn while the call is still being written.
                 block = self._blocks.get(int(event.get("index", 0)))
                 if block is not None and block[0] == "tool_use" and block[1]:
-                    return [{"sessionUpdate": "tool_call_input_delta", "toolCallId": block[1],
-                             "content": delta["partial_json"]}]
+                    return [
+                        {
+                            "sessionUpdate": "tool_call_input_delta",
+                            "toolCallId": block[1],
+                            "content": delta["partial_json"],
+                        }
+                    ]
         return []
 
     def _mark(self, kind: str) -> None:
@@ -449,15 +468,23 @@ def compact_notification(data: Mapping[str, Any]) -> dict[str, Any]:
         text += f" ({trigger})"
     if isinstance(before, int):
         text += f": {before} tokens of context were summarised"
-    return {"sessionUpdate": "system_notification", "content": {"type": "text", "text": text},
-            "_meta": {"ahpd.compact": dict(meta)}}
+    return {
+        "sessionUpdate": "system_notification",
+        "content": {"type": "text", "text": text},
+        "_meta": {"ahpd.compact": dict(meta)},
+    }
 
 
 # -- usage ------------------------------------------------------------------------
 
 
-def usage_info(usage: Mapping[str, Any] | None, *, model: str | None = None, cost_usd: float | None = None,
-               model_usage: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any] | None:
+def usage_info(
+    usage: Mapping[str, Any] | None,
+    *,
+    model: str | None = None,
+    cost_usd: float | None = None,
+    model_usage: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any] | None:
     """A ``ResultMessage``'s usage -> AHP ``UsageInfo``: tokens and the model
     as fields, what the protocol names no field for under ``ahpd.*``."""
     if not usage and cost_usd is None:
@@ -487,58 +514,6 @@ def usage_info(usage: Mapping[str, Any] | None, *, model: str | None = None, cos
     if meta:
         info["_meta"] = meta
     return info
-
-
-# -- what the CLI says about itself at initialize -----------------------------------
-
-_EFFORTS = ("low", "medium", "high", "xhigh", "max")
-
-
-def models_from_init(provider: str, models: Iterable[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
-    """``initialize``'s ``models`` -> ``SessionModelInfo``; a model's
-    ``configSchema.thinkingLevel`` from its own supported effort levels."""
-    out = []
-    for model in models or []:
-        value = model.get("value")
-        if not isinstance(value, str) or not value:
-            continue
-        info: dict[str, Any] = {"id": value, "provider": provider, "name": model.get("displayName") or value}
-        levels = [lvl for lvl in (model.get("supportedEffortLevels") or []) if isinstance(lvl, str)]
-        if model.get("supportsEffort") and levels:
-            info["configSchema"] = {"type": "object", "properties": {"thinkingLevel": {
-                "type": "string", "title": "Thinking", "enum": levels,
-                "enumLabels": [lvl.capitalize() if lvl != "xhigh" else "Extra high" for lvl in levels],
-            }}}
-        meta = {k: model[k] for k in ("resolvedModel", "description") if isinstance(model.get(k), str)}
-        if meta:
-            info["_meta"] = {f"ahpd.{k}": v for k, v in meta.items()}
-        out.append(info)
-    return out
-
-
-
-def available_commands(
-    commands: Iterable[Mapping[str, Any]] | None, skills: Iterable[str] | None = None,
-) -> list[dict[str, Any]]:
-    """``initialize``'s ``commands`` -> ACP ``AvailableCommand`` wire JSON.
-
-    ``initialize`` does not say which commands are skills; the ``init``
-    system message of a turn does (its ``skills``). A command named there is
-    marked ``_meta["ahpd.skill"]``."""
-    skill_names = set(skills or ())
-    out = []
-    for command in commands or []:
-        name = command.get("name")
-        if not isinstance(name, str) or not name:
-            continue
-        entry: dict[str, Any] = {"name": name, "description": command.get("description") or ""}
-        hint = command.get("argumentHint")
-        if isinstance(hint, str) and hint:
-            entry["input"] = {"hint": hint}
-        if name in skill_names:
-            entry["_meta"] = {SKILL_META: True}
-        out.append(entry)
-    return out
 
 
 # -- edits waiting for approval ---------------------------------------------------------

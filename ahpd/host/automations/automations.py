@@ -38,7 +38,14 @@ import trio
 
 from ahpd.host.automations import runs, schedule
 from ahpd.host.automations.catalogue import (
-    CATALOG, CATALOG_ALIAS, PAGE, Catalogue, Offload, after_runs, cursor_of, in_seconds,
+    CATALOG,
+    CATALOG_ALIAS,
+    PAGE,
+    Catalogue,
+    Offload,
+    after_runs,
+    cursor_of,
+    in_seconds,
 )
 from ahpd.host.automations.runs import NOT_FOUND, Runner
 from ahpd.host.automations.scheduler import Clock, Scheduler, WallClock
@@ -58,8 +65,9 @@ MIN_INTERVAL_MINUTES = 5
 
 
 class Automations:
-    def __init__(self, host: Host, store: AutomationStore, clock: Clock | None = None,
-                 offload: Offload | None = None) -> None:
+    def __init__(
+        self, host: Host, store: AutomationStore, clock: Clock | None = None, offload: Offload | None = None
+    ) -> None:
         self.host = host
         self.store = store
         self.catalogue = Catalogue(host, store, offload or trio.to_thread.run_sync)
@@ -100,10 +108,16 @@ class Automations:
                 return f"trigger id {trigger['id']!r} is named twice; each trigger's id is unique"
             ids.add(trigger["id"])
             if trigger["kind"] == "event":
-                return (f"trigger {trigger['id']!r}: this host offers no event triggers "
-                        "(listAutomationTriggerDefinitions lists none)")
-            found = schedule.problem(trigger["schedule"]["expression"], trigger["schedule"]["timeZone"],
-                                     seconds=seconds, min_interval=minimum)
+                return (
+                    f"trigger {trigger['id']!r}: this host offers no event triggers "
+                    "(listAutomationTriggerDefinitions lists none)"
+                )
+            found = schedule.problem(
+                trigger["schedule"]["expression"],
+                trigger["schedule"]["timeZone"],
+                seconds=seconds,
+                min_interval=minimum,
+            )
             if found:
                 return f"trigger {trigger['id']!r}: {found}"
         found = conditions_problem(definition.get("disableConditions"))
@@ -133,8 +147,10 @@ class Automations:
                 if not plugin.get("uri"):
                     return f"session.customizations[{i}] names no uri"
             if getattr(self.host, "plugins_root", None) is None:
-                return ("this host has no directory to copy client plugins into, so a template's "
-                        "session.customizations must be empty")
+                return (
+                    "this host has no directory to copy client plugins into, so a template's "
+                    "session.customizations must be empty"
+                )
         return None
 
     async def create(self, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
@@ -149,8 +165,12 @@ class Automations:
             if resource in catalogue.records:
                 return Refuse(f"{resource} already exists; update it instead")
             now = utc_now()
-            record: dict[str, Any] = {"resource": resource, "definition": definition,
-                                      "createdAt": now, "modifiedAt": now}
+            record: dict[str, Any] = {
+                "resource": resource,
+                "definition": definition,
+                "createdAt": now,
+                "modifiedAt": now,
+            }
             if (owner := who(self.host, peer)) is not None:
                 record["owner"] = owner
             if after_runs(definition) is not None:
@@ -180,7 +200,8 @@ class Automations:
                 return Refuse(found)
             new = {**record, "definition": definition, "modifiedAt": utc_now()}
             fresh = (definition["enabled"] and not before["enabled"]) or (
-                after_runs(definition) is not None and after_runs(before) is None)
+                after_runs(definition) is not None and after_runs(before) is None
+            )
             if after_runs(definition) is None:
                 new.pop("runCount", None)
             elif fresh or "runCount" not in new:
@@ -235,8 +256,9 @@ class Automations:
                 raise RpcError(NOT_FOUND, f"no automation {automation} on this host", {"automation": automation})
             shown = catalogue.shown.get(automation, PAGE)
             if cursor is not None and cursor != cursor_of(shown):
-                raise RpcError(INVALID_PARAMS, "cursor was not issued by this host for this automation",
-                               {"path": "$.cursor"})
+                raise RpcError(
+                    INVALID_PARAMS, "cursor was not issued by this host for this automation", {"path": "$.cursor"}
+                )
             if len(catalogue.runs.get(automation, [])) > shown:
                 catalogue.shown[automation] = shown + PAGE
                 catalogue.publish(automation)
@@ -295,6 +317,7 @@ def _rule(method: str) -> Callable[[Host, Peer, str, dict[str, Any]], Any]:
         if service is None:
             return Refuse("this host keeps no automations")
         return getattr(service, method)(peer, channel, action)
+
     rule.__name__ = method
     return rule
 

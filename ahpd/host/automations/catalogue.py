@@ -49,8 +49,13 @@ def cursor_of(shown: int) -> str:
 
 
 def summary(run: dict[str, Any]) -> dict[str, Any]:
-    out = {"resource": run["resource"], "automation": run["automation"], "origin": run["origin"],
-           "lifecycle": run["lifecycle"], "sessionCount": len(run["sessions"])}
+    out = {
+        "resource": run["resource"],
+        "automation": run["automation"],
+        "origin": run["origin"],
+        "lifecycle": run["lifecycle"],
+        "sessionCount": len(run["sessions"]),
+    }
     if run.get("primarySession"):
         out["primarySession"] = run["primarySession"]
     return out
@@ -121,9 +126,12 @@ class Catalogue:
         runs = self.runs.get(resource, [])
         shown = self.shown.get(resource, PAGE)
         entry: dict[str, Any] = {
-            "resource": resource, "definition": record["definition"],
-            "runs": [summary(r) for r in runs[:shown]], "operations": list(OPERATIONS),
-            "createdAt": record["createdAt"], "modifiedAt": record["modifiedAt"],
+            "resource": resource,
+            "definition": record["definition"],
+            "runs": [summary(r) for r in runs[:shown]],
+            "operations": list(OPERATIONS),
+            "createdAt": record["createdAt"],
+            "modifiedAt": record["modifiedAt"],
         }
         if len(runs) > shown:
             entry["runsNextCursor"] = cursor_of(shown)
@@ -150,8 +158,7 @@ class Catalogue:
     def publish(self, resource: str) -> None:
         """Say the entry as it now is, if that is news, on both spellings."""
         entry = self.entry(resource)
-        current = next((e for e in self.host.bus.channels[CATALOG].state["entries"]
-                        if e["resource"] == resource), None)
+        current = next((e for e in self.host.bus.channels[CATALOG].state["entries"] if e["resource"] == resource), None)
         if current == entry:
             return
         for uri in (CATALOG, CATALOG_ALIAS):

@@ -73,8 +73,11 @@ class Runner:
 
     def new_run(self, automation: str, origin: dict[str, Any], resource: str | None = None) -> dict[str, Any]:
         run: dict[str, Any] = {
-            "resource": resource or f"{RUN_PREFIX}{uuid.uuid4()}", "automation": automation, "origin": origin,
-            "lifecycle": {"status": "pending", "createdAt": utc_now()}, "sessions": [],
+            "resource": resource or f"{RUN_PREFIX}{uuid.uuid4()}",
+            "automation": automation,
+            "origin": origin,
+            "lifecycle": {"status": "pending", "createdAt": utc_now()},
+            "sessions": [],
         }
         owner = self.catalogue.records.get(automation, {}).get("owner")
         if owner:  # a run's owner is the automation's, not whoever pressed Run
@@ -211,14 +214,20 @@ class Runner:
             return
         turn_id = self.host.sessions.new_turn_id()
         started = utc_now()
-        await self.update_run(resource, lambda r: {**r, "lifecycle": {
-            "status": "running", "createdAt": r["lifecycle"]["createdAt"], "startedAt": started}})
+        await self.update_run(
+            resource,
+            lambda r: {
+                **r,
+                "lifecycle": {"status": "running", "createdAt": r["lifecycle"]["createdAt"], "startedAt": started},
+            },
+        )
         if control["cancel"]:
             await self._finish(resource, "cancelled")
             return
         message = definition["message"]
-        self.host.bus.emit(chat.uri, {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": started,
-                                      "message": message})
+        self.host.bus.emit(
+            chat.uri, {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": started, "message": message}
+        )
         start_turn(chat, turn_id, message)
         control.update(chat=chat, turn_id=turn_id)
         turn = chat.turn
@@ -235,8 +244,10 @@ class Runner:
         elif outcome == "cancelled":
             await self._finish(resource, "cancelled")
         else:
-            error = next((p["error"] for p in (ended or {}).get("responseParts", []) if p.get("kind") == "error"),
-                         {"errorType": "TurnFailed", "message": "the run's turn ended with an error"})
+            error = next(
+                (p["error"] for p in (ended or {}).get("responseParts", []) if p.get("kind") == "error"),
+                {"errorType": "TurnFailed", "message": "the run's turn ended with an error"},
+            )
             await self._finish(resource, "failed", error=error)
 
     async def _open_session(self, uri: str, run: dict[str, Any], definition: dict[str, Any]) -> Chat:
@@ -262,7 +273,10 @@ class Runner:
                     problem = CreationFailed("InvalidWorkingDirectory", f"working directory {cwd} does not exist")
                     cwd = Path.home()
         record: dict[str, Any] = {
-            "uri": uri, "provider": provider, "cwd": str(cwd), "createdAt": utc_now(),
+            "uri": uri,
+            "provider": provider,
+            "cwd": str(cwd),
+            "createdAt": utc_now(),
             "title": definition.get("title", ""),
             "origin": {"kind": "automation", "automation": run["automation"], "run": run["resource"]},
         }
@@ -270,8 +284,9 @@ class Runner:
             record["config"] = template["config"]
         session = await sessions.open(record, lifecycle="creating")
         # Linked to the run as soon as it is a channel, before its first message.
-        await self.update_run(run["resource"], lambda r: {**r, "sessions": [*r["sessions"], uri],
-                                                          "primarySession": uri})
+        await self.update_run(
+            run["resource"], lambda r: {**r, "sessions": [*r["sessions"], uri], "primarySession": uri}
+        )
         # The plugins the template names ride on the Automation client, as a
         # client's would: copied into this host's directory and reported.
         automation = {"clientId": "automation", "displayName": "Automation", "tools": []}
@@ -291,9 +306,14 @@ class Runner:
             self.host.bus.emit(uri, {"type": "session/ready"})
             session.save()
         sessions.announce_count()
-        self.host.bus.notify(self.host.bus.channels[ROOT].subscribers, "root/sessionAdded", {
-            "channel": ROOT, "summary": session.summary(),
-        })
+        self.host.bus.notify(
+            self.host.bus.channels[ROOT].subscribers,
+            "root/sessionAdded",
+            {
+                "channel": ROOT,
+                "summary": session.summary(),
+            },
+        )
         session.announce()
         if problem is not None:
             raise problem
@@ -327,6 +347,7 @@ class Runner:
 
     def session_gone(self, session_uri: str) -> None:
         """A disposed session is unlinked from its run."""
+
         def unlink(run: dict[str, Any]) -> dict[str, Any]:
             new = {**run, "sessions": [s for s in run["sessions"] if s != session_uri]}
             if new.get("primarySession") == session_uri:
@@ -336,8 +357,13 @@ class Runner:
         for runs in self.catalogue.runs.values():
             for run in runs:
                 if session_uri in run["sessions"] and self.nursery is not None:
-                    spawn(self.nursery, f"unlinking {session_uri} from {run['resource']}",
-                          self.update_run, run["resource"], unlink)
+                    spawn(
+                        self.nursery,
+                        f"unlinking {session_uri} from {run['resource']}",
+                        self.update_run,
+                        run["resource"],
+                        unlink,
+                    )
 
     # -- runs the daemon left behind ---------------------------------------------
 
@@ -355,8 +381,9 @@ class Runner:
                 elif status == "pending":
                     origin = run["origin"]
                     if origin["kind"] == "trigger" and policies.get(origin["triggerId"], "runOnce") == "skip":
-                        runs[i] = self._stopped(run, "the daemon stopped before the run started, "
-                                                     "and its trigger skips missed occurrences")
+                        runs[i] = self._stopped(
+                            run, "the daemon stopped before the run started, and its trigger skips missed occurrences"
+                        )
                     else:
                         self._resume.append(run)
                 if runs[i] is not run:
@@ -364,8 +391,12 @@ class Runner:
 
     @staticmethod
     def _stopped(run: dict[str, Any], why: str) -> dict[str, Any]:
-        lifecycle = {"status": "failed", "createdAt": run["lifecycle"]["createdAt"], "completedAt": utc_now(),
-                     "error": {"errorType": "DaemonStopped", "message": why}}
+        lifecycle = {
+            "status": "failed",
+            "createdAt": run["lifecycle"]["createdAt"],
+            "completedAt": utc_now(),
+            "error": {"errorType": "DaemonStopped", "message": why},
+        }
         if run["lifecycle"].get("startedAt"):
             lifecycle["startedAt"] = run["lifecycle"]["startedAt"]
         return {**run, "lifecycle": lifecycle}

@@ -53,8 +53,10 @@ def problem(expression: str, time_zone: str, *, seconds: bool = False, min_inter
     fields = expression.split()
     allowed = (5, 6) if seconds else (5,)
     if len(fields) not in allowed:
-        return (f"schedule expression {expression!r} has {len(fields)} fields; "
-                "AHP cron has exactly five (minute hour day-of-month month day-of-week)")
+        return (
+            f"schedule expression {expression!r} has {len(fields)} fields; "
+            "AHP cron has exactly five (minute hour day-of-month month day-of-week)"
+        )
     for name, field in zip(_FIELDS, fields, strict=False):
         for item in field.split(","):
             if not _ITEM.match(item) or (name not in _NAMED and re.search("[A-Za-z]", item)):
@@ -68,8 +70,10 @@ def problem(expression: str, time_zone: str, *, seconds: bool = False, min_inter
         shortest = shortest_interval(expression, tz)
         if shortest is not None and shortest < min_interval:
             unit, size = ("seconds", 1) if seconds else ("minutes", 60)
-            return (f"schedule expression {expression!r} can fire {shortest / size:g} {unit} apart; "
-                    f"this host's minimum interval is {min_interval / size:g} {unit}")
+            return (
+                f"schedule expression {expression!r} can fire {shortest / size:g} {unit} apart; "
+                f"this host's minimum interval is {min_interval / size:g} {unit}"
+            )
     return None
 
 

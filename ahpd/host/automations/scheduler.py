@@ -130,8 +130,13 @@ class Scheduler:
                     if on_time or (trigger.get("misfirePolicy") or "runOnce") == "runOnce":
                         await self._fire(resource, trigger, latest, catch_up=not on_time)
                     else:
-                        log.info("%s: trigger %s skips %s missed occurrence(s) up to %s",
-                                 resource, trigger["id"], count, schedule.stamp(latest))
+                        log.info(
+                            "%s: trigger %s skips %s missed occurrence(s) up to %s",
+                            resource,
+                            trigger["id"],
+                            count,
+                            schedule.stamp(latest),
+                        )
                         await catalogue.write(catalogue.store.skip, resource, trigger["id"], schedule.stamp(latest))
                         catalogue.cursors[key] = latest
                         catalogue.claims.pop(key, None)
@@ -140,8 +145,13 @@ class Scheduler:
                 upcoming = schedule.next_after(expression, zone_name, catalogue.cursors[key])
                 claim = catalogue.claims.get(key)
                 if claim is None or claim.scheduled_for != schedule.stamp(upcoming):
-                    claim = await catalogue.write(catalogue.store.claim, resource, trigger["id"],
-                                                  schedule.stamp(upcoming), f"{RUN_PREFIX}{uuid.uuid4()}")
+                    claim = await catalogue.write(
+                        catalogue.store.claim,
+                        resource,
+                        trigger["id"],
+                        schedule.stamp(upcoming),
+                        f"{RUN_PREFIX}{uuid.uuid4()}",
+                    )
                     catalogue.claims[key] = claim
                 wake.append(upcoming)
             if resource in catalogue.records:

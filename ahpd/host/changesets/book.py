@@ -55,11 +55,14 @@ class Book:
         self.baseline: str | None = baseline if isinstance(baseline, str) else None
         turns = raw.get("turns")
         self.turns: dict[str, list[str | None]] = {
-            k: [v[0], v[1] if len(v) > 1 else None] for k, v in (turns if isinstance(turns, dict) else {}).items()
-            if isinstance(v, list) and v and isinstance(v[0], str)}
+            k: [v[0], v[1] if len(v) > 1 else None]
+            for k, v in (turns if isinstance(turns, dict) else {}).items()
+            if isinstance(v, list) and v and isinstance(v[0], str)
+        }
         reviewed = raw.get("reviewed")
         self.reviewed: dict[str, dict[str, str]] = {
-            k: dict(v) for k, v in (reviewed if isinstance(reviewed, dict) else {}).items() if isinstance(v, dict)}
+            k: dict(v) for k, v in (reviewed if isinstance(reviewed, dict) else {}).items() if isinstance(v, dict)
+        }
 
     def record(self) -> dict[str, Any]:
         return {"baseline": self.baseline, "turns": self.turns, "reviewed": self.reviewed}

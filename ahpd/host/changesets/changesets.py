@@ -57,9 +57,11 @@ async def ensure(host: Host, uri: str) -> bool:
         return uri in host.bus.channels
     book = book_of(session)
     words = scope.split("/")
-    known = (scope in ("uncommitted", "session")
-             or (words[0] == "turn" and len(words) == 2 and words[1] in book.turns)
-             or (words[0] == "compare" and len(words) == 3 and words[1] in book.turns and words[2] in book.turns))
+    known = (
+        scope in ("uncommitted", "session")
+        or (words[0] == "turn" and len(words) == 2 and words[1] in book.turns)
+        or (words[0] == "compare" and len(words) == 3 and words[1] in book.turns and words[2] in book.turns)
+    )
     if not known:
         return False
     try:
@@ -79,8 +81,14 @@ async def _supervised_view(view: View) -> None:
         await view.run()
     except Exception as exc:  # noqa: BLE001 - a changeset that fails ends with an error status
         log.exception("%s failed", view.uri)
-        view.host.bus.emit(view.uri, {"type": "changeset/statusChanged", "status": "error",
-                                      "error": {"errorType": type(exc).__name__, "message": str(exc)}})
+        view.host.bus.emit(
+            view.uri,
+            {
+                "type": "changeset/statusChanged",
+                "status": "error",
+                "error": {"errorType": type(exc).__name__, "message": str(exc)},
+            },
+        )
     finally:
         if views(view.host).get(view.uri) is view and view.uri not in view.host.bus.channels:
             views(view.host).pop(view.uri, None)
@@ -114,7 +122,8 @@ def touch(host: Host, folder: Path | None = None, session: Session | None = None
     nothing where nobody watches."""
     for view in views(host).values():
         if (session is not None and view.session is session) or (
-                folder is not None and _related(view.session.cwd, folder)):
+            folder is not None and _related(view.session.cwd, folder)
+        ):
             view.kick()
 
 
@@ -191,14 +200,32 @@ def catalogue(session_uri: str) -> list[dict[str, Any]]:
     base = f"{session_uri}{MARK}"
     review: dict[str, Any] = {"review": {}}
     return [
-        {"label": "Uncommitted Changes", "uriTemplate": f"{base}uncommitted", "changeKind": "uncommitted",
-         "description": "git status under the session's folder", "capabilities": review},
-        {"label": "Session Changes", "uriTemplate": f"{base}session", "changeKind": "session",
-         "description": "Everything changed since the session's first turn", "capabilities": review},
-        {"label": "Turn Changes", "uriTemplate": f"{base}turn/{{turnId}}", "changeKind": "turn",
-         "description": "What one turn changed"},
-        {"label": "Compare Turns", "uriTemplate": f"{base}compare/{{originalTurnId}}/{{modifiedTurnId}}",
-         "changeKind": "compare-turns", "description": "The tree after one turn against the tree after another"},
+        {
+            "label": "Uncommitted Changes",
+            "uriTemplate": f"{base}uncommitted",
+            "changeKind": "uncommitted",
+            "description": "git status under the session's folder",
+            "capabilities": review,
+        },
+        {
+            "label": "Session Changes",
+            "uriTemplate": f"{base}session",
+            "changeKind": "session",
+            "description": "Everything changed since the session's first turn",
+            "capabilities": review,
+        },
+        {
+            "label": "Turn Changes",
+            "uriTemplate": f"{base}turn/{{turnId}}",
+            "changeKind": "turn",
+            "description": "What one turn changed",
+        },
+        {
+            "label": "Compare Turns",
+            "uriTemplate": f"{base}compare/{{originalTurnId}}/{{modifiedTurnId}}",
+            "changeKind": "compare-turns",
+            "description": "The tree after one turn against the tree after another",
+        },
     ]
 
 

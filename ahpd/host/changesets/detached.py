@@ -91,8 +91,11 @@ def _handle(host: Host, params: Any) -> Handle:
     name = _field(params, "handle", str, "a non-empty string")
     found = handles(host).get(name)
     if found is None:
-        raise RpcError(INVALID_PARAMS, f"handle {name!r} was never handed out by this host (or was let go of)",
-                       {"path": "$.handle"})
+        raise RpcError(
+            INVALID_PARAMS,
+            f"handle {name!r} was never handed out by this host (or was let go of)",
+            {"path": "$.handle"},
+        )
     return found
 
 
@@ -107,8 +110,9 @@ def _record(host: Host, uri: str) -> dict[str, Any] | None:
     if sessions is None:
         return None
     session = sessions.sessions.get(uri)
-    record = getattr(session, "worktree", None) if session is not None else (sessions.dormant.get(uri) or {}).get(
-        "worktree")
+    record = (
+        getattr(session, "worktree", None) if session is not None else (sessions.dormant.get(uri) or {}).get("worktree")
+    )
     return record if isinstance(record, dict) and record.get("tree") else None
 
 
@@ -149,8 +153,7 @@ def delete(worktree: dict[str, Any]) -> None:
         repo.delete_branch(worktree["branch"])
 
 
-def reap(held: dict[str, Handle], scope: str, active: list[str], now: float,
-         open_sessions: set[str]) -> list[Handle]:
+def reap(held: dict[str, Handle], scope: str, active: list[str], now: float, open_sessions: set[str]) -> list[Handle]:
     """What a reconcile does to one host's handles: the named are seen now;
     a handle in this scope nobody named for :data:`GRACE_SECONDS`, whose tree is
     clean and has no session open in it, has its tree taken down (the branch
@@ -186,8 +189,11 @@ def create(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
         raise RpcError(INVALID_PARAMS, "prompt must be a string", {"path": "$.prompt"})
     worktree = _record(host, uri)
     if worktree is None:
-        raise RpcError(INVALID_PARAMS, f"{uri} has no worktree of its own here (create it with isolation: worktree)",
-                       {"path": "$.session"})
+        raise RpcError(
+            INVALID_PARAMS,
+            f"{uri} has no worktree of its own here (create it with isolation: worktree)",
+            {"path": "$.session"},
+        )
     held = handles(host)
     item = next((h for h in held.values() if h.session == uri), None)
     if item is None:

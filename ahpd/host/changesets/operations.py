@@ -43,16 +43,23 @@ def _target_paths(view: View, repo: gitport.Repo, params: model.InvokeChangesetO
     if path is None:
         raise RpcError(INVALID_PARAMS, f"{target.resource} is not a file: URI", {"path": "$.target.resource"})
     if kind == "range":
-        raise RpcError(INVALID_PARAMS, "a range target is not served: operations take a file, a folder or the "
-                       "whole changeset", {"path": "$.target.kind"})
+        raise RpcError(
+            INVALID_PARAMS,
+            "a range target is not served: operations take a file, a folder or the whole changeset",
+            {"path": "$.target.kind"},
+        )
     wanted = Path(os.path.normpath(path))
     for folder in (Path(os.path.normpath(view.session.cwd)), view.session.cwd.resolve()):
         if wanted == folder or folder in wanted.parents:
             inside = wanted.relative_to(folder).as_posix()
             break
     else:
-        raise RpcError(INVALID_PARAMS, f"{target.resource} is outside the session's folder {view.session.cwd}: "
-                       "an operation takes a file or folder under it", {"path": "$.target.resource"})
+        raise RpcError(
+            INVALID_PARAMS,
+            f"{target.resource} is outside the session's folder {view.session.cwd}: "
+            "an operation takes a file or folder under it",
+            {"path": "$.target.resource"},
+        )
     if inside == ".":
         return []
     return [f"{repo.prefix}/{inside}" if repo.prefix else inside]
@@ -70,23 +77,33 @@ async def invoke(host: Host, peer: Peer, params: model.InvokeChangesetOperationP
         operations = {o["id"]: o for o in view.state().get("operations") or []}
     op = operations.get(params.operationId)
     if op is None:
-        raise RpcError(INVALID_PARAMS, f"{params.operationId!r} is not an operation this changeset offers "
-                       f"(it offers {', '.join(operations) or 'none'})", {"path": "$.operationId"})
+        raise RpcError(
+            INVALID_PARAMS,
+            f"{params.operationId!r} is not an operation this changeset offers "
+            f"(it offers {', '.join(operations) or 'none'})",
+            {"path": "$.operationId"},
+        )
     if busy(view.session):
         raise RpcError(INVALID_PARAMS, f"{params.operationId} is disabled while a turn is running in the session")
     if op["status"] == "running":
         raise RpcError(INVALID_PARAMS, f"{params.operationId} is already running")
     kind = "changeset" if params.target is None else getattr(params.target, "kind", "resource")
     if kind not in op["scopes"]:
-        raise RpcError(INVALID_PARAMS, f"{params.operationId} takes {' or '.join(op['scopes'])}, not a {kind}",
-                       {"path": "$.target"})
+        raise RpcError(
+            INVALID_PARAMS,
+            f"{params.operationId} takes {' or '.join(op['scopes'])}, not a {kind}",
+            {"path": "$.target"},
+        )
     repo = await run_off_loop(gitport.Repo, view.session.cwd)
     paths = _target_paths(view, repo, params) or None  # the session's folder itself is the whole changeset
     meta = params._meta or {}
     given = (meta.get("ahpd.commit") or {}).get("message") if isinstance(meta.get("ahpd.commit"), dict) else None
     if given is not None and (not isinstance(given, str) or not given.strip()):
-        raise RpcError(INVALID_PARAMS, "_meta['ahpd.commit'].message must be a sentence",
-                       {"path": "$._meta['ahpd.commit'].message"})
+        raise RpcError(
+            INVALID_PARAMS,
+            "_meta['ahpd.commit'].message must be a sentence",
+            {"path": "$._meta['ahpd.commit'].message"},
+        )
     message = commit_subject(host, view.session, given) if params.operationId == "commit" else ""
     book = book_of(view.session)
     start = book.baseline
@@ -108,8 +125,12 @@ async def invoke(host: Host, peer: Peer, params: model.InvokeChangesetOperationP
             if start is None:
                 raise gitport.Refused("the agent has not started a turn here: there is no state to go back to")
             rows = port.diff_trees(start, port.snapshot())
-            picked = [r for r in rows if paths is None or any(
-                gitport._under(r.path, p) or (r.old_path and gitport._under(r.old_path, p)) for p in paths)]
+            picked = [
+                r
+                for r in rows
+                if paths is None
+                or any(gitport._under(r.path, p) or (r.old_path and gitport._under(r.old_path, p)) for p in paths)
+            ]
             for row in picked:
                 port.restore(start, row.path)
                 if row.old_path:
@@ -121,8 +142,15 @@ async def invoke(host: Host, peer: Peer, params: model.InvokeChangesetOperationP
     try:
         said = await run_off_loop(work)
     except gitport.GitError as exc:
-        host.bus.emit(view.uri, {"type": "changeset/operationStatusChanged", "operationId": op["id"],
-                                 "status": "error", "error": {"errorType": type(exc).__name__, "message": str(exc)}})
+        host.bus.emit(
+            view.uri,
+            {
+                "type": "changeset/operationStatusChanged",
+                "operationId": op["id"],
+                "status": "error",
+                "error": {"errorType": type(exc).__name__, "message": str(exc)},
+            },
+        )
         touch(host, folder=view.session.cwd)
         raise RpcError(INVALID_PARAMS, f"{params.operationId} refused: {exc}") from None
     host.bus.emit(view.uri, {"type": "changeset/operationStatusChanged", "operationId": op["id"], "status": "idle"})

@@ -71,8 +71,11 @@ def commit_subject(host: Host, session: Session, given: str | None, *, quiet: bo
     words = host.config("changeWords") or {}
     mode = words.get("mode", "session-title") if isinstance(words, dict) else "session-title"
     if mode == "forced" and not quiet:
-        raise RpcError(INVALID_PARAMS, "changeWords is forced: a commit needs _meta['ahpd.commit'].message, "
-                       "the person's own words", {"path": "$._meta['ahpd.commit'].message"})
+        raise RpcError(
+            INVALID_PARAMS,
+            "changeWords is forced: a commit needs _meta['ahpd.commit'].message, the person's own words",
+            {"path": "$._meta['ahpd.commit'].message"},
+        )
     title = (session.state().get("title") or "").strip()
     return title.splitlines()[0] if title else "Changes from an agent session"
 
@@ -157,8 +160,13 @@ class View:
             await done.wait()
         outcome = result[0]
         if isinstance(outcome, Exception):
-            self._emit({"type": "changeset/statusChanged", "status": "error",
-                        "error": {"errorType": type(outcome).__name__, "message": str(outcome)}})
+            self._emit(
+                {
+                    "type": "changeset/statusChanged",
+                    "status": "error",
+                    "error": {"errorType": type(outcome).__name__, "message": str(outcome)},
+                }
+            )
             return
         files, sides, counts, prints = outcome
         self.sides, self.prints = sides, prints
@@ -175,8 +183,9 @@ class View:
 
     # -- computing (a thread's work) -------------------------------------------
 
-    def _compute(self) -> tuple[list[dict[str, Any]], dict[str, tuple[Path, str]], tuple[int, int, int],
-                                dict[str, str]]:
+    def _compute(
+        self,
+    ) -> tuple[list[dict[str, Any]], dict[str, tuple[Path, str]], tuple[int, int, int], dict[str, str]]:
         repo = gitport.Repo(self.session.cwd)
         book = book_of(self.session)
         sides: dict[str, tuple[Path, str]] = {}
@@ -209,8 +218,15 @@ class View:
         return a[1] or a[0], b[1]
 
     @staticmethod
-    def _row(repo: gitport.Repo, row: gitport.Change, sides: dict[str, tuple[Path, str]], prints: dict[str, str], *,
-             live: bool, porcelain: bool) -> dict[str, Any]:
+    def _row(
+        repo: gitport.Repo,
+        row: gitport.Change,
+        sides: dict[str, tuple[Path, str]],
+        prints: dict[str, str],
+        *,
+        live: bool,
+        porcelain: bool,
+    ) -> dict[str, Any]:
         root = repo.root
         after_file = (root / row.path).as_uri()
         gone = row.worktree == "D" or (row.index == "D" and row.worktree == " ")
@@ -260,8 +276,9 @@ class View:
         after = {f["id"]: f for f in files}
         # The order a client already has, new files after it: what per-file actions reach.
         files = [after[f["id"]] for f in old if f["id"] in after] + [f for f in files if f["id"] not in before]
-        actions: list[dict[str, Any]] = [{"type": "changeset/fileRemoved", "fileId": i} for i in before
-                                         if i not in after]
+        actions: list[dict[str, Any]] = [
+            {"type": "changeset/fileRemoved", "fileId": i} for i in before if i not in after
+        ]
         actions += [{"type": "changeset/fileSet", "file": f} for i, f in after.items() if before.get(i) != f]
         if len(actions) < len(files):
             # Per file only when that reduces to exactly the new set (a new
@@ -283,8 +300,12 @@ class View:
         if current is not None:
             # An operation running or failed keeps that status until it settles.
             held = {o["id"]: o for o in current if o["status"] in ("running", "error")}
-            operations = [{**o, **{k: held[o["id"]][k] for k in ("status", "error") if k in held[o["id"]]}}
-                          if o["id"] in held and o["status"] != "disabled" else o for o in operations]
+            operations = [
+                {**o, **{k: held[o["id"]][k] for k in ("status", "error") if k in held[o["id"]]}}
+                if o["id"] in held and o["status"] != "disabled"
+                else o
+                for o in operations
+            ]
         if operations != current:
             self._emit({"type": "changeset/operationsChanged", "operations": operations})
 
@@ -297,25 +318,56 @@ class View:
             takes = f"{staged} staged file{'s' if staged != 1 else ''}"
         else:
             takes = f"{total} file{'s' if total != 1 else ''}" + (
-                f", {untracked} of them untracked" if untracked else "")
-        commit = {"id": "commit", "label": "Commit", "scopes": both, "icon": "check", "status": status,
-                  "description": "Commit one file as the working tree has it, or the whole changeset: the index "
-                  "when it holds anything, else every change under the session's folder",
-                  "confirmation": f"Commit as '{subject}'? The whole changeset takes {takes}."}
-        discard = {"id": "discard", "label": "Discard", "scopes": both, "icon": "discard", "status": status,
-                   "description": "Put a file, or every change under the session's folder, back to HEAD",
-                   "confirmation": "Discard the changes and put the files back to HEAD? Untracked files are "
-                   "removed too. This cannot be undone."}
-        revert = {"id": "revert", "label": "Revert", "scopes": both, "icon": "history", "status": status,
-                  "description": "Put a file back to the state the agent found it in",
-                  "confirmation": "Put the files back to the state the agent found them in? This cannot be undone."}
+                f", {untracked} of them untracked" if untracked else ""
+            )
+        commit = {
+            "id": "commit",
+            "label": "Commit",
+            "scopes": both,
+            "icon": "check",
+            "status": status,
+            "description": "Commit one file as the working tree has it, or the whole changeset: the index "
+            "when it holds anything, else every change under the session's folder",
+            "confirmation": f"Commit as '{subject}'? The whole changeset takes {takes}.",
+        }
+        discard = {
+            "id": "discard",
+            "label": "Discard",
+            "scopes": both,
+            "icon": "discard",
+            "status": status,
+            "description": "Put a file, or every change under the session's folder, back to HEAD",
+            "confirmation": "Discard the changes and put the files back to HEAD? Untracked files are "
+            "removed too. This cannot be undone.",
+        }
+        revert = {
+            "id": "revert",
+            "label": "Revert",
+            "scopes": both,
+            "icon": "history",
+            "status": status,
+            "description": "Put a file back to the state the agent found it in",
+            "confirmation": "Put the files back to the state the agent found them in? This cannot be undone.",
+        }
         if self.scope == "uncommitted":
             return [
                 commit,
-                {"id": "stage", "label": "Stage", "scopes": both, "icon": "add", "status": status,
-                 "description": "Move a file, a folder or the whole changeset into the index"},
-                {"id": "unstage", "label": "Unstage", "scopes": both, "icon": "remove", "status": status,
-                 "description": "Move a file, a folder or the whole changeset out of the index"},
+                {
+                    "id": "stage",
+                    "label": "Stage",
+                    "scopes": both,
+                    "icon": "add",
+                    "status": status,
+                    "description": "Move a file, a folder or the whole changeset into the index",
+                },
+                {
+                    "id": "unstage",
+                    "label": "Unstage",
+                    "scopes": both,
+                    "icon": "remove",
+                    "status": status,
+                    "description": "Move a file, a folder or the whole changeset out of the index",
+                },
                 discard,
             ]
         if self.scope == "session":

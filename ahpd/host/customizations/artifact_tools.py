@@ -151,8 +151,7 @@ async def remove_session_artifact(host: Host, peer: Peer, params: Any) -> dict[s
     if host.sessions is None or not await host.ensure_channel(uri) or uri not in host.sessions.sessions:
         raise RpcError(SESSION_NOT_FOUND, f"no session {uri}", {"session": uri})
     if remove_artifact(host.sessions.sessions[uri], artifact_id) is None:
-        raise RpcError(INVALID_PARAMS, f"session {uri} records no artifact {artifact_id}",
-                       {"path": "$.artifactId"})
+        raise RpcError(INVALID_PARAMS, f"session {uri} records no artifact {artifact_id}", {"path": "$.artifactId"})
     return {}
 
 

@@ -70,9 +70,11 @@ def mcp_entry(provider: str, server: dict[str, Any], cwd: Path) -> dict[str, Any
     a switched-off server per project)."""
     name = server["name"]
     return {
-        "type": "mcpServer", "id": f"{provider}.mcp:{name}",
+        "type": "mcpServer",
+        "id": f"{provider}.mcp:{name}",
         "uri": f"{(Path.home() / '.claude.json').as_uri()}#mcp:{name}",
-        "name": name, "state": mcp_state(server),
+        "name": name,
+        "state": mcp_state(server),
         "enablement": [{"kind": "workspace", "uri": cwd.as_uri(), "enabled": server.get("status") != "disabled"}],
     }
 
@@ -88,13 +90,20 @@ def session_list(session: Session, own: list[dict[str, Any]]) -> list[dict[str, 
     holds - laid after the backend's own."""
     servers = _read_back.get(session)
     if servers is None:
-        servers = [s for s in getattr(session.backend, "mcp_servers", None) or []
-                   if isinstance(s, dict) and isinstance(s.get("name"), str)]
+        servers = [
+            s
+            for s in getattr(session.backend, "mcp_servers", None) or []
+            if isinstance(s, dict) and isinstance(s.get("name"), str)
+        ]
     channel = session.host.bus.channels.get(session.uri)
     held = (channel.state.get("customizations") or []) if channel is not None else []
     plugins = [c for c in held if c.get("clientId")]
-    return [*own, *(mcp_entry(session.provider, s, session.cwd) for s in servers),
-            *agent_plugins.own(session), *plugins]
+    return [
+        *own,
+        *(mcp_entry(session.provider, s, session.cwd) for s in servers),
+        *agent_plugins.own(session),
+        *plugins,
+    ]
 
 
 # -- client actions -------------------------------------------------------------
@@ -135,14 +144,23 @@ def customization_toggled(host: Host, peer: Peer, channel: str, action: dict[str
         return agent_plugins.toggled(session, entry, action)
     if kind == "mcpServer":
         if not _controls_mcp(session):
-            return refuse_and_resend(session, f"{session.provider} cannot switch MCP server {entry['name']!r}: an "
-                                               "ACP agent is handed its servers only when a conversation starts")
+            return refuse_and_resend(
+                session,
+                f"{session.provider} cannot switch MCP server {entry['name']!r}: an "
+                "ACP agent is handed its servers only when a conversation starts",
+            )
         enabled = action["enablement"][0]["enabled"] if action["enablement"] else True
         return Apply(action, after=lambda: _drive_soon(session, entry, "on" if enabled else "off"))
-    what = {"prompt": "a prompt", "skill": "a skill", "agent": "a subagent", "directory": "a directory of "
-            + str(entry.get("contents", "customization")) + "s", "plugin": "a plugin"}.get(str(kind), f"a {kind}")
-    return refuse_and_resend(session, f"{session.provider} has no runtime switch for {what} "
-                                       f"({entry.get('name')!r}); it stays as it is")
+    what = {
+        "prompt": "a prompt",
+        "skill": "a skill",
+        "agent": "a subagent",
+        "directory": "a directory of " + str(entry.get("contents", "customization")) + "s",
+        "plugin": "a plugin",
+    }.get(str(kind), f"a {kind}")
+    return refuse_and_resend(
+        session, f"{session.provider} has no runtime switch for {what} ({entry.get('name')!r}); it stays as it is"
+    )
 
 
 def _mcp_rule(op: str):
@@ -154,9 +172,11 @@ def _mcp_rule(op: str):
         if entry is None or entry.get("type") != "mcpServer":
             return Refuse(f"no MCP server {action['id']!r} in this session")
         if not _controls_mcp(session):
-            return refuse_and_resend(session, f"{session.provider} cannot {op} MCP server {entry['name']!r} "
-                                               "while it runs")
+            return refuse_and_resend(
+                session, f"{session.provider} cannot {op} MCP server {entry['name']!r} while it runs"
+            )
         return Apply(action, after=lambda: _drive_soon(session, entry, op))
+
     return rule
 
 
@@ -210,8 +230,17 @@ async def _drive(session: Session, entry: dict[str, Any], op: str) -> None:
     except Exception as exc:  # noqa: BLE001 - no CLI to ask: said in protocol terms
         log.info("%s: MCP server %s: %s failed: %s", session.uri, name, op, exc)
         if session.uri in session.host.bus.channels:
-            session.host.bus.emit(session.uri, {"type": "session/mcpServerStateChanged", "id": entry["id"], "state": {
-                "kind": "error", "error": {"errorType": "McpServerFailed", "message": f"{op} failed: {exc}"}}})
+            session.host.bus.emit(
+                session.uri,
+                {
+                    "type": "session/mcpServerStateChanged",
+                    "id": entry["id"],
+                    "state": {
+                        "kind": "error",
+                        "error": {"errorType": "McpServerFailed", "message": f"{op} failed: {exc}"},
+                    },
+                },
+            )
 
 
 async def read_back(session: Session, conversation: McpSwitches) -> None:
@@ -248,9 +277,12 @@ def publish(session: Session, entries: list[dict[str, Any]]) -> None:
 
 def _calls_of(chat_state: dict[str, Any], server_id: str) -> list[dict[str, Any]]:
     turn = chat_state.get("activeTurn") or {}
-    return [part["toolCall"] for part in turn.get("responseParts") or []
-            if part.get("kind") == "toolCall"
-            and (part["toolCall"].get("contributor") or {}).get("customizationId") == server_id]
+    return [
+        part["toolCall"]
+        for part in turn.get("responseParts") or []
+        if part.get("kind") == "toolCall"
+        and (part["toolCall"].get("contributor") or {}).get("customizationId") == server_id
+    ]
 
 
 def _auth_request_id(call_id: str) -> str:
@@ -274,14 +306,27 @@ def join_auth(session: Session, server_id: str, state: dict[str, Any]) -> None:
             call_id = call["toolCallId"]
             if state["kind"] == "authRequired" and call.get("status") == "running":
                 auth = {k: v for k, v in state.items() if k != "kind"}
-                bus.emit(chat.uri, {"type": "chat/toolCallAuthRequired", "turnId": turn_id, "toolCallId": call_id,
-                                    "auth": auth})
-                paused = next((c for c in _calls_of(bus.channels[chat.uri].state, server_id)
-                               if c["toolCallId"] == call_id), None)
+                bus.emit(
+                    chat.uri,
+                    {"type": "chat/toolCallAuthRequired", "turnId": turn_id, "toolCallId": call_id, "auth": auth},
+                )
+                paused = next(
+                    (c for c in _calls_of(bus.channels[chat.uri].state, server_id) if c["toolCallId"] == call_id), None
+                )
                 if paused is not None and paused.get("status") == "auth-required":
-                    bus.emit(session.uri, {"type": "session/inputNeededSet", "request": {
-                        "id": _auth_request_id(call_id), "chat": chat.uri, "kind": "toolAuthentication",
-                        "turnId": turn_id, "toolCall": paused}})
+                    bus.emit(
+                        session.uri,
+                        {
+                            "type": "session/inputNeededSet",
+                            "request": {
+                                "id": _auth_request_id(call_id),
+                                "chat": chat.uri,
+                                "kind": "toolAuthentication",
+                                "turnId": turn_id,
+                                "toolCall": paused,
+                            },
+                        },
+                    )
             elif state["kind"] == "ready" and call.get("status") == "auth-required":
                 bus.emit(chat.uri, {"type": "chat/toolCallAuthResolved", "turnId": turn_id, "toolCallId": call_id})
                 bus.emit(session.uri, {"type": "session/inputNeededRemoved", "id": _auth_request_id(call_id)})
@@ -298,8 +343,15 @@ def _watch_call(host: Host, chat_uri: str, action: dict[str, Any]) -> None:
     chat = host.sessions.chat_owner.get(chat_uri) if host.sessions is not None else None
     if chat is None or chat.conversation is None or not hasattr(chat.conversation, "mcp_status"):
         return
-    spawn(chat.session.nursery, f"watching MCP call {action['toolCallId']} in {chat_uri}", _watch, chat,
-          chat.conversation, action["toolCallId"], action["contributor"]["customizationId"])
+    spawn(
+        chat.session.nursery,
+        f"watching MCP call {action['toolCallId']} in {chat_uri}",
+        _watch,
+        chat,
+        chat.conversation,
+        action["toolCallId"],
+        action["contributor"]["customizationId"],
+    )
 
 
 async def _watch(chat: Any, conversation: Any, call_id: str, server_id: str) -> None:
@@ -382,20 +434,27 @@ async def _take_plugins(host: Host, session: Session, client_id: str, plugins: l
         before = held.get(pid)
         if before is not None and _unchanged(before, plugin):
             continue  # announced again as it was: copied once is enough, and saying it again would be a change
-        entry = {k: v for k, v in plugin.items()
-                 if k not in ("nonce", "childEnablement", "children", "load", "enablement")}
+        entry = {
+            k: v for k, v in plugin.items() if k not in ("nonce", "childEnablement", "children", "load", "enablement")
+        }
         entry["clientId"] = client_id
         decided = agent_plugins.client_enablement(session, pid, plugin.get("enablement") or [])
         if decided:
             entry["enablement"] = decided
         if plugin.get("nonce"):
             entry["_meta"] = {**(entry.get("_meta") or {}), "ahpd.nonce": plugin["nonce"]}
-        bus.emit(session.uri, {"type": "session/customizationUpdated",
-                               "customization": {**entry, "load": {"kind": "loading"}}})
+        bus.emit(
+            session.uri,
+            {"type": "session/customizationUpdated", "customization": {**entry, "load": {"kind": "loading"}}},
+        )
         try:
             copy = await _copy(host, session, client_id, plugin)
-            settled = {**entry, "load": {"kind": "loaded"}, "children": children_of(pid, copy),
-                       "_meta": {**(entry.get("_meta") or {}), "ahpd.copy": copy.as_uri()}}
+            settled = {
+                **entry,
+                "load": {"kind": "loaded"},
+                "children": children_of(pid, copy),
+                "_meta": {**(entry.get("_meta") or {}), "ahpd.copy": copy.as_uri()},
+            }
         except (OSError, ValueError) as exc:
             settled = {**entry, "load": {"kind": "error", "message": str(exc)}}
         if session.uri in bus.channels:
@@ -436,4 +495,3 @@ async def _copy(host: Host, session: Session, client_id: str, plugin: dict[str, 
 
     await trio.to_thread.run_sync(copy)
     return target
-

@@ -38,8 +38,11 @@ class DecisionStore:
         if data is None:
             return
         self._global = {k: v for k, v in (data.get("global") or {}).items() if isinstance(v, bool)}
-        self._workspace = {folder: {k: v for k, v in ids.items() if isinstance(v, bool)}
-                           for folder, ids in (data.get("workspace") or {}).items() if isinstance(ids, dict)}
+        self._workspace = {
+            folder: {k: v for k, v in ids.items() if isinstance(v, bool)}
+            for folder, ids in (data.get("workspace") or {}).items()
+            if isinstance(ids, dict)
+        }
 
     def enablement(self, cid: str, folder: str) -> list[dict[str, Any]]:
         """The kept decisions for ``cid`` in a session working in ``folder``,
@@ -55,8 +58,9 @@ class DecisionStore:
         """Keep what ``enablement`` says for ``folder`` and for every session
         (an entry for another folder is not this session's to decide); a
         scope it leaves out is a decision taken back. True when anything moved."""
-        workspace = next((e["enabled"] for e in enablement
-                          if e.get("kind") == "workspace" and e.get("uri") == folder), None)
+        workspace = next(
+            (e["enabled"] for e in enablement if e.get("kind") == "workspace" and e.get("uri") == folder), None
+        )
         everywhere = next((e["enabled"] for e in enablement if e.get("kind") == "global"), None)
         before = (self._workspace.get(folder, {}).get(cid), self._global.get(cid))
         if workspace is None:
@@ -81,6 +85,7 @@ class DecisionStore:
         def write() -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, data)
+
         return write
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -79,8 +79,7 @@ class Bridge:
             "name": SERVER_NAME,
             "command": sys.executable,
             "args": ["-m", "ahpd.mcp_relay"],
-            "env": [{"name": "AHPD_MCP_SOCKET", "value": self.path},
-                    {"name": "AHPD_MCP_SECRET", "value": secret}],
+            "env": [{"name": "AHPD_MCP_SOCKET", "value": self.path}, {"name": "AHPD_MCP_SECRET", "value": secret}],
         }
 
     def forget(self, chat_uri: str) -> None:
@@ -143,7 +142,7 @@ class _Lines:
             end = self.buffer.find(b"\n")
             if end >= 0:
                 line = bytes(self.buffer[:end])
-                del self.buffer[:end + 1]
+                del self.buffer[: end + 1]
                 return line
             if len(self.buffer) > MAX_FRAME:
                 raise ValueError(f"an MCP frame over {MAX_FRAME} bytes")
@@ -170,8 +169,7 @@ class _Session:
                 try:
                     message = json.loads(line)
                 except ValueError:
-                    await self._send({"jsonrpc": "2.0", "id": None,
-                                      "error": {"code": -32700, "message": "not JSON"}})
+                    await self._send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "not JSON"}})
                     continue
                 if isinstance(message, dict) and isinstance(message.get("method"), str) and "id" in message:
                     nursery.start_soon(self._answer, message)
@@ -195,13 +193,19 @@ class _Session:
         elif method == "tools/call":
             name = params.get("name")
             if not isinstance(name, str):
-                await self._send({"jsonrpc": "2.0", "id": ident,
-                                  "error": {"code": -32602, "message": "tools/call needs a tool name"}})
+                await self._send(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": ident,
+                        "error": {"code": -32602, "message": "tools/call needs a tool name"},
+                    }
+                )
                 return
             reply = await server_tools.call(self.host, self.chat_uri, name, params.get("arguments"))
         else:
-            await self._send({"jsonrpc": "2.0", "id": ident,
-                              "error": {"code": -32601, "message": f"{method} is not served here"}})
+            await self._send(
+                {"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": f"{method} is not served here"}}
+            )
             return
         await self._send({"jsonrpc": "2.0", "id": ident, "result": reply})
 
@@ -213,8 +217,9 @@ class _Session:
 
 def mcp_tool(definition: dict[str, Any]) -> dict[str, Any]:
     """A ``ToolDefinition`` as an MCP ``Tool`` (the fields mirror each other)."""
-    tool: dict[str, Any] = {k: definition[k] for k in ("name", "title", "description", "inputSchema", "annotations")
-                            if k in definition}
+    tool: dict[str, Any] = {
+        k: definition[k] for k in ("name", "title", "description", "inputSchema", "annotations") if k in definition
+    }
     tool.setdefault("inputSchema", {"type": "object", "properties": {}})
     return tool
 

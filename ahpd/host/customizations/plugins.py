@@ -90,8 +90,12 @@ def _row(session: Session, plugin: dict[str, Any]) -> dict[str, Any]:
     path = plugin.get("path")
     folder = Path(path) if isinstance(path, str) and Path(path).is_absolute() else None
     row: dict[str, Any] = {
-        "type": "plugin", "id": pid, "uri": folder.as_uri() if folder else f"{_settings_uri()}#enabledPlugins:{source}",
-        "name": plugin["name"], "load": {"kind": "loaded"}, "_meta": {"ahpd.source": source},
+        "type": "plugin",
+        "id": pid,
+        "uri": folder.as_uri() if folder else f"{_settings_uri()}#enabledPlugins:{source}",
+        "name": plugin["name"],
+        "load": {"kind": "loaded"},
+        "_meta": {"ahpd.source": source},
     }
     if isinstance(plugin.get("version"), str):
         row["version"] = plugin["version"]
@@ -117,11 +121,13 @@ def own(session: Session) -> list[dict[str, Any]]:
         return []
     reported = _reported.get(session)
     if reported is None:
-        reported = [p for p in getattr(session.backend, "plugins", None) or []
-                    if isinstance(p, dict) and isinstance(p.get("source"), str)]
+        reported = [
+            p
+            for p in getattr(session.backend, "plugins", None) or []
+            if isinstance(p, dict) and isinstance(p.get("source"), str)
+        ]
     roots = _copies(session)
-    rows = [_row(session, p) for p in reported
-            if not any(str(p.get("path", "")).startswith(r + "/") for r in roots)]
+    rows = [_row(session, p) for p in reported if not any(str(p.get("path", "")).startswith(r + "/") for r in roots)]
     known = _known.setdefault(session, {})
     known.update({r["id"]: r for r in rows})
     listed = {r["id"] for r in rows}
@@ -134,16 +140,20 @@ def own(session: Session) -> list[dict[str, Any]]:
 
 def switches(session: Session) -> dict[str, bool]:
     """The session's decisions as the agent takes them: source -> on."""
-    return {row["_meta"]["ahpd.source"]: enabled(decided) for pid, row in _known.get(session, {}).items()
-            if (decided := enablement_of(session, pid))}
+    return {
+        row["_meta"]["ahpd.source"]: enabled(decided)
+        for pid, row in _known.get(session, {}).items()
+        if (decided := enablement_of(session, pid))
+    }
 
 
 def toggled(session: Session, entry: dict[str, Any], action: dict[str, Any]) -> Apply | Refuse:
     """A client switched one of the agent's plugins: kept by id, carried to
     every running CLI of the session, and read back."""
     if not runs_plugins(session) or not (entry.get("_meta") or {}).get("ahpd.source"):
-        return refuse_and_resend(session, f"{session.provider} has no runtime switch for a plugin "
-                                           f"({entry.get('name')!r}); it stays as it is")
+        return refuse_and_resend(
+            session, f"{session.provider} has no runtime switch for a plugin ({entry.get('name')!r}); it stays as it is"
+        )
     pid = entry["id"]
     mine = next((e for e in action["enablement"] if e.get("kind") == "session"), None)
     if mine is None:
@@ -173,9 +183,14 @@ def restore(session: Session, kept: Any) -> None:
     left out, as if never kept."""
     if not isinstance(kept, dict):
         return
-    decided = {pid: {"kind": "session", "enabled": e["enabled"]} for pid, e in kept.items()
-               if isinstance(pid, str) and isinstance(e, dict) and e.get("kind") == "session"
-               and isinstance(e.get("enabled"), bool)}
+    decided = {
+        pid: {"kind": "session", "enabled": e["enabled"]}
+        for pid, e in kept.items()
+        if isinstance(pid, str)
+        and isinstance(e, dict)
+        and e.get("kind") == "session"
+        and isinstance(e.get("enabled"), bool)
+    }
     if decided:
         _decided[session] = decided
 
@@ -185,8 +200,12 @@ def _reach_others(session: Session, pid: str) -> None:
     session it concerns, which hears it and tells its agent."""
     sessions = session.host.sessions.sessions.values() if session.host.sessions is not None else ()
     for other in list(sessions):
-        if (other is not session and other.provider == session.provider and other.nursery is not None
-                and pid in _known.get(other, {})):
+        if (
+            other is not session
+            and other.provider == session.provider
+            and other.nursery is not None
+            and pid in _known.get(other, {})
+        ):
             spawn(other.nursery, f"switching plugin {pid} of {other.uri}", _switch, other, pid)
 
 
@@ -228,8 +247,11 @@ def publish(session: Session, *, always: str | None = None, problem: str | None 
     bus = session.host.bus
     if session.uri not in bus.channels:
         return
-    held = {c["id"]: c for c in session.state().get("customizations") or []
-            if c.get("type") == "plugin" and not c.get("clientId")}
+    held = {
+        c["id"]: c
+        for c in session.state().get("customizations") or []
+        if c.get("type") == "plugin" and not c.get("clientId")
+    }
     rows = own(session)
     for gone in held.keys() - {r["id"] for r in rows}:
         bus.emit(session.uri, {"type": "session/customizationRemoved", "id": gone})
@@ -249,8 +271,13 @@ def client_dirs(session: Session) -> list[Path]:
     out = []
     for c in (channel.state.get("customizations") or []) if channel is not None else []:
         copy = (c.get("_meta") or {}).get("ahpd.copy")
-        if (c.get("clientId") and c.get("type") == "plugin" and (c.get("load") or {}).get("kind") == "loaded"
-                and isinstance(copy, str) and enabled(c.get("enablement"))):
+        if (
+            c.get("clientId")
+            and c.get("type") == "plugin"
+            and (c.get("load") or {}).get("kind") == "loaded"
+            and isinstance(copy, str)
+            and enabled(c.get("enablement"))
+        ):
             out.append(path_of(copy))
     return out
 
@@ -320,6 +347,7 @@ def _restart(chat: Chat) -> None:
 def turn_over(chat: Chat) -> None:
     """A turn of ``chat`` ended: a change of the clients' plugins made during
     it applies once the turn has let go of the agent."""
+
     async def later() -> None:
         turn = chat.turn
         if turn is not None:
@@ -339,10 +367,17 @@ _CONTAINER_KINDS = {"skills": "skill", "commands": "prompt", "agents": "agent", 
 def refuse_and_resend(session: Session, reason: str) -> Refuse:
     """Refused out loud, and the list goes back out so every client's
     control returns to where it was."""
+
     def resend() -> None:
         if session.uri in session.host.bus.channels:
-            session.host.bus.emit(session.uri, {"type": "session/customizationsChanged",
-                                                "customizations": session.state().get("customizations") or []})
+            session.host.bus.emit(
+                session.uri,
+                {
+                    "type": "session/customizationsChanged",
+                    "customizations": session.state().get("customizations") or [],
+                },
+            )
+
     spawn(session.nursery, f"re-sending the customizations of {session.uri}", _soon, resend)
     return Refuse(reason)
 
@@ -367,8 +402,13 @@ def children_of(plugin_id: str, folder: Path) -> list[dict[str, Any]]:
             if kind != "skill" and (item.suffix != ".md" or not item.is_file()):
                 continue
             name = item.name if kind == "skill" else item.stem
-            child: dict[str, Any] = {"type": kind, "id": f"{plugin_id}/{kind}:{name}", "uri": file.as_uri(),
-                                     "name": name, "enabled": True}
+            child: dict[str, Any] = {
+                "type": kind,
+                "id": f"{plugin_id}/{kind}:{name}",
+                "uri": file.as_uri(),
+                "name": name,
+                "enabled": True,
+            }
             description = _description(file)
             if description:
                 child["description"] = description

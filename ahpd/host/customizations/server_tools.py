@@ -44,11 +44,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ahpd.host.customizations.artifact_tools import (
-    add_artifact_or_reference, list_artifacts_and_references, remove_artifact_or_reference,
+    add_artifact_or_reference,
+    list_artifacts_and_references,
+    remove_artifact_or_reference,
 )
 from ahpd.host.customizations.session_tools import (
-    create_chat, create_session, delete_session, get_current_session, get_session_context, list_sessions,
-    rename_chat, send_message,
+    create_chat,
+    create_session,
+    delete_session,
+    get_current_session,
+    get_session_context,
+    list_sessions,
+    rename_chat,
+    send_message,
 )
 from ahpd.host.customizations.tool_args import AgentPeer, Runner, ToolError, dump
 from ahpd.host.customizations.tool_schemas import DEFAULT_TOOLS, RESOURCE_METHODS

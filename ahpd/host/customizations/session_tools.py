@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from ahpd.host.customizations.tool_args import AgentPeer, ToolError, dump, flag_arg, optional_text, text_arg
 from ahpd.host.customizations.tool_schemas import (
-    ARTIFACTS, MAX_SPAWN_DEPTH, SPAWN_DEPTH, STATUS_WORDS, TITLE_MAX, TRANSCRIPT_CAP, TRANSCRIPT_LIMIT,
+    ARTIFACTS,
+    MAX_SPAWN_DEPTH,
+    SPAWN_DEPTH,
+    STATUS_WORDS,
+    TITLE_MAX,
+    TRANSCRIPT_CAP,
+    TRANSCRIPT_LIMIT,
 )
 from ahpd.host.sessions import session_commands, summaries
 from ahpd.host.sessions.chats import chat_commands, turns
@@ -53,9 +59,13 @@ def _status_words(status: int) -> list[str]:
 def _compact(row: dict[str, Any]) -> dict[str, Any]:
     meta = row.get("_meta") or {}
     out: dict[str, Any] = {
-        "session": row["resource"], "title": row.get("title", ""), "provider": row.get("provider"),
-        "status": _status_words(int(row.get("status", 1))), "unread": not int(row.get("status", 1)) & 32,
-        "createdAt": row.get("createdAt"), "modifiedAt": row.get("modifiedAt"),
+        "session": row["resource"],
+        "title": row.get("title", ""),
+        "provider": row.get("provider"),
+        "status": _status_words(int(row.get("status", 1))),
+        "unread": not int(row.get("status", 1)) & 32,
+        "createdAt": row.get("createdAt"),
+        "modifiedAt": row.get("modifiedAt"),
     }
     if row.get("workingDirectories"):
         out["workingDirectory"] = row["workingDirectories"][0]
@@ -142,8 +152,9 @@ async def _target(host: Host, uri: str, *, to_message: bool = True) -> Chat:
     chat = host.sessions.chat_owner.get(uri)
     if chat is not None:
         if to_message and chat.state().get("interactivity") == "read-only":
-            raise ToolError(f"{uri} is read-only: a subagent's worker chat takes no messages; "
-                            f"message the chat that spawned it")
+            raise ToolError(
+                f"{uri} is read-only: a subagent's worker chat takes no messages; message the chat that spawned it"
+            )
         return chat
     session = host.sessions.sessions.get(uri)
     if session is None:
@@ -182,8 +193,10 @@ def _send(host: Host, sender: Chat, target: Chat, text: str, model_selection: di
     message: dict[str, Any] = {"text": text, "origin": {"kind": "agent"}}
     if model_selection is not None:
         message["model"] = model_selection  # the turn's model becomes the session's (session_config.from_message)
-    host.bus.emit(target.uri, {"type": "chat/pendingMessageSet", "kind": "queued", "id": f"m-{uuid.uuid4().hex[:12]}",
-                               "message": message})
+    host.bus.emit(
+        target.uri,
+        {"type": "chat/pendingMessageSet", "kind": "queued", "id": f"m-{uuid.uuid4().hex[:12]}", "message": message},
+    )
     turns.take_up_queued(target)
 
 
@@ -220,15 +233,18 @@ def spawn_depth(session: Session) -> int:
 async def create_session(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     depth = spawn_depth(chat.session)
     if depth >= MAX_SPAWN_DEPTH:
-        raise ToolError(f"no session is made {MAX_SPAWN_DEPTH + 1} levels deep: this one was itself made by an "
-                        f"agent {depth} level(s) down, and an agent that makes sessions that make sessions has no "
-                        f"end; do the work here, or open a chat with create_chat")
+        raise ToolError(
+            f"no session is made {MAX_SPAWN_DEPTH + 1} levels deep: this one was itself made by an "
+            f"agent {depth} level(s) down, and an agent that makes sessions that make sessions has no "
+            f"end; do the work here, or open a chat with create_chat"
+        )
     workspace, prompt = text_arg(args, "workspace"), text_arg(args, "prompt")
     folder = _folder(workspace)
     picked = _model(chat.session, optional_text(args, "model"))
     uri = f"ahp-session:/{uuid.uuid4()}"
-    params = host.decode_params("createSession", {"channel": uri, "provider": chat.session.provider,
-                                                  "workingDirectories": [folder]})
+    params = host.decode_params(
+        "createSession", {"channel": uri, "provider": chat.session.provider, "workingDirectories": [folder]}
+    )
     await session_commands.create_session(host, AgentPeer(chat), params)
     target = await _target(host, uri)
     summaries.set_meta(target.session, SPAWN_DEPTH, depth + 1)
@@ -258,8 +274,9 @@ def _turn_lines(turn: dict[str, Any], detail: str) -> dict[str, Any]:
     out["reply"] = reply if detail != "summary" or len(reply) <= 200 else reply[:200] + "…"
     if detail != "summary":
         calls = [p["toolCall"] for p in turn.get("responseParts", []) if p.get("kind") == "toolCall"]
-        out["toolCalls"] = [{"name": c.get("toolName"), **({"input": c.get("toolInput")} if detail == "full" else {})}
-                            for c in calls]
+        out["toolCalls"] = [
+            {"name": c.get("toolName"), **({"input": c.get("toolInput")} if detail == "full" else {})} for c in calls
+        ]
     if turn.get("state"):
         out["state"] = turn["state"]
     return out
@@ -274,10 +291,14 @@ async def get_session_context(host: Host, chat: Chat, args: dict[str, Any]) -> s
     if not isinstance(limit, int | float) or isinstance(limit, bool) or limit < 1:
         raise ToolError("transcriptLimit must be a positive number")
     state = target.state()
-    turns = list(state.get("turns") or [])[-min(int(limit), TRANSCRIPT_CAP):]
-    out = {"session": target.session.uri, "chat": target.uri, "title": state.get("title", ""),
-           "status": _status_words(int(state.get("status", 1))),
-           "turns": [_turn_lines(t, detail) for t in turns]}
+    turns = list(state.get("turns") or [])[-min(int(limit), TRANSCRIPT_CAP) :]
+    out = {
+        "session": target.session.uri,
+        "chat": target.uri,
+        "title": state.get("title", ""),
+        "status": _status_words(int(state.get("status", 1))),
+        "turns": [_turn_lines(t, detail) for t in turns],
+    }
     if state.get("activeTurn"):
         out["activeTurn"] = _turn_lines(state["activeTurn"], detail)
     return dump(out)

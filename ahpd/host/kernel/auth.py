@@ -54,11 +54,12 @@ def _not_advertised(resource: str, known: dict[str, dict[str, Any]]) -> RpcError
     """A refusal that says what could have been asked for: the resources the
     agents here advertise, or that none does, which is a plain install's case."""
     if not known:
-        why = (f"{resource} is not a protected resource here: no agent on this host advertises one, "
-               "so there is nothing to authenticate for")
+        why = (
+            f"{resource} is not a protected resource here: no agent on this host advertises one, "
+            "so there is nothing to authenticate for"
+        )
     else:
-        why = (f"{resource} is not a protected resource any agent here advertises; "
-               f"they are: {', '.join(sorted(known))}")
+        why = f"{resource} is not a protected resource any agent here advertises; they are: {', '.join(sorted(known))}"
     return RpcError(INVALID_PARAMS, why, {"path": "$.resource", "resources": list(known.values())})
 
 
@@ -106,8 +107,9 @@ async def authenticate(host: Host, peer: Peer, params: model.AuthenticateParams)
     return {}
 
 
-async def _run_out(host: Host, peer: Peer, record: dict[str, Any], held: tuple[str, float | None],
-                   clock: trio.CancelScope) -> None:
+async def _run_out(
+    host: Host, peer: Peer, record: dict[str, Any], held: tuple[str, float | None], clock: trio.CancelScope
+) -> None:
     """At the moment a lent token runs out, it is dropped and the connection
     that lent it - only that one: the token was theirs - is told
     ``auth/required`` with ``reason: 'expired'`` and the resource's whole

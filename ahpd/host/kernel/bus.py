@@ -135,8 +135,7 @@ class ActionBus:
         try:
             text = notification_frame("action", envelope)
         except NotJson as err:
-            log.error("%s on %s has no JSON form (%s); dropped, nothing moved",
-                      action.get("type"), uri, err)
+            log.error("%s on %s has no JSON form (%s); dropped, nothing moved", action.get("type"), uri, err)
             return None
         channel.state = new_state
         taken = self.sequencer.next()
@@ -147,13 +146,22 @@ class ActionBus:
             observe(uri, action)
         return seq
 
-    def answer(self, subscriber: Subscriber, uri: str, action: dict[str, Any], origin: dict[str, Any],
-               rejection: str | None = None) -> None:
+    def answer(
+        self,
+        subscriber: Subscriber,
+        uri: str,
+        action: dict[str, Any],
+        origin: dict[str, Any],
+        rejection: str | None = None,
+    ) -> None:
         """Tell one dispatcher what became of its action without moving any
         state: a refusal (with ``rejection``) or an action that changed
         nothing. Sent at the current serverSeq and never buffered."""
         envelope: dict[str, Any] = {
-            "channel": uri, "action": action, "serverSeq": self.server_seq, "origin": origin,
+            "channel": uri,
+            "action": action,
+            "serverSeq": self.server_seq,
+            "origin": origin,
         }
         if rejection is not None:
             envelope["rejectionReason"] = rejection

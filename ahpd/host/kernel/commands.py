@@ -30,8 +30,11 @@ def _unique(uris: list[str]) -> list[str]:
 
 
 def _no_channel(uri: str) -> RpcError:
-    code = NOT_FOUND if uri.startswith(("ahp-terminal:", "ahp-changeset:", "ahp-resource-watch:")) or (
-        "/changeset/" in uri) else SESSION_NOT_FOUND
+    code = (
+        NOT_FOUND
+        if uri.startswith(("ahp-terminal:", "ahp-changeset:", "ahp-resource-watch:")) or ("/changeset/" in uri)
+        else SESSION_NOT_FOUND
+    )
     return RpcError(code, f"no channel {uri} on this host", {"channel": uri})
 
 

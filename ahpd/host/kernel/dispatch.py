@@ -70,9 +70,12 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         if envelope is None:
             # No channel and clientSeq to answer on: say what was wrong as a
             # JSON-RPC error (id null, the only id a notification has).
-            peer.send(jsonrpc.error_frame(None, RpcError(
-                INVALID_PARAMS, f"dispatchAction refused: {err.reason} at {err.path}", {"path": err.path}
-            )))
+            peer.send(
+                jsonrpc.error_frame(
+                    None,
+                    RpcError(INVALID_PARAMS, f"dispatchAction refused: {err.reason} at {err.path}", {"path": err.path}),
+                )
+            )
             log.warning("%s: undecodable dispatchAction: %s", peer.name, err)
             return
         # Otherwise the sender can match a refusal by its clientSeq: it gets
@@ -144,8 +147,7 @@ def _readable_envelope(params: dict[str, Any]) -> tuple[str, Any, dict[str, Any]
     """The channel, clientSeq and action object a refusal is addressed with,
     however wrong what is inside the action; None when one is missing."""
     channel, seq, action = params.get("channel"), params.get("clientSeq"), params.get("action")
-    if (isinstance(channel, str) and isinstance(action, dict)
-            and isinstance(seq, int) and not isinstance(seq, bool)):
+    if isinstance(channel, str) and isinstance(action, dict) and isinstance(seq, int) and not isinstance(seq, bool):
         return channel, seq, action
     return None
 

@@ -116,12 +116,16 @@ def publisher(host: Host, uri: str, asker: Peer) -> Peer | None:
 async def forward(host: Host, asker: Peer, owner: Peer, method: str, params: dict[str, Any], uri: str) -> Any:
     """``method`` sent to ``owner`` on ``asker``'s behalf; its answer as given."""
     if owner is asker:
-        raise RpcError(jsonrpc.INVALID_PARAMS, f"{uri} is published by the asking connection itself "
-                       f"({owner.client_id}): it cannot answer {method} while it waits for the answer",
-                       {"uri": uri})
+        raise RpcError(
+            jsonrpc.INVALID_PARAMS,
+            f"{uri} is published by the asking connection itself "
+            f"({owner.client_id}): it cannot answer {method} while it waits for the answer",
+            {"uri": uri},
+        )
     try:
         return await owner.outgoing.request(method, params)
     except RpcError as err:
-        log.info("%s: %s of %s refused by client %s: %d %s", asker.name, method, uri, owner.client_id,
-                 err.code, err.message)
+        log.info(
+            "%s: %s of %s refused by client %s: %d %s", asker.name, method, uri, owner.client_id, err.code, err.message
+        )
         raise

@@ -132,17 +132,22 @@ class Host:
         #: type -> rule (``ahpd.host.kernel.dispatch``): joined in ``ahpd.host.table``.
         self.commands: dict[str, Handler] = commands if commands is not None else dict(kernel_commands.COMMANDS)
         self.notifications: dict[str, Handler] = (
-            notifications if notifications is not None else dict(kernel_commands.NOTIFICATIONS))
+            notifications if notifications is not None else dict(kernel_commands.NOTIFICATIONS)
+        )
         self.client_actions: dict[str, Any] = client_actions if client_actions is not None else {}
         self.hooks = hooks or KernelHooks()
         self.bus = ActionBus(Sequencer(seq_store or MemorySeqStore()), lambda: self.config("replayBytes"))
         values = {**rootconfig.DEFAULT_VALUES, **(config_values or {})}
-        self.bus.open(ROOT, "root", {
-            "agents": [],
-            "activeSessions": 0,
-            "terminals": [],
-            "config": {"schema": rootconfig.SCHEMA, "values": values},
-        })
+        self.bus.open(
+            ROOT,
+            "root",
+            {
+                "agents": [],
+                "activeSessions": 0,
+                "terminals": [],
+                "config": {"schema": rootconfig.SCHEMA, "values": values},
+            },
+        )
         self.peers: set[Peer] = set()
         self._numbers = 0
         self._limit_from: Any = None
@@ -269,9 +274,9 @@ class Host:
             return jsonrpc.error_frame(request.id, err)
         except Exception as exc:  # noqa: BLE001 - a fault answers one request, no more
             log.exception("%s: %s failed", peer.name, request.method)
-            return jsonrpc.error_frame(request.id, RpcError(
-                INTERNAL_ERROR, f"internal error in {request.method}: {type(exc).__name__}: {exc}"
-            ))
+            return jsonrpc.error_frame(
+                request.id, RpcError(INTERNAL_ERROR, f"internal error in {request.method}: {type(exc).__name__}: {exc}")
+            )
         return jsonrpc.result_frame(request.id, result)
 
     async def _call(self, table: dict[str, Handler], peer: Peer, method: str, params: Any) -> Any:

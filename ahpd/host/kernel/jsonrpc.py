@@ -192,8 +192,14 @@ def result_frame(id: int | str, result: Any) -> str:
         return dumps({"jsonrpc": "2.0", "id": id, "result": result})
     except NotJson as err:
         log.error("the answer to request %r cannot be encoded: %s", id, err)
-        return error_frame(id, RpcError(INTERNAL_ERROR, f"the result cannot be encoded: {err.reason}",
-                                        {"path": err.path.replace("$.result", "$", 1)}))
+        return error_frame(
+            id,
+            RpcError(
+                INTERNAL_ERROR,
+                f"the result cannot be encoded: {err.reason}",
+                {"path": err.path.replace("$.result", "$", 1)},
+            ),
+        )
 
 
 def error_frame(id: int | str | None, error: RpcError) -> str:
@@ -242,8 +248,7 @@ def _constant(name: str) -> Any:
 def _finite(text: str) -> float:
     number = float(text)
     if math.isinf(number):
-        raise _Unreadable(f"{text} is out of range for a JSON number (it overflows to infinity)",
-                          INVALID_PARAMS)
+        raise _Unreadable(f"{text} is out of range for a JSON number (it overflows to infinity)", INVALID_PARAMS)
     return number
 
 
@@ -253,6 +258,7 @@ def _stand_in(hook: Callable[[str], Any]) -> Callable[[str], Any]:
             return hook(text)
         except _Unreadable as exc:
             return exc
+
     return read
 
 
@@ -288,26 +294,29 @@ def parse(text: str) -> Message:
             return Invalid(error_frame(None, RpcError(PARSE_ERROR, f"parse error: {exc}")))
         where, reason = not_json(frame) or ("$", first.reason)
         if first.code == PARSE_ERROR:
-            return Invalid(error_frame(None, RpcError(
-                PARSE_ERROR, f"parse error: {reason} at {where}", {"path": where})))
-        return Invalid(error_frame(_reply_id(frame), RpcError(INVALID_PARAMS, f"{reason} at {where}",
-                                                              {"path": where})))
+            return Invalid(
+                error_frame(None, RpcError(PARSE_ERROR, f"parse error: {reason} at {where}", {"path": where}))
+            )
+        return Invalid(error_frame(_reply_id(frame), RpcError(INVALID_PARAMS, f"{reason} at {where}", {"path": where})))
     except (ValueError, RecursionError) as exc:
         return Invalid(error_frame(None, RpcError(PARSE_ERROR, f"parse error: {exc}")))
     if _SURROGATE_ESCAPE.search(text) and not _is_text(frame):
         found = not_json(frame)
         if found is not None:
             where, reason = found
-            return Invalid(error_frame(_reply_id(frame), RpcError(INVALID_PARAMS, f"{reason} at {where}",
-                                                                  {"path": where})))
+            return Invalid(
+                error_frame(_reply_id(frame), RpcError(INVALID_PARAMS, f"{reason} at {where}", {"path": where}))
+            )
     if isinstance(frame, list):
-        return Invalid(error_frame(None, RpcError(
-            INVALID_REQUEST, "batches are not supported: send one JSON-RPC message per frame"
-        )))
+        return Invalid(
+            error_frame(
+                None, RpcError(INVALID_REQUEST, "batches are not supported: send one JSON-RPC message per frame")
+            )
+        )
     if not isinstance(frame, dict):
-        return Invalid(error_frame(None, RpcError(
-            INVALID_REQUEST, f"a JSON-RPC message is an object, not {type(frame).__name__}"
-        )))
+        return Invalid(
+            error_frame(None, RpcError(INVALID_REQUEST, f"a JSON-RPC message is an object, not {type(frame).__name__}"))
+        )
     ident = frame.get("id")
     reply_id = ident if _valid_id(ident) else None
     if frame.get("jsonrpc") != "2.0":
@@ -329,9 +338,12 @@ def parse(text: str) -> Message:
         if error is not None and not isinstance(error, dict):
             return Invalid(error_frame(None, RpcError(INVALID_REQUEST, "error must be an object")))
         return Response(reply_id, frame.get("result"), error)
-    return Invalid(error_frame(reply_id, RpcError(
-        INVALID_REQUEST, "a message needs a method (request or notification) or a result or error"
-    )))
+    return Invalid(
+        error_frame(
+            reply_id,
+            RpcError(INVALID_REQUEST, "a message needs a method (request or notification) or a result or error"),
+        )
+    )
 
 
 def string_param(params: Any, key: str, *, required: bool = True) -> str | None:

@@ -48,9 +48,7 @@ class ReplayBuffer:
         self._entries.append(entry)
         self._bytes += entry.weight
         limit = self._max_bytes()
-        while len(self._entries) > 1 and (
-            len(self._entries) > self._max_count or self._bytes > limit
-        ):
+        while len(self._entries) > 1 and (len(self._entries) > self._max_count or self._bytes > limit):
             self._bytes -= self._entries.popleft().weight
 
     def since(self, last_seen: int, current: int, channels: Iterable[str]) -> list[dict] | None:

@@ -145,7 +145,9 @@ SCHEMA: dict[str, Any] = {
         "claudeMultiRootEnabled": _bool("Claude: several working directories", False),
         "codexMultiRootEnabled": _bool("Codex: several working directories", False),
         "terminalAutoApproveRules": {
-            "type": "object", "title": "Terminal auto-approve rules", "default": {},
+            "type": "object",
+            "title": "Terminal auto-approve rules",
+            "default": {},
         },
         "mcpServers": {"type": "object", "title": "MCP servers", "default": {}},
         "automationsEnabled": _bool("Automations", True),
@@ -159,12 +161,19 @@ SCHEMA: dict[str, Any] = {
     },
 }
 
-DEFAULT_VALUES: dict[str, Any] = {"clientQueueBytes": 16 * MIB, "replayBytes": 32 * MIB, "agentSilenceTimeout": 300,
-                                  "terminalScrollback": MIB,
-                                  "agentIdleTimeout": 600}
+DEFAULT_VALUES: dict[str, Any] = {
+    "clientQueueBytes": 16 * MIB,
+    "replayBytes": 32 * MIB,
+    "agentSilenceTimeout": 300,
+    "terminalScrollback": MIB,
+    "agentIdleTimeout": 600,
+}
 
 _JSON_TYPES = {
-    "string": str, "boolean": bool, "array": list, "object": dict,
+    "string": str,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
 }
 
 
@@ -192,8 +201,10 @@ def check_value(key: str, value: Any) -> str | None:
         if mode not in CHANGE_WORDS:
             return f"changeWords.mode must be one of {list(CHANGE_WORDS)}"
         if mode in ("model", "agent"):
-            return (f"changeWords.mode {mode} is not served: "
-                    "this host does not ask a model or an agent for a commit's words")
+            return (
+                f"changeWords.mode {mode} is not served: "
+                "this host does not ask a model or an agent for a commit's words"
+            )
     if key == "agentSilenceTimeout" and value < 0:
         return f"{key} must be 0 (wait for ever) or a number of seconds"
     if (seconds := SECONDS_BOUNDS.get(key)) is not None and not seconds[0] <= value <= seconds[1]:
@@ -201,8 +212,10 @@ def check_value(key: str, value: Any) -> str | None:
     bounds = BOUNDS.get(key)
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
         unit = "characters" if key == "terminalScrollback" else "bytes"
-        return (f"{key} must be from {bounds[0]} {unit} ({_mib(bounds[0])}) to {bounds[1]} {unit} "
-                f"({_mib(bounds[1])}), not {value}")
+        return (
+            f"{key} must be from {bounds[0]} {unit} ({_mib(bounds[0])}) to {bounds[1]} {unit} "
+            f"({_mib(bounds[1])}), not {value}"
+        )
     return None
 
 

@@ -71,8 +71,12 @@ class FileSeqStore:
             return 0
         except OSError as exc:
             floor = safe_floor()
-            log.error("%s cannot be read (%s); serverSeq resumes at %d, above any it could have reached",
-                      self.path, exc.strerror or exc, floor)
+            log.error(
+                "%s cannot be read (%s); serverSeq resumes at %d, above any it could have reached",
+                self.path,
+                exc.strerror or exc,
+                floor,
+            )
             return floor
         try:
             value = int(text.strip())
@@ -113,9 +117,13 @@ class Sequencer:
                 self._reserve_now()
             if self.current > self.reserved and not self._beyond:
                 self._beyond = True
-                log.error("serverSeq %d is past the reservation on disk (%d; %s): a crash now could "
-                          "repeat numbers clients already hold", self.current, self.reserved,
-                          self.failing or "its write is still under way")
+                log.error(
+                    "serverSeq %d is past the reservation on disk (%d; %s): a crash now could "
+                    "repeat numbers clients already hold",
+                    self.current,
+                    self.reserved,
+                    self.failing or "its write is still under way",
+                )
         if self._wake is not None and self.current > self.reserved - BLOCK // 2:
             self._wake.set()
         return self.current
@@ -163,8 +171,11 @@ class Sequencer:
     def _failed(self, exc: OSError) -> None:
         reason = exc.strerror or str(exc) or type(exc).__name__
         if self.failing is None:
-            log.error("the serverSeq reservation cannot be written (%s); numbering goes on up to %d and "
-                      "the write is retried", reason, self.reserved)
+            log.error(
+                "the serverSeq reservation cannot be written (%s); numbering goes on up to %d and the write is retried",
+                reason,
+                self.reserved,
+            )
         self.failing = reason
 
     def close(self) -> None:
@@ -174,5 +185,8 @@ class Sequencer:
         except OSError as exc:
             self._failed(exc)
             if self.current > self.reserved:
-                log.error("serverSeq %d was never reserved on disk (%d is): the next start may repeat numbers",
-                          self.current, self.reserved)
+                log.error(
+                    "serverSeq %d was never reserved on disk (%d is): the next start may repeat numbers",
+                    self.current,
+                    self.reserved,
+                )

@@ -117,8 +117,9 @@ async def run_supervised(
             raise rest from None
 
 
-def spawn(nursery: trio.Nursery, what: str, body: Callable[..., Awaitable[object]], *args: Any,
-          report: Report | None = None) -> None:
+def spawn(
+    nursery: trio.Nursery, what: str, body: Callable[..., Awaitable[object]], *args: Any, report: Report | None = None
+) -> None:
     """``nursery.start_soon(body, *args)``, supervised."""
 
     async def task() -> None:

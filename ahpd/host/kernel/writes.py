@@ -155,8 +155,12 @@ class PendingWrites:
     def close(self) -> None:
         """The host stops: the last chance to write what a user set."""
         if self._pending and not self.flush():
-            log.error("%s: %d record(s) could not be written before stopping (%s); what they held is lost",
-                      self.what, len(self._pending), self.failing)
+            log.error(
+                "%s: %d record(s) could not be written before stopping (%s); what they held is lost",
+                self.what,
+                len(self._pending),
+                self.failing,
+            )
 
     def _encode(self, key: str, op: Any) -> Callable[[], Any] | None:
         try:
@@ -171,14 +175,22 @@ class PendingWrites:
         if self._pending.get(key) is op:
             del self._pending[key]
         if self.failing is not None:
-            log.warning("%s: the disk takes writes again (after: %s); %d more pending",
-                        self.what, self.failing, len(self._pending))
+            log.warning(
+                "%s: the disk takes writes again (after: %s); %d more pending",
+                self.what,
+                self.failing,
+                len(self._pending),
+            )
             self.failing = None
 
     def _failed(self, exc: OSError, key: str) -> None:
         if self.failing is None:
-            log.error("%s: a write failed (%s, writing %s); kept in memory and retried until the disk takes it",
-                      self.what, disk_reason(exc), key)
+            log.error(
+                "%s: a write failed (%s, writing %s); kept in memory and retried until the disk takes it",
+                self.what,
+                disk_reason(exc),
+                key,
+            )
         self.failing = disk_reason(exc)
 
 
@@ -201,4 +213,3 @@ def read_kept(path: Path, what: str, expect: type = dict) -> Any:
         set_aside(path, f"{what} are {'an object' if expect is dict else expect.__name__}, not {type(value).__name__}")
         return None
     return value
-

@@ -91,8 +91,9 @@ def file_path(uri: str) -> str:
     """The absolute path a ``file:`` URI names; -32602 for one that names none."""
     parts = urlsplit(uri)
     if parts.netloc not in ("", "localhost"):
-        raise RpcError(INVALID_PARAMS, f"{uri}: a file: URI on another machine ({parts.netloc}) is not served",
-                       {"uri": uri})
+        raise RpcError(
+            INVALID_PARAMS, f"{uri}: a file: URI on another machine ({parts.netloc}) is not served", {"uri": uri}
+        )
     if parts.query or parts.fragment:
         raise RpcError(INVALID_PARAMS, f"{uri}: a file: URI takes no query or fragment", {"uri": uri})
     path = unquote(parts.path, errors="strict")
@@ -130,8 +131,11 @@ def _file(host: Host, peer: Peer, uri: str, method: str) -> File | Client:
     """``uri`` routed, for a command a pending edit cannot serve."""
     where = _route(host, peer, uri)
     if isinstance(where, Pending):
-        raise RpcError(PERMISSION_DENIED, f"{uri} is the proposed side of an edit waiting for approval: "
-                       f"it can be read, not {method}", {"uri": uri})
+        raise RpcError(
+            PERMISSION_DENIED,
+            f"{uri} is the proposed side of an edit waiting for approval: it can be read, not {method}",
+            {"uri": uri},
+        )
     return where
 
 
@@ -150,8 +154,11 @@ def _refusal(uri: str, exc: fs.FsError) -> RpcError:
     if isinstance(exc, fs.Refused):
         return RpcError(PERMISSION_DENIED, f"{uri} refused: {reason}", data)
     if isinstance(exc, fs.NotEmpty):
-        return RpcError(INVALID_PARAMS, f"{uri} is a folder with entries: {reason}; pass recursive to delete it "
-                        "with everything in it", data)
+        return RpcError(
+            INVALID_PARAMS,
+            f"{uri} is a folder with entries: {reason}; pass recursive to delete it with everything in it",
+            data,
+        )
     if isinstance(exc, (fs.IsADirectory, fs.NotADirectory, fs.TooLarge, fs.Invalid)):
         return RpcError(INVALID_PARAMS, f"{uri}: {reason}", data)
     if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -161,9 +168,11 @@ def _refusal(uri: str, exc: fs.FsError) -> RpcError:
 
 async def _on_port(uri: str, work: Callable[[fs.Fence], Any]) -> Any:
     """``work`` on a fence over the machine, in a thread; its failures as refusals."""
+
     def run() -> Any:
         with fs.Fence(MACHINE) as fence:
             return work(fence)
+
     try:
         return await trio.to_thread.run_sync(run)
     except fs.FsError as exc:
@@ -227,8 +236,7 @@ def _touched(host: Host, *paths: str) -> None:
             touched(host, Path(path).parent)
 
 
-async def resource_read(host: Host, peer: Peer,
-                        params: model.ResourceReadParams) -> dict[str, Any] | jsonrpc.Encoded:
+async def resource_read(host: Host, peer: Peer, params: model.ResourceReadParams) -> dict[str, Any] | jsonrpc.Encoded:
     for reader in host.hooks.readers:  # a changeset's before side first: it is not a file on disk
         if (side := await reader(host, params)) is not None:
             return side
@@ -241,6 +249,7 @@ async def resource_read(host: Host, peer: Peer,
     def read(fence: fs.Fence) -> jsonrpc.Encoded:
         data = [fence.read_bytes(where.path)]
         return _encoded(data, params.encoding, _content_type(where.path, data[0]))
+
     return await _on_port(params.uri, read)
 
 
@@ -260,6 +269,7 @@ async def resource_list(host: Host, peer: Peer, params: model.ResourceListParams
                     kind = "file"
             entries.append({"name": entry.name, "type": "directory" if kind == "directory" else "file"})
         return {"entries": entries}
+
     return await _on_port(params.uri, listing)
 
 
@@ -275,8 +285,10 @@ async def resource_resolve(host: Host, peer: Peer, params: model.ResourceResolve
         info = fence.stat(where.path, follow=follow)
         uri = fence.resolve(where.path).as_uri() if follow else params.uri
         answer: dict[str, Any] = {
-            "uri": uri, "type": {"directory": "directory", "symlink": "symlink"}.get(info.kind, "file"),
-            "mtime": _iso(info.mtime), "ctime": _iso(info.ctime),
+            "uri": uri,
+            "type": {"directory": "directory", "symlink": "symlink"}.get(info.kind, "file"),
+            "mtime": _iso(info.mtime),
+            "ctime": _iso(info.ctime),
         }
         if info.kind != "directory":
             answer["size"] = info.size
@@ -284,6 +296,7 @@ async def resource_resolve(host: Host, peer: Peer, params: model.ResourceResolve
             answer["contentType"] = _content_type(where.path)
             answer["etag"] = info.etag
         return answer
+
     return await _on_port(params.uri, resolve)
 
 
@@ -302,8 +315,9 @@ def _decoded(params: model.ResourceWriteParams) -> bytes:
     try:  # straight from the text (no ASCII copy first), checked in the same pass
         return binascii.a2b_base64(params.data, strict_mode=True)
     except (binascii.Error, ValueError) as exc:
-        raise RpcError(INVALID_PARAMS, f"{params.uri}: data is not base64: {exc}",
-                       {"uri": params.uri, "path": "$.data"}) from None
+        raise RpcError(
+            INVALID_PARAMS, f"{params.uri}: data is not base64: {exc}", {"uri": params.uri, "path": "$.data"}
+        ) from None
 
 
 async def resource_write(host: Host, peer: Peer, params: model.ResourceWriteParams) -> dict[str, Any]:
@@ -313,8 +327,11 @@ async def resource_write(host: Host, peer: Peer, params: model.ResourceWritePara
     position = params.position if params.position is not None else 0
     if isinstance(position, float):
         if not position.is_integer():
-            raise RpcError(INVALID_PARAMS, f"{params.uri}: position must be a whole number of bytes, not {position}",
-                           {"uri": params.uri, "path": "$.position"})
+            raise RpcError(
+                INVALID_PARAMS,
+                f"{params.uri}: position must be a whole number of bytes, not {position}",
+                {"uri": params.uri, "path": "$.position"},
+            )
         position = int(position)
     mode = _MODES[params.mode] if params.mode is not None else "truncate"
 
@@ -322,8 +339,15 @@ async def resource_write(host: Host, peer: Peer, params: model.ResourceWritePara
         # Decoded here, in the worker thread: the frame the content came in
         # has been let go of by now, and megabytes of base64 do not hold up
         # the event loop.
-        fence.place(where.path, _decoded(params), mode=mode, position=position,
-                    create_only=bool(params.createOnly), if_match=params.ifMatch)
+        fence.place(
+            where.path,
+            _decoded(params),
+            mode=mode,
+            position=position,
+            create_only=bool(params.createOnly),
+            if_match=params.ifMatch,
+        )
+
     await _on_port(params.uri, write)
     _touched(host, where.path)
     return {}
@@ -346,17 +370,24 @@ async def resource_mkdir(host: Host, peer: Peer, params: model.ResourceMkdirPara
     return {}
 
 
-async def _two_ends(host: Host, peer: Peer, method: str, params: Any,
-                    work: Callable[[fs.Fence, str, str], None]) -> dict[str, Any]:
+async def _two_ends(
+    host: Host, peer: Peer, method: str, params: Any, work: Callable[[fs.Fence, str, str], None]
+) -> dict[str, Any]:
     """A move or copy: both ends checked, and both on the same peer."""
     source = _file(host, peer, params.source, "moved or copied")
     target = _file(host, peer, params.destination, "moved or copied")
     if isinstance(source, Client) or isinstance(target, Client):
-        if not (isinstance(source, Client) and isinstance(target, Client)
-                and source.owner.client_id == target.owner.client_id):
-            raise RpcError(INVALID_PARAMS, f"{method} from {params.source} to {params.destination} crosses two "
-                           "different peers, and neither could carry it out",
-                           {"source": params.source, "destination": params.destination})
+        if not (
+            isinstance(source, Client)
+            and isinstance(target, Client)
+            and source.owner.client_id == target.owner.client_id
+        ):
+            raise RpcError(
+                INVALID_PARAMS,
+                f"{method} from {params.source} to {params.destination} crosses two "
+                "different peers, and neither could carry it out",
+                {"source": params.source, "destination": params.destination},
+            )
         return await forward.forward(host, peer, source.owner, method, _forwarded(params), params.source)
     assert isinstance(source, File) and isinstance(target, File)
     try:
@@ -374,14 +405,16 @@ def _both(source: str, target: str, work: Callable[[fs.Fence, str, str], None]) 
 
 async def resource_move(host: Host, peer: Peer, params: model.ResourceMoveParams) -> dict[str, Any]:
     overwrite = not params.failIfExists
-    return await _two_ends(host, peer, "resourceMove", params,
-                           lambda fence, s, t: fence.move(s, t, overwrite=overwrite))
+    return await _two_ends(
+        host, peer, "resourceMove", params, lambda fence, s, t: fence.move(s, t, overwrite=overwrite)
+    )
 
 
 async def resource_copy(host: Host, peer: Peer, params: model.ResourceCopyParams) -> dict[str, Any]:
     overwrite = not params.failIfExists
-    return await _two_ends(host, peer, "resourceCopy", params,
-                           lambda fence, s, t: fence.copy(s, t, overwrite=overwrite))
+    return await _two_ends(
+        host, peer, "resourceCopy", params, lambda fence, s, t: fence.copy(s, t, overwrite=overwrite)
+    )
 
 
 async def resource_request(host: Host, peer: Peer, params: model.ResourceRequestParams) -> dict[str, Any]:
@@ -392,8 +425,11 @@ async def resource_request(host: Host, peer: Peer, params: model.ResourceRequest
         return await forward.forward(host, peer, where.owner, "resourceRequest", _forwarded(params), params.uri)
     if isinstance(where, Pending):
         if params.write:
-            raise RpcError(PERMISSION_DENIED, f"{params.uri} is the proposed side of an edit: it is read-only",
-                           {"uri": params.uri, "request": {"channel": "ahp-root://", "uri": params.uri, "read": True}})
+            raise RpcError(
+                PERMISSION_DENIED,
+                f"{params.uri} is the proposed side of an edit: it is read-only",
+                {"uri": params.uri, "request": {"channel": "ahp-root://", "uri": params.uri, "read": True}},
+            )
         return {}
     access = "+".join(k for k in ("read", "write") if getattr(params, k)) or "read"
     log.info("%s: resourceRequest %s for %s: granted", peer.name, access, params.uri)
@@ -408,12 +444,17 @@ async def create_resource_watch(host: Host, peer: Peer, params: model.CreateReso
 
     def check(fence: fs.Fence) -> None:
         fence.stat(where.path)
+
     await _on_port(params.uri, check)
     try:
         channel = await host.watches.create(
-            peer, params.uri, where.path, bool(params.recursive),
+            peer,
+            params.uri,
+            where.path,
+            bool(params.recursive),
             params.includes.items if params.includes is not None else None,
-            params.excludes.items if params.excludes is not None else None)
+            params.excludes.items if params.excludes is not None else None,
+        )
     except fs.FsError as exc:
         raise _refusal(params.uri, exc) from None
     return {"channel": channel}

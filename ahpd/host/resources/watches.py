@@ -98,8 +98,11 @@ def _matches(relative: str, patterns: list[str]) -> bool:
         pattern = pattern.strip("/")
         bare = pattern[3:] if pattern.startswith("**/") else pattern
         for candidate in prefixes:
-            if fnmatch.fnmatchcase(candidate, pattern) or fnmatch.fnmatchcase(candidate, bare) \
-                    or fnmatch.fnmatchcase(candidate.rsplit("/", 1)[-1], bare):
+            if (
+                fnmatch.fnmatchcase(candidate, pattern)
+                or fnmatch.fnmatchcase(candidate, bare)
+                or fnmatch.fnmatchcase(candidate.rsplit("/", 1)[-1], bare)
+            ):
                 return True
     return False
 
@@ -129,8 +132,11 @@ def batch(watch: Watch, raw: set[tuple[int, str]]) -> list[dict[str, str]]:
         if _DELETED in seen and _ADDED in seen and os.path.lexists(os.path.join(watch.path, relative)):
             order = ["deleted", "added"]
         else:
-            order = [name for code, name in ((_ADDED, "added"), (_MODIFIED, "updated"), (_DELETED, "deleted"))
-                     if code in seen]
+            order = [
+                name
+                for code, name in ((_ADDED, "added"), (_MODIFIED, "updated"), (_DELETED, "deleted"))
+                if code in seen
+            ]
         items.extend({"uri": uri, "type": name} for name in order)
     return items
 
@@ -161,8 +167,9 @@ class Watches:
 
     # -- this host's own -------------------------------------------------------------
 
-    async def create(self, peer: Peer, uri: str, path: str, recursive: bool,
-                     includes: list[str] | None, excludes: list[str] | None) -> str:
+    async def create(
+        self, peer: Peer, uri: str, path: str, recursive: bool, includes: list[str] | None, excludes: list[str] | None
+    ) -> str:
         """Open a watch over the folder or file at ``path`` (``uri`` as asked)."""
         if self._nursery is None:
             raise RpcError(INTERNAL_ERROR, "this host runs no watchers: it is not running or is shutting down")
@@ -189,7 +196,8 @@ class Watches:
         started = False
         try:
             notify = await trio.to_thread.run_sync(
-                lambda: RustNotify([watch.path], False, False, 300, watch.recursive, True))
+                lambda: RustNotify([watch.path], False, False, 300, watch.recursive, True)
+            )
             with notify:
                 task_status.started()
                 started = True
@@ -211,8 +219,9 @@ class Watches:
         channel = self._host.bus.channels.get(watch.uri)
         if items and channel is not None:
             # The state never moves; the batch travels on the action stream.
-            self._host.bus.emit(watch.uri, {"type": "resourceWatch/changed", "changes": {"items": items}},
-                                new_state=dict(channel.state))
+            self._host.bus.emit(
+                watch.uri, {"type": "resourceWatch/changed", "changes": {"items": items}}, new_state=dict(channel.state)
+            )
 
     # -- a client's ----------------------------------------------------------------------
 
@@ -221,16 +230,24 @@ class Watches:
         result = await forward(self._host, asker, owner, "createResourceWatch", params, uri)
         channel = result.get("channel") if isinstance(result, dict) else None
         if not isinstance(channel, str) or not channel.startswith(SCHEME):
-            raise RpcError(INTERNAL_ERROR, f"client {owner.client_id} answered createResourceWatch of {uri} "
-                           f"without an {SCHEME} channel: {result!r}", {"uri": uri})
+            raise RpcError(
+                INTERNAL_ERROR,
+                f"client {owner.client_id} answered createResourceWatch of {uri} "
+                f"without an {SCHEME} channel: {result!r}",
+                {"uri": uri},
+            )
         if channel in self._host.bus.channels:
-            raise RpcError(INTERNAL_ERROR, f"client {owner.client_id} minted {channel}, which is already a "
-                           "channel on this host", {"uri": uri})
+            raise RpcError(
+                INTERNAL_ERROR,
+                f"client {owner.client_id} minted {channel}, which is already a channel on this host",
+                {"uri": uri},
+            )
         state = {"root": uri, "recursive": bool(params.get("recursive", False))}
         state.update({k: params[k] for k in ("excludes", "includes") if k in params})
         if owner.outgoing.gone:
-            raise RpcError(INTERNAL_ERROR, f"client {owner.client_id} disconnected while {uri} was being watched",
-                           {"uri": uri})
+            raise RpcError(
+                INTERNAL_ERROR, f"client {owner.client_id} disconnected while {uri} was being watched", {"uri": uri}
+            )
         self._host.bus.open(channel, "resourceWatch", state)
         self.watches[channel] = Relay(channel, owner, asker)
         log.info("%s: relaying %s of client %s as %s", asker.name, uri, owner.client_id, channel)
@@ -288,8 +305,9 @@ def relay_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) 
     if not isinstance(watch, Relay):
         return dispatch.Refuse(f"{channel} is watched by this host: resourceWatch/changed on it is the host's to say")
     if peer.client_id != watch.owner.client_id:
-        return dispatch.Refuse(f"only client {watch.owner.client_id}, which publishes {channel}, "
-                               "dispatches resourceWatch/changed on it")
+        return dispatch.Refuse(
+            f"only client {watch.owner.client_id}, which publishes {channel}, dispatches resourceWatch/changed on it"
+        )
     if not action.get("changes", {}).get("items"):
         return dispatch.Refuse("an empty batch of changes is not dispatched")
     state = host.bus.channels[channel].state

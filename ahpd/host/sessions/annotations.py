@@ -36,8 +36,11 @@ def channel_of(session_uri: str) -> str:
 def summary(session_uri: str, state: dict[str, Any]) -> dict[str, Any]:
     """``AnnotationsSummary``: the counts a catalogue row's badge shows."""
     marks = state.get("annotations") or []
-    return {"resource": channel_of(session_uri), "annotationCount": len(marks),
-            "entryCount": sum(len(m.get("entries") or []) for m in marks)}
+    return {
+        "resource": channel_of(session_uri),
+        "annotationCount": len(marks),
+        "entryCount": sum(len(m.get("entries") or []) for m in marks),
+    }
 
 
 def _session(host: Host, channel: str) -> Session | None:
@@ -101,8 +104,10 @@ def entry_removed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) 
     if action["entryId"] not in entries:
         return Refuse(f"annotation {action['annotationId']} has no entry {action['entryId']}")
     if entries == [action["entryId"]]:
-        return Refuse(f"{action['entryId']} is the last entry of annotation {action['annotationId']}: "
-                      "an annotation is never empty; dispatch annotations/removed instead")
+        return Refuse(
+            f"{action['entryId']} is the last entry of annotation {action['annotationId']}: "
+            "an annotation is never empty; dispatch annotations/removed instead"
+        )
     return _kept(host, channel, action)
 
 

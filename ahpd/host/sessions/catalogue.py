@@ -20,8 +20,12 @@ def catalogue_row(provider: str, conversation: StoredConversation) -> dict[str, 
     uri = catalogue_uri(provider, conversation.backend_id)
     modified = conversation.modified_at or conversation.created_at or ""
     row: dict[str, Any] = {
-        "resource": uri, "provider": provider, "title": conversation.title, "status": IDLE | IS_READ,
-        "createdAt": conversation.created_at or modified, "modifiedAt": modified,
+        "resource": uri,
+        "provider": provider,
+        "title": conversation.title,
+        "status": IDLE | IS_READ,
+        "createdAt": conversation.created_at or modified,
+        "modifiedAt": modified,
         "defaultChat": default_chat_uri(uri),
     }
     if conversation.cwd:
@@ -34,8 +38,9 @@ def catalogue_row(provider: str, conversation: StoredConversation) -> dict[str, 
 _KIND_NAMES = {"prompt": "Commands", "skill": "Skills"}
 
 
-def command_customizations(provider: str, commands: list[dict[str, Any]], cwd: Path,
-                           dirs: dict[str, str] | None = None) -> list[dict[str, Any]]:
+def command_customizations(
+    provider: str, commands: list[dict[str, Any]], cwd: Path, dirs: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """An agent's slash commands as the session's customizations: one
     directory container per kind (prompts, skills), each command a child,
     because a prompt or a skill is never a top-level customization. The
@@ -65,18 +70,32 @@ def command_customizations(provider: str, commands: list[dict[str, Any]], cwd: P
                 uri = (folder / name / "SKILL.md" if kind == "skill" else folder / f"{name}.md").as_uri()
             else:
                 uri = f"{container}#{kind}:{name}"
-            child: dict[str, Any] = {"id": f"{provider}.{kind}:{name}", "uri": uri, "name": name, "type": kind,
-                                     "enabled": True}
+            child: dict[str, Any] = {
+                "id": f"{provider}.{kind}:{name}",
+                "uri": uri,
+                "name": name,
+                "type": kind,
+                "enabled": True,
+            }
             if command.get("description"):
                 child["description"] = command["description"]
             hint = (command.get("input") or {}).get("hint")
             if isinstance(hint, str) and hint:
                 child["_meta"] = {"ahpd.argumentHint": hint}
             items.append(child)
-        out.append({
-            "id": f"{provider}.{kind}s", "uri": container, "name": _KIND_NAMES[kind], "type": "directory",
-            "enabled": True, "contents": kind, "writable": False, "load": {"kind": "loaded"}, "children": items,
-        })
+        out.append(
+            {
+                "id": f"{provider}.{kind}s",
+                "uri": container,
+                "name": _KIND_NAMES[kind],
+                "type": "directory",
+                "enabled": True,
+                "contents": kind,
+                "writable": False,
+                "load": {"kind": "loaded"},
+                "children": items,
+            }
+        )
     return out
 
 
@@ -87,17 +106,31 @@ def subagent_customizations(provider: str, subagents: list[dict[str, Any]], fold
         name = agent.get("name") if isinstance(agent, dict) else None
         if not isinstance(name, str) or not name:
             continue
-        child: dict[str, Any] = {"id": f"{provider}.agent:{name}", "uri": (folder / f"{name}.md").as_uri(),
-                                 "name": name, "type": "agent", "enabled": True}
+        child: dict[str, Any] = {
+            "id": f"{provider}.agent:{name}",
+            "uri": (folder / f"{name}.md").as_uri(),
+            "name": name,
+            "type": "agent",
+            "enabled": True,
+        }
         if isinstance(agent.get("description"), str):
             child["description"] = agent["description"]
         items.append(child)
     if not items:
         return []
-    return [{
-        "id": f"{provider}.agents", "uri": folder.as_uri(), "name": "Agents", "type": "directory",
-        "enabled": True, "contents": "agent", "writable": False, "load": {"kind": "loaded"}, "children": items,
-    }]
+    return [
+        {
+            "id": f"{provider}.agents",
+            "uri": folder.as_uri(),
+            "name": "Agents",
+            "type": "directory",
+            "enabled": True,
+            "contents": "agent",
+            "writable": False,
+            "load": {"kind": "loaded"},
+            "children": items,
+        }
+    ]
 
 
 def mcp_state(server: dict[str, Any]) -> dict[str, Any]:
@@ -115,16 +148,29 @@ def mcp_state(server: dict[str, Any]) -> dict[str, Any]:
     url = (server.get("config") or {}).get("url")
     if status == "needs-auth" and isinstance(url, str) and url:
         return {"kind": "authRequired", "reason": "required", "resource": {"resource": url}}
-    message = server.get("error") or ("the server needs a sign-in" if status == "needs-auth"
-                                      else f"the server is {status}")
-    return {"kind": "error", "error": {
-        "errorType": "McpServerNeedsAuth" if status == "needs-auth" else "McpServerFailed", "message": message}}
+    message = server.get("error") or (
+        "the server needs a sign-in" if status == "needs-auth" else f"the server is {status}"
+    )
+    return {
+        "kind": "error",
+        "error": {
+            "errorType": "McpServerNeedsAuth" if status == "needs-auth" else "McpServerFailed",
+            "message": message,
+        },
+    }
 
 
 def mcp_customizations(provider: str, servers: list[dict[str, Any]], config_file: Path) -> list[dict[str, Any]]:
     """A harness's MCP servers, each a top-level customization with its state
     in the protocol's words (:func:`mcp_state`)."""
-    return [{"id": f"{provider}.mcp:{s['name']}", "uri": f"{config_file.as_uri()}#mcp:{s['name']}", "name": s["name"],
-             "type": "mcpServer", "state": mcp_state(s)}
-            for s in servers if isinstance(s.get("name"), str) and s["name"]]
-
+    return [
+        {
+            "id": f"{provider}.mcp:{s['name']}",
+            "uri": f"{config_file.as_uri()}#mcp:{s['name']}",
+            "name": s["name"],
+            "type": "mcpServer",
+            "state": mcp_state(s),
+        }
+        for s in servers
+        if isinstance(s.get("name"), str) and s["name"]
+    ]

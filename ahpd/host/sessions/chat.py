@@ -91,13 +91,21 @@ class Chat:
             raise BackendError("the chat was closed", "ChatClosed")
         self._starting = trio.Event()
         try:
-            self.conversation = await self.session.nursery.start(functools.partial(
-                run_supervised, f"the agent of {self.uri}", self._run_agent, report=self._agent_failed))
+            self.conversation = await self.session.nursery.start(
+                functools.partial(
+                    run_supervised, f"the agent of {self.uri}", self._run_agent, report=self._agent_failed
+                )
+            )
             self.backend_id = self.conversation.backend_id
             for started in self.hooks.agent_started:
                 started(self.session, self.conversation)
-            spawn(self.session.nursery, f"the idle clock of {self.uri}", self._stop_when_idle,
-                  self.conversation, self._agent_ended)
+            spawn(
+                self.session.nursery,
+                f"the idle clock of {self.uri}",
+                self._stop_when_idle,
+                self.conversation,
+                self._agent_ended,
+            )
             self.session.save()
             return self.conversation
         finally:
@@ -163,8 +171,10 @@ class Chat:
         """An agent's event, handled under the turn's boundary: a fault in
         handling it ends the turn with ``chat/error``, not the agent's task."""
         turn = self.turn
-        with supervised(f"{self.uri}: handling the agent's {type(event).__name__}",
-                        lambda exc: turn.failed(exc) if turn is not None else None):
+        with supervised(
+            f"{self.uri}: handling the agent's {type(event).__name__}",
+            lambda exc: turn.failed(exc) if turn is not None else None,
+        ):
             self.hooks.agent_event(self, event)
             if turn is not None and turn.live and not turn.ended:
                 turn.heard()
@@ -205,8 +215,11 @@ class Chat:
                 break
         if not getattr(conversation, "resumable", True):
             self._resume_by_transcript()
-        log.info("%s: the agent had no turn for %g s; stopping it until the next turn",
-                 self.uri, float(self.host.config("agentIdleTimeout") or 0))
+        log.info(
+            "%s: the agent had no turn for %g s; stopping it until the next turn",
+            self.uri,
+            float(self.host.config("agentIdleTimeout") or 0),
+        )
         await self.stop_agent()
 
     def _resume_by_transcript(self) -> None:
@@ -215,8 +228,9 @@ class Chat:
         turns = self.session.older_turns.get(self.uri, []) + list(self.state().get("turns", []))
         self.backend_id = None
         if turns:
-            self.preamble = "\n\n".join(filter(None, [
-                self.preamble, "The conversation so far, for context:\n" + transcript(turns)]))
+            self.preamble = "\n\n".join(
+                filter(None, [self.preamble, "The conversation so far, for context:\n" + transcript(turns)])
+            )
         self.session.save()
 
     async def stop_agent(self) -> None:

@@ -54,4 +54,3 @@ def transcript(turns: list[dict[str, Any]]) -> str:
         if reply:
             lines.append(f"Assistant: {reply}")
     return "\n".join(lines)
-

@@ -68,8 +68,10 @@ def additional(chat: Chat) -> list[Path]:
 def _running(chats: list[Chat]) -> Refuse | None:
     busy = [c for c in chats if c._busy()]
     if busy:
-        return Refuse(f"a turn is running in {busy[0].uri} (-32004, turn in progress): the working directories "
-                      "change once it has ended")
+        return Refuse(
+            f"a turn is running in {busy[0].uri} (-32004, turn in progress): the working directories "
+            "change once it has ended"
+        )
     return None
 
 
@@ -118,8 +120,10 @@ def session_directory_removed(host: Host, peer: Peer, channel: str, action: dict
         return Refuse(f"{channel} is not a session this host runs")
     dirs = session.state().get("workingDirectories") or []
     if dirs and action["directory"] == dirs[0]:
-        return Refuse("index 0 is where the agent's process is rooted and is never removed; "
-                      "session/workingDirectoryReplaced moves it")
+        return Refuse(
+            "index 0 is where the agent's process is rooted and is never removed; "
+            "session/workingDirectoryReplaced moves it"
+        )
     if action["directory"] not in dirs:
         return Apply(action)
     refused = _running(list(session.chats.values()))
@@ -174,8 +178,10 @@ def chat_directory_set(host: Host, peer: Peer, channel: str, action: dict[str, A
     if chat is None:
         return Refuse(f"{channel} is not a chat this host runs")
     if action["directory"] not in (chat.session.state().get("workingDirectories") or []):
-        return Refuse(f"{action['directory']} is not one of the session's working directories: a chat holds "
-                      "a subset of its session's, and never more")
+        return Refuse(
+            f"{action['directory']} is not one of the session's working directories: a chat holds "
+            "a subset of its session's, and never more"
+        )
     if action["directory"] in (chat.state().get("workingDirectories") or []):
         return Apply(action)
     refused = _running([chat])

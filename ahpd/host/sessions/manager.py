@@ -32,11 +32,16 @@ from ahpd.backends.port import Backend, StoredConversation
 from ahpd.host.kernel.auth import USERS_RECORD
 from ahpd.host.kernel.bus import ROOT, utc_now
 from ahpd.host.kernel.supervise import spawn
+
 # Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
 from ahpd.host.sessions import annotations as session_annotations
 from ahpd.host.sessions import session_config, summaries
-from ahpd.host.sessions.catalogue import catalogue_row, command_customizations, mcp_customizations, \
-    subagent_customizations
+from ahpd.host.sessions.catalogue import (
+    catalogue_row,
+    command_customizations,
+    mcp_customizations,
+    subagent_customizations,
+)
 from ahpd.host.sessions.chat import Chat
 from ahpd.host.sessions.common import IDLE, IS_ARCHIVED, IS_READ, TURN_WINDOW, catalogue_uri, default_chat_uri
 from ahpd.host.sessions.hooks import SessionHooks
@@ -53,8 +58,13 @@ PROBE_WAIT = 60.0
 
 
 class SessionManager:
-    def __init__(self, host: Host, backends: dict[str, Backend], store: SessionStore | None = None,
-                 hooks: SessionHooks | None = None) -> None:
+    def __init__(
+        self,
+        host: Host,
+        backends: dict[str, Backend],
+        store: SessionStore | None = None,
+        hooks: SessionHooks | None = None,
+    ) -> None:
         self.host = host
         #: What features do at a session's moments (``ahpd.host.table.SESSION_HOOKS``).
         self.hooks = hooks or SessionHooks()
@@ -217,13 +227,23 @@ class SessionManager:
         subscribers = self.host.bus.channels[ROOT].subscribers
         for backend_id, conversation in after.items():
             if backend_id not in before:
-                self.host.bus.notify(subscribers, "root/sessionAdded", {
-                    "channel": ROOT, "summary": catalogue_row(provider, conversation),
-                })
+                self.host.bus.notify(
+                    subscribers,
+                    "root/sessionAdded",
+                    {
+                        "channel": ROOT,
+                        "summary": catalogue_row(provider, conversation),
+                    },
+                )
         for backend_id in before - set(after):
-            self.host.bus.notify(subscribers, "root/sessionRemoved", {
-                "channel": ROOT, "session": catalogue_uri(provider, backend_id),
-            })
+            self.host.bus.notify(
+                subscribers,
+                "root/sessionRemoved",
+                {
+                    "channel": ROOT,
+                    "session": catalogue_uri(provider, backend_id),
+                },
+            )
 
     def _known_ids(self) -> set[str]:
         known = {chat.backend_id for chat in self.chat_owner.values() if chat.backend_id}
@@ -234,12 +254,18 @@ class SessionManager:
     def _unknown(self, provider: str) -> dict[str, StoredConversation]:
         """The conversations ``provider`` keeps that no session here names."""
         known = self._known_ids()
-        return {i: c for i, c in self.catalogue.get(provider, {}).items()
-                if i not in known and catalogue_uri(provider, i) not in self.sessions}
+        return {
+            i: c
+            for i, c in self.catalogue.get(provider, {}).items()
+            if i not in known and catalogue_uri(provider, i) not in self.sessions
+        }
 
     def catalogue_rows(self) -> list[dict[str, Any]]:
-        return [catalogue_row(provider, conversation)
-                for provider in self.catalogue for conversation in self._unknown(provider).values()]
+        return [
+            catalogue_row(provider, conversation)
+            for provider in self.catalogue
+            for conversation in self._unknown(provider).values()
+        ]
 
     async def catalogue_entry(self, uri: str) -> tuple[str, StoredConversation] | None:
         """The stored conversation ``uri`` names - its row's URI or its default
@@ -302,23 +328,34 @@ class SessionManager:
             for chat_created in self.hooks.chat_created:
                 chat_created(chat, chat_record)
             chat_state = chat_record.get("state") or {
-                "resource": chat.uri, "title": record.get("title", ""), "status": IDLE,
-                "modifiedAt": now, "turns": [],
+                "resource": chat.uri,
+                "title": record.get("title", ""),
+                "status": IDLE,
+                "modifiedAt": now,
+                "turns": [],
             }
             turns = chat_state.get("turns", [])
             if len(turns) > TURN_WINDOW:
                 # The newest turns are in the snapshot; older ones wait for fetchTurns.
                 session.older_turns[chat.uri] = turns[:-TURN_WINDOW]
-                chat_state = {**chat_state, "turns": turns[-TURN_WINDOW:],
-                              "turnsNextCursor": f"older:{len(turns) - TURN_WINDOW}"}
+                chat_state = {
+                    **chat_state,
+                    "turns": turns[-TURN_WINDOW:],
+                    "turnsNextCursor": f"older:{len(turns) - TURN_WINDOW}",
+                }
             self.host.bus.open(chat.uri, "chat", chat_state)
             session.chats[chat.uri] = chat
             self.chat_owner[chat.uri] = chat
-            summaries.append({
-                "resource": chat.uri, "title": chat_state["title"], "status": chat_state["status"],
-                "modifiedAt": chat_state["modifiedAt"], **({"movable": True} if chat_state.get("movable") else {}),
-                **{k: chat_state[k] for k in ("origin", "interactivity") if k in chat_state},
-            })
+            summaries.append(
+                {
+                    "resource": chat.uri,
+                    "title": chat_state["title"],
+                    "status": chat_state["status"],
+                    "modifiedAt": chat_state["modifiedAt"],
+                    **({"movable": True} if chat_state.get("movable") else {}),
+                    **{k: chat_state[k] for k in ("origin", "interactivity") if k in chat_state},
+                }
+            )
         state: dict[str, Any] = {
             "provider": session.provider,
             "title": record.get("title", ""),
@@ -343,8 +380,9 @@ class SessionManager:
         if listed:
             state["customizations"] = listed
         self.host.bus.open(session.uri, "session", state)
-        self.host.bus.open(session_annotations.channel_of(session.uri), "annotations",
-                           {"annotations": record.get("annotations") or []})
+        self.host.bus.open(
+            session_annotations.channel_of(session.uri), "annotations", {"annotations": record.get("annotations") or []}
+        )
         self.sessions[session.uri] = session
         session.announced = lifecycle != "creating"
 
@@ -383,15 +421,17 @@ class SessionManager:
     async def _wake_stored(self, uri: str) -> bool:
         record = self.dormant.get(uri) or self.dormant.get(uri.removesuffix(session_annotations.SUFFIX))
         if record is None:
-            owner = next((r for r in self.dormant.values()
-                          if any(c.get("uri") == uri for c in r.get("chats") or [])), None)
+            owner = next(
+                (r for r in self.dormant.values() if any(c.get("uri") == uri for c in r.get("chats") or [])), None
+            )
             if owner is None:
                 return False
             record = owner
         del self.dormant[record["uri"]]
         if record["provider"] not in self.backends:
-            log.warning("stored session %s names provider %s, which is not configured",
-                        record["uri"], record["provider"])
+            log.warning(
+                "stored session %s names provider %s, which is not configured", record["uri"], record["provider"]
+            )
         await self.open(record, lifecycle="ready")
         return True
 
@@ -418,9 +458,15 @@ class SessionManager:
         summaries.sync_chat(chat)
 
     def notify_summary(self, session: Session, changes: dict[str, Any]) -> None:
-        self.host.bus.notify(self.host.bus.channels[ROOT].subscribers, "root/sessionSummaryChanged", {
-            "channel": ROOT, "session": session.uri, "changes": changes,
-        })
+        self.host.bus.notify(
+            self.host.bus.channels[ROOT].subscribers,
+            "root/sessionSummaryChanged",
+            {
+                "channel": ROOT,
+                "session": session.uri,
+                "changes": changes,
+            },
+        )
 
     def settle_edits(self, call_id: str) -> None:
         """A call was answered or its turn ended: its pending edits are no longer served."""

@@ -18,6 +18,7 @@ import trio
 
 from ahpd.backends.port import Backend
 from ahpd.host.kernel.supervise import supervised
+
 # Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
 from ahpd.host.sessions import annotations as session_annotations
 from ahpd.host.sessions.catalogue import command_customizations
@@ -146,13 +147,11 @@ class Session:
             "title": state["title"],
             "status": self.status(),
             "createdAt": self.created_at,
-            "modifiedAt": max((self.host.bus.channels[c].state["modifiedAt"] for c in self.chats),
-                              default=self.created_at),
+            "modifiedAt": max(
+                (self.host.bus.channels[c].state["modifiedAt"] for c in self.chats), default=self.created_at
+            ),
             "workingDirectories": list(state.get("workingDirectories") or []),
-            "chats": [
-                {"resource": c["resource"], "title": c["title"], "status": c["status"]}
-                for c in state["chats"]
-            ],
+            "chats": [{"resource": c["resource"], "title": c["title"], "status": c["status"]} for c in state["chats"]],
         }
         if state.get("defaultChat"):
             row["defaultChat"] = state["defaultChat"]

@@ -44,9 +44,17 @@ def _manager(host: Host):
 def _progress(host: Host, peer: Peer, token: str | None, progress: int, message: str) -> None:
     if token is None:
         return
-    host.bus.notify([peer], "root/progress", {
-        "channel": ROOT, "progressToken": token, "progress": progress, "total": 2, "message": message,
-    })
+    host.bus.notify(
+        [peer],
+        "root/progress",
+        {
+            "channel": ROOT,
+            "progressToken": token,
+            "progress": progress,
+            "total": 2,
+            "message": message,
+        },
+    )
 
 
 def _working_directory(params: model.CreateSessionParams) -> Path:
@@ -56,8 +64,11 @@ def _working_directory(params: model.CreateSessionParams) -> Path:
     except ValueError as exc:
         raise RpcError(INVALID_PARAMS, str(exc), {"path": "$.workingDirectories[0]"}) from None
     if not path.is_dir():
-        raise RpcError(INVALID_PARAMS, f"working directory {path} does not exist or is not a directory",
-                       {"path": "$.workingDirectories[0]"})
+        raise RpcError(
+            INVALID_PARAMS,
+            f"working directory {path} does not exist or is not a directory",
+            {"path": "$.workingDirectories[0]"},
+        )
     return path
 
 
@@ -68,8 +79,10 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
         raise RpcError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
     provider = params.provider or sessions.default_provider
     if provider not in sessions.backends:
-        raise RpcError(PROVIDER_NOT_FOUND, f"no agent provider {provider!r} here; this host has "
-                       f"{', '.join(sessions.backends) or 'none'}")
+        raise RpcError(
+            PROVIDER_NOT_FOUND,
+            f"no agent provider {provider!r} here; this host has {', '.join(sessions.backends) or 'none'}",
+        )
     cwd = _working_directory(params)
     more = _more_directories(params)
     preflight = getattr(sessions.backends[provider], "preflight", None)
@@ -86,10 +99,17 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
     try:
         tree = await worktrees.prepare(session_id(uri), cwd, params.config, host.worktrees_root)
     except GitError as exc:
-        raise RpcError(INVALID_PARAMS, f"the session's worktree could not be made: {exc}",
-                       {"path": "$.config.isolation"}) from None
-    record: dict[str, Any] = {"uri": uri, "provider": provider, "cwd": tree["path"] if tree else str(cwd),
-                              "createdAt": utc_now(), "title": "", **({"worktree": tree} if tree else {})}
+        raise RpcError(
+            INVALID_PARAMS, f"the session's worktree could not be made: {exc}", {"path": "$.config.isolation"}
+        ) from None
+    record: dict[str, Any] = {
+        "uri": uri,
+        "provider": provider,
+        "cwd": tree["path"] if tree else str(cwd),
+        "createdAt": utc_now(),
+        "title": "",
+        **({"worktree": tree} if tree else {}),
+    }
     if (owner := who(host, peer)) is not None:
         record["_meta"] = {"ahpd.owner": owner}
     record["config"] = session_config.initial(sessions.backends[provider], params.config)
@@ -104,9 +124,14 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
     host.bus.emit(uri, {"type": "session/ready"})
     session.save()
     sessions.announce_count()
-    host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionAdded", {
-        "channel": ROOT, "summary": session.summary(),
-    })
+    host.bus.notify(
+        host.bus.channels[ROOT].subscribers,
+        "root/sessionAdded",
+        {
+            "channel": ROOT,
+            "summary": session.summary(),
+        },
+    )
     session.announce()  # what the agent said while it was being announced follows now
     _progress(host, peer, params.progressToken, 2, "ready")
     return None
@@ -121,8 +146,11 @@ def _more_directories(params: model.CreateSessionParams) -> list[str]:
         except ValueError:
             ok = False
         if not ok:
-            raise RpcError(INVALID_PARAMS, f"working directory {uri} is not a directory",
-                           {"path": f"$.workingDirectories[{index}]"})
+            raise RpcError(
+                INVALID_PARAMS,
+                f"working directory {uri} is not a directory",
+                {"path": f"$.workingDirectories[{index}]"},
+            )
     return more
 
 
@@ -178,13 +206,23 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
     chats = record.get("chats") or []
     modified = max((c.get("state", {}).get("modifiedAt", "") for c in chats), default="") or record["createdAt"]
     row = {
-        "resource": record["uri"], "provider": record["provider"], "title": record.get("title", ""),
-        "status": IDLE | record.get("status", 0), "createdAt": record["createdAt"], "modifiedAt": modified,
+        "resource": record["uri"],
+        "provider": record["provider"],
+        "title": record.get("title", ""),
+        "status": IDLE | record.get("status", 0),
+        "createdAt": record["createdAt"],
+        "modifiedAt": modified,
         "workingDirectories": [Path(record["cwd"]).as_uri()],
     }
     if chats:
-        row["chats"] = [{"resource": c["uri"], "title": c.get("state", {}).get("title", ""),
-                         "status": c.get("state", {}).get("status", IDLE)} for c in chats]
+        row["chats"] = [
+            {
+                "resource": c["uri"],
+                "title": c.get("state", {}).get("title", ""),
+                "status": c.get("state", {}).get("status", IDLE),
+            }
+            for c in chats
+        ]
         row["defaultChat"] = record.get("defaultChat") or chats[0]["uri"]
     if (record.get("_meta") or {}).get("ahpd.owner"):
         row["_meta"] = {"ahpd.owner": record["_meta"]["ahpd.owner"]}
@@ -210,16 +248,21 @@ def _offset(cursor: str) -> int:
 
 def list_sessions(host: Host, peer: Peer, params: model.ListSessionsParams) -> dict[str, Any]:
     sessions = host.sessions
-    rows = [] if sessions is None else (
-        [s.summary() for s in sessions.sessions.values()] + [_row(r) for r in sessions.dormant.values()]
-        + sessions.catalogue_rows()
+    rows = (
+        []
+        if sessions is None
+        else (
+            [s.summary() for s in sessions.sessions.values()]
+            + [_row(r) for r in sessions.dormant.values()]
+            + sessions.catalogue_rows()
+        )
     )
     rows.sort(key=lambda r: r["modifiedAt"], reverse=True)
     start = _offset(params.cursor) if params.cursor else 0
     if params.limit is None:
         return {"items": rows[start:]}
     limit = max(1, int(params.limit))
-    page = rows[start:start + limit]
+    page = rows[start : start + limit]
     result: dict[str, Any] = {"items": page}
     if start + limit < len(rows):
         result["nextCursor"] = _cursor(start + limit)

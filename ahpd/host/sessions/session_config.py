@@ -64,11 +64,14 @@ def check(backend: Any, key: str, value: Any, values: Mapping[str, Any]) -> str 
     if key == EFFORT and key not in props:
         levels = _thinking_levels(backend, values.get("model"))
         if levels is None:
-            return (f"the {provider} agent takes a thinking level only with a model that has one; "
-                    f"pick such a model first")
+            return (
+                f"the {provider} agent takes a thinking level only with a model that has one; pick such a model first"
+            )
         if value not in levels:
-            return (f"the model {values.get('model')} offers no thinking level {value!r}; "
-                    f"it offers {', '.join(map(str, levels))}")
+            return (
+                f"the model {values.get('model')} offers no thinking level {value!r}; "
+                f"it offers {', '.join(map(str, levels))}"
+            )
         return None
     prop = props.get(key)
     if prop is None:

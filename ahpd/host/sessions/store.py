@@ -164,7 +164,7 @@ class ChatLog:
             self.base = min(self.base, n)
             self.total = n
         self.unwritten += added
-        self.written += turns[max(n, first) - first:]
+        self.written += turns[max(n, first) - first :]
         self.sizes += [len(line) for line in added]
         self.since_fields += sum(len(line) for line in added)
         self.total = max(self.total, total)
@@ -234,10 +234,13 @@ class SessionLog:
     def loaded(self) -> dict[str, Any]:
         """The session as a loaded one starts: each chat's newest turns."""
         assert self.head is not None
-        return {**self.head, "chats": [
-            {**c, "state": self.chats[c["uri"]].state() if c["uri"] in self.chats else None}
-            for c in self.head["chats"]
-        ]}
+        return {
+            **self.head,
+            "chats": [
+                {**c, "state": self.chats[c["uri"]].state() if c["uri"] in self.chats else None}
+                for c in self.head["chats"]
+            ],
+        }
 
 
 class _Deleted:
@@ -310,11 +313,12 @@ class MemorySessionStore:
             return []
         lo, before = max(0, before - count), min(before, chat.total)
         if lo >= chat.base or chat.path is None:
-            return list(chat.written[max(0, lo - chat.base):max(0, before - chat.base)])
+            return list(chat.written[max(0, lo - chat.base) : max(0, before - chat.base)])
         path, length, index = chat.moved_from or chat.path, chat.length, chat.index
         turns, chat.index = await trio.to_thread.run_sync(
-            journal.read_turns, path, length, lo, min(before, chat.base), index)
-        return turns + chat.written[:max(0, before - chat.base)]
+            journal.read_turns, path, length, lo, min(before, chat.base), index
+        )
+        return turns + chat.written[: max(0, before - chat.base)]
 
 
 class FileSessionStore(MemorySessionStore):
@@ -331,8 +335,11 @@ class FileSessionStore(MemorySessionStore):
         try:
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
-            log.error("cannot make the session folder %s (%s); sessions are kept in memory until it can be",
-                      directory, disk_reason(exc))
+            log.error(
+                "cannot make the session folder %s (%s); sessions are kept in memory until it can be",
+                directory,
+                disk_reason(exc),
+            )
         self.writes = PendingWrites(f"session store {directory}", self._prepare)
 
     def _folder(self, uri: str) -> Path | None:
@@ -346,10 +353,12 @@ class FileSessionStore(MemorySessionStore):
                 stale.unlink()  # a write a crash cut short
             # The folders first: what an older ahpd wrote yields to them.
             paths = sorted(p for p in self.directory.iterdir() if p.is_dir() and "." not in p.name) + sorted(
-                self.directory.glob("*.json"))
+                self.directory.glob("*.json")
+            )
         except OSError as exc:
-            log.error("cannot list the session folder %s (%s); no stored session is offered",
-                      self.directory, disk_reason(exc))
+            log.error(
+                "cannot list the session folder %s (%s); no stored session is offered", self.directory, disk_reason(exc)
+            )
             return []
         legacy = []
         for path in paths:
@@ -410,8 +419,11 @@ class FileSessionStore(MemorySessionStore):
             set_aside(folder, f"session.json: {reason}")
             return None
         session = SessionLog(head["uri"], folder)
-        session.head = {**{k: head.get(k) for k in HEAD_KEYS}, **{k: v for k, v in head.items() if k != "chats"},
-                        "chats": [_chat_head(c) for c in head.get("chats") or []]}
+        session.head = {
+            **{k: head.get(k) for k in HEAD_KEYS},
+            **{k: v for k, v in head.items() if k != "chats"},
+            "chats": [_chat_head(c) for c in head.get("chats") or []],
+        }
         for chat in session.head["chats"]:
             path = session.chat_path(chat["uri"])
             assert path is not None
@@ -455,10 +467,11 @@ class FileSessionStore(MemorySessionStore):
                     legacy.unlink(missing_ok=True)
                 if folder is not None:
                     folder.with_suffix(".json").unlink(missing_ok=True)
+
             return delete  # nothing to note after it: the session is gone
         session = self.sessions.get(uri)
         if session is None or session.folder is None:
-            return lambda: (lambda: None)
+            return lambda: lambda: None
         folder = session.folder
         chats = []
         for chat in session.chats.values():
@@ -467,8 +480,9 @@ class FileSessionStore(MemorySessionStore):
             size = chat.length + len(data)
             compact = size >= COMPACT_MIN and chat.dead * COMPACT_RATIO > size
             if data or compact or chat.moved_from is not None:
-                chats.append((chat, chat.path, chat.length, data, len(chat.unwritten), compact and chat.dead,
-                              chat.moved_from))
+                chats.append(
+                    (chat, chat.path, chat.length, data, len(chat.unwritten), compact and chat.dead, chat.moved_from)
+                )
         head = session.head if session.head_dirty else None
         head_data = json.dumps(head, allow_nan=False).encode() if head is not None else None
         gone, legacy = list(session.gone), session.legacy
@@ -504,10 +518,12 @@ class FileSessionStore(MemorySessionStore):
                     chat.trim()
                 if head is not None and session.head is head:
                     session.head_dirty = False
-                del session.gone[:len(gone)]
+                del session.gone[: len(gone)]
                 if legacy is not None and session.legacy is legacy:
                     session.legacy = None
+
             return then
+
         return write
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -124,8 +124,10 @@ def follow_activity(session: Session) -> bool:
     activity = session_activity(session)
     if session.state().get("activity") == activity:
         return False
-    session.host.bus.emit(session.uri, {"type": "session/activityChanged", "activity": activity}
-                          if activity else {"type": "session/activityChanged"})
+    session.host.bus.emit(
+        session.uri,
+        {"type": "session/activityChanged", "activity": activity} if activity else {"type": "session/activityChanged"},
+    )
     return True
 
 
@@ -158,8 +160,9 @@ def set_meta(session: Session, key: str, value: Any) -> None:
         meta[key] = value
     if meta == before:
         return
-    host.bus.emit(session.uri, {"type": "session/metaChanged", "_meta": meta} if meta
-                  else {"type": "session/metaChanged"})
+    host.bus.emit(
+        session.uri, {"type": "session/metaChanged", "_meta": meta} if meta else {"type": "session/metaChanged"}
+    )
     session.manager.notify_summary(session, {"_meta": meta})
 
 

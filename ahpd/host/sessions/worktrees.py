@@ -44,47 +44,78 @@ log = logging.getLogger("ahpd.host")
 SEEDED = 20
 
 ISOLATION, BRANCH, INCLUDE, LINK, PREFIX, CREATE_NEW, TRACK = (
-    "isolation", "branch", "worktreeIncludeFiles", "worktreeSymlinkFolders", "worktreeBranchPrefix",
-    "worktreeCreateNewBranch", "worktreeBranchTrack")
+    "isolation",
+    "branch",
+    "worktreeIncludeFiles",
+    "worktreeSymlinkFolders",
+    "worktreeBranchPrefix",
+    "worktreeCreateNewBranch",
+    "worktreeBranchTrack",
+)
 NEW_BRANCH = "worktreeBranchName"  # an older client's; honoured, no longer offered
 DEFAULT_PREFIX = "ahpd/"
 
 
 def _patterns_schema(title: str, description: str) -> dict[str, Any]:
-    return {"type": "array", "title": title, "description": description,
-            "items": {"type": "string", "title": "Pattern"}, "default": []}
+    return {
+        "type": "array",
+        "title": title,
+        "description": description,
+        "items": {"type": "string", "title": "Pattern"},
+        "default": [],
+    }
 
 
 def properties(branches: list[str], current: str | None) -> dict[str, Any]:
     """The worktree properties this host adds to a session's config schema."""
     seeded = branches[:SEEDED]
-    branch: dict[str, Any] = {"type": "string", "title": "Base branch",
-                              "description": "The branch a worktree session's own branch starts from"}
+    branch: dict[str, Any] = {
+        "type": "string",
+        "title": "Base branch",
+        "description": "The branch a worktree session's own branch starts from",
+    }
     if seeded:
         branch["enum"] = seeded
         branch["enumDynamic"] = True  # more are answered by sessionConfigCompletions
     if current:
         branch["default"] = current
     return {
-        ISOLATION: {"type": "string", "title": "Isolation", "enum": ["folder", "worktree"], "default": "folder",
-                    "enumLabels": ["Work in the folder", "Work in a worktree of its own"],
-                    "description": "worktree gives the session a new branch checked out in a tree of its own"},
+        ISOLATION: {
+            "type": "string",
+            "title": "Isolation",
+            "enum": ["folder", "worktree"],
+            "default": "folder",
+            "enumLabels": ["Work in the folder", "Work in a worktree of its own"],
+            "description": "worktree gives the session a new branch checked out in a tree of its own",
+        },
         BRANCH: branch,
-        INCLUDE: _patterns_schema("Files copied into the worktree",
-                                  "gitignore patterns for the git-ignored files to copy in (.env...)"),
-        LINK: _patterns_schema("Folders linked into the worktree",
-                               "gitignore patterns for the git-ignored folders to link (node_modules...)"),
-        PREFIX: {"type": "string", "title": "Branch prefix", "default": "",
-                 "description": f"What the new branch's name starts with; {DEFAULT_PREFIX} when empty"},
-        CREATE_NEW: _yes_no("Create a new branch", "true",
-                            "false checks the base branch itself out in the worktree"),
+        INCLUDE: _patterns_schema(
+            "Files copied into the worktree", "gitignore patterns for the git-ignored files to copy in (.env...)"
+        ),
+        LINK: _patterns_schema(
+            "Folders linked into the worktree",
+            "gitignore patterns for the git-ignored folders to link (node_modules...)",
+        ),
+        PREFIX: {
+            "type": "string",
+            "title": "Branch prefix",
+            "default": "",
+            "description": f"What the new branch's name starts with; {DEFAULT_PREFIX} when empty",
+        },
+        CREATE_NEW: _yes_no("Create a new branch", "true", "false checks the base branch itself out in the worktree"),
         TRACK: _yes_no("Track the base branch", "false", "true makes the base branch the new branch's upstream"),
     }
 
 
 def _yes_no(title: str, default: str, description: str) -> dict[str, Any]:
-    return {"type": "string", "title": title, "enum": ["true", "false"], "enumLabels": ["Yes", "No"],
-            "default": default, "description": description}
+    return {
+        "type": "string",
+        "title": title,
+        "enum": ["true", "false"],
+        "enumLabels": ["Yes", "No"],
+        "default": default,
+        "description": description,
+    }
 
 
 def repository_facts(folder: Path) -> tuple[list[str], str | None] | None:
@@ -226,8 +257,15 @@ def make(folder: Path, session_id: str, config: dict[str, Any], root: Path | Non
         repo.set_upstream(branch, base)
     links = _bring_along(folder, tree, config)
     inside = tree / repo.prefix if repo.prefix else tree
-    return {"path": str(inside), "tree": str(tree), "repo": str(repo.root), "branch": branch, "base": base or "",
-            "ownBranch": own, "links": links}
+    return {
+        "path": str(inside),
+        "tree": str(tree),
+        "repo": str(repo.root),
+        "branch": branch,
+        "base": base or "",
+        "ownBranch": own,
+        "links": links,
+    }
 
 
 def remove_if_clean(record: dict[str, Any]) -> bool:
@@ -252,8 +290,9 @@ def remove_if_clean(record: dict[str, Any]) -> bool:
     return True
 
 
-async def prepare(session_id: str, folder: Path, config: dict[str, Any] | None,
-                  root: Path | None = None) -> dict[str, Any] | None:
+async def prepare(
+    session_id: str, folder: Path, config: dict[str, Any] | None, root: Path | None = None
+) -> dict[str, Any] | None:
     """The worktree for a new session, when its config asks for one."""
     if not config or config.get(ISOLATION) != "worktree":
         return None

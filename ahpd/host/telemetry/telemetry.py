@@ -103,9 +103,13 @@ class _Forward(SpanProcessor, LogRecordProcessor):
         return True
 
 
-_SEVERITY = ((logging.CRITICAL, SeverityNumber.FATAL, "FATAL"), (logging.ERROR, SeverityNumber.ERROR, "ERROR"),
-             (logging.WARNING, SeverityNumber.WARN, "WARN"), (logging.INFO, SeverityNumber.INFO, "INFO"),
-             (logging.DEBUG, SeverityNumber.DEBUG, "DEBUG"))
+_SEVERITY = (
+    (logging.CRITICAL, SeverityNumber.FATAL, "FATAL"),
+    (logging.ERROR, SeverityNumber.ERROR, "ERROR"),
+    (logging.WARNING, SeverityNumber.WARN, "WARN"),
+    (logging.INFO, SeverityNumber.INFO, "INFO"),
+    (logging.DEBUG, SeverityNumber.DEBUG, "DEBUG"),
+)
 
 
 class LogLines(logging.Handler):
@@ -119,14 +123,22 @@ class LogLines(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            number, text = next(((n, t) for level, n, t in _SEVERITY if record.levelno >= level),
-                                (SeverityNumber.TRACE, "TRACE"))
+            number, text = next(
+                ((n, t) for level, n, t in _SEVERITY if record.levelno >= level), (SeverityNumber.TRACE, "TRACE")
+            )
             attributes = {"logger.name": record.name}
             if record.exc_info:
                 attributes["exception.stacktrace"] = logging.Formatter().formatException(record.exc_info)
-            self.logger.emit(LogRecord(
-                timestamp=int(record.created * 1e9), observed_timestamp=time.time_ns(),
-                severity_number=number, severity_text=text, body=record.getMessage(), attributes=attributes))
+            self.logger.emit(
+                LogRecord(
+                    timestamp=int(record.created * 1e9),
+                    observed_timestamp=time.time_ns(),
+                    severity_number=number,
+                    severity_text=text,
+                    body=record.getMessage(),
+                    attributes=attributes,
+                )
+            )
         except Exception:  # noqa: BLE001 - logging's own rule: a handler never raises
             self.handleError(record)
 
@@ -139,9 +151,13 @@ def _observer(read: Callable[[], int]) -> Callable[[CallbackOptions], list[Obser
 class Telemetry:
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         environ = dict(os.environ if environ is None else environ)
-        resource = Resource.create({
-            "service.name": "ahpd", "service.version": __version__, "host.name": socket.gethostname(),
-        })
+        resource = Resource.create(
+            {
+                "service.name": "ahpd",
+                "service.version": __version__,
+                "host.name": socket.gethostname(),
+            }
+        )
         self.host: Host | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._turns: dict[tuple[str, str], Any] = {}  # (chat, turnId) -> span
@@ -162,8 +178,9 @@ class Telemetry:
         meter = self.meter_provider.get_meter("ahpd", __version__)
         self.turns = meter.create_counter("ahpd.turns", unit="{turn}", description="turns started")
         self.tool_calls = meter.create_counter("ahpd.tool_calls", unit="{call}", description="tool calls started")
-        self.tokens = meter.create_counter("ahpd.tokens", unit="{token}",
-                                           description="tokens the agents reported, by direction")
+        self.tokens = meter.create_counter(
+            "ahpd.tokens", unit="{token}", description="tokens the agents reported, by direction"
+        )
         for name, unit, description, read in (
             ("ahpd.connections", "{connection}", "connections accepted", lambda: COUNTS.connections),
             ("ahpd.frames_sent", "{frame}", "frames queued to clients", lambda: COUNTS.frames_sent),
@@ -248,8 +265,7 @@ class Telemetry:
             level = uri.removeprefix(_LOGS_PREFIX)
             if level in LEVELS:
                 return None
-            return (f"{uri}: {level!r} is not a log level; expand {LOGS} with one of "
-                    f"{', '.join(LEVELS)}")
+            return f"{uri}: {level!r} is not a log level; expand {LOGS} with one of {', '.join(LEVELS)}"
         return f"{uri} is not a telemetry channel of this host: it has {LOGS}, {TRACES} and {METRICS}"
 
     def _watching(self, uri: str) -> list[Peer]:
@@ -298,17 +314,30 @@ class Telemetry:
             owner = self.host.sessions.chat_owner.get(channel) if self.host and self.host.sessions else None
             session = owner.session.uri if owner is not None else ""
             self._turns[(channel, action["turnId"])] = self.tracer.start_span(
-                "turn", kind=SpanKind.SERVER,
-                attributes={"ahp.session": session, "ahp.session.id": session.rpartition("/")[2],
-                            "ahp.chat": channel, "ahp.turn.id": action["turnId"]})
+                "turn",
+                kind=SpanKind.SERVER,
+                attributes={
+                    "ahp.session": session,
+                    "ahp.session.id": session.rpartition("/")[2],
+                    "ahp.chat": channel,
+                    "ahp.turn.id": action["turnId"],
+                },
+            )
         elif kind == "chat/toolCallStart":
             self.tool_calls.add(1, {"tool.name": action.get("toolName") or ""})
             parent = self._turns.get((channel, action["turnId"]))
             context = trace.set_span_in_context(parent) if parent is not None else None
             self._tools[(channel, action["toolCallId"])] = self.tracer.start_span(
-                f"tool {action.get('toolName') or action['toolCallId']}", kind=SpanKind.CLIENT, context=context,
-                attributes={"ahp.chat": channel, "ahp.turn.id": action["turnId"],
-                            "ahp.tool_call.id": action["toolCallId"], "tool.name": action.get("toolName") or ""})
+                f"tool {action.get('toolName') or action['toolCallId']}",
+                kind=SpanKind.CLIENT,
+                context=context,
+                attributes={
+                    "ahp.chat": channel,
+                    "ahp.turn.id": action["turnId"],
+                    "ahp.tool_call.id": action["toolCallId"],
+                    "tool.name": action.get("toolName") or "",
+                },
+            )
         elif kind == "chat/toolCallComplete":
             span = self._tools.pop((channel, action["toolCallId"]), None)
             if span is not None:
@@ -323,8 +352,11 @@ class Telemetry:
                     self.tokens.add(int(count), {"direction": direction})
         elif kind in ("chat/turnComplete", "chat/error", "chat/turnCancelled"):
             span = self._turns.pop((channel, action["turnId"]), None)
-            for key in [k for k, s in self._tools.items() if k[0] == channel
-                        and s.attributes.get("ahp.turn.id") == action["turnId"]]:
+            for key in [
+                k
+                for k, s in self._tools.items()
+                if k[0] == channel and s.attributes.get("ahp.turn.id") == action["turnId"]
+            ]:
                 self._tools.pop(key).end()  # a call the ending cut short ends with its turn
             if span is not None:
                 if kind == "chat/error":

@@ -40,16 +40,19 @@ def command_turn(host: Host, peer: Peer, chat: Any, action: dict[str, Any]) -> R
     command = action["message"].get("text", "")[1:].strip()
     backend = host.sessions.backends[chat.session.provider]
     if not hasattr(backend, "ran"):
-        return Refuse(f"the {chat.session.provider} agent cannot be told what a !command ran, so this host "
-                      "does not run one in its sessions; send the message without the !")
+        return Refuse(
+            f"the {chat.session.provider} agent cannot be told what a !command ran, so this host "
+            "does not run one in its sessions; send the message without the !"
+        )
     if not command:
         return Refuse("a ! message names a command to run after the !")
     shell = peer.config.get("defaultShell") or os.environ.get("SHELL") or "/bin/sh"
 
     def start() -> None:
         turn = chat.turn = TurnRunner(chat, action["turnId"], previous=chat.turn)
-        chat.session.nursery.start_soon(_run_command, turn, command, shell, backend,
-                                        name=f"!command turn {turn.turn_id} of {chat.uri}")
+        chat.session.nursery.start_soon(
+            _run_command, turn, command, shell, backend, name=f"!command turn {turn.turn_id} of {chat.uri}"
+        )
 
     return Apply(action, after=start)
 
@@ -72,25 +75,57 @@ async def _run_command(turn: Any, command: str, shell: str, backend: Any) -> Non
 async def _command(turn: Any, command: str, shell: str, backend: Any) -> None:
     chat, terminals = turn.chat, turn.chat.host.terminals
     call_id = f"{turn.turn_id}.command"
-    turn.emit({"type": "chat/toolCallStart", "turnId": turn.turn_id, "toolCallId": call_id,
-               "toolName": "terminal", "displayName": command, "_meta": {"toolKind": "terminal"}})
-    turn.emit({"type": "chat/toolCallReady", "turnId": turn.turn_id, "toolCallId": call_id,
-               "invocationMessage": command, "toolInput": command, "confirmed": "not-needed"})
-    claim = {"kind": "session", "session": chat.session.uri, "chat": chat.uri,
-             "turnId": turn.turn_id, "toolCallId": call_id}
+    turn.emit(
+        {
+            "type": "chat/toolCallStart",
+            "turnId": turn.turn_id,
+            "toolCallId": call_id,
+            "toolName": "terminal",
+            "displayName": command,
+            "_meta": {"toolKind": "terminal"},
+        }
+    )
+    turn.emit(
+        {
+            "type": "chat/toolCallReady",
+            "turnId": turn.turn_id,
+            "toolCallId": call_id,
+            "invocationMessage": command,
+            "toolInput": command,
+            "confirmed": "not-needed",
+        }
+    )
+    claim = {
+        "kind": "session",
+        "session": chat.session.uri,
+        "chat": chat.uri,
+        "turnId": turn.turn_id,
+        "toolCallId": call_id,
+    }
     uri = terminals.new_uri("command")
     try:
         terminal = terminals.open(uri, [shell, "-c", command], claim=claim, title=command, folder=chat.session.cwd)
     except OSError as exc:
-        turn.emit({"type": "chat/toolCallComplete", "turnId": turn.turn_id, "toolCallId": call_id, "result": {
-            "success": False, "pastTenseMessage": f"Could not run {command}",
-            "error": {"message": f"cannot start {shell}: {exc.strerror or exc}"}}})
+        turn.emit(
+            {
+                "type": "chat/toolCallComplete",
+                "turnId": turn.turn_id,
+                "toolCallId": call_id,
+                "result": {
+                    "success": False,
+                    "pastTenseMessage": f"Could not run {command}",
+                    "error": {"message": f"cannot start {shell}: {exc.strerror or exc}"},
+                },
+            }
+        )
         turn.end({"type": "chat/turnComplete", "turnId": turn.turn_id, "duration": turn.duration()})
         return
     reference = {"type": "terminal", "resource": uri, "title": command, "isPty": True}
-    turn.emit({"type": "chat/toolCallContentChanged", "turnId": turn.turn_id, "toolCallId": call_id,
-               "content": [reference]})
+    turn.emit(
+        {"type": "chat/toolCallContentChanged", "turnId": turn.turn_id, "toolCallId": call_id, "content": [reference]}
+    )
     async with trio.open_nursery() as nursery:
+
         async def stop_on_cancel() -> None:
             await turn.until_stopped()
             terminal.kill()
@@ -107,12 +142,25 @@ async def _command(turn: Any, command: str, shell: str, backend: Any) -> None:
     terminals.claim_call(uri, turn.turn_id, None)
     if turn.ended:
         return  # cancelled: the ending is said
-    turn.emit({"type": "chat/toolCallComplete", "turnId": turn.turn_id, "toolCallId": call_id, "result": {
-        "success": code == 0, "pastTenseMessage": f"Ran {command}", "content": [{**reference, "result": result}],
-        **({} if code == 0 else {"error": {"message": f"{command} exited with {_ended(terminal)}"}})}})
+    turn.emit(
+        {
+            "type": "chat/toolCallComplete",
+            "turnId": turn.turn_id,
+            "toolCallId": call_id,
+            "result": {
+                "success": code == 0,
+                "pastTenseMessage": f"Ran {command}",
+                "content": [{**reference, "result": result}],
+                **({} if code == 0 else {"error": {"message": f"{command} exited with {_ended(terminal)}"}}),
+            },
+        }
+    )
     shown = preview.replace("\r\n", "\n").rstrip("\n")
-    text = f"```\n{shown}\n```\n\n`{command}` exited with {_ended(terminal)}." if shown else \
-        f"`{command}` printed nothing and exited with {_ended(terminal)}."
+    text = (
+        f"```\n{shown}\n```\n\n`{command}` exited with {_ended(terminal)}."
+        if shown
+        else f"`{command}` printed nothing and exited with {_ended(terminal)}."
+    )
     said = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
     for action in turn.translator.feed(said):
         turn.emit(action)

@@ -143,7 +143,8 @@ class Terminal:
         """Wait while somebody watching has fallen ``BEHIND``."""
         channel = self.host.bus.channels.get(self.uri)
         while channel is not None and any(  # noqa: ASYNC110 - polled: a queue says nothing as it drains
-                getattr(getattr(s, "conn", None), "queued_bytes", 0) > BEHIND for s in channel.subscribers):
+            getattr(getattr(s, "conn", None), "queued_bytes", 0) > BEHIND for s in channel.subscribers
+        ):
             await trio.sleep(COALESCE)
 
     def _text(self, text: str) -> None:
@@ -213,13 +214,22 @@ class Terminal:
             if line:
                 command_id = f"{next(self._ids)}"
                 self._command = (command_id, time.monotonic())
-                self.emit({"type": "terminal/commandExecuted", "commandId": command_id,
-                           "commandLine": line, "timestamp": round(time.time() * 1000)})
+                self.emit(
+                    {
+                        "type": "terminal/commandExecuted",
+                        "commandId": command_id,
+                        "commandLine": line,
+                        "timestamp": round(time.time() * 1000),
+                    }
+                )
         elif mark.kind == "D" and self._command is not None:
             command_id, started = self._command
             self._command = None
-            finished: dict[str, Any] = {"type": "terminal/commandFinished", "commandId": command_id,
-                                        "durationMs": round((time.monotonic() - started) * 1000)}
+            finished: dict[str, Any] = {
+                "type": "terminal/commandFinished",
+                "commandId": command_id,
+                "durationMs": round((time.monotonic() - started) * 1000),
+            }
             if mark.value.lstrip("-").isdigit():
                 finished["exitCode"] = int(mark.value)
             self.emit(finished)

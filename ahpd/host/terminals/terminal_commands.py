@@ -72,8 +72,9 @@ async def create_terminal(host: Host, peer: Peer, params: model.CreateTerminalPa
     folder = terminals.folder(params.cwd)
     shell = peer.config.get("defaultShell") or os.environ.get("SHELL") or "/bin/sh"
     try:
-        terminals.open_shell(params.channel, shell=shell, claim=claim, title=params.name, folder=folder,
-                             cols=int(cols), rows=int(rows))
+        terminals.open_shell(
+            params.channel, shell=shell, claim=claim, title=params.name, folder=folder, cols=int(cols), rows=int(rows)
+        )
     except OSError as exc:
         raise RpcError(INVALID_PARAMS, f"cannot start {shell}: {exc.strerror or exc}", {"shell": shell}) from None
 
@@ -143,12 +144,18 @@ def terminal_claimed(host: Host, peer: Peer, channel: str, action: dict[str, Any
         # A client may send a session's terminal to the background (the
         # session keeps it) or take it over; it may not hand it elsewhere.
         wanted = action["claim"]
-        background = wanted.get("kind") == "session" and wanted.get("session") == current["session"] \
-            and wanted.get("chat") == current.get("chat") and not wanted.get("toolCallId")
+        background = (
+            wanted.get("kind") == "session"
+            and wanted.get("session") == current["session"]
+            and wanted.get("chat") == current.get("chat")
+            and not wanted.get("toolCallId")
+        )
         mine = wanted.get("kind") == "client" and wanted.get("clientId") == peer.client_id
         if not (background or mine):
-            return Refuse(f"{channel} is held by session {current['session']}: a client may send it to the "
-                          "background or take it for itself, nothing else")
+            return Refuse(
+                f"{channel} is held by session {current['session']}: a client may send it to the "
+                "background or take it for itself, nothing else"
+            )
     problem = _claim_problem(host, peer, action["claim"]) if action["claim"]["kind"] == "session" else None
     if problem:
         return Refuse(problem)

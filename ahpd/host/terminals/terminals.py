@@ -64,8 +64,14 @@ class Terminals:
         out = []
         for terminal in self.terminals.values():
             state = terminal.state()
-            out.append({"resource": terminal.uri, "title": state["title"], "claim": state["claim"],
-                        "lifecycle": state["lifecycle"]})
+            out.append(
+                {
+                    "resource": terminal.uri,
+                    "title": state["title"],
+                    "claim": state["claim"],
+                    "lifecycle": state["lifecycle"],
+                }
+            )
         return out
 
     def publish(self) -> None:
@@ -92,30 +98,64 @@ class Terminals:
             raise RpcError(INVALID_PARAMS, f"cwd {cwd} is not a directory that exists", {"path": "$.cwd"})
         real = path.resolve()
         if not any(real == root.resolve() or real.is_relative_to(root.resolve()) for root in self.served()):
-            raise RpcError(INVALID_PARAMS, f"cwd {cwd} is outside the folders this host serves "
-                           "(its home and the sessions' folders)", {"path": "$.cwd"})
+            raise RpcError(
+                INVALID_PARAMS,
+                f"cwd {cwd} is outside the folders this host serves (its home and the sessions' folders)",
+                {"path": "$.cwd"},
+            )
         return real
 
     def check_uri(self, uri: str) -> None:
         if uri in self.host.bus.channels:
-            raise RpcError(INVALID_PARAMS, f"{uri} is already in use: dispose it first or choose another URI",
-                           {"path": "$.channel"})
+            raise RpcError(
+                INVALID_PARAMS,
+                f"{uri} is already in use: dispose it first or choose another URI",
+                {"path": "$.channel"},
+            )
         scheme = urlsplit(uri).scheme
-        if not scheme or scheme in ("ahp-root", "ahp-session", "ahp-chat", "ahp-changeset", "ahp-resource-watch",
-                                    "ahp-automations", "ahp-automation", "ahp-otlp", "file"):
-            raise RpcError(INVALID_PARAMS, f"{uri} is not a URI a terminal can take (try ahp-terminal:/<id>)",
-                           {"path": "$.channel"})
+        if not scheme or scheme in (
+            "ahp-root",
+            "ahp-session",
+            "ahp-chat",
+            "ahp-changeset",
+            "ahp-resource-watch",
+            "ahp-automations",
+            "ahp-automation",
+            "ahp-otlp",
+            "file",
+        ):
+            raise RpcError(
+                INVALID_PARAMS,
+                f"{uri} is not a URI a terminal can take (try ahp-terminal:/<id>)",
+                {"path": "$.channel"},
+            )
 
-    def open(self, uri: str, argv: Sequence[str], *, claim: dict[str, Any], title: str, folder: Path,
-             cols: int = DEFAULT_COLS, rows: int = DEFAULT_ROWS, env: Mapping[str, str] | None = None,
-             integrated: bool = False) -> Terminal:
+    def open(
+        self,
+        uri: str,
+        argv: Sequence[str],
+        *,
+        claim: dict[str, Any],
+        title: str,
+        folder: Path,
+        cols: int = DEFAULT_COLS,
+        rows: int = DEFAULT_ROWS,
+        env: Mapping[str, str] | None = None,
+        integrated: bool = False,
+    ) -> Terminal:
         """Start ``argv`` under ``uri``; an ``OSError`` says why it could not."""
         assert self._nursery is not None, "the terminals' nursery is not running"
         environ = {**os.environ, "TERM": "xterm-256color", **(env or {})}
         pty = self.port.spawn(argv, cwd=folder, env=environ, cols=cols, rows=rows)
         state: dict[str, Any] = {
-            "title": title, "cwd": folder.as_uri(), "cols": cols, "rows": rows, "content": [],
-            "lifecycle": {"status": "running"}, "claim": claim, "isPty": True,
+            "title": title,
+            "cwd": folder.as_uri(),
+            "cols": cols,
+            "rows": rows,
+            "content": [],
+            "lifecycle": {"status": "running"},
+            "claim": claim,
+            "isPty": True,
         }
         self.host.bus.open(uri, "terminal", state)
         terminal = self.terminals[uri] = Terminal(self.host, uri, pty, integrated, self.publish)
@@ -124,11 +164,21 @@ class Terminals:
         self.publish()
         return terminal
 
-    def open_shell(self, uri: str, *, shell: str, claim: dict[str, Any], title: str | None, folder: Path,
-                   cols: int, rows: int) -> Terminal:
+    def open_shell(
+        self, uri: str, *, shell: str, claim: dict[str, Any], title: str | None, folder: Path, cols: int, rows: int
+    ) -> Terminal:
         argv, env, integrated = self.port.shell_command(shell, os.environ)
-        return self.open(uri, argv, claim=claim, title=title or Path(shell).name, folder=folder,
-                         cols=cols, rows=rows, env=env, integrated=integrated)
+        return self.open(
+            uri,
+            argv,
+            claim=claim,
+            title=title or Path(shell).name,
+            folder=folder,
+            cols=cols,
+            rows=rows,
+            env=env,
+            integrated=integrated,
+        )
 
     def dispose(self, uri: str) -> None:
         terminal = self.terminals.pop(uri, None)
@@ -192,8 +242,9 @@ class AgentTerminals:
     claimed by the session for the turn that runs them (see
     ``ahpd.backends.acp.terminals``)."""
 
-    def __init__(self, terminals: Terminals, session_uri: str, chat_uri: str,
-                 turn_id: Callable[[], str | None]) -> None:
+    def __init__(
+        self, terminals: Terminals, session_uri: str, chat_uri: str, turn_id: Callable[[], str | None]
+    ) -> None:
         self._terminals = terminals
         self._session = session_uri
         self._chat = chat_uri
@@ -240,8 +291,11 @@ def agent_extras(chat: Chat, accepts: Collection[str]) -> dict[str, Any]:
     terminals = chat.host.terminals
     if "terminals" not in accepts or terminals is None:
         return {}
-    return {"terminals": AgentTerminals(terminals, chat.session.uri, chat.uri,
-                                        lambda: chat.turn.turn_id if chat.turn is not None else None)}
+    return {
+        "terminals": AgentTerminals(
+            terminals, chat.session.uri, chat.uri, lambda: chat.turn.turn_id if chat.turn is not None else None
+        )
+    }
 
 
 def turn_action(chat: Chat, action: dict[str, Any]) -> None:

@@ -66,8 +66,16 @@ CHUNK_BYTES = 1024 * 1024
 BODY_BYTES = 64 * 1024
 FETCH_TIMEOUT = 10.0
 LEASE_SECONDS = 600.0
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
-                   "http_proxy", "https_proxy", "all_proxy", "no_proxy")
+PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+)
 _ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64", "i686": "ia32", "armv7l": "arm"}
 
 
@@ -134,8 +142,11 @@ def _lookup(hostname: str, family: int) -> dict[str, Any]:
 
 
 def _fetch(url: str, hostname: str) -> dict[str, Any]:
-    result: dict[str, Any] = {"url": url, "dnsIpv4": _lookup(hostname, socket.AF_INET),
-                              "dnsIpv6": _lookup(hostname, socket.AF_INET6)}
+    result: dict[str, Any] = {
+        "url": url,
+        "dnsIpv4": _lookup(hostname, socket.AF_INET),
+        "dnsIpv6": _lookup(hostname, socket.AF_INET6),
+    }
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
     request = urllib.request.Request(url, headers={"User-Agent": f"ahpd/{__version__} diagnosticsFetch"})
     started = time.monotonic()
@@ -176,8 +187,11 @@ def _session_and_chat(host: Host, params: Any) -> tuple[Any, Any]:
     chat_uri = string_param(params, "chat", required=False)
     session = host.sessions.sessions.get(session_uri) if host.sessions is not None else None
     if session is None:
-        raise RpcError(SESSION_NOT_FOUND, f"no open session {session_uri} on this host (subscribe to it first)",
-                       {"path": "$.session"})
+        raise RpcError(
+            SESSION_NOT_FOUND,
+            f"no open session {session_uri} on this host (subscribe to it first)",
+            {"path": "$.session"},
+        )
     chat = session.chats.get(chat_uri) if chat_uri else next(iter(session.chats.values()), None)
     if chat_uri and chat is None:
         raise RpcError(INVALID_PARAMS, f"{session_uri} has no chat {chat_uri}", {"path": "$.chat"})
@@ -241,8 +255,14 @@ def _collect(files: dict[str, Path | bytes], kind: str) -> dict[str, Any]:
             dest.write_bytes(data)
             entries.append({"path": name, "size": len(data)})
         size = sum(e["size"] for e in entries)
-    return {"kind": kind, "resource": target.as_uri(), "size": size,
-            "uncompressedSize": sum(e["size"] for e in entries), "entries": entries, "_path": target}
+    return {
+        "kind": kind,
+        "resource": target.as_uri(),
+        "size": size,
+        "uncompressedSize": sum(e["size"] for e in entries),
+        "entries": entries,
+        "_path": target,
+    }
 
 
 async def collect_debug_logs(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
@@ -279,13 +299,18 @@ def read_debug_logs_chunk(host: Host, peer: Peer, params: Any) -> dict[str, Any]
     _let_go(time.monotonic())
     made = _made.get(resource)
     if made is None or not made[0].is_file():
-        raise RpcError(INVALID_PARAMS, f"{resource} is not an archive this host collected (or its ten minutes "
-                       "are up): only vscode/collectAgentHostDebugLogs archives can be read", {"path": "$.resource"})
+        raise RpcError(
+            INVALID_PARAMS,
+            f"{resource} is not an archive this host collected (or its ten minutes "
+            "are up): only vscode/collectAgentHostDebugLogs archives can be read",
+            {"path": "$.resource"},
+        )
     path = made[0]
     size = path.stat().st_size
     if position > size:
-        raise RpcError(INVALID_PARAMS, f"position {position} is past the end of {resource} ({size} bytes)",
-                       {"path": "$.position"})
+        raise RpcError(
+            INVALID_PARAMS, f"position {position} is past the end of {resource} ({size} bytes)", {"path": "$.position"}
+        )
     with open(path, "rb") as f:
         f.seek(position)
         data = f.read(CHUNK_BYTES)
@@ -305,6 +330,7 @@ _CONTAINERS = (
 def _containers(method: str) -> Any:
     def refuse(host: Host, peer: Peer, params: Any) -> None:
         raise RpcError(METHOD_NOT_FOUND, f"{method} is not served: {_CONTAINERS}")
+
     return refuse
 
 
@@ -316,8 +342,10 @@ COMMANDS = {
     "vscode/getAgentHostSessionStateFile": session_state_file,
     "vscode/collectAgentHostDebugLogs": collect_debug_logs,
     "vscode/readAgentHostDebugLogsChunk": read_debug_logs_chunk,
-    **{f"vscode/devContainers/{name}": _containers(f"vscode/devContainers/{name}")
-       for name in ("isDockerAvailable", "connect", "disconnect", "stop", "remove", "relaySend")},
+    **{
+        f"vscode/devContainers/{name}": _containers(f"vscode/devContainers/{name}")
+        for name in ("isDockerAvailable", "connect", "disconnect", "stop", "remove", "relaySend")
+    },
 }
 
 

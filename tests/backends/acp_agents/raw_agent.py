@@ -105,11 +105,13 @@ async def prompt(params: dict[str, Any]) -> dict[str, Any]:
     elif word == "huge":
         await say(sid, "x" * int(rest))
     elif word == "garbage":
-        os.write(1, b"this is not json\n[1, 2, 3]\n\n{\"jsonrpc\": \"2.0\", \"id\": 999, \"result\": {}}\n")
+        os.write(1, b'this is not json\n[1, 2, 3]\n\n{"jsonrpc": "2.0", "id": 999, "result": {}}\n')
         await say(sid, "after the garbage")
     elif word == "cut":
         update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "half an emoji: @"}}
-        line = json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
+        line = json.dumps(
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}}
+        )
         os.write(1, line.replace("@", "\\ud83d").encode() + b"\n")
         await say(sid, " and on")
     elif word == "die":

@@ -41,52 +41,106 @@ class Reply(list):
     """One model response: stream events (dicts) and :data:`HOLD` marks."""
 
 
-def message(*blocks: tuple, stop_reason: str = "end_turn", model: str = MODEL,
-            input_tokens: int = 11, output_tokens: int = 7, cache_read: int = 3, cache_write: int = 2,
-            hold_after: int | None = None) -> Reply:
+def message(
+    *blocks: tuple,
+    stop_reason: str = "end_turn",
+    model: str = MODEL,
+    input_tokens: int = 11,
+    output_tokens: int = 7,
+    cache_read: int = 3,
+    cache_write: int = 2,
+    hold_after: int | None = None,
+) -> Reply:
     """A reply made of content blocks: ``("text", str)``, ``("thinking", str)``,
     ``("tool_use", id, name, input)``. Text and thinking stream in two deltas.
     ``hold_after`` puts a :data:`HOLD` after that many events."""
-    events: list[Any] = [{"type": "message_start", "message": {
-        "id": f"msg_{next(_MESSAGE_IDS):04d}", "type": "message", "role": "assistant", "model": model, "content": [],
-        "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, "output_tokens": 1,
-                  "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": cache_write},
-    }}]
+    events: list[Any] = [
+        {
+            "type": "message_start",
+            "message": {
+                "id": f"msg_{next(_MESSAGE_IDS):04d}",
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": input_tokens,
+                    "output_tokens": 1,
+                    "cache_read_input_tokens": cache_read,
+                    "cache_creation_input_tokens": cache_write,
+                },
+            },
+        }
+    ]
     for index, block in enumerate(blocks):
         kind = block[0]
         if kind == "text":
             text = block[1]
             half = max(1, len(text) // 2)
-            events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            events.append(
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            )
             for piece in (text[:half], text[half:]):
                 if piece:
-                    events.append({"type": "content_block_delta", "index": index,
-                                   "delta": {"type": "text_delta", "text": piece}})
+                    events.append(
+                        {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}
+                    )
         elif kind == "thinking":
             thought = block[1]
             half = max(1, len(thought) // 2)
-            events.append({"type": "content_block_start", "index": index,
-                           "content_block": {"type": "thinking", "thinking": "", "signature": ""}})
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                }
+            )
             for piece in (thought[:half], thought[half:]):
                 if piece:
-                    events.append({"type": "content_block_delta", "index": index,
-                                   "delta": {"type": "thinking_delta", "thinking": piece}})
-            events.append({"type": "content_block_delta", "index": index,
-                           "delta": {"type": "signature_delta", "signature": "fake-signature"}})
+                    events.append(
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "thinking_delta", "thinking": piece},
+                        }
+                    )
+            events.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "signature_delta", "signature": "fake-signature"},
+                }
+            )
         elif kind == "tool_use":
             _, call_id, name, tool_input = block
-            events.append({"type": "content_block_start", "index": index,
-                           "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}})
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+                }
+            )
             # The arguments arrive as the model writes them: in pieces.
             for piece in json_pieces(json.dumps(tool_input)):
-                events.append({"type": "content_block_delta", "index": index,
-                               "delta": {"type": "input_json_delta", "partial_json": piece}})
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
+                    }
+                )
         else:
             raise ValueError(f"unknown block kind {kind!r}")
         events.append({"type": "content_block_stop", "index": index})
-    events.append({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                   "usage": {"output_tokens": output_tokens}})
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": output_tokens},
+        }
+    )
     events.append({"type": "message_stop"})
     if hold_after is not None:
         events.insert(hold_after, HOLD)
@@ -96,7 +150,7 @@ def message(*blocks: tuple, stop_reason: str = "end_turn", model: str = MODEL,
 def json_pieces(encoded: str, count: int = 3) -> list[str]:
     """``encoded`` cut in ``count`` pieces (fewer when it is that short)."""
     size = max(1, -(-len(encoded) // count))
-    return [encoded[i:i + size] for i in range(0, len(encoded), size)]
+    return [encoded[i : i + size] for i in range(0, len(encoded), size)]
 
 
 def text(words: str, **kwargs: Any) -> Reply:
@@ -208,11 +262,19 @@ class FakeAnthropic:
                 elif path == "/v1/messages" and body.get("stream"):
                     self._stream(fake._next(body))
                 elif path == "/v1/messages":
-                    self._json(200, {
-                        "id": "msg_side", "type": "message", "role": "assistant", "model": body.get("model", MODEL),
-                        "content": [{"type": "text", "text": "A title"}], "stop_reason": "end_turn",
-                        "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
-                    })
+                    self._json(
+                        200,
+                        {
+                            "id": "msg_side",
+                            "type": "message",
+                            "role": "assistant",
+                            "model": body.get("model", MODEL),
+                            "content": [{"type": "text", "text": "A title"}],
+                            "stop_reason": "end_turn",
+                            "stop_sequence": None,
+                            "usage": {"input_tokens": 1, "output_tokens": 1},
+                        },
+                    )
                 else:
                     self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": "not here"}})
 
@@ -262,8 +324,14 @@ def cli_env(url: str, home: str, *, api_key: str | None = "sk-ant-fake-key") -> 
 
 #: Variables that would hand the CLI real credentials or another config dir.
 CREDENTIAL_VARS: Iterable[str] = (
-    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CONFIG_DIR",
-    "ANTHROPIC_BASE_URL", "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDECODE",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CONFIG_DIR",
+    "ANTHROPIC_BASE_URL",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDECODE",
 )
 
 
@@ -276,6 +344,9 @@ def prompts(body: dict[str, Any]) -> list[str]:
             continue
         content = msg.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
-        out += [b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-                and not b.get("text", "").startswith("<system-reminder>")]
+        out += [
+            b["text"]
+            for b in blocks
+            if isinstance(b, dict) and b.get("type") == "text" and not b.get("text", "").startswith("<system-reminder>")
+        ]
     return out

@@ -28,8 +28,13 @@ INIT = {
         {"name": "context", "description": "Show current context usage", "argumentHint": ""},
     ],
     "models": [
-        {"value": "default", "displayName": "Default (recommended)", "supportsEffort": True,
-         "supportedEffortLevels": ["low", "medium", "high"], "resolvedModel": "claude-opus-5-5"},
+        {
+            "value": "default",
+            "displayName": "Default (recommended)",
+            "supportsEffort": True,
+            "supportedEffortLevels": ["low", "medium", "high"],
+            "resolvedModel": "claude-opus-5-5",
+        },
         {"value": "haiku", "displayName": "Haiku", "supportsEffort": False},
     ],
     "agents": [{"name": "Explore", "description": "Search agent"}],
@@ -59,23 +64,51 @@ class Die:
 
 
 def assistant(*blocks: dict[str, Any], model: str = "claude-sonnet-5-5", message_id: str = "msg_1") -> dict[str, Any]:
-    return {"type": "assistant", "session_id": SESSION, "parent_tool_use_id": None,
-            "message": {"id": message_id, "model": model, "role": "assistant", "content": list(blocks)}}
+    return {
+        "type": "assistant",
+        "session_id": SESSION,
+        "parent_tool_use_id": None,
+        "message": {"id": message_id, "model": model, "role": "assistant", "content": list(blocks)},
+    }
 
 
 def tool_result(call_id: str, content: str, *, is_error: bool = False) -> dict[str, Any]:
-    return {"type": "user", "session_id": SESSION, "parent_tool_use_id": None,
-            "message": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}]}}
-
-
-def result(*, is_error: bool = False, subtype: str = "success", text: str | None = None,
-           stop_reason: str | None = "end_turn", cost: float = 0.0125) -> dict[str, Any]:
     return {
-        "type": "result", "subtype": subtype, "duration_ms": 10, "duration_api_ms": 5, "is_error": is_error,
-        "num_turns": 1, "session_id": SESSION, "stop_reason": stop_reason, "total_cost_usd": cost,
-        "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 50,
-                  "cache_creation_input_tokens": 10, "output_tokens_details": {"thinking_tokens": 5}},
+        "type": "user",
+        "session_id": SESSION,
+        "parent_tool_use_id": None,
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}],
+        },
+    }
+
+
+def result(
+    *,
+    is_error: bool = False,
+    subtype: str = "success",
+    text: str | None = None,
+    stop_reason: str | None = "end_turn",
+    cost: float = 0.0125,
+) -> dict[str, Any]:
+    return {
+        "type": "result",
+        "subtype": subtype,
+        "duration_ms": 10,
+        "duration_api_ms": 5,
+        "is_error": is_error,
+        "num_turns": 1,
+        "session_id": SESSION,
+        "stop_reason": stop_reason,
+        "total_cost_usd": cost,
+        "usage": {
+            "input_tokens": 100,
+            "output_tokens": 20,
+            "cache_read_input_tokens": 50,
+            "cache_creation_input_tokens": 10,
+            "output_tokens_details": {"thinking_tokens": 5},
+        },
         "modelUsage": {"claude-sonnet-5-5": {"inputTokens": 100, "outputTokens": 20, "contextWindow": 200000}},
         "result": text,
     }
@@ -120,8 +153,10 @@ class FakeCLI(Transport):
 
     @staticmethod
     def _ok(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "control_response",
-                "response": {"subtype": "success", "request_id": request["request_id"], "response": response}}
+        return {
+            "type": "control_response",
+            "response": {"subtype": "success", "request_id": request["request_id"], "response": response},
+        }
 
     async def _run(self) -> AsyncIterator[dict[str, Any]]:
         async for message in self._inbox:
@@ -137,14 +172,23 @@ class FakeCLI(Transport):
     async def _play(self, script: list[Any]) -> AsyncIterator[dict[str, Any]]:
         for step in script:
             if isinstance(step, Die):
-                raise ProcessError(f"Command failed with exit code {step.exit_code}",
-                                   exit_code=step.exit_code, stderr=step.stderr)
+                raise ProcessError(
+                    f"Command failed with exit code {step.exit_code}", exit_code=step.exit_code, stderr=step.stderr
+                )
             if isinstance(step, Ask):
                 self._ids += 1
                 request_id = f"fake_{self._ids}"
-                yield {"type": "control_request", "request_id": request_id, "request": {
-                    "subtype": "can_use_tool", "tool_name": step.tool_name, "input": step.tool_input,
-                    "tool_use_id": step.tool_use_id, "permission_suggestions": []}}
+                yield {
+                    "type": "control_request",
+                    "request_id": request_id,
+                    "request": {
+                        "subtype": "can_use_tool",
+                        "tool_name": step.tool_name,
+                        "input": step.tool_input,
+                        "tool_use_id": step.tool_use_id,
+                        "permission_suggestions": [],
+                    },
+                }
                 interrupted = False
                 async for message in self._inbox:
                     response = message.get("response") or {}
@@ -174,5 +218,9 @@ class FakeCLI(Transport):
 
 
 def tool_result_text(text: str) -> dict[str, Any]:
-    return {"type": "user", "session_id": SESSION, "parent_tool_use_id": None,
-            "message": {"role": "user", "content": [{"type": "text", "text": text}]}}
+    return {
+        "type": "user",
+        "session_id": SESSION,
+        "parent_tool_use_id": None,
+        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+    }

@@ -44,8 +44,14 @@ async def inline(fn: Any) -> Any:
 
 
 def definition(**extra: Any) -> dict[str, Any]:
-    return {"title": "nightly review", "message": {"text": "review", "origin": {"kind": "automation"}},
-            "session": {}, "enabled": True, "triggers": [], **extra}
+    return {
+        "title": "nightly review",
+        "message": {"text": "review", "origin": {"kind": "automation"}},
+        "session": {},
+        "enabled": True,
+        "triggers": [],
+        **extra,
+    }
 
 
 def every(expression: str, trigger_id: str = "t1", **extra: Any) -> dict[str, Any]:
@@ -67,16 +73,21 @@ class Running:
     async def client(self, name: str = "c") -> Client:
         client = Client(self.host, name)
         self.nursery.start_soon(self.host.serve_connection, client.conn)
-        reply = await client.call("initialize", {"protocolVersions": ["1.0.0"], "clientId": name,
-                                                 "initialSubscriptions": [CAT]})
+        reply = await client.call(
+            "initialize", {"protocolVersions": ["1.0.0"], "clientId": name, "initialSubscriptions": [CAT]}
+        )
         assert "result" in reply, reply
         return client
 
 
 async def start(nursery: trio.Nursery, path: Path | None, offset: dt.timedelta = dt.timedelta()) -> Running:
     host = Host()
-    host.automations = Automations(host, AutomationStore(path), clock=TrioClock(ANCHOR + offset - dt.timedelta(
-        seconds=trio.current_time())), offload=inline)
+    host.automations = Automations(
+        host,
+        AutomationStore(path),
+        clock=TrioClock(ANCHOR + offset - dt.timedelta(seconds=trio.current_time())),
+        offload=inline,
+    )
     await nursery.start(host.run)
     return Running(host, nursery)
 
@@ -93,8 +104,9 @@ async def dispatch(client: Client, action: dict[str, Any], channel: str = CAT) -
 
 
 async def create(client: Client, resource: str = "ahp-automation:/a", **extra: Any) -> dict[str, Any]:
-    answer = await dispatch(client, {"type": "automation/createRequested", "resource": resource,
-                                     "definition": definition(**extra)})
+    answer = await dispatch(
+        client, {"type": "automation/createRequested", "resource": resource, "definition": definition(**extra)}
+    )
     assert "rejectionReason" not in answer, answer
     return answer
 
@@ -112,8 +124,7 @@ async def test_a_schedule_fires_each_occurrence_once_and_keeps_next_run_at(tmp_p
         assert running.entry()["nextRunAt"] == "2026-01-01T00:05:00.000Z"
         await trio.sleep(16 * 60)
         entry = running.entry()
-        assert scheduled(entry) == ["2026-01-01T00:05:00.000Z", "2026-01-01T00:10:00.000Z",
-                                    "2026-01-01T00:15:00.000Z"]
+        assert scheduled(entry) == ["2026-01-01T00:05:00.000Z", "2026-01-01T00:10:00.000Z", "2026-01-01T00:15:00.000Z"]
         assert not any(r["origin"].get("catchUp") for r in entry["runs"])
         assert entry["nextRunAt"] == "2026-01-01T00:20:00.000Z"
         # No agents here: each run failed at its session, and says so.
@@ -175,14 +186,35 @@ async def test_a_claimed_occurrence_due_after_a_restart_runs_once_under_its_clai
 async def test_a_run_left_running_fails_and_one_left_pending_starts(tmp_path, clock) -> None:
     path = tmp_path / "a.sqlite3"
     store = AutomationStore(path)
-    store.put_automation("ahp-automation:/a", {"resource": "ahp-automation:/a", "definition": definition(),
-                                               "createdAt": "2026-01-01T00:00:00.000Z",
-                                               "modifiedAt": "2026-01-01T00:00:00.000Z"})
+    store.put_automation(
+        "ahp-automation:/a",
+        {
+            "resource": "ahp-automation:/a",
+            "definition": definition(),
+            "createdAt": "2026-01-01T00:00:00.000Z",
+            "modifiedAt": "2026-01-01T00:00:00.000Z",
+        },
+    )
     base = {"automation": "ahp-automation:/a", "origin": {"kind": "manual"}, "sessions": []}
-    store.put_run({**base, "resource": "ahp-automation-run:/was-running", "lifecycle": {
-        "status": "running", "createdAt": "2026-01-01T00:00:00.000Z", "startedAt": "2026-01-01T00:00:01.000Z"}})
-    store.put_run({**base, "resource": "ahp-automation-run:/was-pending", "lifecycle": {
-        "status": "pending", "createdAt": "2026-01-01T00:00:02.000Z"}}, "req-1")
+    store.put_run(
+        {
+            **base,
+            "resource": "ahp-automation-run:/was-running",
+            "lifecycle": {
+                "status": "running",
+                "createdAt": "2026-01-01T00:00:00.000Z",
+                "startedAt": "2026-01-01T00:00:01.000Z",
+            },
+        }
+    )
+    store.put_run(
+        {
+            **base,
+            "resource": "ahp-automation-run:/was-pending",
+            "lifecycle": {"status": "pending", "createdAt": "2026-01-01T00:00:02.000Z"},
+        },
+        "req-1",
+    )
     store.close()
     async with trio.open_nursery() as nursery:
         running = await start(nursery, path)
@@ -195,8 +227,9 @@ async def test_a_run_left_running_fails_and_one_left_pending_starts(tmp_path, cl
         assert was_pending["lifecycle"]["status"] == "failed"
         assert was_pending["lifecycle"]["error"]["errorType"] == "ProviderNotFound"
         client = await running.client()
-        again = await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/a",
-                                                    "requestId": "req-1"})
+        again = await client.call(
+            "runAutomation", {"channel": CAT, "automation": "ahp-automation:/a", "requestId": "req-1"}
+        )
         assert again["result"] == {"resource": "ahp-automation-run:/was-pending"}
         nursery.cancel_scope.cancel()
 
@@ -207,8 +240,9 @@ async def test_after_runs_switches_the_automation_off_and_counts_scheduled_runs_
         client = await running.client()
         await create(client, triggers=[every("*/5 * * * *")], disableConditions=[{"kind": "afterRuns", "max": 2}])
         assert running.entry()["runCount"] == 0
-        manual = await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/a",
-                                                     "requestId": "m"})
+        manual = await client.call(
+            "runAutomation", {"channel": CAT, "automation": "ahp-automation:/a", "requestId": "m"}
+        )
         assert "result" in manual
         await trio.sleep(60 * 60)
         entry = running.entry()
@@ -217,15 +251,18 @@ async def test_after_runs_switches_the_automation_off_and_counts_scheduled_runs_
         assert "nextRunAt" not in entry
         assert len(scheduled(entry)) == 2
         # Switched off, it still runs by hand (and that is not counted).
-        by_hand = await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/a",
-                                                      "requestId": "m2"})
+        by_hand = await client.call(
+            "runAutomation", {"channel": CAT, "automation": "ahp-automation:/a", "requestId": "m2"}
+        )
         assert "result" in by_hand
         await trio.sleep(1)
         assert running.entry()["runCount"] == 2
         assert [r["origin"]["kind"] for r in running.entry()["runs"]].count("manual") == 2
         # Switched back on: a fresh allowance.
-        answer = await dispatch(client, {"type": "automation/updateRequested", "resource": "ahp-automation:/a",
-                                         "changes": {"enabled": True}})
+        answer = await dispatch(
+            client,
+            {"type": "automation/updateRequested", "resource": "ahp-automation:/a", "changes": {"enabled": True}},
+        )
         assert "rejectionReason" not in answer
         assert running.entry()["runCount"] == 0
         nursery.cancel_scope.cancel()
@@ -235,8 +272,11 @@ async def test_after_date_switches_it_off_when_the_clock_passes_it(tmp_path, clo
     async with trio.open_nursery() as nursery:
         running = await start(nursery, tmp_path / "a.sqlite3")
         client = await running.client()
-        await create(client, triggers=[every("0 * * * *")],
-                     disableConditions=[{"kind": "afterDate", "date": "2026-01-01T02:30:00Z"}])
+        await create(
+            client,
+            triggers=[every("0 * * * *")],
+            disableConditions=[{"kind": "afterDate", "date": "2026-01-01T02:30:00Z"}],
+        )
         await trio.sleep(4 * 3600)
         entry = running.entry()
         assert entry["definition"]["enabled"] is False
@@ -248,24 +288,28 @@ BAD = [
     ({"triggers": [every("*/15 * * *")]}, "exactly five"),
     ({"triggers": [every("0 9 L * *")]}, "not a valid day of month"),
     ({"triggers": [every("@daily")]}, "exactly five"),
-    ({"triggers": [{**every("0 9 * * *"), "schedule": {"expression": "0 9 * * *", "timeZone": "Mars/Base"}}]},
-     "not an IANA time zone"),
+    (
+        {"triggers": [{**every("0 9 * * *"), "schedule": {"expression": "0 9 * * *", "timeZone": "Mars/Base"}}]},
+        "not an IANA time zone",
+    ),
     ({"triggers": [every("*/2 * * * *")]}, "minimum interval is 5 minutes"),
     ({"triggers": [every("0 9 * * *"), every("0 10 * * *")]}, "named twice"),
     ({"session": {"provider": "nobody"}}, "provider 'nobody'"),
     ({"disableConditions": [{"kind": "afterRuns", "max": 1}, {"kind": "afterRuns", "max": 2}]}, "twice"),
     ({"disableConditions": [{"kind": "afterDate", "date": "tomorrow"}]}, "not a timestamp"),
     ({"message": {"text": "x", "origin": {"kind": "user"}}}, "origin must be automation"),
-    ({"session": {"customizations": [{"id": "p", "uri": "virtual://p", "name": "P", "type": "plugin"}]}},
-     "no directory to copy"),
-    ({"triggers": [{"id": "e", "kind": "event", "type": "gh", "title": "GitHub", "events": []}]},
-     "no event triggers"),
+    (
+        {"session": {"customizations": [{"id": "p", "uri": "virtual://p", "name": "P", "type": "plugin"}]}},
+        "no directory to copy",
+    ),
+    ({"triggers": [{"id": "e", "kind": "event", "type": "gh", "title": "GitHub", "events": []}]}, "no event triggers"),
 ]
 
 
 @pytest.mark.parametrize("change, reason", BAD)
 async def test_bad_definitions_are_refused_with_their_reason_and_nothing_kept_is_lost(
-        tmp_path, clock, change, reason) -> None:
+    tmp_path, clock, change, reason
+) -> None:
     path = tmp_path / "a.sqlite3"
     async with trio.open_nursery() as nursery:
         running = await start(nursery, path)
@@ -273,11 +317,14 @@ async def test_bad_definitions_are_refused_with_their_reason_and_nothing_kept_is
         await create(client, triggers=[every("0 9 * * *")])
         await trio.sleep(1)
         kept = running.entry()
-        refused = await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/b",
-                                          "definition": definition(**change)})
+        refused = await dispatch(
+            client,
+            {"type": "automation/createRequested", "resource": "ahp-automation:/b", "definition": definition(**change)},
+        )
         assert reason in refused["rejectionReason"], refused
-        refused = await dispatch(client, {"type": "automation/updateRequested", "resource": "ahp-automation:/a",
-                                          "changes": change})
+        refused = await dispatch(
+            client, {"type": "automation/updateRequested", "resource": "ahp-automation:/a", "changes": change}
+        )
         assert reason in refused["rejectionReason"], refused
         assert running.host.bus.channels[CAT].state["entries"] == [kept]
         nursery.cancel_scope.cancel()
@@ -291,18 +338,25 @@ async def test_a_patch_leaves_absent_keys_alone_and_both_spellings_see_it(tmp_pa
         one = await running.client("one")
         two = Client(running.host, "two")
         nursery.start_soon(running.host.serve_connection, two.conn)
-        await two.call("initialize", {"protocolVersions": ["1.0.0"], "clientId": "two",
-                                      "initialSubscriptions": ["ahp-automations://catalog"]})
+        await two.call(
+            "initialize",
+            {"protocolVersions": ["1.0.0"], "clientId": "two", "initialSubscriptions": ["ahp-automations://catalog"]},
+        )
         await create(one, triggers=[every("0 9 * * *")])
-        await dispatch(two, {"type": "automation/updateRequested", "resource": "ahp-automation:/a",
-                             "changes": {"title": "renamed"}}, channel="ahp-automations://catalog")
+        await dispatch(
+            two,
+            {"type": "automation/updateRequested", "resource": "ahp-automation:/a", "changes": {"title": "renamed"}},
+            channel="ahp-automations://catalog",
+        )
         entry = running.entry()
         assert entry["definition"]["title"] == "renamed"
         assert entry["definition"]["triggers"] == [every("0 9 * * *")]
         alias = running.host.bus.channels["ahp-automations://catalog"].state
         assert alias == running.host.bus.channels[CAT].state
-        run = await two.call("runAutomation", {"channel": "ahp-automations://catalog",
-                                               "automation": "ahp-automation:/a", "requestId": "r"})
+        run = await two.call(
+            "runAutomation",
+            {"channel": "ahp-automations://catalog", "automation": "ahp-automation:/a", "requestId": "r"},
+        )
         assert run["result"]["resource"].startswith("ahp-automation-run:/")
         # Removal on one spelling is said on both.
         answer = await dispatch(one, {"type": "automation/removed", "resource": "ahp-automation:/a"})
@@ -317,23 +371,28 @@ async def test_runs_are_paged_through_the_catalogue(tmp_path, clock) -> None:
         client = await running.client()
         await create(client)
         for i in range(25):
-            await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/a",
-                                                "requestId": f"r{i}"})
+            await client.call(
+                "runAutomation", {"channel": CAT, "automation": "ahp-automation:/a", "requestId": f"r{i}"}
+            )
         await trio.sleep(1)
         entry = running.entry()
         assert len(entry["runs"]) == 20 and entry["runsNextCursor"]
-        bad = await client.call("fetchAutomationRuns", {"channel": CAT, "automation": "ahp-automation:/a",
-                                                        "cursor": "bm9wZQ=="})
+        bad = await client.call(
+            "fetchAutomationRuns", {"channel": CAT, "automation": "ahp-automation:/a", "cursor": "bm9wZQ=="}
+        )
         assert bad["error"]["code"] == -32602
-        good = await client.call("fetchAutomationRuns", {"channel": CAT, "automation": "ahp-automation:/a",
-                                                         "cursor": entry["runsNextCursor"]})
+        good = await client.call(
+            "fetchAutomationRuns",
+            {"channel": CAT, "automation": "ahp-automation:/a", "cursor": entry["runsNextCursor"]},
+        )
         assert good["result"] == {}
         entry = running.entry()
         assert len(entry["runs"]) == 25 and "runsNextCursor" not in entry
         created = [r["lifecycle"]["createdAt"] for r in entry["runs"]]
         assert created == sorted(created, reverse=True)
-        missing = await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/nope",
-                                                      "requestId": "x"})
+        missing = await client.call(
+            "runAutomation", {"channel": CAT, "automation": "ahp-automation:/nope", "requestId": "x"}
+        )
         assert missing["error"]["code"] == -32001
         nursery.cancel_scope.cancel()
 
@@ -345,7 +404,11 @@ async def test_the_host_advertises_automations_and_lists_no_event_triggers(tmp_p
         nursery.start_soon(running.host.serve_connection, client.conn)
         reply = await client.call("initialize", {"protocolVersions": ["1.0.0"], "clientId": "x"})
         assert reply["result"]["automations"] == {
-            "create": {}, "schedules": {"minIntervalMinutes": 5}, "runCancellation": {}, "runHistoryLimit": 100}
+            "create": {},
+            "schedules": {"minIntervalMinutes": 5},
+            "runCancellation": {},
+            "runHistoryLimit": 100,
+        }
         listed = await client.call("listAutomationTriggerDefinitions", {"channel": "ahp-root://"})
         assert listed["result"] == {"items": []}
         nursery.cancel_scope.cancel()
@@ -369,9 +432,15 @@ async def test_a_client_reconnecting_under_the_old_spelling_is_replayed_what_it_
         await trio.sleep(1)
         back = Client(running.host, "back")
         nursery.start_soon(running.host.serve_connection, back.conn)
-        reply = await back.call("reconnect", {"channel": "ahp-root://", "clientId": "back",
-                                              "lastSeenServerSeq": seen,
-                                              "subscriptions": ["ahp-automations://catalog"]})
+        reply = await back.call(
+            "reconnect",
+            {
+                "channel": "ahp-root://",
+                "clientId": "back",
+                "lastSeenServerSeq": seen,
+                "subscriptions": ["ahp-automations://catalog"],
+            },
+        )
         result = reply["result"]
         assert result["type"] == "replay" and result["missing"] == []
         replayed = [a for a in result["actions"] if a["channel"] == "ahp-automations://catalog"]
@@ -391,12 +460,15 @@ async def test_a_store_that_cannot_write_refuses_the_request_and_keeps_what_it_h
             raise OSError(28, "No space left on device")
 
         running.service.store.put_automation = full  # type: ignore[method-assign]
-        refused = await dispatch(client, {"type": "automation/updateRequested", "resource": "ahp-automation:/a",
-                                          "changes": {"title": "lost?"}})
+        refused = await dispatch(
+            client,
+            {"type": "automation/updateRequested", "resource": "ahp-automation:/a", "changes": {"title": "lost?"}},
+        )
         assert "could not be stored" in refused["rejectionReason"]
         assert running.entry() == kept
-        refused = await dispatch(client, {"type": "automation/createRequested", "resource": "ahp-automation:/b",
-                                          "definition": definition()})
+        refused = await dispatch(
+            client, {"type": "automation/createRequested", "resource": "ahp-automation:/b", "definition": definition()}
+        )
         assert "could not be stored" in refused["rejectionReason"]
         assert [e["resource"] for e in running.host.bus.channels[CAT].state["entries"]] == ["ahp-automation:/a"]
         nursery.cancel_scope.cancel()
@@ -412,8 +484,9 @@ async def test_run_history_keeps_the_newest_finished_runs_up_to_the_limit(tmp_pa
         await create(client)
         made = []
         for i in range(5):
-            reply = await client.call("runAutomation", {"channel": CAT, "automation": "ahp-automation:/a",
-                                                        "requestId": f"r{i}"})
+            reply = await client.call(
+                "runAutomation", {"channel": CAT, "automation": "ahp-automation:/a", "requestId": f"r{i}"}
+            )
             made.append(reply["result"]["resource"])
             await trio.sleep(1)  # finished (failed: no agents) before the next
         kept = [r["resource"] for r in running.entry()["runs"]]

@@ -23,27 +23,38 @@ def occurrences(expression: str, zone: str, after: dt.datetime, n: int) -> list[
     return out
 
 
-@pytest.mark.parametrize("expression", [
-    "0 * * * *", "30 9 * * *", "30 9 * * MON-FRI", "0 0 1,15 * *", "*/15 * * * *", "1-30/2 * * jan-jun 0,7",
-])
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "0 * * * *",
+        "30 9 * * *",
+        "30 9 * * MON-FRI",
+        "0 0 1,15 * *",
+        "*/15 * * * *",
+        "1-30/2 * * jan-jun 0,7",
+    ],
+)
 def test_the_guides_examples_are_kept(expression: str) -> None:
     assert schedule.problem(expression, "Europe/Paris") is None
 
 
-@pytest.mark.parametrize("expression, said", [
-    ("* * * *", "has 4 fields"),
-    ("0 0 * * * *", "has 6 fields"),  # seconds only behind the test key
-    ("@daily", "has 1 fields"),
-    ("0 9 ? * *", "'?' is not a valid day of month"),
-    ("0 9 L * *", "'L' is not a valid day of month"),
-    ("0 9 * * 1#2", "'1#2' is not a valid day of week"),
-    ("0 9 1W * *", "'1W' is not a valid day of month"),
-    ("5/15 * * * *", "'5/15' is not a valid minute"),
-    ("*/0 * * * *", "'*/0' is not a valid minute"),
-    ("MON * * * *", "'MON' is not a valid minute"),
-    ("60 * * * *", "out of range"),
-    ("0 24 * * *", "out of range"),
-])
+@pytest.mark.parametrize(
+    "expression, said",
+    [
+        ("* * * *", "has 4 fields"),
+        ("0 0 * * * *", "has 6 fields"),  # seconds only behind the test key
+        ("@daily", "has 1 fields"),
+        ("0 9 ? * *", "'?' is not a valid day of month"),
+        ("0 9 L * *", "'L' is not a valid day of month"),
+        ("0 9 * * 1#2", "'1#2' is not a valid day of week"),
+        ("0 9 1W * *", "'1W' is not a valid day of month"),
+        ("5/15 * * * *", "'5/15' is not a valid minute"),
+        ("*/0 * * * *", "'*/0' is not a valid minute"),
+        ("MON * * * *", "'MON' is not a valid minute"),
+        ("60 * * * *", "out of range"),
+        ("0 24 * * *", "out of range"),
+    ],
+)
 def test_what_ahp_cron_does_not_have_is_refused_by_name(expression: str, said: str) -> None:
     found = schedule.problem(expression, "UTC")
     assert found is not None and said in found, found
@@ -62,21 +73,30 @@ def test_an_unknown_zone_and_a_short_interval_are_refused() -> None:
 def test_a_skipped_local_minute_is_no_occurrence_and_a_repeated_one_is_each_instant() -> None:
     # Paris, 29 March 2026: 02:00-03:00 does not exist.
     assert occurrences("30 2 * * *", "Europe/Paris", at(2026, 3, 28, 12), 2) == [
-        "2026-03-30T00:30:00.000Z", "2026-03-31T00:30:00.000Z"]
+        "2026-03-30T00:30:00.000Z",
+        "2026-03-31T00:30:00.000Z",
+    ]
     # Paris, 25 October 2026: 02:30 happens twice (CEST, then CET).
     assert occurrences("30 2 * * *", "Europe/Paris", at(2026, 10, 24, 12), 3) == [
-        "2026-10-25T00:30:00.000Z", "2026-10-25T01:30:00.000Z", "2026-10-26T01:30:00.000Z"]
+        "2026-10-25T00:30:00.000Z",
+        "2026-10-25T01:30:00.000Z",
+        "2026-10-26T01:30:00.000Z",
+    ]
 
 
 def test_the_days_are_either_when_both_are_restricted() -> None:
     # 1st of the month OR a Monday (Unix cron), in January 2026 (Thursday the 1st).
     assert occurrences("0 9 1 * MON", "UTC", at(2026, 1, 1), 3) == [
-        "2026-01-01T09:00:00.000Z", "2026-01-05T09:00:00.000Z", "2026-01-12T09:00:00.000Z"]
+        "2026-01-01T09:00:00.000Z",
+        "2026-01-05T09:00:00.000Z",
+        "2026-01-12T09:00:00.000Z",
+    ]
 
 
 def test_missed_counts_and_names_the_latest() -> None:
     assert schedule.missed("*/5 * * * *", "UTC", at(2026, 1, 1, 0, 0), at(2026, 1, 1, 0, 4)) == (0, None)
     assert schedule.missed("*/5 * * * *", "UTC", at(2026, 1, 1, 0, 0), at(2026, 1, 1, 0, 5)) == (
-        1, at(2026, 1, 1, 0, 5))
-    assert schedule.missed("*/5 * * * *", "UTC", at(2026, 1, 1), at(2026, 2, 1, 0, 7)) == (
-        100, at(2026, 2, 1, 0, 5))
+        1,
+        at(2026, 1, 1, 0, 5),
+    )
+    assert schedule.missed("*/5 * * * *", "UTC", at(2026, 1, 1), at(2026, 2, 1, 0, 7)) == (100, at(2026, 2, 1, 0, 5))

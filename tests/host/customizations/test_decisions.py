@@ -18,15 +18,24 @@ def test_decisions_survive_a_new_store_and_stay_in_their_folder(tmp_path: Path) 
     here, there = (tmp_path / "here").as_uri(), (tmp_path / "there").as_uri()
     store = DecisionStore(path)
     assert store.enablement("p", here) == []
-    assert store.decide("p", here, [{"kind": "session", "enabled": True},
-                                    {"kind": "workspace", "uri": here, "enabled": False},
-                                    {"kind": "workspace", "uri": there, "enabled": True},  # not this session's
-                                    {"kind": "global", "enabled": True}])
-    assert not store.decide("p", here, [{"kind": "workspace", "uri": here, "enabled": False},
-                                        {"kind": "global", "enabled": True}])  # nothing moved
+    assert store.decide(
+        "p",
+        here,
+        [
+            {"kind": "session", "enabled": True},
+            {"kind": "workspace", "uri": here, "enabled": False},
+            {"kind": "workspace", "uri": there, "enabled": True},  # not this session's
+            {"kind": "global", "enabled": True},
+        ],
+    )
+    assert not store.decide(
+        "p", here, [{"kind": "workspace", "uri": here, "enabled": False}, {"kind": "global", "enabled": True}]
+    )  # nothing moved
     again = DecisionStore(path)  # as after a restart
-    assert again.enablement("p", here) == [{"kind": "workspace", "uri": here, "enabled": False},
-                                           {"kind": "global", "enabled": True}]
+    assert again.enablement("p", here) == [
+        {"kind": "workspace", "uri": here, "enabled": False},
+        {"kind": "global", "enabled": True},
+    ]
     assert again.enablement("p", there) == [{"kind": "global", "enabled": True}]
     assert again.decide("p", here, [])  # every scope left out: taken back
     assert DecisionStore(path).enablement("p", here) == []

@@ -35,14 +35,30 @@ class _Conversation:
         self.events = events
 
     async def prompt(self, text: str, attachments: Any = ()) -> PromptResult:
-        self.events(Update({
-            "sessionUpdate": "tool_call", "toolCallId": "call-1", "title": "hello", "kind": "other",
-            "status": "in_progress", "rawInput": {},
-            "_meta": {CONTRIBUTOR_META: {"kind": "mcp", "customizationId": LOCKED}},
-        }))
+        self.events(
+            Update(
+                {
+                    "sessionUpdate": "tool_call",
+                    "toolCallId": "call-1",
+                    "title": "hello",
+                    "kind": "other",
+                    "status": "in_progress",
+                    "rawInput": {},
+                    "_meta": {CONTRIBUTOR_META: {"kind": "mcp", "customizationId": LOCKED}},
+                }
+            )
+        )
         await self.backend.finish.wait()
-        self.events(Update({"sessionUpdate": "tool_call_update", "toolCallId": "call-1", "status": "completed",
-                            "content": [{"type": "content", "content": {"type": "text", "text": "hello"}}]}))
+        self.events(
+            Update(
+                {
+                    "sessionUpdate": "tool_call_update",
+                    "toolCallId": "call-1",
+                    "status": "completed",
+                    "content": [{"type": "content", "content": {"type": "text", "text": "hello"}}],
+                }
+            )
+        )
         return PromptResult(stop_reason="end_turn")
 
     async def cancel(self) -> None:
@@ -77,8 +93,9 @@ class ScriptedBackend:
     def agent_info(self) -> dict[str, Any]:
         return {"provider": self.provider, "displayName": "Scripted", "description": "scripted", "models": []}
 
-    async def run_conversation(self, *, cwd: Path, events: Any, task_status: Any = trio.TASK_STATUS_IGNORED,
-                               **_: Any) -> None:
+    async def run_conversation(
+        self, *, cwd: Path, events: Any, task_status: Any = trio.TASK_STATUS_IGNORED, **_: Any
+    ) -> None:
         task_status.started(_Conversation(self, events))
         await trio.sleep_forever()
 
@@ -94,8 +111,7 @@ async def test_a_running_call_waits_on_its_servers_sign_in(tmp_path: Path, monke
     backend = ScriptedBackend()
     (tmp_path / "w").mkdir()
     with trio.fail_after(60):
-        async with live_host(tmp_path, {"scripted": backend}) as live, \
-                rpc(live.url) as alice, rpc(live.url) as bob:
+        async with live_host(tmp_path, {"scripted": backend}) as live, rpc(live.url) as alice, rpc(live.url) as bob:
             await alice.initialize("alice")
             await bob.initialize("bob")
             uri, chat = await create(alice, tmp_path / "w", provider="scripted")
@@ -108,8 +124,13 @@ async def test_a_running_call_waits_on_its_servers_sign_in(tmp_path: Path, monke
 
             backend.status = "needs-auth"  # the server starts asking
             for who in (alice, bob):
-                notes = await until(who, lambda n: is_action("session/inputNeededSet", uri)(n)
-                                    and action_of(n)["request"]["kind"] == "toolAuthentication")
+                notes = await until(
+                    who,
+                    lambda n: (
+                        is_action("session/inputNeededSet", uri)(n)
+                        and action_of(n)["request"]["kind"] == "toolAuthentication"
+                    ),
+                )
                 request = action_of(notes[-1])["request"]
                 fits("/$defs/SessionInputRequest", request)
                 assert request["id"] == "auth:call-1" and request["chat"] == chat
@@ -129,11 +150,16 @@ async def test_a_running_call_waits_on_its_servers_sign_in(tmp_path: Path, monke
 
             backend.status = "connected"  # signed in
             for who in (bob, alice):
-                notes = await until(who, lambda n: is_action("session/inputNeededRemoved", uri)(n)
-                                    and action_of(n)["id"] == "auth:call-1")
+                notes = await until(
+                    who,
+                    lambda n: is_action("session/inputNeededRemoved", uri)(n) and action_of(n)["id"] == "auth:call-1",
+                )
             resumed = [action_of(n) for n in notes if is_action("chat/toolCallAuthResolved", chat)(n)]
-            assert resumed[-1] == {"type": "chat/toolCallAuthResolved", "turnId": turn["turnId"],
-                                   "toolCallId": "call-1"}
+            assert resumed[-1] == {
+                "type": "chat/toolCallAuthResolved",
+                "turnId": turn["turnId"],
+                "toolCallId": "call-1",
+            }
 
             backend.finish.set()
             notes = await until(alice, ending_of(chat))
@@ -155,12 +181,18 @@ async def test_a_turn_that_ends_leaves_no_sign_in_waiting(tmp_path: Path, monkey
             await dispatch(alice, chat, turn, 1)
             await until(alice, is_action("chat/toolCallReady", chat))
             backend.status = "needs-auth"
-            await until(alice, lambda n: is_action("session/inputNeededSet", uri)(n)
-                        and action_of(n)["request"]["kind"] == "toolAuthentication")
+            await until(
+                alice,
+                lambda n: (
+                    is_action("session/inputNeededSet", uri)(n)
+                    and action_of(n)["request"]["kind"] == "toolAuthentication"
+                ),
+            )
             # Cancelled while it waits: the entry goes with the turn.
             await dispatch(alice, chat, {"type": "chat/turnCancelled", "turnId": turn["turnId"], "duration": 1}, 2)
-            await until(alice, lambda n: is_action("session/inputNeededRemoved", uri)(n)
-                        and action_of(n)["id"] == "auth:call-1")
+            await until(
+                alice, lambda n: is_action("session/inputNeededRemoved", uri)(n) and action_of(n)["id"] == "auth:call-1"
+            )
             session = (await alice.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             assert not session.get("inputNeeded")
 
@@ -177,11 +209,17 @@ async def test_stopping_the_server_lifts_what_waited_on_its_sign_in(tmp_path: Pa
             await dispatch(alice, chat, start_turn("call the server"), 1)
             await until(alice, is_action("chat/toolCallReady", chat))
             backend.status = "needs-auth"
-            await until(alice, lambda n: is_action("session/inputNeededSet", uri)(n)
-                        and action_of(n)["request"]["kind"] == "toolAuthentication")
+            await until(
+                alice,
+                lambda n: (
+                    is_action("session/inputNeededSet", uri)(n)
+                    and action_of(n)["request"]["kind"] == "toolAuthentication"
+                ),
+            )
             await dispatch(alice, uri, {"type": "session/mcpServerStopRequested", "id": LOCKED}, 2)
-            notes = await until(alice, lambda n: is_action("session/inputNeededRemoved", uri)(n)
-                                and action_of(n)["id"] == "auth:call-1")
+            notes = await until(
+                alice, lambda n: is_action("session/inputNeededRemoved", uri)(n) and action_of(n)["id"] == "auth:call-1"
+            )
             assert any(is_action("session/mcpServerStopRequested", uri)(n) for n in notes)
             assert backend.status == "disabled"  # carried through to the backend's own switch
             session = (await alice.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]

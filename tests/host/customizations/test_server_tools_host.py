@@ -45,8 +45,11 @@ async def test_every_subscriber_of_every_session_is_told_the_new_set(tmp_path) -
                 raise ToolError("words must be a string")
             return arguments["words"].upper()
 
-        mine = {"name": "shout", "description": "Say it louder", "inputSchema": {
-            "type": "object", "properties": {"words": {"type": "string"}}, "required": ["words"]}}
+        mine = {
+            "name": "shout",
+            "description": "Say it louder",
+            "inputSchema": {"type": "object", "properties": {"words": {"type": "string"}}, "required": ["words"]},
+        }
         fewer = [t for t in DEFAULT_TOOLS if t["name"] != "delete_session"] + [mine]
         server_tools.set_tools(live.host, fewer, {"shout": shout})
         for client in (alice, bob):
@@ -67,8 +70,10 @@ async def test_every_subscriber_of_every_session_is_told_the_new_set(tmp_path) -
         listing = state["turns"][-1]["responseParts"][-1]["content"].splitlines()
         assert listing == [f"ahp: {t['name']}" for t in fewer]
         answer = await server_tools.call(live.host, chat, "delete_session", {"session": second})
-        assert answer == {"content": [{"type": "text", "text": "delete_session is not a tool this host offers"}],
-                          "isError": True}
+        assert answer == {
+            "content": [{"type": "text", "text": "delete_session is not a tool this host offers"}],
+            "isError": True,
+        }
         answer = await server_tools.call(live.host, chat, "shout", {"words": "hello"})
         assert answer == {"content": [{"type": "text", "text": "HELLO"}], "isError": False}
         answer = await server_tools.call(live.host, chat, "shout", {})
@@ -106,8 +111,11 @@ async def test_the_mcp_socket_answers_only_a_secret_it_gave_out(tmp_path) -> Non
 
         # A stranger is closed on without an answer.
         stranger = await trio.open_unix_socket(env["AHPD_MCP_SOCKET"])
-        await stranger.send_all(b"not-a-secret\n" + json.dumps(
-            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).encode() + b"\n")
+        await stranger.send_all(
+            b"not-a-secret\n"
+            + json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}).encode()
+            + b"\n"
+        )
         assert await _frames(stranger, 1) == []
         await stranger.aclose()
 
@@ -119,11 +127,19 @@ async def test_the_mcp_socket_answers_only_a_secret_it_gave_out(tmp_path) -> Non
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
             {"jsonrpc": "2.0", "id": 3, "method": "resources/list"},
             {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {}},
-            {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-             "params": {"name": "list_artifacts_and_references", "arguments": {}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 5,
+                "method": "tools/call",
+                "params": {"name": "list_artifacts_and_references", "arguments": {}},
+            },
         ]
-        await relay.send_all(env["AHPD_MCP_SECRET"].encode() + b"\n" + b"not json\n"
-                             + b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+        await relay.send_all(
+            env["AHPD_MCP_SECRET"].encode()
+            + b"\n"
+            + b"not json\n"
+            + b"".join(json.dumps(r).encode() + b"\n" for r in requests)
+        )
         answers = await _frames(relay, 6)
         await relay.aclose()
         by_id = {a["id"]: a for a in answers}
@@ -133,8 +149,10 @@ async def test_the_mcp_socket_answers_only_a_secret_it_gave_out(tmp_path) -> Non
         assert [t["name"] for t in by_id[2]["result"]["tools"]] == [t["name"] for t in DEFAULT_TOOLS]
         assert by_id[3]["error"]["code"] == -32601
         assert by_id[4]["error"]["code"] == -32602
-        assert by_id[5]["result"] == {"content": [{"type": "text", "text":
-                                      "No artifacts or references recorded for this session."}], "isError": False}
+        assert by_id[5]["result"] == {
+            "content": [{"type": "text", "text": "No artifacts or references recorded for this session."}],
+            "isError": False,
+        }
         # The host is none the worse: its session still answers.
         assert "result" in await alice.call("subscribe", {"channel": uri})
         # Once the session is disposed its chat's secret opens nothing: a
@@ -148,12 +166,24 @@ async def test_the_mcp_socket_answers_only_a_secret_it_gave_out(tmp_path) -> Non
 
 def test_the_relay_says_what_it_lacks(tmp_path) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith("AHPD_MCP_")}
-    run = subprocess.run([sys.executable, "-m", "ahpd.mcp_relay"], env=base, capture_output=True, text=True,
-                         timeout=60, stdin=subprocess.DEVNULL)
+    run = subprocess.run(
+        [sys.executable, "-m", "ahpd.mcp_relay"],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert run.returncode == 2 and "AHPD_MCP_SOCKET and AHPD_MCP_SECRET must be set" in run.stderr
     missing = str(tmp_path / "no.sock")
-    run = subprocess.run([sys.executable, "-m", "ahpd.mcp_relay"], capture_output=True, text=True, timeout=60,
-                         env={**base, "AHPD_MCP_SOCKET": missing, "AHPD_MCP_SECRET": "s"}, stdin=subprocess.DEVNULL)
+    run = subprocess.run(
+        [sys.executable, "-m", "ahpd.mcp_relay"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "AHPD_MCP_SOCKET": missing, "AHPD_MCP_SECRET": "s"},
+        stdin=subprocess.DEVNULL,
+    )
     assert run.returncode == 1 and f"cannot reach the daemon at {missing}" in run.stderr
 
 
@@ -168,8 +198,9 @@ async def test_agents_make_sessions_only_so_deep_and_on_a_model_offered(tmp_path
         _uri, chat = await create(alice, work)
         offered = live.host.sessions.chat_owner[chat].session.backend.agent_info().get("models") or []
         assert offered, "the demo agent offers models"
-        wrong = await server_tools.call(live.host, chat, "create_session",
-                                        {"workspace": str(work), "prompt": "hi", "model": "no-such-model"})
+        wrong = await server_tools.call(
+            live.host, chat, "create_session", {"workspace": str(work), "prompt": "hi", "model": "no-such-model"}
+        )
         assert wrong["isError"] and "no model 'no-such-model'" in wrong["content"][0]["text"]
         assert offered[0]["id"] in wrong["content"][0]["text"]
         assert len(live.host.sessions.sessions) == 1  # nothing was made
@@ -177,8 +208,12 @@ async def test_agents_make_sessions_only_so_deep_and_on_a_model_offered(tmp_path
         by_name = offered[-1]
         depths = []
         for _level in range(MAX_SPAWN_DEPTH):
-            answer = await server_tools.call(live.host, chat, "create_session", {
-                "workspace": str(work), "prompt": "hello", "model": by_name.get("name") or by_name["id"]})
+            answer = await server_tools.call(
+                live.host,
+                chat,
+                "create_session",
+                {"workspace": str(work), "prompt": "hello", "model": by_name.get("name") or by_name["id"]},
+            )
             assert not answer["isError"], answer
             made = json.loads(answer["content"][0]["text"])
             session = live.host.sessions.sessions[made["session"]]
@@ -188,9 +223,11 @@ async def test_agents_make_sessions_only_so_deep_and_on_a_model_offered(tmp_path
         # The first message carried the model, which became the session's.
         message = {"text": "hello", "origin": {"kind": "agent"}, "model": {"id": by_name["id"]}}
         pending = live.host.bus.channels[chat].state
-        said = [t["message"] for t in pending.get("turns") or []] + \
-               [m["message"] for m in pending.get("queuedMessages") or []] + \
-               ([pending["activeTurn"]["message"]] if pending.get("activeTurn") else [])
+        said = (
+            [t["message"] for t in pending.get("turns") or []]
+            + [m["message"] for m in pending.get("queuedMessages") or []]
+            + ([pending["activeTurn"]["message"]] if pending.get("activeTurn") else [])
+        )
         assert message in said, said
         deep = await server_tools.call(live.host, chat, "create_session", {"workspace": str(work), "prompt": "hi"})
         assert deep["isError"] and f"{MAX_SPAWN_DEPTH} level(s) down" in deep["content"][0]["text"]
@@ -214,8 +251,9 @@ async def test_a_worker_chat_is_read_but_never_messaged_through_the_tools(tmp_pa
         parent = live.host.sessions.chat_owner[chat]
         worker = workers.open_worker(parent, "toolu_x", {"description": "Look around", "prompt": "look"})
         assert worker is not None
-        refused = await server_tools.call(live.host, chat, "send_message",
-                                          {"session": worker.chat.uri, "message": "hello"})
+        refused = await server_tools.call(
+            live.host, chat, "send_message", {"session": worker.chat.uri, "message": "hello"}
+        )
         assert refused["isError"] and "read-only" in refused["content"][0]["text"], refused
         assert live.host.bus.channels[worker.chat.uri].state.get("queuedMessages") is None
         read = await server_tools.call(live.host, chat, "get_session_context", {"session": worker.chat.uri})
@@ -238,30 +276,42 @@ async def test_rename_chat_names_a_chat_and_a_session_that_has_only_it(tmp_path)
         assert not answer["isError"], answer
         assert json.loads(answer["content"][0]["text"]) == {"session": uri, "chat": chat, "title": "Tidy the docs"}
         for client in (alice, bob):
-            await until(client, lambda n: is_action("session/titleChanged", uri)(n)
-                        and action_of(n)["title"] == "Tidy the docs")
+            await until(
+                client, lambda n: is_action("session/titleChanged", uri)(n) and action_of(n)["title"] == "Tidy the docs"
+            )
         state = (await bob.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
         assert state["title"] == "Tidy the docs"
         assert [c["title"] for c in state["chats"]] == ["Tidy the docs"]
-        assert (await bob.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]["title"] == "Tidy the docs"
+        assert (await bob.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"][
+            "title"
+        ] == "Tidy the docs"
 
         # A second chat: renamed by name from the first, the session keeps its title.
         side = "ahp-chat:/side-to-rename"
         assert "error" not in await alice.call("createChat", {"channel": uri, "chat": side})
-        answer = await server_tools.call(live.host, chat, "rename_chat", {"chat": side, "session": uri,
-                                                                          "title": "Side work"})
+        answer = await server_tools.call(
+            live.host, chat, "rename_chat", {"chat": side, "session": uri, "title": "Side work"}
+        )
         assert not answer["isError"], answer
-        await until(bob, lambda n: is_action("session/chatUpdated", uri)(n)
-                    and action_of(n)["chat"] == side and action_of(n)["changes"].get("title") == "Side work")
+        await until(
+            bob,
+            lambda n: (
+                is_action("session/chatUpdated", uri)(n)
+                and action_of(n)["chat"] == side
+                and action_of(n)["changes"].get("title") == "Side work"
+            ),
+        )
         state = (await bob.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
         assert state["title"] == "Tidy the docs"
         assert {c["resource"]: c["title"] for c in state["chats"]}[side] == "Side work"
 
         # Refusals, each naming what was wrong; nothing moves.
-        for args, words in (({"title": "   "}, "title must be a non-empty string"),
-                            ({"title": "x" * 201}, "at most 200"),
-                            ({"chat": side, "session": "ahp-session:/other", "title": "No"}, "not of"),
-                            ({"chat": "ahp-chat:/nobody", "title": "No"}, "no session or chat")):
+        for args, words in (
+            ({"title": "   "}, "title must be a non-empty string"),
+            ({"title": "x" * 201}, "at most 200"),
+            ({"chat": side, "session": "ahp-session:/other", "title": "No"}, "not of"),
+            ({"chat": "ahp-chat:/nobody", "title": "No"}, "no session or chat"),
+        ):
             answer = await server_tools.call(live.host, chat, "rename_chat", args)
             assert answer["isError"] and words in answer["content"][0]["text"], (args, answer)
         state = (await bob.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]

@@ -18,8 +18,13 @@ class Advertising:
     provider = "guarded"
 
     def agent_info(self) -> dict:
-        return {"provider": "guarded", "displayName": "G", "description": "d", "models": [],
-                "protectedResources": [{"resource": ANTHROPIC, "required": False}]}
+        return {
+            "provider": "guarded",
+            "displayName": "G",
+            "description": "d",
+            "models": [],
+            "protectedResources": [{"resource": ANTHROPIC, "required": False}],
+        }
 
 
 async def test_a_token_is_kept_per_connection_and_can_be_taken_back(autojump_clock) -> None:
@@ -64,10 +69,16 @@ async def test_a_token_that_runs_out_is_dropped_and_said_to_its_lender_only(auto
         c = await connect(nursery, host, "c")
         for client, name in ((a, "a"), (b, "b"), (c, "c")):
             await client.initialize(name)
-        await a.call("authenticate", {"channel": "ahp-root://", "resource": ANTHROPIC, "token": "sk-a", "expiresIn": 60})
-        await b.call("authenticate", {"channel": "ahp-root://", "resource": ANTHROPIC, "token": "sk-b", "expiresIn": 30})
+        await a.call(
+            "authenticate", {"channel": "ahp-root://", "resource": ANTHROPIC, "token": "sk-a", "expiresIn": 60}
+        )
+        await b.call(
+            "authenticate", {"channel": "ahp-root://", "resource": ANTHROPIC, "token": "sk-b", "expiresIn": 30}
+        )
         await b.call("authenticate", {"channel": "ahp-root://", "resource": ANTHROPIC, "token": "sk-b2"})  # replaced
-        await c.call("authenticate", {"channel": "ahp-root://", "resource": ANTHROPIC, "token": "sk-c", "expiresIn": 60})
+        await c.call(
+            "authenticate", {"channel": "ahp-root://", "resource": ANTHROPIC, "token": "sk-c", "expiresIn": 60}
+        )
         [peer_a, peer_b, peer_c] = sorted(host.peers, key=lambda p: p.client_id)
         c.close()  # gone: its clock goes with it
         await trio.sleep(59)
@@ -75,8 +86,11 @@ async def test_a_token_that_runs_out_is_dropped_and_said_to_its_lender_only(auto
         assert peer_c.token_clocks == {}  # stopped when it went, not left to run out
         await trio.sleep(2)
         [told] = [n for n in a.pending() if n.get("method") == "auth/required"]
-        assert told["params"] == {"channel": "ahp-root://", "reason": "expired",
-                                  "resource": {"resource": ANTHROPIC, "required": False}}
+        assert told["params"] == {
+            "channel": "ahp-root://",
+            "reason": "expired",
+            "resource": {"resource": ANTHROPIC, "required": False},
+        }
         assert token_for(peer_a, ANTHROPIC) is None and peer_a.tokens == {} and peer_a.token_clocks == {}
         assert [n for n in b.pending() if n.get("method") == "auth/required"] == []
         assert token_for(peer_b, ANTHROPIC) == "sk-b2"  # no expiry: it stays

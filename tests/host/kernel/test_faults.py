@@ -106,7 +106,11 @@ async def agent_event(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
     real = ahpd.host.sessions.chats.turns.on_event
 
     def on_event(chat: Any, event: Any) -> None:
-        if chat.uri == v.chat and isinstance(event, Update) and event.update.get("sessionUpdate") == "agent_message_chunk":
+        if (
+            chat.uri == v.chat
+            and isinstance(event, Update)
+            and event.update.get("sessionUpdate") == "agent_message_chunk"
+        ):
             raise RuntimeError("injected: cannot handle this update")
         real(chat, event)
 
@@ -181,8 +185,9 @@ async def reducer_client_action(v: Victim, monkeypatch: pytest.MonkeyPatch) -> N
     await v.client.call("subscribe", {"channel": v.uri})
     seq = v.next_seq()
     await dispatch(v.client, v.uri, {"type": "session/titleChanged", "title": "new name"}, seq)
-    notes = await until(v.client, lambda n: n.get("method") == "action"
-                        and (n["params"].get("origin") or {}).get("clientSeq") == seq)
+    notes = await until(
+        v.client, lambda n: n.get("method") == "action" and (n["params"].get("origin") or {}).get("clientSeq") == seq
+    )
     assert "internal error: TypeError" in notes[-1]["params"]["rejectionReason"]
 
 
@@ -263,8 +268,12 @@ async def backend_after_start(v: Victim, monkeypatch: pytest.MonkeyPatch) -> Non
     await dispatch(v.client, chat, start_turn("slow please"), v.next_seq())
     await until(v.client, lambda n: (action_of(n) or {}).get("type") == "chat/responsePart")
     streaming.set()
-    notes = await until(v.client, lambda n: (action_of(n) or {}).get("type") in ("chat/error", "chat/turnComplete")
-                        and n["params"]["channel"] == chat)
+    notes = await until(
+        v.client,
+        lambda n: (
+            (action_of(n) or {}).get("type") in ("chat/error", "chat/turnComplete") and n["params"]["channel"] == chat
+        ),
+    )
     # Said by whichever noticed first: the prompt losing its agent, or the agent's task ending.
     assert _error_of(action_of(notes[-1]))["errorType"] in ("AgentError", "AgentGone")
     monkeypatch.undo()
@@ -293,14 +302,24 @@ async def session_nursery(v: Victim, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 FAULTS: list[Callable[[Victim, pytest.MonkeyPatch], Awaitable[None]]] = [
-    store_save, agent_event, permission_event, encode, reducer_agent_action, reducer_client_action,
-    writer, connection_handler, backend_start, backend_after_start, session_nursery,
+    store_save,
+    agent_event,
+    permission_event,
+    encode,
+    reducer_agent_action,
+    reducer_client_action,
+    writer,
+    connection_handler,
+    backend_start,
+    backend_after_start,
+    session_nursery,
 ]
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.__name__ for f in FAULTS])
-async def test_a_fault_ends_only_the_thing_that_failed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      fault: Callable[..., Awaitable[None]]) -> None:
+async def test_a_fault_ends_only_the_thing_that_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: Callable[..., Awaitable[None]]
+) -> None:
     (tmp_path / "other").mkdir()
     (tmp_path / "victim").mkdir()
     with trio.fail_after(3 * LIMIT):

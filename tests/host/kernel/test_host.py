@@ -76,9 +76,15 @@ async def test_literal_channel_is_enforced_except_initialize_and_ping(host_and_n
     assert "result" in await client.call("ping", {"channel": "ahp-session:/x"})
     reply = await client.call("initialize", {"channel": "nope://", "protocolVersions": ["1.0.0"], "clientId": "c"})
     assert "result" in reply
-    reply = await client.call("reconnect", {
-        "channel": "ahp-session:/x", "clientId": "c", "lastSeenServerSeq": 0, "subscriptions": [],
-    })
+    reply = await client.call(
+        "reconnect",
+        {
+            "channel": "ahp-session:/x",
+            "clientId": "c",
+            "lastSeenServerSeq": 0,
+            "subscriptions": [],
+        },
+    )
     assert reply["error"]["code"] == -32602
     assert "ahp-root://" in reply["error"]["message"]
     # An absent channel is accepted: it named nothing wrong.
@@ -92,9 +98,15 @@ async def test_bad_params_name_the_field(host_and_nursery) -> None:
     reply = await client.call("initialize", {"channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": 5})
     assert reply["error"]["code"] == -32602
     assert reply["error"]["data"]["path"] == "$.clientId"
-    reply = await client.call("initialize", {
-        "channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": "c", "colour": "red",
-    })
+    reply = await client.call(
+        "initialize",
+        {
+            "channel": ROOT,
+            "protocolVersions": ["1.0.0"],
+            "clientId": "c",
+            "colour": "red",
+        },
+    )
     assert reply["error"]["data"]["path"] == "$.colour"
 
 
@@ -218,7 +230,9 @@ async def test_undeclared_config_key_is_refused_by_name_and_the_rest_applies(hos
     host, nursery = host_and_nursery
     a = await connect(nursery, host, "a")
     await a.initialize("a")
-    a.dispatch(ROOT, {"type": "root/configChanged", "config": {"autoReplyEnabled": True, "artifactToolsCompactPrompts": 1}})
+    a.dispatch(
+        ROOT, {"type": "root/configChanged", "config": {"autoReplyEnabled": True, "artifactToolsCompactPrompts": 1}}
+    )
     applied = (await a.frame())["params"]
     refusal = (await a.frame())["params"]
     assert applied["action"]["config"] == {"autoReplyEnabled": True}
@@ -287,10 +301,15 @@ async def test_reconnect_replays_only_its_channels_and_names_missing(host_and_nu
         host.bus.emit(ROOT, {"type": "root/activeSessionsChanged", "activeSessions": n + 1})
     a.close()
     b = await connect(nursery, host, "b")
-    reply = await b.call("reconnect", {
-        "channel": ROOT, "clientId": "a", "lastSeenServerSeq": 1,
-        "subscriptions": [ROOT, ROOT, "ahp-session:/gone"],
-    })
+    reply = await b.call(
+        "reconnect",
+        {
+            "channel": ROOT,
+            "clientId": "a",
+            "lastSeenServerSeq": 1,
+            "subscriptions": [ROOT, ROOT, "ahp-session:/gone"],
+        },
+    )
     result = reply["result"]
     assert result["type"] == "replay"
     assert [e["serverSeq"] for e in result["actions"]] == [2, 3]

@@ -17,17 +17,20 @@ def refused(text: str) -> dict:
 
 
 def request(params: str, ident: str = '"r"') -> str:
-    return '{"jsonrpc":"2.0","id":' + ident + ',"method":"m","params":' + params + '}'
+    return '{"jsonrpc":"2.0","id":' + ident + ',"method":"m","params":' + params + "}"
 
 
-@pytest.mark.parametrize(("params", "code", "reply_id", "path"), [
-    ('{"a":[1,NaN]}', -32700, None, "$.params.a[1]"),
-    ('{"a":{"b":-Infinity}}', -32700, None, "$.params.a.b"),
-    ('{"a":1e309}', -32602, "r", "$.params.a"),
-    ('{"a":"x\\udc00"}', -32602, "r", "$.params.a"),
-    ('{"k\\ud800":1}', -32602, "r", "$.params (key 'k\\ud800')"),
-    ('[' * 500 + '"\\ud83d"' + ']' * 500, -32602, "r", "$.params" + "[0]" * 500),
-])
+@pytest.mark.parametrize(
+    ("params", "code", "reply_id", "path"),
+    [
+        ('{"a":[1,NaN]}', -32700, None, "$.params.a[1]"),
+        ('{"a":{"b":-Infinity}}', -32700, None, "$.params.a.b"),
+        ('{"a":1e309}', -32602, "r", "$.params.a"),
+        ('{"a":"x\\udc00"}', -32602, "r", "$.params.a"),
+        ('{"k\\ud800":1}', -32602, "r", "$.params (key 'k\\ud800')"),
+        ("[" * 500 + '"\\ud83d"' + "]" * 500, -32602, "r", "$.params" + "[0]" * 500),
+    ],
+)
 def test_what_is_not_json_is_refused_naming_where(params, code, reply_id, path) -> None:
     error = refused(request(params))
     assert (error["id"], error["error"]["code"], error["error"]["data"]["path"]) == (reply_id, code, path)
@@ -43,20 +46,26 @@ def test_a_refused_value_in_a_broken_frame_is_a_parse_error(text) -> None:
     assert error["id"] is None and error["error"]["code"] == -32700
 
 
-@pytest.mark.parametrize("params", [
-    '{"a":"\\ud83d\\ude00"}',  # a pair, escaped: one character
-    '{"a":"\\\\ud83d"}',  # an escaped backslash, then the letters ud83d
-    '{"a":1.5e308,"b":-0.0,"c":1e-400}',  # large, negative zero, underflow to 0: all finite
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        '{"a":"\\ud83d\\ude00"}',  # a pair, escaped: one character
+        '{"a":"\\\\ud83d"}',  # an escaped backslash, then the letters ud83d
+        '{"a":1.5e308,"b":-0.0,"c":1e-400}',  # large, negative zero, underflow to 0: all finite
+    ],
+)
 def test_what_is_json_goes_through(params) -> None:
     assert isinstance(jsonrpc.parse(request(params)), Request)
 
 
-@pytest.mark.parametrize(("value", "path"), [
-    ({"a": [1.0, float("nan")]}, "$.a[1]"),
-    ({"a": {"b": "x\ud800"}}, "$.a.b"),
-    ({"a": {1, 2}}, "$.a"),
-])
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ({"a": [1.0, float("nan")]}, "$.a[1]"),
+        ({"a": {"b": "x\ud800"}}, "$.a.b"),
+        ({"a": {1, 2}}, "$.a"),
+    ],
+)
 def test_a_value_with_no_json_form_is_not_written(value, path) -> None:
     with pytest.raises(NotJson) as caught:
         jsonrpc.dumps(value)

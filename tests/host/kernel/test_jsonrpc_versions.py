@@ -21,15 +21,18 @@ def test_parse_error_is_32700() -> None:
     assert error_of("{not json")["code"] == -32700
 
 
-@pytest.mark.parametrize("text", [
-    '[{"jsonrpc":"2.0","id":1,"method":"ping"}]',  # a batch
-    '"hello"',
-    '{"jsonrpc":"1.0","id":1,"method":"ping"}',
-    '{"jsonrpc":"2.0","id":1,"method":7}',
-    '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
-    '{"jsonrpc":"2.0","id":1,"method":"ping","params":3}',
-    '{"jsonrpc":"2.0","id":1}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[{"jsonrpc":"2.0","id":1,"method":"ping"}]',  # a batch
+        '"hello"',
+        '{"jsonrpc":"1.0","id":1,"method":"ping"}',
+        '{"jsonrpc":"2.0","id":1,"method":7}',
+        '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}',
+        '{"jsonrpc":"2.0","id":1,"method":"ping","params":3}',
+        '{"jsonrpc":"2.0","id":1}',
+    ],
+)
 def test_invalid_requests_are_32600(text: str) -> None:
     assert error_of(text)["code"] == -32600
 
@@ -40,15 +43,18 @@ def test_classification() -> None:
     assert isinstance(jsonrpc.parse('{"jsonrpc":"2.0","id":1,"result":null}'), jsonrpc.Response)
 
 
-@pytest.mark.parametrize("offered, chosen", [
-    (["1.0.0"], "1.0.0"),
-    (["0.9.0", "1.0.0"], "1.0.0"),          # highest wins, whatever the order
-    (["1.4.0"], "1.4.0"),                   # an editor newer than this daemon
-    (["0.10.0", "0.9.0"], "0.10.0"),        # VS Code 1.141
-    (["0.9.0"], "0.9.0"),                   # VS Code 1.140
-    (["0.10.2", "2.0.0"], "0.10.2"),
-    (["3.0.0", "1.2.3", "0.9.5"], "1.2.3"),
-])
+@pytest.mark.parametrize(
+    "offered, chosen",
+    [
+        (["1.0.0"], "1.0.0"),
+        (["0.9.0", "1.0.0"], "1.0.0"),  # highest wins, whatever the order
+        (["1.4.0"], "1.4.0"),  # an editor newer than this daemon
+        (["0.10.0", "0.9.0"], "0.10.0"),  # VS Code 1.141
+        (["0.9.0"], "0.9.0"),  # VS Code 1.140
+        (["0.10.2", "2.0.0"], "0.10.2"),
+        (["3.0.0", "1.2.3", "0.9.5"], "1.2.3"),
+    ],
+)
 def test_negotiation(offered: list[str], chosen: str) -> None:
     assert negotiate(offered) == chosen
 

@@ -17,11 +17,19 @@ ROOT = "ahp-root://"
 
 
 @pytest.mark.parametrize("key", ["clientQueueBytes", "replayBytes"])
-@pytest.mark.parametrize(("value", "problem"), [
-    (float("nan"), "finite"), (float("inf"), "finite"), (float("-inf"), "finite"),
-    (MIB - 1, "from 1048576 bytes"), (GIB + 1, "to 1073741824 bytes"), (10**400, "1 GiB"),
-    (True, "a number"), ("16", "a number"),
-])
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (float("nan"), "finite"),
+        (float("inf"), "finite"),
+        (float("-inf"), "finite"),
+        (MIB - 1, "from 1048576 bytes"),
+        (GIB + 1, "to 1073741824 bytes"),
+        (10**400, "1 GiB"),
+        (True, "a number"),
+        ("16", "a number"),
+    ],
+)
 def test_a_host_key_out_of_bounds_is_refused_by_name(key, value, problem) -> None:
     reason = check_value(key, value)
     assert reason is not None and key in reason and problem in reason
@@ -47,8 +55,9 @@ async def test_a_push_over_the_ceiling_is_refused_and_the_limit_stays() -> None:
 
 def test_stored_values_out_of_bounds_fall_back_to_the_defaults(tmp_path) -> None:
     path = tmp_path / "root-config.json"
-    path.write_text('{"replayBytes": NaN, "clientQueueBytes": 1e400, "autoReplyEnabled": true, '
-                    '"telemetryLevel": "loud"}')
+    path.write_text(
+        '{"replayBytes": NaN, "clientQueueBytes": 1e400, "autoReplyEnabled": true, "telemetryLevel": "loud"}'
+    )
     assert RootConfigStore(path).load() == {"autoReplyEnabled": True}
     store = RootConfigStore(path)
     before = path.read_bytes()
@@ -58,9 +67,15 @@ def test_stored_values_out_of_bounds_fall_back_to_the_defaults(tmp_path) -> None
     assert json.loads(path.read_text()) == {"replayBytes": 2 * MIB}
 
 
-@pytest.mark.parametrize(("value", "problem"), [
-    (-1, "from 0 (never)"), (7 * 24 * 3600 + 1, "to 604800 seconds"), (float("nan"), "finite"), ("600", "a number"),
-])
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (-1, "from 0 (never)"),
+        (7 * 24 * 3600 + 1, "to 604800 seconds"),
+        (float("nan"), "finite"),
+        ("600", "a number"),
+    ],
+)
 def test_an_idle_timeout_out_of_bounds_is_refused_by_name(value, problem) -> None:
     reason = check_value("agentIdleTimeout", value)
     assert reason is not None and "agentIdleTimeout" in reason and problem in reason

@@ -13,6 +13,7 @@ from ahpd.host.kernel.supervise import run_supervised, spawn, supervised
 async def test_an_error_is_logged_reported_and_stops_there(caplog: pytest.LogCaptureFixture) -> None:
     reports: list[Exception] = []
     async with trio.open_nursery() as nursery:
+
         async def body() -> None:
             await trio.lowlevel.checkpoint()
             raise ValueError("boom")
@@ -95,6 +96,7 @@ async def test_a_failure_after_started_is_its_own() -> None:
         raise LookupError("later")
 
     async with trio.open_nursery() as nursery:
-        value = await nursery.start(lambda task_status: run_supervised(
-            "running", body, report=reports.append, task_status=task_status))
+        value = await nursery.start(
+            lambda task_status: run_supervised("running", body, report=reports.append, task_status=task_status)
+        )
     assert value == "up" and [type(r) for r in reports] == [LookupError]

@@ -51,8 +51,9 @@ async def test_a_pending_edit_is_served_until_settled_and_files_anywhere(tmp_pat
         assert after["result"] == {"data": "gamma\n", "encoding": "utf-8", "contentType": "text/plain"}
         before = await client.call("resourceRead", {"channel": ROOT, "uri": target.as_uri()})
         assert before["result"]["data"] == "alpha\n"
-        written = await client.call("resourceWrite", {"channel": ROOT, "uri": "ahp-edit://pending/call1",
-                                                      "data": "x", "encoding": "utf-8"})
+        written = await client.call(
+            "resourceWrite", {"channel": ROOT, "uri": "ahp-edit://pending/call1", "data": "x", "encoding": "utf-8"}
+        )
         assert written["error"]["code"] == -32009 and "ahp-edit://pending/call1" in written["error"]["message"]
         host.sessions.pending_edits.clear()  # the call was settled
         gone = await client.call("resourceRead", {"channel": ROOT, "uri": "ahp-edit://pending/call1"})

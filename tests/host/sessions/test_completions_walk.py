@@ -40,8 +40,9 @@ def big_folder(tmp_path_factory):
 async def _host_on_a_socket(nursery: trio.Nursery, tmp_path):
     host = daemon.make_host(tmp_path / "data", "memory", daemon.load_backends({}, [], tmp_path / "data"))
     await nursery.start(host.run)
-    listening = await nursery.start(partial(
-        serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None))
+    listening = await nursery.start(
+        partial(serve_websocket, host.serve_connection, host="127.0.0.1", port=0, token=None)
+    )
     return host, listening.url
 
 
@@ -69,9 +70,16 @@ async def test_a_walk_does_not_hold_up_other_clients(tmp_path, big_folder, monke
                 await b.initialize("b")
                 _, chat = await create(a, big_folder)
                 a.next_id += 1
-                await a.ws.send_message(json.dumps({
-                    "jsonrpc": "2.0", "id": a.next_id, "method": "completions",
-                    "params": _completions(chat, "see @needle")}))
+                await a.ws.send_message(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": a.next_id,
+                            "method": "completions",
+                            "params": _completions(chat, "see @needle"),
+                        }
+                    )
+                )
                 pong = await b.call("ping", {}, timeout=20)
                 assert "result" in pong, pong
                 pinged.set()
@@ -81,8 +89,7 @@ async def test_a_walk_does_not_hold_up_other_clients(tmp_path, big_folder, monke
     assert [i["attachment"]["label"] for i in reply["result"]["items"]] == ["zzz/needle.py"]
 
 
-async def test_a_walk_answers_what_it_found_within_its_bounds(tmp_path, big_folder, monkeypatch,
-                                                              caplog) -> None:
+async def test_a_walk_answers_what_it_found_within_its_bounds(tmp_path, big_folder, monkeypatch, caplog) -> None:
     caplog.set_level(logging.INFO, logger="ahpd.host")
     (tmp_path / "data").mkdir()
     with trio.fail_after(60):

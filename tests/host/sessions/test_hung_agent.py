@@ -23,7 +23,6 @@ from tests.daemon.helpers import action_of, dispatch, is_action, rpc, start_turn
 from ..live import assert_alive, create, ending_of, live_host, run_turn
 
 
-
 @pytest.fixture(autouse=True)
 def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ahpd.host.sessions.chats.turns, "CANCEL_GRACE", 0.5)
@@ -79,8 +78,7 @@ async def test_a_cancel_frees_the_chat_of_an_agent_that_ignores_it(tmp_path: Pat
 
 async def test_a_silent_agent_ends_its_turn_with_an_error(tmp_path: Path) -> None:
     (tmp_path / "w").mkdir()
-    async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, \
-            rpc(live.url) as client:
+    async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, rpc(live.url) as client:
         await client.initialize("sid")
         _, other = await create(client, tmp_path / "w")
         _, chat = await create(client, tmp_path / "w", provider="raw")
@@ -90,7 +88,9 @@ async def test_a_silent_agent_ends_its_turn_with_an_error(tmp_path: Path) -> Non
         ending = action_of(notes[-1])
         assert ending["type"] == "chat/error", ending
         assert ending["part"]["error"] == {
-            "errorType": "AgentSilent", "message": "the agent produced nothing for 1 seconds"}
+            "errorType": "AgentSilent",
+            "message": "the agent produced nothing for 1 seconds",
+        }
         await _gone(pid, ended)
         assert (await run_turn(client, chat, "hello", 2))["type"] == "chat/turnComplete"
         await assert_alive(live, client, other, 10)
@@ -98,8 +98,7 @@ async def test_a_silent_agent_ends_its_turn_with_an_error(tmp_path: Path) -> Non
 
 async def test_talking_or_waiting_on_a_person_is_not_silence(tmp_path: Path) -> None:
     (tmp_path / "w").mkdir()
-    async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, \
-            rpc(live.url) as client:
+    async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, rpc(live.url) as client:
         await client.initialize("tia")
         uri, chat = await create(client, tmp_path / "w")
         # About four seconds of reply, a chunk every 0.1 s.
@@ -111,9 +110,18 @@ async def test_talking_or_waiting_on_a_person_is_not_silence(tmp_path: Path) -> 
         # The person takes twice the silence timeout to answer: what is tested is
         # that time passing while the agent waits on a person is not silence.
         await trio.sleep(2)
-        await dispatch(client, chat, {"type": "chat/toolCallConfirmed", "turnId": turn["turnId"],
-                                      "toolCallId": request["toolCall"]["toolCallId"], "approved": True,
-                                      "confirmed": "user-action"}, 3)
+        await dispatch(
+            client,
+            chat,
+            {
+                "type": "chat/toolCallConfirmed",
+                "turnId": turn["turnId"],
+                "toolCallId": request["toolCall"]["toolCallId"],
+                "approved": True,
+                "confirmed": "user-action",
+            },
+            3,
+        )
         notes = await until(client, ending_of(chat))
         assert action_of(notes[-1])["type"] == "chat/turnComplete", action_of(notes[-1])
         assert not live.host_ended

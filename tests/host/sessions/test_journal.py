@@ -23,8 +23,12 @@ SESSION, CHAT = "ahp-session:/s1", "ahp-chat:/c1"
 
 
 def turn(n: int, text: str = "") -> dict:
-    return {"id": f"turn-{n}", "message": {"text": text or f"q{n}", "origin": {"kind": "user"}},
-            "responseParts": [{"kind": "markdown", "id": f"p{n}", "content": f"a{n}"}], "state": "complete"}
+    return {
+        "id": f"turn-{n}",
+        "message": {"text": text or f"q{n}", "origin": {"kind": "user"}},
+        "responseParts": [{"kind": "markdown", "id": f"p{n}", "content": f"a{n}"}],
+        "state": "complete",
+    }
 
 
 def chat_state(turns: list[dict], title: str = "", cursor: int = 0) -> dict:
@@ -35,9 +39,18 @@ def chat_state(turns: list[dict], title: str = "", cursor: int = 0) -> dict:
 
 
 def record(turns: list[dict], title: str = "", cursor: int = 0, **extra) -> dict:
-    return {"uri": SESSION, "provider": "demo", "cwd": "/tmp", "createdAt": "2026-12-01T00:00:00Z",
-            "title": title, "status": 32, "config": None, "defaultChat": CHAT,
-            "chats": [{"uri": CHAT, "backendId": "b1", "state": chat_state(turns, title, cursor)}], **extra}
+    return {
+        "uri": SESSION,
+        "provider": "demo",
+        "cwd": "/tmp",
+        "createdAt": "2026-12-01T00:00:00Z",
+        "title": title,
+        "status": 32,
+        "config": None,
+        "defaultChat": CHAT,
+        "chats": [{"uri": CHAT, "backendId": "b1", "state": chat_state(turns, title, cursor)}],
+        **extra,
+    }
 
 
 def name(uri: str) -> str:
@@ -66,7 +79,7 @@ def test_a_turn_appends_its_own_records_and_nothing_else(tmp_path) -> None:
     store.save(record(turns + [turn(3)]))
     after = path.read_bytes()
     assert after.startswith(before)
-    assert [json.loads(line) for line in after[len(before):].splitlines()] == [{"n": 3, "turn": turn(3)}]
+    assert [json.loads(line) for line in after[len(before) :].splitlines()] == [{"n": 3, "turn": turn(3)}]
     assert (tmp_path / name(SESSION) / "session.json").stat().st_mtime_ns == head  # the head did not move
     assert loaded_turns(tmp_path) == ["turn-0", "turn-1", "turn-2", "turn-3"]
 
@@ -109,10 +122,10 @@ def test_a_torn_end_drops_that_record_only_and_the_next_write_replaces_it(tmp_pa
     whole = path.read_bytes()
     last = whole.rindex(b"\n", 0, len(whole) - 1) + 1  # where turn-3's record starts
     if damage in ("cut-mid-record", "cut-and-garbage"):
-        path.write_bytes(whole[:last + 20])
+        path.write_bytes(whole[: last + 20])
     if damage in ("garbage", "cut-and-garbage"):
         with path.open("ab") as f:
-            f.write(b"\x00\xffnot json at all\n{\"n\": 7, \"turn\": \n")
+            f.write(b'\x00\xffnot json at all\n{"n": 7, "turn": \n')
     if damage == "no-newline-garbage":
         with path.open("ab") as f:
             f.write(b'{"n":4,"turn":{"id":"half')
@@ -180,12 +193,21 @@ async def test_compaction_runs_in_the_background_and_keeps_what_the_chat_holds(t
 
 def test_compact_copies_the_live_records(tmp_path) -> None:
     path = tmp_path / "j.jsonl"
-    data = b"".join([journal.chat_line({"title": "a"}), journal.turn_line(0, turn(0)), journal.turn_line(1, turn(1)),
-                     journal.cut_line(1), journal.turn_line(1, turn(5)), journal.chat_line({"title": "b"})])
+    data = b"".join(
+        [
+            journal.chat_line({"title": "a"}),
+            journal.turn_line(0, turn(0)),
+            journal.turn_line(1, turn(1)),
+            journal.cut_line(1),
+            journal.turn_line(1, turn(5)),
+            journal.chat_line({"title": "b"}),
+        ]
+    )
     path.write_bytes(data)
     length, _ = journal.compact(path, len(data))
-    assert path.read_bytes() == b"".join([journal.turn_line(0, turn(0)), journal.turn_line(1, turn(5)),
-                                          journal.chat_line({"title": "b"})])
+    assert path.read_bytes() == b"".join(
+        [journal.turn_line(0, turn(0)), journal.turn_line(1, turn(5)), journal.chat_line({"title": "b"})]
+    )
     assert length == path.stat().st_size
 
 

@@ -29,13 +29,33 @@ CHAT = "ahp-chat:/c1"
 
 def record(uri: str = "ahp-session:/s1", title: str = "", chat: str = CHAT, **extra) -> dict:
     return {
-        "uri": uri, "provider": "demo", "cwd": "/tmp", "createdAt": "2026-12-01T00:00:00Z", "title": title,
-        "status": 32, "chats": [{"uri": chat, "backendId": "b1", "state": {
-            "resource": chat, "title": title, "status": 1, "modifiedAt": "2026-12-01T00:00:00Z", "turns": [{
-                "id": "t1", "message": {"text": "hi", "origin": {"kind": "user"}},
-                "responseParts": [{"kind": "markdown", "id": "p1", "content": "hello"}], "state": "complete",
-            }],
-        }}], **extra,
+        "uri": uri,
+        "provider": "demo",
+        "cwd": "/tmp",
+        "createdAt": "2026-12-01T00:00:00Z",
+        "title": title,
+        "status": 32,
+        "chats": [
+            {
+                "uri": chat,
+                "backendId": "b1",
+                "state": {
+                    "resource": chat,
+                    "title": title,
+                    "status": 1,
+                    "modifiedAt": "2026-12-01T00:00:00Z",
+                    "turns": [
+                        {
+                            "id": "t1",
+                            "message": {"text": "hi", "origin": {"kind": "user"}},
+                            "responseParts": [{"kind": "markdown", "id": "p1", "content": "hello"}],
+                            "state": "complete",
+                        }
+                    ],
+                },
+            }
+        ],
+        **extra,
     }
 
 
@@ -135,8 +155,10 @@ async def test_root_config_saves_on_a_full_disk_are_retried(tmp_path, caplog) ->
             disk.free()
             await until_step(lambda: config.writes.pending == 0)
             nursery.cancel_scope.cancel()
-        assert RootConfigStore(disk.path / "root-config.json").load() == {"telemetryLevel": "off",
-                                                                         "sandboxEnabled": True}
+        assert RootConfigStore(disk.path / "root-config.json").load() == {
+            "telemetryLevel": "off",
+            "sandboxEnabled": True,
+        }
         assert len(errors(caplog, "a write failed")) == 1
 
 
@@ -197,7 +219,7 @@ def deep(n: int) -> bytes:
 
 
 DAMAGED = {
-    "not-json": b"{\"uri\": ",
+    "not-json": b'{"uri": ',
     "not-utf8": b"\xff\xfe{}",
     "absurd-nesting": deep(100_000),
     "nested-record": b'{"uri": "ahp-session:/n", "title": ' + deep(100_000) + b"}",
@@ -206,11 +228,27 @@ DAMAGED = {
     "wrong-title": json.dumps(record("ahp-session:/w", title=None) | {"title": 7}).encode(),
     "status-bool": json.dumps(record("ahp-session:/b") | {"status": True}).encode(),
     "chats-not-list": json.dumps(record("ahp-session:/c") | {"chats": {"uri": "x"}}).encode(),
-    "turns-wrong": json.dumps(record("ahp-session:/t", chat="ahp-chat:/t") | {"chats": [
-        {"uri": "ahp-chat:/t", "state": {"resource": "ahp-chat:/t", "title": "", "status": 1,
-                                         "modifiedAt": "x", "turns": [{"id": 5}]}}]}).encode(),
-    "state-deep": json.dumps(record("ahp-session:/d", chat="ahp-chat:/d") | {"config": {
-        "schema": {"type": "object", "properties": {}}, "values": {"v": json.loads(deep(900))}}}).encode(),
+    "turns-wrong": json.dumps(
+        record("ahp-session:/t", chat="ahp-chat:/t")
+        | {
+            "chats": [
+                {
+                    "uri": "ahp-chat:/t",
+                    "state": {
+                        "resource": "ahp-chat:/t",
+                        "title": "",
+                        "status": 1,
+                        "modifiedAt": "x",
+                        "turns": [{"id": 5}],
+                    },
+                }
+            ]
+        }
+    ).encode(),
+    "state-deep": json.dumps(
+        record("ahp-session:/d", chat="ahp-chat:/d")
+        | {"config": {"schema": {"type": "object", "properties": {}}, "values": {"v": json.loads(deep(900))}}}
+    ).encode(),
     "config-wrong": json.dumps(record("ahp-session:/g", chat="ahp-chat:/g") | {"config": {"values": 3}}).encode(),
 }
 

@@ -27,16 +27,36 @@ def test_a_task_call_read_back_from_a_transcript_has_the_hints_and_no_worker_lin
 
     task = {"description": "Look around", "prompt": "look", "subagent_type": "Explore"}
     updates = [
-        {"sessionUpdate": "tool_call", "toolCallId": "toolu_t", "title": "Look around", "kind": "think",
-         "status": "pending", "rawInput": task, "_meta": {"claudeCode": {"toolName": "Task"}}},
-        {"sessionUpdate": "tool_call", "toolCallId": "toolu_s", "title": "Run ls", "kind": "execute",
-         "status": "completed", "_meta": {"claudeCode": {"toolName": "Bash"}, PARENT_CALL_META: "toolu_t"}},
-        {"sessionUpdate": "tool_call_update", "toolCallId": "toolu_t", "status": "completed",
-         "content": [{"type": "content", "content": {"type": "text", "text": "found"}}]},
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "toolu_t",
+            "title": "Look around",
+            "kind": "think",
+            "status": "pending",
+            "rawInput": task,
+            "_meta": {"claudeCode": {"toolName": "Task"}},
+        },
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "toolu_s",
+            "title": "Run ls",
+            "kind": "execute",
+            "status": "completed",
+            "_meta": {"claudeCode": {"toolName": "Bash"}, PARENT_CALL_META: "toolu_t"},
+        },
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "toolu_t",
+            "status": "completed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "found"}}],
+        },
     ]
     [turn] = rebuild_turns([HistoryTurn(text="delegate", updates=updates)], prefix="t", at="2026-12-03T00:00:00Z")
     [call] = [p["toolCall"] for p in turn["responseParts"] if p["kind"] == "toolCall"]
     assert call["toolCallId"] == "toolu_t" and call["status"] == "completed"
-    assert call["_meta"] == {"toolKind": "subagent", "subagentDescription": "Look around",
-                             "subagentAgentName": "Explore"}
+    assert call["_meta"] == {
+        "toolKind": "subagent",
+        "subagentDescription": "Look around",
+        "subagentAgentName": "Explore",
+    }
     assert call["content"] == [{"type": "text", "text": "found"}]

@@ -43,8 +43,9 @@ async def test_a_fault_in_one_terminal_ends_that_terminal_only(tmp_path: Path, m
         init = await client.initialize("c1")
         assert init["terminalCommandPrefix"] == "!"
         for name in ("bad", "good"):
-            reply = await client.call("createTerminal", {"channel": f"ahp-terminal:/{name}",
-                                                         "claim": {"kind": "client", "clientId": "c1"}})
+            reply = await client.call(
+                "createTerminal", {"channel": f"ahp-terminal:/{name}", "claim": {"kind": "client", "clientId": "c1"}}
+            )
             assert reply["result"] is None, reply
             await client.call("subscribe", {"channel": f"ahp-terminal:/{name}"})
         bad = host.terminals.terminals["ahp-terminal:/bad"]
@@ -67,7 +68,8 @@ async def test_a_host_without_a_terminals_port_serves_none(tmp_path: Path) -> No
         client = await connect(nursery, host)
         init = await client.initialize("c1")
         assert "terminalCommandPrefix" not in init
-        reply = await client.call("createTerminal", {"channel": "ahp-terminal:/x",
-                                                     "claim": {"kind": "client", "clientId": "c1"}})
+        reply = await client.call(
+            "createTerminal", {"channel": "ahp-terminal:/x", "claim": {"kind": "client", "clientId": "c1"}}
+        )
         assert reply["error"]["code"] == -32602 and "no terminals port" in reply["error"]["message"]
         nursery.cancel_scope.cancel()

@@ -85,28 +85,42 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
     if source is not None:
         owner = host.sessions.chat_owner.get(source["chat"])
         if owner is None or owner.session is not session:
-            raise RpcError(INVALID_PARAMS, f"source chat {source['chat']} is not a chat of {session.uri}",
-                           {"path": "$.source.chat"})
+            raise RpcError(
+                INVALID_PARAMS,
+                f"source chat {source['chat']} is not a chat of {session.uri}",
+                {"path": "$.source.chat"},
+            )
         history = _through(owner.state(), source["turnId"])
-        if history is None or (source["kind"] == "fork" and source["turnId"] not in
-                               [t["id"] for t in owner.state().get("turns", [])]):
-            raise RpcError(INVALID_PARAMS, f"turn {source['turnId']} is not a completed turn of {source['chat']}",
-                           {"path": "$.source.turnId"})
+        if history is None or (
+            source["kind"] == "fork" and source["turnId"] not in [t["id"] for t in owner.state().get("turns", [])]
+        ):
+            raise RpcError(
+                INVALID_PARAMS,
+                f"turn {source['turnId']} is not a completed turn of {source['chat']}",
+                {"path": "$.source.turnId"},
+            )
         origin = {k: v for k, v in source.items() if k in ("kind", "chat", "turnId", "selection")}
         if source["kind"] == "fork":
             turns = history
         preamble = (
-            "The conversation so far, for context:\n" + transcript(history)
+            "The conversation so far, for context:\n"
+            + transcript(history)
             + (f"\n\nThe user selected: {source['selection']['text']}" if source.get("selection") else "")
         )
     directories = params.workingDirectories
     session_dirs = session.state().get("workingDirectories") or []
     if directories and any(d not in session_dirs for d in directories):
-        raise RpcError(INVALID_PARAMS, "a chat's working directories must be among its session's",
-                       {"path": "$.workingDirectories"})
+        raise RpcError(
+            INVALID_PARAMS, "a chat's working directories must be among its session's", {"path": "$.workingDirectories"}
+        )
     now = utc_now()
     state: dict[str, Any] = {
-        "resource": uri, "title": "", "status": IDLE, "modifiedAt": now, "turns": turns, "origin": origin,
+        "resource": uri,
+        "title": "",
+        "status": IDLE,
+        "modifiedAt": now,
+        "turns": turns,
+        "origin": origin,
         "movable": True,  # not its session's default, running nothing (ahpd.host.sessions.chats.chat_moves)
     }
     if directories:
@@ -122,8 +136,9 @@ async def create_chat(host: Host, peer: Peer, params: model.CreateChatParams) ->
     if params.initialMessage is not None:
         message = codec.encode(params.initialMessage)
         turn_id = host.sessions.new_turn_id()
-        action = signed({"type": "chat/turnStarted", "turnId": turn_id, "startedAt": now, "message": message},
-                        who(host, peer))
+        action = signed(
+            {"type": "chat/turnStarted", "turnId": turn_id, "startedAt": now, "message": message}, who(host, peer)
+        )
         host.bus.emit(uri, action)
         start_turn(chat, turn_id, action["message"])
 
@@ -224,8 +239,12 @@ async def completions(host: Host, peer: Peer, params: model.CompletionsParams) -
                 continue  # a chat a tool started is its tool's, not a thing to attach
             if query and query not in state.get("title", "").lower():
                 continue
-            attachment: dict[str, Any] = {"type": "chat", "label": state.get("title") or other.uri,
-                                          "resource": other.uri, "_meta": {"command": "chat"}}
+            attachment: dict[str, Any] = {
+                "type": "chat",
+                "label": state.get("title") or other.uri,
+                "resource": other.uri,
+                "_meta": {"command": "chat"},
+            }
             if state.get("turns"):
                 attachment["endTurn"] = state["turns"][-1]["id"]
             items.append(_item(f"#chat:{attachment['label']} ", attachment, start, offset))
@@ -250,8 +269,16 @@ def _slash_commands(chat: Chat) -> list[tuple[str, str, str | None, bool]]:
     if out:
         return out
     commands = chat.commands or chat.host.sessions.harness_commands(chat.session.provider)
-    return [(c.get("name", ""), c.get("description", ""), (c.get("input") or {}).get("hint"),
-             bool((c.get("_meta") or {}).get(SKILL_META))) for c in commands if c.get("name")]
+    return [
+        (
+            c.get("name", ""),
+            c.get("description", ""),
+            (c.get("input") or {}).get("hint"),
+            bool((c.get("_meta") or {}).get(SKILL_META)),
+        )
+        for c in commands
+        if c.get("name")
+    ]
 
 
 async def _files(chat: Chat, query: str, start: int, end: int, sigil: str) -> list[dict[str, Any]]:
@@ -270,10 +297,19 @@ async def _files(chat: Chat, query: str, start: int, end: int, sigil: str) -> li
     out = []
     for relative in list(found[:COMPLETION_LIMIT]):
         uri = f"file://{os.path.join(root, relative)}"
-        out.append(_item(f"{sigil}{relative} ", {
-            "type": "resource", "label": relative, "uri": uri,
-            "_meta": {"uri": uri, "command": "file"},
-        }, start, end))
+        out.append(
+            _item(
+                f"{sigil}{relative} ",
+                {
+                    "type": "resource",
+                    "label": relative,
+                    "uri": uri,
+                    "_meta": {"uri": uri, "command": "file"},
+                },
+                start,
+                end,
+            )
+        )
     return out
 
 
@@ -292,8 +328,7 @@ def _walk(root: Path, query: str, deadline: float, found: list[str]) -> None:
                 if len(found) >= COMPLETION_LIMIT:
                     return
         if seen >= WALK_ENTRIES or time.monotonic() > deadline:
-            log.info("file completion under %s stopped after %d entries (%d matches)",
-                     root, seen, len(found))
+            log.info("file completion under %s stopped after %d entries (%d matches)", root, seen, len(found))
             return
 
 
@@ -328,13 +363,17 @@ async def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSe
             schema = {**schema, "properties": {**schema["properties"], **worktrees.properties(*facts)}}
     # Iterative: what was answered comes back answered (the agent's keys only
     # when it takes the value), and what was not comes back as its default.
-    values = {k: v for k, v in (params.config or {}).items()
-              if k in schema["properties"] and k not in agent["schema"]["properties"]}
+    values = {
+        k: v
+        for k, v in (params.config or {}).items()
+        if k in schema["properties"] and k not in agent["schema"]["properties"]
+    }
     return {"schema": schema, "values": {**values, **agent["values"]}}
 
 
-async def session_config_completions(host: Host, peer: Peer,
-                                     params: model.SessionConfigCompletionsParams) -> dict[str, Any]:
+async def session_config_completions(
+    host: Host, peer: Peer, params: model.SessionConfigCompletionsParams
+) -> dict[str, Any]:
     """``branch``, the one key of this host's with more values than a picker
     holds: matched on substring, most recently committed first."""
     if params.property != worktrees.BRANCH or params.workingDirectory is None:

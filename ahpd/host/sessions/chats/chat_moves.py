@@ -84,17 +84,23 @@ async def move_chat(host: Host, peer: Peer, params: model.MoveChatParams) -> dic
         return {"session": target.uri}
     source = chat.session
     if target.provider != source.provider:
-        raise _refuse(f"{target.uri} runs the {target.provider} agent and {chat.uri} the {source.provider} "
-                      "agent: a chat moves only between sessions of the same agent", "$.destination.session")
+        raise _refuse(
+            f"{target.uri} runs the {target.provider} agent and {chat.uri} the {source.provider} "
+            "agent: a chat moves only between sessions of the same agent",
+            "$.destination.session",
+        )
     if _computer(target) != _computer(source):
-        raise _refuse(f"{target.uri} runs on computer {_computer(target)!r} and {source.uri} on "
-                      f"{_computer(source)!r}: a chat moves only between sessions on the same computer",
-                      "$.destination.session")
+        raise _refuse(
+            f"{target.uri} runs on computer {_computer(target)!r} and {source.uri} on "
+            f"{_computer(source)!r}: a chat moves only between sessions on the same computer",
+            "$.destination.session",
+        )
     await chat.stop_agent()  # closed here, started again under the destination
     _check_source(chat)  # a turn may have started meanwhile
     if target.disposed or source.disposed:
-        raise _refuse(f"{target.uri if target.disposed else source.uri} was disposed meanwhile",
-                      "$.destination.session")
+        raise _refuse(
+            f"{target.uri if target.disposed else source.uri} was disposed meanwhile", "$.destination.session"
+        )
     _check_anchor(chat, target, after)
     await _transfer(host, chat, source, target, after)
     return {"session": target.uri}
@@ -204,6 +210,7 @@ async def _transfer(host: Host, chat: Chat, source: Session, target: Session, af
     store.move_chat(chat.uri, source.uri, target.uri)
     source.save()  # the source lets go first: a crash between the two loses the chat from neither
     target.save()
+
     def undo() -> None:
         _give_back(chat, source, target, order, folder)
         target.save()
@@ -211,8 +218,9 @@ async def _transfer(host: Host, chat: Chat, source: Session, target: Session, af
 
     why = await _started_or_undone(chat, undo)
     if why is not None:
-        raise RpcError(INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {why}",
-                       {"path": "$.destination.session"})
+        raise RpcError(
+            INVALID_PARAMS, f"{target.uri} did not take {chat.uri}: {why}", {"path": "$.destination.session"}
+        )
     workers.carry(chat, source, target)
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     host.bus.emit(target.uri, {"type": "session/chatAdded", "summary": summaries.chat_row(chat)})
@@ -230,8 +238,11 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
     sessions, source = host.sessions, chat.session
     uri = f"{source.provider}:/{chat.backend_id or uuid.uuid4()}"
     if uri in host.bus.channels or uri in sessions.dormant:
-        raise RpcError(SESSION_ALREADY_EXISTS, f"session {uri}, the one {chat.uri} would move to, already exists",
-                       {"path": "$.destination"})
+        raise RpcError(
+            SESSION_ALREADY_EXISTS,
+            f"session {uri}, the one {chat.uri} would move to, already exists",
+            {"path": "$.destination"},
+        )
     await chat.stop_agent()
     _check_source(chat)
     if uri in host.bus.channels or uri in sessions.dormant or source.disposed:
@@ -239,9 +250,13 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
     order, older = _detach(chat)
     state = {k: v for k, v in chat.state().items() if k not in ("movable", "activeTurn")}
     record: dict[str, Any] = {
-        "uri": uri, "provider": source.provider, "cwd": str(chat.folder or source.cwd), "createdAt": utc_now(),
+        "uri": uri,
+        "provider": source.provider,
+        "cwd": str(chat.folder or source.cwd),
+        "createdAt": utc_now(),
         "title": state.get("title") or source.state().get("title", ""),
-        "chats": [{"uri": chat.uri, "backendId": chat.backend_id, "state": state}], "defaultChat": chat.uri,
+        "chats": [{"uri": chat.uri, "backendId": chat.backend_id, "state": state}],
+        "defaultChat": chat.uri,
     }
     if source.state().get("config"):
         record["config"] = source.state()["config"]
@@ -264,6 +279,7 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
     sessions.store.move_chat(chat.uri, source.uri, uri)
     source.save()
     target.save()
+
     def undo() -> None:
         _give_back(chat, source, target, order, folder)
         source.save()
@@ -275,15 +291,23 @@ async def _to_new_session(host: Host, chat: Chat) -> str:
     why = await _started_or_undone(chat, undo)
     if why is not None:
         log.warning("%s: its agent did not start in a new session (%s); it stays in %s", chat.uri, why, source.uri)
-        raise RpcError(INVALID_PARAMS, f"a new session did not take {chat.uri}, which stays in {source.uri}: {why}",
-                       {"path": "$.destination"})
+        raise RpcError(
+            INVALID_PARAMS,
+            f"a new session did not take {chat.uri}, which stays in {source.uri}: {why}",
+            {"path": "$.destination"},
+        )
     workers.carry(chat, source, target)
     host.bus.emit(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     summaries.follow_movable(chat)  # the default chat of its session now
     sessions.announce_count()
-    host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionAdded", {
-        "channel": ROOT, "summary": target.summary(),
-    })
+    host.bus.notify(
+        host.bus.channels[ROOT].subscribers,
+        "root/sessionAdded",
+        {
+            "channel": ROOT,
+            "summary": target.summary(),
+        },
+    )
     summaries.follow_activity(source)
     summaries.notify_row(source, activity=True)
     log.info("%s moved from %s to a new session %s", chat.uri, source.uri, uri)

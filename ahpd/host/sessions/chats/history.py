@@ -26,8 +26,14 @@ if TYPE_CHECKING:
     from ahpd.host.sessions.manager import SessionManager
 
 
-def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str, origin: str = "user",
-                  worker_chat: Callable[[str], str | None] | None = None) -> list[dict[str, Any]]:
+def rebuild_turns(
+    history: list[HistoryTurn],
+    *,
+    prefix: str,
+    at: str,
+    origin: str = "user",
+    worker_chat: Callable[[str], str | None] | None = None,
+) -> list[dict[str, Any]]:
     """A stored conversation's turns, built the way a live turn is: each past
     turn's updates go through a :class:`TurnTranslator` and its actions
     through the chat reducer, from an empty chat. So a rebuilt turn has
@@ -44,10 +50,14 @@ def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str, origin: s
         turn_id = f"{prefix}-{number}"
         translator = TurnTranslator(turn_id)
         translator.worker_chat = worker_chat
-        actions: list[dict[str, Any]] = [{
-            "type": "chat/turnStarted", "turnId": turn_id, "startedAt": at,
-            "message": {"text": past.text, "origin": {"kind": origin}},
-        }]
+        actions: list[dict[str, Any]] = [
+            {
+                "type": "chat/turnStarted",
+                "turnId": turn_id,
+                "startedAt": at,
+                "message": {"text": past.text, "origin": {"kind": origin}},
+            }
+        ]
         for update in past.updates:
             actions += translator.feed(update)
         if past.usage:
@@ -59,8 +69,9 @@ def rebuild_turns(history: list[HistoryTurn], *, prefix: str, at: str, origin: s
     return chat["turns"]
 
 
-def worker_records(session_uri: str, chat_uri_: str, turns: list[dict[str, Any]], subagents: dict[str, Any],
-            at: str) -> list[dict[str, Any]]:
+def worker_records(
+    session_uri: str, chat_uri_: str, turns: list[dict[str, Any]], subagents: dict[str, Any], at: str
+) -> list[dict[str, Any]]:
     """The worker chats of a conversation read back from what its backend
     kept (no agent runs): one per subagent call of ``turns`` whose own
     record was found, its one turn rebuilt like any past turn, the
@@ -74,12 +85,22 @@ def worker_records(session_uri: str, chat_uri_: str, turns: list[dict[str, Any]]
                 continue
             uri = workers.chat_uri(session_uri, call["toolCallId"])
             title = (call.get("_meta") or {}).get("subagentDescription") or call.get("displayName") or "Subagent"
-            records.append({"uri": uri, "state": {
-                "resource": uri, "title": title, "status": IDLE | IS_READ, "modifiedAt": at,
-                "origin": {"kind": "tool", "chat": chat_uri_, "toolCallId": call["toolCallId"]},
-                "interactivity": workers.READ_ONLY,
-                "turns": rebuild_turns([past], prefix=f"{turn['id']}-{call['toolCallId']}", at=at, origin="agent"),
-            }})
+            records.append(
+                {
+                    "uri": uri,
+                    "state": {
+                        "resource": uri,
+                        "title": title,
+                        "status": IDLE | IS_READ,
+                        "modifiedAt": at,
+                        "origin": {"kind": "tool", "chat": chat_uri_, "toolCallId": call["toolCallId"]},
+                        "interactivity": workers.READ_ONLY,
+                        "turns": rebuild_turns(
+                            [past], prefix=f"{turn['id']}-{call['toolCallId']}", at=at, origin="agent"
+                        ),
+                    },
+                }
+            )
     return records
 
 
@@ -99,17 +120,34 @@ async def stored_record(manager: SessionManager, provider: str, conversation: St
     at = conversation.modified_at or conversation.created_at or utc_now()
     cwd = Path(conversation.cwd) if conversation.cwd and await trio.Path(conversation.cwd).is_dir() else Path.home()
     chat_uri = default_chat_uri(uri)
-    turns = rebuild_turns(history, prefix=f"turn-{conversation.backend_id[:8]}", at=at,
-                          worker_chat=lambda call_id: workers.chat_uri(uri, call_id) if call_id in subagents else None)
+    turns = rebuild_turns(
+        history,
+        prefix=f"turn-{conversation.backend_id[:8]}",
+        at=at,
+        worker_chat=lambda call_id: workers.chat_uri(uri, call_id) if call_id in subagents else None,
+    )
     chat_state = {
-        "resource": chat_uri, "title": conversation.title, "status": IDLE | IS_READ, "modifiedAt": at,
+        "resource": chat_uri,
+        "title": conversation.title,
+        "status": IDLE | IS_READ,
+        "modifiedAt": at,
         "turns": turns,
     }
     return {
-        "uri": uri, "provider": provider, "cwd": str(cwd),
-        "createdAt": conversation.created_at or at, "title": conversation.title, "status": IS_READ,
-        "chats": [{"uri": chat_uri, "backendId": conversation.backend_id, "state": chat_state,
-                   **rewind.from_history(turns, history)},
-                  *worker_records(uri, chat_uri, turns, subagents, at)],
+        "uri": uri,
+        "provider": provider,
+        "cwd": str(cwd),
+        "createdAt": conversation.created_at or at,
+        "title": conversation.title,
+        "status": IS_READ,
+        "chats": [
+            {
+                "uri": chat_uri,
+                "backendId": conversation.backend_id,
+                "state": chat_state,
+                **rewind.from_history(turns, history),
+            },
+            *worker_records(uri, chat_uri, turns, subagents, at),
+        ],
         "defaultChat": chat_uri,
     }

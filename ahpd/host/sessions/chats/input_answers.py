@@ -47,9 +47,17 @@ def answer_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any])
         request = open_request(chat, action["requestId"])
         if request is None or action["requestId"] not in turn.inputs:
             return
-        turn._emit_session({"type": "session/inputNeededSet", "request": {
-            "id": action["requestId"], "chat": chat.uri, "kind": "chatInput", "request": request,
-        }})
+        turn._emit_session(
+            {
+                "type": "session/inputNeededSet",
+                "request": {
+                    "id": action["requestId"],
+                    "chat": chat.uri,
+                    "kind": "chatInput",
+                    "request": request,
+                },
+            }
+        )
 
     return Apply(action, after=mirror)
 

@@ -174,22 +174,26 @@ def truncated(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> R
             "turns from the screen alone would leave it answering the messages that were edited away"
         )
     if "turnId" not in action:
-        return Refuse("clearing every turn is refused: as a rewind it is a cut before the first prompt, which names "
-                      "no point of the agent's conversation; name the turn to keep")
+        return Refuse(
+            "clearing every turn is refused: as a rewind it is a cut before the first prompt, which names "
+            "no point of the agent's conversation; name the turn to keep"
+        )
     if _running(chat):
         return Refuse("a turn is running in this chat: cancel it before truncating")
     turn_id = action["turnId"]
     ids = [t.get("id") for t in chat.state().get("turns") or []]
     if turn_id not in ids:
         return Refuse(f"turn {turn_id} is not a turn of this chat")
-    dropped = ids[ids.index(turn_id) + 1:]
+    dropped = ids[ids.index(turn_id) + 1 :]
     if not dropped:
         return Apply(action)  # nothing after it: nothing to rewind
     record = _record(chat)
     point = record.points.get(turn_id)
     if point is None:
-        return Refuse(f"turn {turn_id} has no rewind point: where the agent's conversation stood after it was "
-                      "not recorded, nor found in its transcript, so the agent cannot be started again there")
+        return Refuse(
+            f"turn {turn_id} has no rewind point: where the agent's conversation stood after it was "
+            "not recorded, nor found in its transcript, so the agent cannot be started again there"
+        )
 
     def after() -> None:
         record.pending = point

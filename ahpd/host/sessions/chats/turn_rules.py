@@ -60,8 +60,6 @@ def turn_resume(host: Host, peer: Peer, channel: str, action: dict[str, Any]) ->
     return Apply(action, after=after)
 
 
-
-
 # -- what clients dispatch on a chat --------------------------------------------------
 
 
@@ -139,8 +137,10 @@ def tool_call_complete(host: Host, peer: Peer, channel: str, action: dict[str, A
     call_id = action["toolCallId"]
     call = turn.client_calls.get(call_id) if turn and turn.turn_id == action["turnId"] and not turn.ended else None
     if chat is None or turn is None or call is None:
-        return Refuse(f"tool call {call_id} is not waiting for a client's result: only a call of a tool an "
-                      "active client provides is completed by a client")
+        return Refuse(
+            f"tool call {call_id} is not waiting for a client's result: only a call of a tool an "
+            "active client provides is completed by a client"
+        )
     if peer.client_id != call.client_id:
         return Refuse(f"tool call {call_id} runs on client {call.client_id}: only that client may complete it")
     complete = getattr(chat.conversation, "complete_client_tool", None)
@@ -148,8 +148,10 @@ def tool_call_complete(host: Host, peer: Peer, channel: str, action: dict[str, A
     turn.lift_client_call(call_id)
     if not handed:
         return Refuse(f"tool call {call_id} is no longer waiting: the agent has gone")
-    return Refuse("taken, not applied as sent: the result went to the agent, and the call completes from the "
-                  "agent's own tool result, as every call does")
+    return Refuse(
+        "taken, not applied as sent: the result went to the agent, and the call completes from the "
+        "agent's own tool result, as every call does"
+    )
 
 
 def tool_call_content_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:

@@ -51,6 +51,7 @@ from ahpd.backends.port import (
     Update,
 )
 from ahpd.backends.translate import TurnTranslator, pending_edits
+
 # Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
 from ahpd.host.sessions import annotations as session_annotations
 from ahpd.host.sessions import session_config
@@ -142,8 +143,12 @@ class TurnRunner:
         if self._silence is None:
             return
         timeout = float(self.chat.host.config("agentSilenceTimeout") or 0)
-        waiting = (self.permissions or self.inputs or self.client_calls
-                   or any(w.permissions for w in self.chat.workers.values()))  # a subagent's question
+        waiting = (
+            self.permissions
+            or self.inputs
+            or self.client_calls
+            or any(w.permissions for w in self.chat.workers.values())
+        )  # a subagent's question
         self._silence.deadline = math.inf if waiting or timeout <= 0 else trio.current_time() + timeout
 
     def _emit_session(self, action: dict[str, Any]) -> None:
@@ -155,8 +160,11 @@ class TurnRunner:
         if conversation is not self.conversation or self._prompt_scope is None:
             return
         if not stopped:
-            self._fail("AgentGone", "the agent went away" + (
-                f": {conversation.end_reason}" if getattr(conversation, "end_reason", None) else ""))
+            self._fail(
+                "AgentGone",
+                "the agent went away"
+                + (f": {conversation.end_reason}" if getattr(conversation, "end_reason", None) else ""),
+            )
         self._prompt_scope.cancel()
 
     def failed(self, exc: BaseException) -> None:
@@ -253,8 +261,12 @@ class TurnRunner:
             with supervised(f"{self.chat.uri}: cancelling turn {self.turn_id}"):
                 await conversation.cancel()
             await trio.sleep_forever()  # until the prompt returns, which cancels this task
-        log.warning("%s: turn %s: the agent kept its prompt %g s after being told to stop; stopping it",
-                    self.chat.uri, self.turn_id, CANCEL_GRACE)
+        log.warning(
+            "%s: turn %s: the agent kept its prompt %g s after being told to stop; stopping it",
+            self.chat.uri,
+            self.turn_id,
+            CANCEL_GRACE,
+        )
         await self.chat.stop_agent()
         if self._prompt_scope is not None:
             self._prompt_scope.cancel()
@@ -323,8 +335,9 @@ def start_turn(chat: Chat, turn_id: str, message: dict[str, Any]) -> None:
     session_config.from_message(chat, message)
     turn = chat.turn = TurnRunner(chat, turn_id, previous=chat.turn)
     attachments = session_annotations.resolve(chat.host, list(message.get("attachments") or []))
-    chat.session.nursery.start_soon(turn.run, message.get("text", ""), attachments,
-                                    name=f"turn {turn_id} of {chat.uri}")
+    chat.session.nursery.start_soon(
+        turn.run, message.get("text", ""), attachments, name=f"turn {turn_id} of {chat.uri}"
+    )
     _name_after_first_message(chat, message.get("text", ""))
     chat.host.sessions.sync_summary(chat)
 
@@ -339,11 +352,17 @@ def take_up_queued(chat: Chat) -> None:
     if state.get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended) or not pending:
         return
     turn_id = chat.host.sessions.new_turn_id()
-    chat.host.bus.emit(chat.uri, {
-        "type": "chat/turnStarted", "turnId": turn_id, "startedAt": utc_now(),
-        "message": pending["message"], "queuedMessageId": pending["id"],
-        **_sender_of(pending["message"]),
-    })
+    chat.host.bus.emit(
+        chat.uri,
+        {
+            "type": "chat/turnStarted",
+            "turnId": turn_id,
+            "startedAt": utc_now(),
+            "message": pending["message"],
+            "queuedMessageId": pending["id"],
+            **_sender_of(pending["message"]),
+        },
+    )
     start_turn(chat, turn_id, pending["message"])
 
 
@@ -395,10 +414,18 @@ def on_event(chat: Chat, event: Event) -> None:
         turn.permissions[call_id] = event
         pending = _tool_call_state(chat, turn.turn_id, call_id)
         if pending is not None:
-            turn._emit_session({"type": "session/inputNeededSet", "request": {
-                "id": event.request_id, "chat": chat.uri, "kind": "toolConfirmation",
-                "turnId": turn.turn_id, "toolCall": pending,
-            }})
+            turn._emit_session(
+                {
+                    "type": "session/inputNeededSet",
+                    "request": {
+                        "id": event.request_id,
+                        "chat": chat.uri,
+                        "kind": "toolConfirmation",
+                        "turnId": turn.turn_id,
+                        "toolCall": pending,
+                    },
+                }
+            )
     elif isinstance(event, InputRequest):
         if turn is None or turn.ended or not turn.live:
             _answer_later(chat, event)
@@ -408,10 +435,17 @@ def on_event(chat: Chat, event: Event) -> None:
             request["questions"] = list(event.questions)
         turn.inputs[event.request_id] = event
         turn.emit({"type": "chat/inputRequested", "request": request})
-        turn._emit_session({"type": "session/inputNeededSet", "request": {
-            "id": event.request_id, "chat": chat.uri, "kind": "chatInput", "request": request,
-        }})
-
+        turn._emit_session(
+            {
+                "type": "session/inputNeededSet",
+                "request": {
+                    "id": event.request_id,
+                    "chat": chat.uri,
+                    "kind": "chatInput",
+                    "request": request,
+                },
+            }
+        )
 
     elif isinstance(event, ClientToolCall):
         call_id = event.tool_call_id
@@ -424,10 +458,19 @@ def on_event(chat: Chat, event: Event) -> None:
         turn.client_calls[call_id] = event
         running = _tool_call_state(chat, turn.turn_id, call_id)
         if running is not None and running.get("status") == "running":
-            turn._emit_session({"type": "session/inputNeededSet", "request": {
-                "id": client_request_id(call_id), "chat": chat.uri, "kind": "toolClientExecution",
-                "turnId": turn.turn_id, "clientId": event.client_id, "toolCall": running,
-            }})
+            turn._emit_session(
+                {
+                    "type": "session/inputNeededSet",
+                    "request": {
+                        "id": client_request_id(call_id),
+                        "chat": chat.uri,
+                        "kind": "toolClientExecution",
+                        "turnId": turn.turn_id,
+                        "clientId": event.client_id,
+                        "toolCall": running,
+                    },
+                }
+            )
 
 
 def _answer_later(chat: Chat, event: Event) -> None:

@@ -53,11 +53,19 @@ WORKER_SCHEME = "ahp-chat://subagent/"
 READ_ONLY = "read-only"
 #: What a client does to talk to a chat, or to make it run: none of it
 #: reaches a worker, whose only speaker is the subagent.
-TALKING = frozenset({
-    "chat/turnStarted", "chat/turnCancelled", "chat/turnResume", "chat/truncated", "chat/pendingMessageSet",
-    "chat/queuedMessagesReordered", "chat/draftChanged", "chat/workingDirectorySet",
-    "chat/workingDirectoryRemoved",
-})
+TALKING = frozenset(
+    {
+        "chat/turnStarted",
+        "chat/turnCancelled",
+        "chat/turnResume",
+        "chat/truncated",
+        "chat/pendingMessageSet",
+        "chat/queuedMessagesReordered",
+        "chat/draftChanged",
+        "chat/workingDirectorySet",
+        "chat/workingDirectoryRemoved",
+    }
+)
 
 
 def chat_uri(session_uri: str, call_id: str) -> str:
@@ -96,8 +104,10 @@ def read_only(host: Host, action_type: str, channel: str) -> str | None:
         return None
     origin = target.state.get("origin") or {}
     spawner = f" of {origin['chat']}" if origin.get("kind") == "tool" and origin.get("chat") else ""
-    return (f"{channel} is read-only: it is the worker chat of tool call {origin.get('toolCallId', '?')}{spawner}, "
-            "and only its subagent speaks in it; talk to the chat that spawned it")
+    return (
+        f"{channel} is read-only: it is the worker chat of tool call {origin.get('toolCallId', '?')}{spawner}, "
+        "and only its subagent speaks in it; talk to the chat that spawned it"
+    )
 
 
 def _call_of(parent: Chat, call_id: str) -> Any:
@@ -113,28 +123,54 @@ def open_worker(parent: Chat, call_id: str, raw_input: Any) -> Worker | None:
     if host.sessions is None or uri in host.bus.channels or session.disposed:
         return None
     args = raw_input if isinstance(raw_input, dict) else {}
-    title = next((args[k] for k in ("description", "subagent_type") if isinstance(args.get(k), str) and args[k]),
-                 "Subagent")
+    title = next(
+        (args[k] for k in ("description", "subagent_type") if isinstance(args.get(k), str) and args[k]), "Subagent"
+    )
     now = utc_now()
     origin = {"kind": "tool", "chat": parent.uri, "toolCallId": call_id}
-    state: dict[str, Any] = {"resource": uri, "title": title, "status": IDLE, "modifiedAt": now, "turns": [],
-                             "origin": origin, "interactivity": READ_ONLY}
+    state: dict[str, Any] = {
+        "resource": uri,
+        "title": title,
+        "status": IDLE,
+        "modifiedAt": now,
+        "turns": [],
+        "origin": origin,
+        "interactivity": READ_ONLY,
+    }
     host.bus.open(uri, "chat", state)
     chat = Chat(session, uri)
     chat.folder = parent.folder
     session.chats[uri] = chat
     host.sessions.chat_owner[uri] = chat
-    host.bus.emit(session.uri, {"type": "session/chatAdded", "summary": {
-        "resource": uri, "title": title, "status": IDLE, "modifiedAt": now, "origin": origin,
-        "interactivity": READ_ONLY}})
+    host.bus.emit(
+        session.uri,
+        {
+            "type": "session/chatAdded",
+            "summary": {
+                "resource": uri,
+                "title": title,
+                "status": IDLE,
+                "modifiedAt": now,
+                "origin": origin,
+                "interactivity": READ_ONLY,
+            },
+        },
+    )
     turn_id = host.sessions.new_turn_id()
     translator = TurnTranslator(turn_id)
     translator.worker_chat = lambda nested: chat_uri(session.uri, nested)
-    worker = parent.workers[call_id] = Worker(chat, call_id, turn_id, translator,
-                                              background=bool(args.get("run_in_background")))
+    worker = parent.workers[call_id] = Worker(
+        chat, call_id, turn_id, translator, background=bool(args.get("run_in_background"))
+    )
     prompt = args.get("prompt") if isinstance(args.get("prompt"), str) else ""
-    worker.emit({"type": "chat/turnStarted", "turnId": turn_id, "startedAt": now,
-                 "message": {"text": prompt, "origin": {"kind": "agent"}}})
+    worker.emit(
+        {
+            "type": "chat/turnStarted",
+            "turnId": turn_id,
+            "startedAt": now,
+            "message": {"text": prompt, "origin": {"kind": "agent"}},
+        }
+    )
     host.sessions.sync_summary(chat)
     session.save()
     log.info("%s: tool call %s runs a subagent in %s", parent.uri, call_id, uri)
@@ -196,12 +232,28 @@ def asks(parent: Chat, event: PermissionRequest) -> bool:
     asked = call["toolCallId"]
     worker.permissions[asked] = request
     active = worker.chat.state().get("activeTurn") or {}
-    state = next((p["toolCall"] for p in active.get("responseParts", [])
-                  if p.get("kind") == "toolCall" and p["toolCall"].get("toolCallId") == asked), None)
+    state = next(
+        (
+            p["toolCall"]
+            for p in active.get("responseParts", [])
+            if p.get("kind") == "toolCall" and p["toolCall"].get("toolCallId") == asked
+        ),
+        None,
+    )
     if state is not None:
-        parent.host.bus.emit(parent.session.uri, {"type": "session/inputNeededSet", "request": {
-            "id": request.request_id, "chat": worker.chat.uri, "kind": "toolConfirmation",
-            "turnId": worker.turn_id, "toolCall": state}})
+        parent.host.bus.emit(
+            parent.session.uri,
+            {
+                "type": "session/inputNeededSet",
+                "request": {
+                    "id": request.request_id,
+                    "chat": worker.chat.uri,
+                    "kind": "toolConfirmation",
+                    "turnId": worker.turn_id,
+                    "toolCall": state,
+                },
+            },
+        )
     parent.host.sessions.sync_summary(worker.chat)
     if parent.turn is not None:
         parent.turn.heard()  # the silence clock stands still while a person is asked
@@ -260,8 +312,17 @@ def end(parent: Chat, worker: Worker, how: str, message: str | None = None) -> N
     elif how == "cancelled":
         worker.emit({"type": "chat/turnCancelled", "turnId": worker.turn_id, "duration": duration})
     else:
-        worker.emit({"type": "chat/error", "turnId": worker.turn_id, "duration": duration, "part": {
-            "kind": "error", "error": {"errorType": "SubagentFailed", "message": message or "the subagent failed"}}})
+        worker.emit(
+            {
+                "type": "chat/error",
+                "turnId": worker.turn_id,
+                "duration": duration,
+                "part": {
+                    "kind": "error",
+                    "error": {"errorType": "SubagentFailed", "message": message or "the subagent failed"},
+                },
+            }
+        )
     for extra in worker.translator.finish():
         worker.emit(extra)
     parent.host.sessions.sync_summary(worker.chat)
@@ -319,9 +380,13 @@ def background_removed(parent: Chat, work_id: Any) -> None:
 def of(chat_uri: str, session: Any) -> list[Chat]:
     """The worker chats that the tool calls of chat ``chat_uri`` spawned in ``session``."""
     channels = session.host.bus.channels
-    return [c for c in session.chats.values()
-            if c.uri in channels and (channels[c.uri].state.get("origin") or {}).get("kind") == "tool"
-            and channels[c.uri].state["origin"].get("chat") == chat_uri]
+    return [
+        c
+        for c in session.chats.values()
+        if c.uri in channels
+        and (channels[c.uri].state.get("origin") or {}).get("kind") == "tool"
+        and channels[c.uri].state["origin"].get("chat") == chat_uri
+    ]
 
 
 def carry(chat: Chat, source: Any, target: Any) -> None:
