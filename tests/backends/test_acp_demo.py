@@ -10,7 +10,7 @@ import trio
 
 from ahpd.backends.port import BackendError, InputRequest, PermissionRequest, Update
 from ahpd.protocol.strict_schema import validator
-from tests.backends.acp_agents.harness import TIMEOUT, Recorder, conversation, demo_backend, reaped
+from tests.backends.acp_agents.harness import Recorder, conversation, demo_backend, reaped
 
 
 @pytest.fixture
@@ -166,9 +166,7 @@ async def test_cancel_returns_cancelled_promptly(home: Path, cwd: Path) -> None:
                 results.append(await conv.prompt("slow"))
 
             nursery.start_soon(turn)
-            with trio.fail_after(TIMEOUT):
-                while not rec.updates("agent_message_chunk"):
-                    await trio.sleep(0.02)
+            await rec.until(lambda: rec.updates("agent_message_chunk"))
             cancelled_at = trio.current_time()
             await conv.cancel()
         assert results[0].stop_reason == "cancelled"
@@ -211,29 +209,27 @@ async def test_load_after_restart_replays_history_and_list_delete(home: Path, cw
 
 async def test_loading_an_unknown_conversation_fails_clearly(home: Path, cwd: Path) -> None:
     backend = demo_backend(home)
-    with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            with pytest.raises(BackendError) as caught:
-                await nursery.start(
-                    lambda task_status: backend.run_conversation(
-                        cwd=cwd, events=Recorder(), resume_id="0" * 32, task_status=task_status
-                    )
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(BackendError) as caught:
+            await nursery.start(
+                lambda task_status: backend.run_conversation(
+                    cwd=cwd, events=Recorder(), resume_id="0" * 32, task_status=task_status
                 )
+            )
     assert caught.value.message == "session/load: Resource not found: no such session"
 
 
 async def test_the_agent_is_reaped_when_the_chat_is_cancelled(home: Path, cwd: Path) -> None:
-    with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            rec = Recorder()
-            conv = await nursery.start(
-                lambda task_status: demo_backend(home).run_conversation(cwd=cwd, events=rec, task_status=task_status)
-            )
-            pid = conv.pid
-            assert not reaped(pid)
-            nursery.start_soon(conv.prompt, "slow")  # mid-turn
-            await trio.sleep(0.3)
-            nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as nursery:
+        rec = Recorder()
+        conv = await nursery.start(
+            lambda task_status: demo_backend(home).run_conversation(cwd=cwd, events=rec, task_status=task_status)
+        )
+        pid = conv.pid
+        assert not reaped(pid)
+        nursery.start_soon(conv.prompt, "slow")
+        await rec.until(lambda: rec.updates("agent_message_chunk"))  # mid-turn: the reply has begun
+        nursery.cancel_scope.cancel()
     assert reaped(pid)
     with pytest.raises(BackendError):
         await conv.prompt("anyone there?")

@@ -13,7 +13,8 @@ import trio
 
 from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import BackendError
-from tests.backends.acp_agents.harness import TIMEOUT, Recorder, conversation, raw_backend, reaped
+from tests.backends.acp_agents.harness import Recorder, conversation, raw_backend, reaped
+from tests.waits import eventually
 
 
 @pytest.fixture
@@ -45,33 +46,31 @@ async def test_chatty_stderr_does_not_hang_and_is_logged(cwd: Path, caplog: pyte
 
 async def test_an_oversized_line_is_an_error_naming_the_limit(cwd: Path) -> None:
     backend = raw_backend(max_line_bytes=100_000)
-    with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            conv = await nursery.start(
-                lambda task_status: backend.run_conversation(cwd=cwd, events=Recorder(), task_status=task_status)
-            )
-            with pytest.raises(BackendError) as caught:
-                await conv.prompt("huge 300000")
-            assert "100000 bytes" in caught.value.message
-            assert "max_line_bytes" in caught.value.message
-        # The nursery ended on its own: run_conversation returned, with the same reason.
+    async with trio.open_nursery() as nursery:
+        conv = await nursery.start(
+            lambda task_status: backend.run_conversation(cwd=cwd, events=Recorder(), task_status=task_status)
+        )
+        with pytest.raises(BackendError) as caught:
+            await conv.prompt("huge 300000")
+        assert "100000 bytes" in caught.value.message
+        assert "max_line_bytes" in caught.value.message
+    # The nursery ended on its own: run_conversation returned, with the same reason.
     assert conv.end_reason == caught.value.message
     assert reaped(conv.pid)
 
 
 async def test_an_agent_dying_mid_turn_fails_the_turn_and_the_conversation(cwd: Path) -> None:
     backend = raw_backend()
-    with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            rec = Recorder()
-            conv = await nursery.start(
-                lambda task_status: backend.run_conversation(cwd=cwd, events=rec, task_status=task_status)
-            )
-            with pytest.raises(BackendError) as caught:
-                await conv.prompt("die")
-            assert "exited with status 3" in caught.value.message
-            assert "fatal: out of cheese" in caught.value.message
-            assert rec.text() == "about to die"
+    async with trio.open_nursery() as nursery:
+        rec = Recorder()
+        conv = await nursery.start(
+            lambda task_status: backend.run_conversation(cwd=cwd, events=rec, task_status=task_status)
+        )
+        with pytest.raises(BackendError) as caught:
+            await conv.prompt("die")
+        assert "exited with status 3" in caught.value.message
+        assert "fatal: out of cheese" in caught.value.message
+        assert rec.text() == "about to die"
     assert conv.end_reason is not None
     assert "exited with status 3" in conv.end_reason and "out of cheese" in conv.end_reason
     assert reaped(conv.pid)
@@ -87,14 +86,13 @@ async def test_lines_that_are_not_messages_are_skipped(cwd: Path) -> None:
 
 async def test_no_load_session_is_a_clear_error(cwd: Path) -> None:
     backend = raw_backend("--no-load")
-    with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            with pytest.raises(BackendError) as caught:
-                await nursery.start(
-                    lambda task_status: backend.run_conversation(
-                        cwd=cwd, events=Recorder(), resume_id="old", task_status=task_status
-                    )
+    async with trio.open_nursery() as nursery:
+        with pytest.raises(BackendError) as caught:
+            await nursery.start(
+                lambda task_status: backend.run_conversation(
+                    cwd=cwd, events=Recorder(), resume_id="old", task_status=task_status
                 )
+            )
     assert "loadSession" in caught.value.message
     # Neither list nor delete is offered by this agent.
     assert await backend.list_conversations() == []
@@ -115,20 +113,18 @@ async def test_an_agent_that_cannot_start_is_a_backend_error(cwd: Path) -> None:
 async def test_a_stubborn_agent_and_its_children_are_killed(cwd: Path, tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     backend = raw_backend("--ignore-sigterm", "--pidfile", str(pidfile), shutdown_grace=0.3)
-    with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            conv = await nursery.start(
-                lambda task_status: backend.run_conversation(cwd=cwd, events=Recorder(), task_status=task_status)
-            )
-            nursery.start_soon(conv.prompt, "hang")
-            await trio.sleep(0.2)
-            nursery.cancel_scope.cancel()
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        conv = await nursery.start(
+            lambda task_status: backend.run_conversation(cwd=cwd, events=rec, task_status=task_status)
+        )
+        nursery.start_soon(conv.prompt, "hang")
+        await rec.until(lambda: rec.text() == "hanging")  # the prompt is with it
+        nursery.cancel_scope.cancel()
     assert reaped(conv.pid)
     child = int(pidfile.read_text())
     # The child was in the agent's process group; it got SIGKILL (its parent reaps it, or init does).
-    with trio.fail_after(5):
-        while Path(f"/proc/{child}").exists() and "Z" not in _state(child):  # noqa: ASYNC240 - /proc: answered at once
-            await trio.sleep(0.02)
+    await eventually(lambda: not Path(f"/proc/{child}").exists() or "Z" in _state(child))  # noqa: ASYNC240 - /proc
 
 
 def _state(pid: int) -> str:
@@ -204,17 +200,15 @@ async def test_terminal_kill_reports_the_signal(cwd: Path) -> None:
 
 async def test_terminals_die_with_the_conversation(cwd: Path, tmp_path: Path) -> None:
     pidfile = tmp_path / "term.pid"
-    with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            rec = Recorder()
-            conv = await nursery.start(
-                lambda task_status: raw_backend().run_conversation(cwd=cwd, events=rec, task_status=task_status)
-            )
-            params = {"command": f"echo $$ > {pidfile}; sleep 60"}
-            nursery.start_soon(conv.prompt, f"term {json.dumps(params)}")  # waits for the exit
-            while not (pidfile.exists() and pidfile.read_text().strip()):
-                await trio.sleep(0.02)
-            nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as nursery:
+        rec = Recorder()
+        conv = await nursery.start(
+            lambda task_status: raw_backend().run_conversation(cwd=cwd, events=rec, task_status=task_status)
+        )
+        params = {"command": f"echo $$ > {pidfile}; sleep 60"}
+        nursery.start_soon(conv.prompt, f"term {json.dumps(params)}")  # waits for the exit
+        await eventually(lambda: pidfile.exists() and pidfile.read_text().strip())  # the shell's, in a file
+        nursery.cancel_scope.cancel()
     shell = int(pidfile.read_text())
     assert reaped(shell)
     assert reaped(conv.pid)

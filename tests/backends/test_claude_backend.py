@@ -233,8 +233,7 @@ async def test_cancel_interrupts_the_running_turn(cwd: Path) -> None:
         async with trio.open_nursery() as nursery:
             outcomes = []
             nursery.start_soon(lambda: _collect(conv.prompt("long"), outcomes))
-            while rec.text() != "Working":
-                await trio.sleep(0.01)
+            await rec.until(lambda: rec.text() == "Working")
             await conv.cancel()
         assert outcomes[0].stop_reason == "cancelled"
         assert any(m.get("request", {}).get("subtype") == "interrupt" for m in fake.written)
@@ -268,8 +267,7 @@ async def test_a_steering_message_reaches_the_running_turn(cwd: Path) -> None:
         async with trio.open_nursery() as nursery:
             outcomes = []
             nursery.start_soon(lambda: _collect(conv.prompt("go"), outcomes))
-            while rec.text() != "Working":
-                await trio.sleep(0.01)
+            await rec.until(lambda: rec.text() == "Working")
             await conv.steer("use tabs, not spaces")
         assert outcomes[0].stop_reason == "end_turn"
     assert fake.users() == ["go", "use tabs, not spaces"]

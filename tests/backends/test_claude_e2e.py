@@ -20,7 +20,7 @@ from ahpd.backends.claude.backend import ClaudeBackend  # noqa: E402
 from ahpd.backends.port import BackendError, PermissionRequest  # noqa: E402
 from ahpd.protocol.strict_schema import validator  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
-from tests.backends.claude_fixtures.harness import TIMEOUT, conversation, tool_updates  # noqa: E402
+from tests.backends.claude_fixtures.harness import conversation, tool_updates  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -50,10 +50,9 @@ def cwd(tmp_path: Path) -> Path:
     return path
 
 
-async def _until(predicate: Any) -> None:
-    with trio.fail_after(TIMEOUT):
-        while not predicate():
-            await trio.sleep(0.02)
+async def _held(api: fake_api.FakeAnthropic) -> None:
+    """Until the fake API holds a reply back (its thread sets ``holding``)."""
+    await trio.to_thread.run_sync(api.holding.wait, abandon_on_cancel=True)
 
 
 async def test_streamed_thinking_text_and_usage(api: fake_api.FakeAnthropic, cwd: Path) -> None:
@@ -137,7 +136,7 @@ async def test_cancel_mid_turn(api: fake_api.FakeAnthropic, cwd: Path) -> None:
                 outcomes.append(await conv.prompt("go on"))
 
             nursery.start_soon(turn)
-            await _until(lambda: rec.text() != "")
+            await rec.until(lambda: rec.text() != "")
             await conv.cancel()
         assert outcomes[0].stop_reason == "cancelled"
         rec.clear()
@@ -186,10 +185,9 @@ async def test_a_pushed_token_reaches_the_cli(
 
 
 async def test_no_credentials_ends_the_turn_with_the_clis_words(home: Path, cwd: Path) -> None:
-    with trio.fail_after(TIMEOUT):
-        async with conversation(ClaudeBackend(), cwd) as (conv, _):
-            with pytest.raises(BackendError, match="Not logged in"):
-                await conv.prompt("hello?")
+    async with conversation(ClaudeBackend(), cwd) as (conv, _):
+        with pytest.raises(BackendError, match="Not logged in"):
+            await conv.prompt("hello?")
 
 
 async def test_the_boot_probe_lists_models(api: fake_api.FakeAnthropic) -> None:
@@ -216,7 +214,7 @@ async def test_a_steering_message_joins_the_running_turn(api: fake_api.FakeAnthr
                 outcomes.append(await conv.prompt("start"))
 
             nursery.start_soon(turn)
-            await _until(api.holding.is_set)
+            await _held(api)
             await conv.steer("and also, use tabs")
             api.release()
         assert outcomes[0].stop_reason == "end_turn"
@@ -258,19 +256,18 @@ async def test_a_cli_that_dies_mid_turn_fails_the_turn(api: fake_api.FakeAnthrop
 
     api.add(fake_api.text("Never finished", hold_after=3))
     claude = ClaudeBackend()
-    with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            conv = await nursery.start(
-                lambda task_status: claude.run_conversation(cwd=cwd, events=lambda e: None, task_status=task_status)
-            )
-            pid = claude.server_info["pid"]  # the CLI's own, from initialize
+    async with trio.open_nursery() as nursery:
+        conv = await nursery.start(
+            lambda task_status: claude.run_conversation(cwd=cwd, events=lambda e: None, task_status=task_status)
+        )
+        pid = claude.server_info["pid"]  # the CLI's own, from initialize
 
-            async def kill_when_asked() -> None:
-                await _until(api.holding.is_set)
-                os.kill(pid, signal.SIGKILL)
+        async def kill_when_asked() -> None:
+            await _held(api)
+            os.kill(pid, signal.SIGKILL)
 
-            nursery.start_soon(kill_when_asked)
-            with pytest.raises(BackendError, match="exit code|exited|terminated|signal"):
-                await conv.prompt("go")
-        # run_conversation returned on its own once the CLI was gone.
+        nursery.start_soon(kill_when_asked)
+        with pytest.raises(BackendError, match="exit code|exited|terminated|signal"):
+            await conv.prompt("go")
+    # run_conversation returned on its own once the CLI was gone.
     assert conv.end_reason

@@ -88,9 +88,7 @@ async def test_no_rewind_while_a_turn_runs(api: fake_api.FakeAnthropic, tmp_path
     async with conversation(ClaudeBackend(), cwd) as (conv, _):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conv.prompt, "PROMPT-ONE")
-            with trio.fail_after(60):
-                while not api.holding.is_set():
-                    await trio.sleep(0.05)
+            await trio.to_thread.run_sync(api.holding.wait, abandon_on_cancel=True)  # the fake API holds it
             with pytest.raises(BackendError, match="a turn is running"):
                 await conv.rewind(None)
             api.release()

@@ -37,6 +37,7 @@ import trio
 from trio_websocket import WebSocketConnection, open_websocket_url
 
 from tests.schema import fits
+from tests.waits import Listener, eventually, tasks_ended, until_tasks_exit  # noqa: F401 - for the daemon tests
 
 READY = "ahpd ready: "
 ROOT = "ahp-root://"
@@ -311,9 +312,8 @@ class Rpc:
         ``timeout`` a caller gives when the wait itself is the question."""
         self.next_id += 1
         ident = self.next_id
-        await self.ws.send_message(
-            json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}})
-        )
+        request = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}}
+        await self.ws.send_message(json.dumps(request))
         with trio.fail_after(timeout):
             while True:
                 frame = json.loads(await self.ws.get_message())
@@ -355,69 +355,6 @@ async def rpc(url: str) -> AsyncIterator[Rpc]:
         yield Rpc(ws)
 
 
-def _frames(task: trio.lowlevel.Task) -> Iterator[Any]:
-    """The frames ``task`` is suspended in, outermost first (its await chain)."""
-    awaited: Any = task.coro
-    while awaited is not None:
-        frame = (
-            getattr(awaited, "cr_frame", None)
-            or getattr(awaited, "gi_frame", None)
-            or getattr(awaited, "ag_frame", None)
-        )
-        if frame is not None:
-            yield frame
-        awaited = (
-            getattr(awaited, "cr_await", None)
-            or getattr(awaited, "gi_yieldfrom", None)
-            or getattr(awaited, "ag_await", None)
-        )
-
-
-def _tasks() -> list[trio.lowlevel.Task]:
-    found: list[trio.lowlevel.Task] = []
-
-    def walk(task: trio.lowlevel.Task) -> None:
-        found.append(task)
-        for nursery in task.child_nurseries:
-            for child in nursery.child_tasks:
-                walk(child)
-
-    walk(trio.lowlevel.current_root_task())
-    return found
-
-
-async def tasks_ended(*owners: object) -> None:
-    """Until no task of this trio run is running a method of any of ``owners``
-    (an in-process daemon's session, chat or turn, say): whatever they were
-    doing, and whatever they do on their way out, is done. Woken by each task
-    that exits (a trio instrument), not by a clock."""
-    ids = {id(owner) for owner in owners}
-
-    def busy() -> bool:
-        return any(
-            id(frame.f_locals.get("self")) in ids
-            for task in _tasks()
-            for frame in _frames(task)
-            if "self" in frame.f_code.co_varnames
-        )
-
-    if not busy():
-        return
-    done = trio.Event()
-    token = trio.lowlevel.current_trio_token()
-
-    class Exits(trio.abc.Instrument):
-        def task_exited(self, task: trio.lowlevel.Task) -> None:
-            token.run_sync_soon(lambda: None if busy() else done.set())
-
-    instrument = Exits()
-    trio.lowlevel.add_instrument(instrument)
-    try:
-        await done.wait()
-    finally:
-        trio.lowlevel.remove_instrument(instrument)
-
-
 async def snapshot_until(client: Rpc, channel: str, check) -> dict[str, Any]:
     """``channel``'s state once ``check(state)`` holds: a fresh snapshot,
     taken again after each action on the channel (subscribing to it, if the
@@ -439,14 +376,6 @@ async def listed_until(client: Rpc, check) -> list[dict[str, Any]]:
         if check(rows):
             return rows
         await until(client, lambda n: (n.get("params") or {}).get("channel") == ROOT)
-
-
-async def eventually(predicate, interval: float = 0.05) -> None:
-    """Until ``predicate()`` holds, for what no event announces: a file another
-    process writes, a process's state in /proc. It checks the condition, never
-    the clock: how long is the test's guard's to judge."""
-    while not predicate():  # noqa: ASYNC110 - nothing to wait on but the condition itself
-        await trio.sleep(interval)
 
 
 def wire_clean(capture: Path) -> None:

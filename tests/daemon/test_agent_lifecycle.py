@@ -8,7 +8,6 @@ import json
 import os
 from pathlib import Path
 
-import trio
 
 from tests.backends.acp_agents.harness import raw_backend
 from tests.host.live import live_host, run_turn
@@ -23,14 +22,15 @@ def alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 
 
-async def quiet_until(client: Rpc, done, hang_guard: float = 60) -> list[dict]:
-    """Every note the client receives until ``done()`` holds."""
-    seen: list[dict] = []
-    with trio.fail_after(hang_guard):
-        while not done():
-            with trio.move_on_after(0.1):
-                seen.append(await client.next_note(timeout=hang_guard))
-    return seen
+async def heard_until_stopped(client: Rpc, owner) -> list[dict]:
+    """Every note the client heard until ``owner``'s agent (an in-process
+    host's chat, whose agent runs now) has stopped: its task over, its
+    process reaped a moment before. A ping's answer comes after anything the
+    host sent the client before it."""
+    await owner._agent_ended.wait()
+    await client.call("ping", {"channel": ROOT})
+    heard, client.notes[:] = list(client.notes), []
+    return heard
 
 
 def assert_nothing_but_idle(notes: list[dict]) -> None:
@@ -65,7 +65,8 @@ async def test_an_idle_agent_is_stopped_and_the_next_turn_continues_its_conversa
             await until(client, is_action("chat/turnComplete", chat))
 
             # Idle for a second: the process ends (and is reaped), and clients hear nothing.
-            heard = await quiet_until(client, lambda: not alive(agent))
+            heard = await heard_until_stopped(client, daemon.host.sessions.chat_owner[chat])
+            assert not alive(agent)
             assert_nothing_but_idle(heard)
             assert daemon.children() == []
 
@@ -136,8 +137,8 @@ async def test_an_agent_that_cannot_load_is_handed_the_transcript_after_an_idle_
         assert (await run_turn(client, chat, "remember apples", 1))["type"] == "chat/turnComplete"
         agent = owner.conversation.pid
         assert owner.conversation.resumable is False
-        # The process is reaped a moment before the host's task for it ends.
-        await quiet_until(client, lambda: not alive(agent) and owner.conversation is None)
+        await heard_until_stopped(client, owner)
+        assert not alive(agent) and owner.conversation is None
 
         ended = await run_turn(client, chat, "what did I say", 2)
         assert ended["type"] == "chat/turnComplete", ended

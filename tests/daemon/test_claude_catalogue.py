@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trio
 
 pytest.importorskip("claude_agent_sdk")
 
@@ -19,7 +18,17 @@ from ahpd.backends.claude.backend import ClaudeBackend  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
 
-from .helpers import Rpc, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until  # noqa: E402
+from .helpers import (  # noqa: E402
+    Rpc,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    listed_until,
+    rpc,
+    start_turn,
+    until,
+)
 from .test_claude_sessions import _env  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -36,15 +45,15 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def _listed(client: Rpc, uri: str, present: bool = True) -> list[dict]:
-    """listSessions, asked until ``uri`` is (or is no longer) among the rows:
-    the catalogue is read in the background, never while a client waits."""
-    with trio.fail_after(30):
-        while True:
-            result = (await client.call("listSessions", {}))["result"]
-            fits("/commands/listSessions/result", result)
-            if any(r["resource"] == uri for r in result["items"]) == present:
-                return result["items"]
-            await trio.sleep(0.1)
+    """listSessions once ``uri`` is (or is no longer) among the rows: the
+    catalogue is read in the background, never while a client waits, and
+    each row it adds or removes is said on the root channel."""
+
+    def settled(rows: list[dict]) -> bool:
+        fits("/commands/listSessions/result", {"items": rows})
+        return any(r["resource"] == uri for r in rows) == present
+
+    return await listed_until(client, settled)
 
 
 async def test_a_past_session_is_listed_opened_resumed_and_disposed(

@@ -9,7 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until
+from .helpers import (
+    Listener,
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    rpc,
+    start_turn,
+    until,
+)
 
 
 async def _slash(client: Rpc, chat: str, text: str) -> list[dict]:
@@ -121,10 +133,10 @@ async def test_the_harness_commands_are_the_agents_customizations(tmp_path, monk
             monkeypatch.setenv(name, value)
         async with trio.open_nursery() as nursery:
             await nursery.start(host.run)
+            root = Listener()
+            host.bus.subscribe("ahp-root://", root)
             host.sessions.probe_soon()  # as the first client's initialize does
-            with trio.fail_after(90):
-                while not host.bus.channels["ahp-root://"].state["agents"][0].get("customizations"):
-                    await trio.sleep(0.1)
+            await root.until(lambda: host.bus.channels["ahp-root://"].state["agents"][0].get("customizations"))
             nursery.cancel_scope.cancel()
     [agent] = host.bus.channels["ahp-root://"].state["agents"]
     fits("/$defs/AgentInfo", agent)

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import trio
 
 from .helpers import (
     Rpc,
@@ -23,6 +22,7 @@ from .helpers import (
     fits,
     is_action,
     rpc,
+    snapshot_until,
     start_turn,
     until,
     wire_clean,
@@ -85,13 +85,11 @@ def _commands(state: dict) -> set[str]:
     }
 
 
-async def _eventually(client: Rpc, uri: str, check, timeout: float = 120) -> dict:
-    with trio.fail_after(timeout):  # a hang guard: a loaded machine starts the CLI slowly
-        while True:
-            state = await _state(client, uri)
-            if check(state):
-                return state
-            await trio.sleep(0.2)
+async def _eventually(client: Rpc, uri: str, check) -> dict:
+    """The session once ``check(state)`` holds, judged again at each action on its channel."""
+    state = await snapshot_until(client, uri, check)
+    fits("/$defs/SessionState", state)
+    return state
 
 
 async def _turn(client: Rpc, chat: str, text: str) -> None:

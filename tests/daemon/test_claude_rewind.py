@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 import pytest
-import trio
 
 pytest.importorskip("claude_agent_sdk")
 
@@ -21,7 +20,17 @@ from ahpd.host.sessions.store import _name  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
 
-from .helpers import ROOT, create, daemon_in_process, dispatch, fits, rpc, start_turn, wire_clean  # noqa: E402
+from .helpers import (  # noqa: E402
+    ROOT,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    listed_until,
+    rpc,
+    start_turn,
+    wire_clean,
+)
 from .test_acp_tool_names import initialize, refused  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
 from .test_claude_tool_stream import collect  # noqa: E402
@@ -148,9 +157,9 @@ async def test_a_turn_read_back_off_a_transcript_is_rewound_to_where_the_transcr
         async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "reader")
-                with trio.fail_after(60):
-                    while "error" in (opened := await client.call("subscribe", {"channel": uri}, timeout=60)):
-                        await trio.sleep(0.2)  # the catalogue is read in the background
+                # The catalogue is read in the background; its rows are said on the root channel.
+                await listed_until(client, lambda rows: any(r["resource"] == uri for r in rows))
+                opened = await client.call("subscribe", {"channel": uri})
                 chat = opened["result"]["snapshot"]["state"]["defaultChat"]
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 past, gone = [t["id"] for t in state["turns"]]

@@ -32,7 +32,18 @@ pytest.importorskip("claude_agent_sdk")
 
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import ROOT, Rpc, create, daemon_in_process, dispatch, fits, rpc, start_turn, wire_clean  # noqa: E402
+from .helpers import (  # noqa: E402
+    ROOT,
+    Rpc,
+    create,
+    daemon_in_process,
+    dispatch,
+    eventually,
+    fits,
+    rpc,
+    start_turn,
+    wire_clean,
+)
 from .test_acp_tool_names import initialize, refused  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
 
@@ -317,8 +328,6 @@ async def _runs_in_the_background(
                 state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
                 assert "backgroundWork" not in state
                 # And the shell itself ended with the CLI that ran it.
-                with trio.fail_after(60):
-                    while _marked(marker):
-                        await trio.sleep(0.2)
+                await eventually(lambda: not _marked(marker))
             daemon.terminate()
             assert await daemon.wait() == 0

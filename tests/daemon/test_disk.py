@@ -19,7 +19,18 @@ import trio
 from ahpd.ports import journal
 
 from ..smalldisk import SmallDisk, small_disk
-from .helpers import action_of, create, daemon_in_process, dispatch, is_action, rpc, running_daemon, start_turn, until
+from .helpers import (
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    eventually,
+    is_action,
+    rpc,
+    running_daemon,
+    start_turn,
+    until,
+)
 
 ROOT = "ahp-root://"
 
@@ -44,13 +55,6 @@ def stored_config(data: Path) -> dict:
         return json.loads((data / "root-config.json").read_text())
     except FileNotFoundError:
         return {}
-
-
-async def eventually(predicate, timeout: float = 60) -> None:
-    """A hang guard, not a timing assertion."""
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.1)
 
 
 def mount_data(tmp_path: Path, disk: SmallDisk) -> Path:
@@ -222,14 +226,16 @@ async def test_a_damaged_session_file_is_set_aside_and_the_others_still_open(tmp
     ]
 
 
-async def logged(capfd, text: str, said: str = "", timeout: float = 60) -> str:
+async def logged(capfd, text: str, said: str = "") -> str:
     """The daemon's log (its stderr is the test's) up to ``text``."""
-    with trio.move_on_after(timeout):
-        while text not in said:
-            said += capfd.readouterr().err
-            await trio.sleep(0.1)
-    assert text in said, said[-3000:]
-    return said
+    seen = [said]
+
+    def arrived() -> bool:
+        seen[0] += capfd.readouterr().err
+        return text in seen[0]
+
+    await eventually(arrived)
+    return seen[0]
 
 
 async def settled(pid: int) -> None:
@@ -240,12 +246,13 @@ async def settled(pid: int) -> None:
     def children() -> str:
         return "".join(Path(f"/proc/{pid}/task/{t}/children").read_text() for t in os.listdir(f"/proc/{pid}/task"))
 
-    with trio.fail_after(120):
-        while True:
-            before = sorted(os.listdir(f"/proc/{pid}/fd"))
-            await trio.sleep(0.3)
-            if not children().strip() and sorted(os.listdir(f"/proc/{pid}/fd")) == before:
-                return
+    seen: list[list[str]] = []
+
+    def still() -> bool:
+        seen.append(sorted(os.listdir(f"/proc/{pid}/fd")))
+        return not children().strip() and len(seen) > 1 and seen[-1] == seen[-2]
+
+    await eventually(still, interval=0.3)
 
 
 def lowest_free_fd(pid: int) -> int:

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import trio
 
-from .helpers import rpc, running_daemon
+from .helpers import eventually, rpc, running_daemon
 
 SILENT = 300
 
@@ -52,6 +52,19 @@ async def _first_line(port: int) -> bytes:
     return answer.split(b"\r\n")[0]
 
 
+async def _served_again(url: str, client_id: str) -> None:
+    """Until a client is served again: the daemon notices the flood's departures
+    in its own time, and a client it cannot take yet is refused or reset, which
+    is no event this side can wait on but the next attempt."""
+    while True:
+        try:
+            async with rpc(url) as client:
+                await client.initialize(client_id)
+                return
+        except Exception:  # noqa: BLE001 - refused or reset while the daemon catches up: try again
+            await trio.sleep(0.1)
+
+
 async def test_defaults_fit_the_open_file_limit_and_a_flood_gets_503(tmp_path) -> None:
     log = tmp_path / "stderr"
     with open(log, "wb") as stderr:  # noqa: ASYNC230 - the child's log file, opened before it starts
@@ -62,18 +75,10 @@ async def test_defaults_fit_the_open_file_limit_and_a_flood_gets_503(tmp_path) -
             flood = await _flood(port, SILENT)
             assert len(flood) == SILENT
             # every pending slot (256 // 2 // 8 = 16) is held by a silent one: a client is turned away
-            with trio.fail_after(10):
-                assert await _first_line(port) == b"HTTP/1.1 503 Service Unavailable"
+            assert await _first_line(port) == b"HTTP/1.1 503 Service Unavailable"
             for stream in flood:
                 await stream.aclose()
-            with trio.fail_after(20):
-                while True:  # the daemon notices the departures shortly
-                    try:
-                        async with rpc(daemon.url) as client:
-                            await client.initialize("after-the-flood")
-                            break
-                    except Exception:  # noqa: BLE001 - refused or reset while the daemon catches up: try again
-                        await trio.sleep(0.1)
+            await _served_again(daemon.url, "after-the-flood")
             assert daemon.process.returncode is None
             daemon.terminate()
             assert await daemon.wait() == 0
@@ -100,19 +105,10 @@ async def test_out_of_file_descriptors_on_accept_the_daemon_waits_and_lives(tmp_
         ) as daemon:
             port = urlsplit(daemon.url).port
             flood = await _flood(port, 200)
-            with trio.fail_after(20):
-                while b"EMFILE" not in log.read_bytes():
-                    await trio.sleep(0.1)
+            await eventually(lambda: b"EMFILE" in log.read_bytes())
             for stream in flood:
                 await stream.aclose()
-            with trio.fail_after(30):
-                while True:
-                    try:
-                        async with rpc(daemon.url) as client:
-                            await client.initialize("after-emfile")
-                            break
-                    except Exception:  # noqa: BLE001 - refused or reset while the daemon catches up: try again
-                        await trio.sleep(0.2)
+            await _served_again(daemon.url, "after-emfile")
             assert daemon.process.returncode is None
             daemon.terminate()
             assert await daemon.wait() == 0

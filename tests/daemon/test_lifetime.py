@@ -16,7 +16,7 @@ import trio
 from ahpd.host.assembly import Host
 from ahpd.transport.websocket import serve_websocket
 
-from .helpers import rpc
+from .helpers import eventually, rpc, until_tasks_exit
 
 
 def all_tasks() -> list[trio.lowlevel.Task]:
@@ -40,12 +40,6 @@ def child_processes() -> list[int]:
     return pids
 
 
-async def settle(predicate, timeout: float = 10) -> None:
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.01)
-
-
 async def test_nothing_is_left_after_a_client_leaves_or_the_host_stops() -> None:
     baseline = len(all_tasks())
     children_before = child_processes()
@@ -66,7 +60,7 @@ async def test_nothing_is_left_after_a_client_leaves_or_the_host_stops() -> None
             await client.initialize()
             assert len(host.peers) == 1
             assert len(all_tasks()) > serving
-        await settle(lambda: not host.peers and len(all_tasks()) == serving)
+        await until_tasks_exit(lambda: not host.peers and len(all_tasks()) == serving)
         # A client that is still connected when the host stops.
         async with rpc(url) as client:
             await client.initialize()
@@ -113,7 +107,7 @@ async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_pat
                 await until(client, is_action("chat/turnComplete", state["defaultChat"]))
             assert len(set(child_processes()) - children_before) == 2  # one agent per chat
             await client.call("disposeSession", {"channel": first})
-            await settle(lambda: len(set(child_processes()) - children_before) == 1)
+            await eventually(lambda: len(set(child_processes()) - children_before) == 1)
         nursery.cancel_scope.cancel()
     assert set(child_processes()) - children_before == set()
 
@@ -122,10 +116,13 @@ async def test_a_boot_probe_ends_with_the_host(tmp_path) -> None:
     from ahpd.backends.registry import build_backends
 
     children_before = set(child_processes())
-    host = Host(backends=build_backends({}, [], tmp_path))  # with Claude Code's probe when installed
+    backends = build_backends({}, [], tmp_path)  # with Claude Code's probe when installed
+    host = Host(backends=backends)
+    probing = [backend for backend in backends.values() if hasattr(backend, "probe")]
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
         host.sessions.probe_soon()  # as the first client's initialize does
-        await trio.sleep(0.5)  # let a probe start its CLI
+        # Each probe has started its process (the ACP probe's, Claude Code's CLI).
+        await eventually(lambda: len(set(child_processes()) - children_before) >= len(probing))
         nursery.cancel_scope.cancel()
     assert set(child_processes()) - children_before == set()

@@ -32,7 +32,7 @@ from trio_websocket import open_websocket_url
 from ahpd.wire.check import check_frames
 from ahpd.wire.reader import read_frames
 
-from .helpers import InProcessDaemon, Rpc, children_of, daemon_in_process, fits, rpc, running_daemon
+from .helpers import InProcessDaemon, Rpc, children_of, daemon_in_process, eventually, fits, rpc, running_daemon
 
 ROOT = "ahp-root://"
 BIG = 50 * 2**20
@@ -50,12 +50,12 @@ async def daemon_with_capture(tmp_path: Path, *args: str) -> AsyncIterator[InPro
     assert problems == [], problems
 
 
-async def call(client: Rpc, method: str, timeout: float = 20, **params: Any) -> dict[str, Any]:
-    return await client.call(method, {"channel": ROOT, **params}, timeout=timeout)
+async def call(client: Rpc, method: str, **params: Any) -> dict[str, Any]:
+    return await client.call(method, {"channel": ROOT, **params})
 
 
-async def ok(client: Rpc, method: str, timeout: float = 20, **params: Any) -> Any:
-    reply = await call(client, method, timeout, **params)
+async def ok(client: Rpc, method: str, **params: Any) -> Any:
+    reply = await call(client, method, **params)
     assert "result" in reply, reply
     fits(f"/commands/{method}/result", reply["result"])
     return reply["result"]
@@ -366,18 +366,16 @@ async def test_fifty_megabytes_in_base64_both_ways_in_a_few_times_the_file(tmp_p
             # Measured from a settled daemon: the boot probe its first client
             # started has ended, and the resource path has been walked once
             # (what it imports is not what a big file costs).
-            with trio.fail_after(120):
-                while children_of(pid):
-                    await trio.sleep(0.1)
-            await ok(c, "resourceWrite", 60, uri=(work / "small.bin").as_uri(), data="AAAA", encoding="base64")
-            await ok(c, "resourceRead", 60, uri=(work / "small.bin").as_uri(), encoding="base64")
+            await eventually(lambda: not children_of(pid))
+            await ok(c, "resourceWrite", uri=(work / "small.bin").as_uri(), data="AAAA", encoding="base64")
+            await ok(c, "resourceRead", uri=(work / "small.bin").as_uri(), encoding="base64")
             grown = _growth_from_here(pid)
-            await ok(c, "resourceWrite", 300, uri=(work / "big.bin").as_uri(), data=coded, encoding="base64")
+            await ok(c, "resourceWrite", uri=(work / "big.bin").as_uri(), data=coded, encoding="base64")
             writing = grown()
             del coded
             assert hashlib.sha256((work / "big.bin").read_bytes()).hexdigest() == digest
             grown = _growth_from_here(pid)
-            read = await ok(c, "resourceRead", 300, uri=(work / "big.bin").as_uri(), encoding="base64")
+            read = await ok(c, "resourceRead", uri=(work / "big.bin").as_uri(), encoding="base64")
             reading = grown()
             assert read["encoding"] == "base64" and read["contentType"] == "application/octet-stream"
             assert hashlib.sha256(base64.b64decode(read["data"])).hexdigest() == digest
@@ -400,6 +398,7 @@ class Publisher:
         self.asked: list[dict[str, Any]] = []
         self.notes: list[dict[str, Any]] = []
         self.hang = False
+        self._more = trio.Event()  # set by serve() when a frame is kept in notes
 
     def answer(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         uri = params.get("uri") or params.get("source") or params.get("channel")
@@ -435,12 +434,16 @@ class Publisher:
         await self.client.ws.send_message(
             json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         )
-        with trio.fail_after(10):
-            while True:
-                for frame in self.notes:
-                    if frame.get("id") == self.next_id:
-                        return frame
-                await trio.sleep(0.01)
+        return await self.heard(lambda frame: frame.get("id") == self.next_id)
+
+    async def heard(self, match: Any) -> dict[str, Any]:
+        """The first frame ``serve`` kept that ``match`` accepts, once it has come."""
+        while True:
+            for frame in self.notes:
+                if match(frame):
+                    return frame
+            self._more = trio.Event()
+            await self._more.wait()
 
     async def serve(self) -> None:
         while True:
@@ -454,6 +457,7 @@ class Publisher:
                 await self.client.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": frame["id"], **reply}))
             else:
                 self.notes.append(frame)
+                self._more.set()
 
 
 async def test_a_client_publishes_resources_and_its_answers_come_back_verbatim(tmp_path: Path) -> None:
@@ -532,10 +536,7 @@ async def test_a_client_publishes_resources_and_its_answers_come_back_verbatim(t
         await asker.notify("unsubscribe", {"channel": channel})
         await asker.call("ping", {"channel": ROOT})
         await pub.client.notify("dispatchAction", {"channel": channel, "clientSeq": 2, "action": changed})
-        with trio.fail_after(10):
-            while not any("rejectionReason" in n.get("params", {}) for n in pub.notes):
-                await trio.sleep(0.02)
-        refusal = next(n for n in pub.notes if "rejectionReason" in n.get("params", {}))
+        refusal = await pub.heard(lambda n: "rejectionReason" in n.get("params", {}))
         assert refusal["params"]["origin"] == {"clientId": "pub", "clientSeq": 2}
         assert f"no channel {channel}" in refusal["params"]["rejectionReason"]
         nursery.cancel_scope.cancel()
@@ -551,7 +552,7 @@ async def test_a_publisher_that_disconnects_mid_request_fails_it_at_once(tmp_pat
             pub.hang = True
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(pub.serve)
-                reply = await call(asker, "resourceRead", timeout=20, uri="virtual://gone/buffer.txt")
+                reply = await call(asker, "resourceRead", uri="virtual://gone/buffer.txt")
         assert reply["error"]["code"] == -32603, reply
         assert "disconnected" in reply["error"]["message"] and "resourceRead" in reply["error"]["message"]
         await refused(asker, "resourceRead", -32009, "no connected client is gone", uri="virtual://gone/x")
@@ -570,15 +571,14 @@ def _watcher_threads(pid: int) -> list[str]:
     return [n for n in names if n.startswith("notify-rs")]
 
 
-async def _changes(client: Rpc, channel: str, until: Any, timeout: float = 20) -> list[list[dict[str, str]]]:
+async def _changes(client: Rpc, channel: str, until: Any) -> list[list[dict[str, str]]]:
     """Batches on ``channel`` until ``until(items so far)`` is true."""
     batches: list[list[dict[str, str]]] = []
-    with trio.fail_after(timeout):
-        while not until([item for b in batches for item in b]):
-            note = await client.next_note(timeout)
-            if note.get("method") == "action" and note["params"]["channel"] == channel:
-                fits("/$defs/ResourceWatchChangedAction", note["params"]["action"])
-                batches.append(note["params"]["action"]["changes"]["items"])
+    while not until([item for b in batches for item in b]):
+        note = await client.next_note()
+        if note.get("method") == "action" and note["params"]["channel"] == channel:
+            fits("/$defs/ResourceWatchChangedAction", note["params"]["action"])
+            batches.append(note["params"]["action"]["changes"]["items"])
     return batches
 
 
@@ -639,9 +639,7 @@ async def test_a_watch_reports_in_order_coalesces_filters_and_is_released(tmp_pa
 
         # The last subscriber leaving releases the watcher: no thread remains.
         await c.notify("unsubscribe", {"channel": channel})
-        with trio.fail_after(10):
-            while _watcher_threads(pid):
-                await trio.sleep(0.02)
+        await eventually(lambda: not _watcher_threads(pid))  # the notify thread's end shows in /proc only
         gone = await c.call("subscribe", {"channel": channel})
         assert gone["error"]["code"] == -32008
 

@@ -18,7 +18,7 @@ from ahpd.host.assembly import Host
 from ahpd.transport.websocket import serve_websocket
 
 from ..transport.test_websocket import RawClient
-from .helpers import rpc
+from .helpers import eventually, rpc
 
 ROOT = "ahp-root://"
 
@@ -67,9 +67,8 @@ async def test_a_reader_that_stops_is_closed_and_catches_up_on_reconnect() -> No
                 )
             )
         )
-        with trio.fail_after(10):
-            while len(host.peers) < 1 or not any(p.client_id == "slow" for p in host.peers):
-                await trio.sleep(0.01)
+        # Initialized: it sent its request and reads nothing, so only the host can tell.
+        await eventually(lambda: any(p.client_id == "slow" for p in host.peers))
         async with rpc(url) as fast:
             await fast.initialize("fast")
             emitted = 0

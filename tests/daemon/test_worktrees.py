@@ -6,10 +6,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-import trio
 
 from ..gitrepo import git, make_repo
-from .helpers import daemon_in_process, fits, rpc
+from .helpers import daemon_in_process, fits, rpc, snapshot_until
 from .test_changesets import _env
 
 
@@ -119,10 +118,7 @@ async def test_a_worktree_session_end_to_end(tmp_path) -> None:
                 assert (tree / "node_modules").is_symlink()  # linked
                 branch = git(tree, "rev-parse", "--abbrev-ref", "HEAD").strip()
                 assert branch.startswith("ahpd/")
-                with trio.fail_after(30):
-                    while not (state.get("_meta") or {}).get("git"):
-                        await trio.sleep(0.1)
-                        state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                state = await snapshot_until(client, uri, lambda state: (state.get("_meta") or {}).get("git"))
                 assert state["_meta"]["git"]["baseBranchName"] == "main"
                 assert state["_meta"]["git"]["branchName"] == branch
                 trees.append((uri, tree, branch))

@@ -62,7 +62,8 @@ class Client:
     def notify(self, method: str, params: Any) -> None:
         self.send_raw(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}))
 
-    async def frame(self, timeout: float = 5) -> dict[str, Any]:
+    async def frame(self, timeout: float = math.inf) -> dict[str, Any]:
+        """The next frame the host wrote, however long that takes (the test's guard judges a hang)."""
         if self.backlog:
             return self.backlog.pop(0)
         with trio.fail_after(timeout):
@@ -86,8 +87,7 @@ class Client:
         self.send_raw(json.dumps(frame))
         skipped = []
         while True:
-            with trio.fail_after(5):
-                reply = json.loads(await self.conn._from_host.receive())
+            reply = json.loads(await self.conn._from_host.receive())
             if reply.get("id") == ident and "method" not in reply:
                 self.backlog.extend(skipped)
                 return reply

@@ -13,6 +13,7 @@ import trio_websocket
 
 from ahpd.transport.base import Connection
 from ahpd.transport.websocket import Listening, serve_websocket
+from tests.waits import until_step
 
 # Generous bounds: they only catch hangs, they never pace a test.
 LIMIT = 15
@@ -113,7 +114,7 @@ def transport_tasks() -> list[str]:
 
 
 async def wait_until(predicate: Any, what: str) -> None:
-    """Poll ``predicate`` (for state no event announces, e.g. a task having ended)."""
-    with trio.fail_after(LIMIT):
-        while not predicate():
-            await trio.sleep(0.005)
+    """Until ``predicate()`` holds, judged again at each step a task of the
+    test's trio run takes (a task ending, a writer catching up): ``what`` names
+    it for the reader."""
+    await until_step(predicate)

@@ -28,6 +28,7 @@ from ahpd.host.kernel.frame import SharedFrame
 from ahpd.transport import frames as frames_module
 from ahpd.transport.frames import BatchBytes, text_frame
 from ahpd.transport.websocket import WebSocketConnection
+from tests.waits import until_step
 
 from .conftest import LIMIT, EchoHandler, serving
 
@@ -230,8 +231,7 @@ async def test_a_client_close_is_answered_and_ends_the_connection() -> None:
             assert event.code == 1000
             assert await client.stream.receive_some(65536) == b""  # then the server hangs up
             await client.aclose()
-            while not conn.closed:
-                await trio.sleep(0.005)
+            await until_step(lambda: conn.closed)
             assert not conn.send("after")
 
 

@@ -16,8 +16,6 @@ from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import Event, InputRequest, PermissionRequest, Update
 
 RAW_AGENT = Path(__file__).with_name("raw_agent.py")
-#: Generous: a loaded two-core machine must not make these tests flaky.
-TIMEOUT = 20.0
 
 
 def demo_backend(home: Path, **kwargs: Any) -> AcpBackend:
@@ -37,15 +35,23 @@ class Recorder:
         self.on_permission: Callable[[PermissionRequest], str | None] | None = None
         self.on_input: Callable[[InputRequest], tuple[str, dict[str, Any] | None]] | None = None
         self.asked = trio.Event()
+        self._more = trio.Event()
 
     def __call__(self, event: Event) -> None:
         self.events.append(event)
+        self._more.set()
         if isinstance(event, PermissionRequest | InputRequest):
             self.asked.set()
         if isinstance(event, PermissionRequest) and self.on_permission and self.conversation:
             self.conversation.answer_permission(event.request_id, self.on_permission(event))
         if isinstance(event, InputRequest) and self.on_input and self.conversation:
             self.conversation.answer_input(event.request_id, *self.on_input(event))
+
+    async def until(self, check: Callable[[], Any]) -> None:
+        """Until ``check()`` holds, judged again at each event the agent sends."""
+        while not check():
+            self._more = trio.Event()
+            await self._more.wait()
 
     def updates(self, kind: str | None = None) -> list[dict[str, Any]]:
         return [
@@ -68,16 +74,15 @@ async def conversation(
 ) -> AsyncIterator[tuple[AcpConversation, Recorder]]:
     """A live conversation in a nursery of its own, cancelled on the way out."""
     recorder = recorder or Recorder()
-    with trio.fail_after(TIMEOUT):
-        async with trio.open_nursery() as nursery:
-            conv = await nursery.start(
-                lambda task_status: backend.run_conversation(
-                    cwd=cwd, events=recorder, resume_id=resume_id, task_status=task_status
-                )
+    async with trio.open_nursery() as nursery:
+        conv = await nursery.start(
+            lambda task_status: backend.run_conversation(
+                cwd=cwd, events=recorder, resume_id=resume_id, task_status=task_status
             )
-            recorder.conversation = conv
-            yield conv, recorder
-            nursery.cancel_scope.cancel()
+        )
+        recorder.conversation = conv
+        yield conv, recorder
+        nursery.cancel_scope.cancel()
 
 
 def reaped(pid: int) -> bool:

@@ -16,7 +16,7 @@ chosen by the first word of the prompt:
 * ``cut``: a message chunk whose text ends in half a surrogate pair, as an
   agent that cuts its text by UTF-16 code unit writes it (``\\ud83d``);
 * ``die``: a last word on stderr, then exit status 3 in the middle of the turn;
-* ``hang``: never answers, not even a cancel;
+* ``hang``: says ``hanging``, then never answers, not even a cancel;
 * ``slow``: message chunks every 50 ms until cancelled;
 * anything else: one message chunk echoing the prompt.
 
@@ -121,6 +121,7 @@ async def prompt(params: dict[str, Any]) -> dict[str, Any]:
         sys.stderr.flush()
         os._exit(3)
     elif word == "hang":
+        await say(sid, "hanging")  # the prompt is here: a test can wait for that
         await asyncio.Event().wait()
     elif word == "slow":
         for i in range(400):

@@ -10,6 +10,7 @@ import trio
 
 from ahpd.host.customizations import decisions as store_module
 from ahpd.host.customizations.decisions import DecisionStore
+from tests.waits import until_step
 
 
 def test_decisions_survive_a_new_store_and_stay_in_their_folder(tmp_path: Path) -> None:
@@ -72,9 +73,7 @@ async def test_a_write_the_disk_refuses_is_retried_off_the_loop(tmp_path: Path, 
         await nursery.start(store.run)
         assert store.decide("p", "file:///x", [{"kind": "global", "enabled": False}])
         assert store.enablement("p", "file:///x") == [{"kind": "global", "enabled": False}]
-        with trio.fail_after(30):
-            while not path.exists():
-                await trio.sleep(0.05)
+        await until_step(path.exists)  # refused once, written on the retry
         nursery.cancel_scope.cancel()
     assert refusals == [path]
     assert json.loads(path.read_text()) == {"global": {"p": False}, "workspace": {}}

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import trio
 
 from ahpd.host.assembly import Host
+from tests.waits import eventually, until_tasks_exit
 
 from ..harness import connect
 
@@ -31,9 +32,9 @@ def _watcher_threads() -> list[str]:
 
 
 async def _until_released(host: Host) -> None:
-    with trio.fail_after(10):
-        while host.watches.tasks or _watcher_threads():
-            await trio.sleep(0.02)
+    """The host's watch tasks have ended and the notify threads with them (/proc only shows those)."""
+    await until_tasks_exit(lambda: not host.watches.tasks)
+    await eventually(lambda: not _watcher_threads())
 
 
 async def test_a_pending_edit_is_served_until_settled_and_files_anywhere(tmp_path: Path) -> None:
@@ -106,9 +107,7 @@ async def test_a_watch_is_one_task_released_by_unsubscribe_disconnect_and_shutdo
         await second.call("createResourceWatch", {"channel": ROOT, "uri": tmp_path.as_uri()})
         assert host.watches.tasks == 1
         outer.cancel_scope.cancel()
-    with trio.fail_after(5):
-        while _watcher_threads():
-            await trio.sleep(0.02)
+    await eventually(lambda: not _watcher_threads())
 
 
 async def test_a_watch_over_what_is_not_there_is_refused(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from ahpd.host.sessions.store import WINDOW, FileSessionStore, MemorySessionStor
 from ahpd.ports import journal
 
 from ...smalldisk import small_disk
+from ...waits import until_step
 
 SESSION, CHAT = "ahp-session:/s1", "ahp-chat:/c1"
 
@@ -63,12 +64,6 @@ def journal_of(folder, chat: str = CHAT):
 def loaded_turns(folder) -> list[str]:
     [rec] = FileSessionStore(folder).load_all()
     return [t["id"] for t in rec["chats"][0]["state"]["turns"]]
-
-
-async def wait_for(predicate, timeout: float = 30) -> None:
-    with trio.fail_after(timeout):  # a hang guard
-        while not predicate():
-            await trio.sleep(0.02)
 
 
 # -- what a turn writes -------------------------------------------------------------
@@ -179,12 +174,12 @@ async def test_compaction_runs_in_the_background_and_keeps_what_the_chat_holds(t
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
         store.save(record(turns))
-        await wait_for(path.exists)  # the first write landed: the loop below samples a file that is there
+        await until_step(path.exists)  # the first write landed: the loop below samples a file that is there
         for n in range(400):  # a title typed a letter at a time: superseded records pile up
             store.save(record(turns, title="t" * (n % 50)))
             # Each record is on disk before the next is typed, however busy the
             # machine: a writer that fell behind would only keep the latest.
-            await wait_for(lambda: store.writes.pending == 0)
+            await until_step(lambda: store.writes.pending == 0)
         nursery.cancel_scope.cancel()
     assert any("journal compacted" in r.getMessage() for r in caplog.records)
     size = path.stat().st_size
@@ -312,10 +307,10 @@ async def test_an_append_cut_short_by_a_full_disk_is_rewritten_whole(tmp_path) -
                 f.write(b"\0" * ((room.f_bavail - 2) * room.f_bsize))
             turns = turns + [turn(n, "y" * 30_000) for n in range(1, 30)]
             store.save(record(turns))
-            await wait_for(lambda: store.writes.failing is not None)
+            await until_step(lambda: store.writes.failing is not None)
             assert loaded_turns(folder) == ["turn-0"]  # what is torn is not loaded
             disk.free()
-            await wait_for(lambda: store.writes.pending == 0)
+            await until_step(lambda: store.writes.pending == 0)
             nursery.cancel_scope.cancel()
         assert loaded_turns(folder) == [f"turn-{n}" for n in range(30)]
         assert all(json.loads(line) for line in journal_of(folder).read_bytes().splitlines())

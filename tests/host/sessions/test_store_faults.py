@@ -22,6 +22,7 @@ from ahpd.host.kernel.rootconfig import RootConfigStore
 from ahpd.host.sessions.store import FileSessionStore, write_atomic
 
 from ...smalldisk import small_disk
+from ...waits import until_step
 
 CHAT = "ahp-chat:/c1"
 
@@ -62,13 +63,6 @@ def errors(caplog, text: str) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.levelno >= logging.ERROR and text in r.getMessage()]
 
 
-async def wait_for(predicate, timeout: float = 30) -> None:
-    """A hang guard, not a timing assertion."""
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.05)
-
-
 # -- writes the disk refuses ----------------------------------------------------
 
 
@@ -95,11 +89,11 @@ async def test_session_saves_on_a_failing_disk_are_kept_retried_and_logged_once(
             for n in range(200):  # a save per token, say
                 store.save(record(title=f"title {n}"))
                 await trio.lowlevel.checkpoint()
-            await wait_for(lambda: store.writes.failing is not None)
+            await until_step(lambda: store.writes.failing is not None)
             assert store.writes.pending == 1
             assert [r["title"] for r in FileSessionStore(disk.path / "sessions").load_all()] == ["before"]
             disk.free() if fault == "full" else disk.writable()
-            await wait_for(lambda: store.writes.pending == 0)
+            await until_step(lambda: store.writes.pending == 0)
             nursery.cancel_scope.cancel()
         assert len(errors(caplog, "a write failed")) == 1
         assert any("takes writes again" in r.getMessage() for r in caplog.records)
@@ -120,7 +114,7 @@ async def test_out_of_file_descriptors_is_retried(tmp_path, caplog, monkeypatch)
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
         store.save(record(title="kept"))
-        await wait_for(lambda: store.writes.pending == 0)
+        await until_step(lambda: store.writes.pending == 0)
         nursery.cancel_scope.cancel()
     assert refusals == []
     assert len(errors(caplog, "Too many open files")) == 1
@@ -134,12 +128,12 @@ async def test_the_latest_write_of_a_session_wins_and_stopping_flushes_what_is_p
             await nursery.start(store.run)
             store.save(record("ahp-session:/gone", chat="ahp-chat:/g"))
             store.save(record(title="one"))
-            await wait_for(lambda: store.writes.pending == 0)
+            await until_step(lambda: store.writes.pending == 0)
             disk.read_only()
             store.save(record(title="two"))
             store.delete("ahp-session:/gone")
             store.save(record(title="three"))
-            await wait_for(lambda: store.writes.failing is not None)
+            await until_step(lambda: store.writes.failing is not None)
             nursery.cancel_scope.cancel()
         assert store.writes.pending == 2
         disk.writable()
@@ -156,10 +150,10 @@ async def test_root_config_saves_on_a_full_disk_are_retried(tmp_path, caplog) ->
             disk.fill()
             config.save({"telemetryLevel": "off"})
             config.save({"telemetryLevel": "off", "sandboxEnabled": True})
-            await wait_for(lambda: config.writes.failing is not None)
+            await until_step(lambda: config.writes.failing is not None)
             assert not (disk.path / "root-config.json").exists()
             disk.free()
-            await wait_for(lambda: config.writes.pending == 0)
+            await until_step(lambda: config.writes.pending == 0)
             nursery.cancel_scope.cancel()
         assert RootConfigStore(disk.path / "root-config.json").load() == {
             "telemetryLevel": "off",
@@ -180,7 +174,7 @@ async def test_the_reservation_moves_only_once_written_and_a_crash_never_repeats
             await nursery.start(sequencer.run)
             disk.read_only()
             handed = [sequencer.next() for _ in range(BLOCK)]
-            await wait_for(lambda: sequencer.failing is not None)
+            await until_step(lambda: sequencer.failing is not None)
             # Nothing past what the disk holds was handed out...
             assert sequencer.reserved == BLOCK and max(handed) == BLOCK
             assert errors(caplog, "past the reservation") == []
@@ -191,7 +185,7 @@ async def test_the_reservation_moves_only_once_written_and_a_crash_never_repeats
             assert len(errors(caplog, "past the reservation")) == 1
             assert len(errors(caplog, "cannot be written")) == 1
             disk.writable()
-            await wait_for(lambda: sequencer.failing is None and sequencer.reserved > max(handed))
+            await until_step(lambda: sequencer.failing is None and sequencer.reserved > max(handed))
             nursery.cancel_scope.cancel()
         crashed = Sequencer(FileSeqStore(path))  # no close(): a crash
         assert crashed.current > max(handed)
