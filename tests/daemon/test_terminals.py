@@ -199,11 +199,14 @@ async def test_bash_with_shell_integration(tmp_path) -> None:
 
             # ^C interrupts what runs in the foreground.
             await term.type("sleep 100\r")
-            await term.wait_for(lambda a: a["type"] == "terminal/commandExecuted" and a["commandLine"] == "sleep 100")
+            executed_sleep = await term.wait_for(
+                lambda a: a["type"] == "terminal/commandExecuted" and a["commandLine"] == "sleep 100"
+            )
             await in_the_foreground(shell_of(daemon), "sleep")
             await term.type("\x03")
             stopped = await term.wait_for(kind("terminal/commandFinished"))
-            assert stopped["exitCode"] == 130
+            # (what ran, and the last of the content, said when the ^C is not seen)
+            assert stopped["exitCode"] == 130, (stopped, executed_sleep, term.state["content"][-3:])
 
             # A late subscriber sees what happened in its snapshot.
             async with rpc(daemon.url) as late:

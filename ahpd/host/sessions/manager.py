@@ -79,6 +79,10 @@ class SessionManager:
         #: the last answer of its ``list_conversations``.
         self.catalogue: dict[str, dict[str, StoredConversation]] = {}
         self._refreshing: dict[str, bool] = {}  # provider -> asked again meanwhile
+        #: Backend ids this host has deleted from their backend's keeping, by
+        #: provider: a listing read before the delete finished must not bring
+        #: the disposed conversation back as a row.
+        self.deleted: dict[str, set[str]] = {}
         self._listed_at: dict[str, float] = {}  # provider -> when its catalogue was last read
         self._waking: dict[str, trio.Event] = {}
         #: Whether the agents' boot probes were started (once, at the first hello).
@@ -245,6 +249,15 @@ class SessionManager:
                 },
             )
 
+    def forget_conversation(self, provider: str, backend_id: str, deleted: bool = True) -> None:
+        """``backend_id`` is being deleted from ``provider``'s keeping: no row
+        for it, whatever a listing read before the delete says. When the
+        agent kept its copy after all (``deleted=False``), its row may come back."""
+        if deleted:
+            self.deleted.setdefault(provider, set()).add(backend_id)
+        else:
+            self.deleted.get(provider, set()).discard(backend_id)
+
     def _known_ids(self) -> set[str]:
         known = {chat.backend_id for chat in self.chat_owner.values() if chat.backend_id}
         for record in self.dormant.values():
@@ -253,7 +266,7 @@ class SessionManager:
 
     def _unknown(self, provider: str) -> dict[str, StoredConversation]:
         """The conversations ``provider`` keeps that no session here names."""
-        known = self._known_ids()
+        known = self._known_ids() | self.deleted.get(provider, set())
         return {
             i: c
             for i, c in self.catalogue.get(provider, {}).items()

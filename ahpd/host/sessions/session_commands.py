@@ -170,8 +170,10 @@ async def dispose_session(host: Host, peer: Peer, params: model.DisposeSessionPa
     if session is None and (entry := await sessions.catalogue_entry(uri)) is not None:
         # A conversation only its backend keeps: nothing to open, only its copy to delete.
         provider, conversation = entry
+        sessions.forget_conversation(provider, conversation.backend_id)
         if not await sessions.backends[provider].delete_conversation(conversation.backend_id):
             log.info("session %s: the %s agent kept its copy of the conversation", uri, provider)
+            sessions.forget_conversation(provider, conversation.backend_id, deleted=False)
         sessions.catalogue.get(provider, {}).pop(conversation.backend_id, None)
         host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionRemoved", {"channel": ROOT, "session": uri})
         return
@@ -179,11 +181,14 @@ async def dispose_session(host: Host, peer: Peer, params: model.DisposeSessionPa
         raise RpcError(SESSION_NOT_FOUND, f"no session {uri}")
     backend = sessions.backends.get(session.provider)
     backend_ids = [chat.backend_id for chat in session.chats.values() if chat.backend_id]
+    deleting = backend is not None and backend_ids and sessions.nursery is not None
+    for backend_id in backend_ids if deleting else ():
+        sessions.forget_conversation(session.provider, backend_id)  # before a listing in flight can offer it
     sessions.dispose(session)
     await worktrees.dispose(session.worktree)  # a dirty tree is kept, and logged
     sessions.announce_count()
     host.bus.notify(host.bus.channels[ROOT].subscribers, "root/sessionRemoved", {"channel": ROOT, "session": uri})
-    if backend is not None and backend_ids and sessions.nursery is not None:
+    if deleting:
         # The agent's own copy goes after the session does: an agent may need a
         # process of its own to delete it, and nobody should wait on that.
         sessions.nursery.start_soon(_delete_copies, sessions, backend, session.provider, uri, backend_ids)
@@ -199,6 +204,7 @@ async def _delete_copies(sessions: Any, backend: Any, provider: str, uri: str, b
         if deleted:
             sessions.catalogue.get(provider, {}).pop(backend_id, None)
         else:
+            sessions.forget_conversation(provider, backend_id, deleted=False)
             log.info("session %s: the %s agent keeps its own copy of the conversation", uri, provider)
 
 
