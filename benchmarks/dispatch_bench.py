@@ -58,6 +58,8 @@ from _dispatch_bench_client import worker  # noqa: E402
 from _host_bench_client import WsClient  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+#: Where ``--profile`` writes py-spy's collapsed stacks of each ahpd row.
+PROFILE_DIR: Path | None = None
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
@@ -421,6 +423,14 @@ def measure(
     _expect(pub_pipe, "ready")
     time.sleep(0.2)  # the subscriptions settle (ahpd subscribes as part of initialize)
     counter = SyscallCount(server.proc.pid)
+    spy = None
+    if PROFILE_DIR is not None and server.kind == "ahpd" and shutil.which("py-spy"):
+        out = PROFILE_DIR / f"{server.name.replace(' ', '-')}-K{k}-{'paced' if rate else 'fast'}.txt"
+        spy = subprocess.Popen(
+            ["py-spy", "record", "-p", str(server.proc.pid), "-f", "raw", "-r", "200", "-o", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     time.sleep(0.3)  # perf attached
     cpu0, busy0, wall0 = cpu_ns(server.proc.pid), busy_ns(), time.monotonic()
     pub_pipe.send("go")
@@ -428,6 +438,9 @@ def measure(
     pub = _expect(pub_pipe, "result")
     cpu1, busy1, wall1 = cpu_ns(server.proc.pid), busy_ns(), time.monotonic()
     writes = counter.stop()
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
     received = sum(s["received"] for s in subs)
     last = max(max(s["last_ns"]) for s in subs)
     server_cpu = (cpu1 - cpu0) / 1e9
@@ -502,18 +515,27 @@ def main() -> None:
     parser.add_argument("--ahpd-tree", type=Path, help="run the daemon from DIR's ahpd package")
     parser.add_argument("--client-procs", type=int, default=max(2, os.cpu_count() or 2))
     parser.add_argument("--sessions", default="memory,file", help="which --sessions modes to measure")
+    parser.add_argument("--k", type=int, help="only this many subscribers")
+    parser.add_argument("--profile", type=Path, help="py-spy (on PATH) records each ahpd row's stacks into DIR")
     parser.add_argument("--serve-ceiling", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_ceiling:
         trio.run(serve_ceiling)
         return
     reps = 1 if args.quick else 3
+    global PROFILE_DIR
+    PROFILE_DIR = args.profile
+    if PROFILE_DIR is not None:
+        PROFILE_DIR.mkdir(parents=True, exist_ok=True)
     fast = [
         (100, 1500 if args.quick else 4000),
         (10, 6000 if args.quick else 15000),
         (1, 4000 if args.quick else 10000),
     ]
     paced = [(100, 100.0, 2.0), (100, 1000.0, 2.0)]
+    if args.k is not None:
+        fast = [(k, n) for k, n in fast if k == args.k]
+        paced = [p for p in paced if p[0] == args.k]
     print(f"load average {os.getloadavg()}, {os.cpu_count()} cores, python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         servers: list[Server] = []
