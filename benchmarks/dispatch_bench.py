@@ -1,7 +1,8 @@
 """The path a client's action takes: dispatched over a WebSocket, reduced by a
 real ``ahpd run``, fanned out to K WebSocket subscribers.
 
-    python benchmarks/dispatch_bench.py [--quick] [--ahpd-tree DIR] [--only fast|paced]
+    python benchmarks/dispatch_bench.py [--quick] [--only fast|paced] [--k K] [--sessions memory,file]
+                                        [--ahpd-tree DIR] [--before DIR] [--profile DIR]
 
 Servers, all started by this script and measured interleaved in one run:
 
@@ -10,7 +11,9 @@ Servers, all started by this script and measured interleaved in one run:
   ``--sessions file``. A session is created; K subscribers ``initialize``
   subscribed to its default chat; one more client dispatches
   ``chat/draftChanged`` with a unique text each time. ``--ahpd-tree DIR``
-  runs the daemon from another checkout's ``ahpd`` package (the "before").
+  runs the daemon from another checkout's ``ahpd`` package; ``--before DIR``
+  runs one from DIR beside this tree's, interleaved (rows ``before ...``),
+  for before/after ratios from one run.
 - **Node ws**: ``node_ws/relay.js``, the ``ws`` library relaying each text
   the dispatcher sends (parsed, put in an envelope with a serverSeq,
   serialized once) to every subscriber with one ``ws.send`` each.
@@ -281,8 +284,8 @@ class Server:
 class Ahpd(Server):
     kind = "ahpd"
 
-    def __init__(self, work: Path, sessions: str, tree: Path | None) -> None:
-        self.name = f"ahpd {sessions}"
+    def __init__(self, work: Path, sessions: str, tree: Path | None, label: str = "ahpd") -> None:
+        self.name = f"{label} {sessions}"
         work.mkdir(parents=True)
         env = {**os.environ, "HOME": str(work), "CLAUDE_CONFIG_DIR": str(work / "claude")}
         if tree is not None:
@@ -481,7 +484,7 @@ def measure(
 
 def show(row: dict[str, Any]) -> None:
     parts = [
-        f"{row['server']:<12} K={row['k']:<3} N={row['n']:<6}",
+        f"{row['server']:<13} K={row['k']:<3} N={row['n']:<6}",
         f"{row['frames_s']:>9,.0f} frames/s",
         f"{row['frames_cpu']:>10,.0f} frames/CPU-s",
         f"{row['cpu_per_action_us']:>7.1f} us CPU/action",
@@ -502,10 +505,14 @@ def ratios(rows: list[dict[str, Any]], key: str, higher_is_better: bool = True) 
     for r in rows:
         by.setdefault(r["server"], []).append(r[key])
     med = {s: statistics.median(v) for s, v in by.items() if all(x is not None for x in v)}
-    for name in [s for s in med if s.startswith("ahpd")]:
+    for name in [s for s in med if s.startswith(("ahpd", "before"))]:
         for anchor in ("Node ws", "ceiling"):
             if anchor in med and med[anchor]:
                 print(f"    {key}: {name} / {anchor} = {med[name] / med[anchor]:.2f}")
+    for name in [s for s in med if s.startswith("ahpd")]:
+        before = name.replace("ahpd", "before", 1)
+        if med.get(before):
+            print(f"    {key}: {name} / {before} = {med[name] / med[before]:.2f}")
 
 
 def main() -> None:
@@ -513,6 +520,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer actions, one repetition")
     parser.add_argument("--only", choices=("fast", "paced"))
     parser.add_argument("--ahpd-tree", type=Path, help="run the daemon from DIR's ahpd package")
+    parser.add_argument(
+        "--before", type=Path, help="also run DIR's ahpd package (rows 'before ...'), interleaved with this one"
+    )
     parser.add_argument("--client-procs", type=int, default=max(2, os.cpu_count() or 2))
     parser.add_argument("--sessions", default="memory,file", help="which --sessions modes to measure")
     parser.add_argument("--k", type=int, help="only this many subscribers")
@@ -542,6 +552,8 @@ def main() -> None:
         try:
             for mode in args.sessions.split(","):
                 servers.append(Ahpd(Path(tmp) / mode, mode, args.ahpd_tree))
+                if args.before is not None:
+                    servers.append(Ahpd(Path(tmp) / f"before-{mode}", mode, args.before, "before"))
             node = node_anchor()
             if node is not None:
                 servers.append(node)
