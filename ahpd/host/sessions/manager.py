@@ -146,7 +146,7 @@ class SessionManager:
             session.save()
             return
         if not self._unsaved:
-            self.nursery.start_soon(self._save_after_burst)
+            spawn(self.nursery, "writing down the sessions a burst moved", self._save_after_burst)
         self._unsaved[session.uri] = session
 
     async def _save_after_burst(self) -> None:
