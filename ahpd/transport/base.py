@@ -130,6 +130,8 @@ class WriteGate:
     task is blocked (trio's ``wait_all_tasks_blocked``: nothing runnable,
     no I/O ready) or ``HOLD`` seconds have passed, then wakes every writer
     noted meanwhile. Without a running gate a writer is woken at once.
+    (``wait_all_tasks_blocked`` lives in ``trio.testing`` but is public API,
+    and the only public way to learn that the loop has run out of work.)
     """
 
     #: The longest a frame waits for the loop to be idle before its writer
