@@ -165,7 +165,10 @@ class _Converter:
         nullable = {f.name for f in fields if _admits_null(f.type)}
         name = cls.__name__
         strict = self.strict
-        structure_field = self.c.structure
+        # Each field's hook, found once (at its first use: a class may hold
+        # itself) instead of dispatched on the field's type at every value.
+        hooks: dict[str, Any] = {}
+        get_hook = self.c.get_structure_hook
 
         def structure(value: Any, _: Any) -> Any:
             if not isinstance(value, dict):
@@ -184,8 +187,11 @@ class _Converter:
                     if strict or key in required:
                         raise _Located(_key_path(key), ValueError("null is not allowed here; omit the key"))
                     continue
+                hook = hooks.get(key)
+                if hook is None:
+                    hook = hooks[key] = get_hook(f.type)
                 try:
-                    kwargs[f.alias] = structure_field(element, f.type)
+                    kwargs[f.alias] = hook(element, f.type)
                 except Exception as exc:  # noqa: BLE001 - re-raised with its key
                     raise _Located(_key_path(key), exc) from None
             return cls(**kwargs)

@@ -16,6 +16,16 @@ client has fallen behind: it is named in the log, closed with 1008 and the
 frame is dropped. The limit is a callable read at every send that finds
 something pending, so a configuration change applies to the next frame.
 
+When a burst of actions comes in (a client dispatching as fast as it types,
+a chunk of its frames read at once), waking each writer at its first frame
+would have every subscriber's writer run between two actions and write one
+frame per system call. Connections may therefore share a ``WriteGate``: a
+writer with something new to write is woken by the gate, once the event
+loop has nothing else to run (the burst is reduced, everything it queued
+goes out in one write per connection), or ``WriteGate.HOLD`` seconds after
+its first frame if the loop never runs out of work. A lone action meets an
+idle loop and leaves at once; there is no batch timer to wait for.
+
 A per-connection limit alone lets many slow clients together queue without
 bound, so connections may also share a ``QueueBudget``: a cap on the bytes
 queued across all of them. A send that would take the sum past it closes the
@@ -45,6 +55,7 @@ from collections.abc import Awaitable, Callable
 from itertools import accumulate
 
 import trio
+from trio.testing import wait_all_tasks_blocked
 
 from ahpd.host.telemetry import telemetry
 from ahpd.host.kernel.supervise import supervised
@@ -111,6 +122,57 @@ class QueueBudget:
         return True
 
 
+class WriteGate:
+    """Wakes the writers of the connections that share it once a burst is over.
+
+    ``hold(conn)`` notes a parked writer that has something to write; the
+    gate's task (``run``, in the server's nursery) waits until every other
+    task is blocked (trio's ``wait_all_tasks_blocked``: nothing runnable,
+    no I/O ready) or ``HOLD`` seconds have passed, then wakes every writer
+    noted meanwhile. Without a running gate a writer is woken at once.
+    (``wait_all_tasks_blocked`` lives in ``trio.testing`` but is public API,
+    and the only public way to learn that the loop has run out of work.)
+    """
+
+    #: The longest a frame waits for the loop to be idle before its writer
+    #: is woken anyway: under a flood that never lets the loop idle, the
+    #: writers still run this often, each writing all it has.
+    HOLD = 0.010
+
+    def __init__(self) -> None:
+        self._held: list[Connection] = []
+        self._lot = trio.lowlevel.ParkingLot()
+        self._running = False
+
+    def hold(self, conn: Connection) -> None:
+        if not self._running:
+            conn._writer_idle.unpark()
+            return
+        if not self._held:
+            self._lot.unpark()
+        self._held.append(conn)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._running = True
+        task_status.started()
+        try:
+            while True:
+                if not self._held:
+                    await self._lot.park()
+                    continue
+                with trio.move_on_after(self.HOLD):
+                    await wait_all_tasks_blocked()
+                self._release()
+        finally:
+            self._running = False
+            self._release()
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for conn in held:
+            conn._writer_idle.unpark()
+
+
 class Connection:
     """One client, as the host sees it: text frames in, text frames out.
 
@@ -125,9 +187,14 @@ class Connection:
     closed: bool
 
     def __init__(
-        self, name: str, queue_limit: Callable[[], int] | None = None, budget: QueueBudget | None = None
+        self,
+        name: str,
+        queue_limit: Callable[[], int] | None = None,
+        budget: QueueBudget | None = None,
+        gate: WriteGate | None = None,
     ) -> None:
         self.name = name
+        self._gate = gate
         self.queued_bytes = 0
         telemetry.COUNTS.connections += 1
         self._budget = budget  # None once this connection's bytes no longer count there
@@ -207,8 +274,11 @@ class Connection:
         self._queue.append(text)
         self._sizes.append(size)
         if self._writer_parked:
-            self._writer_parked = False
-            self._writer_idle.unpark()
+            self._writer_parked = False  # woken once, however many frames follow before it runs
+            if self._gate is not None:
+                self._gate.hold(self)
+            else:
+                self._writer_idle.unpark()
         telemetry.COUNTS.sent(size)
         return True
 

@@ -16,7 +16,9 @@ daemon's time. Our writer instead writes data frames itself
 (``frames.text_frame``): a fanned-out action's frame bytes are built once
 (``SharedFrame``), each batch the writer takes goes out in one
 ``send_all``, and a batch of the same frames as the connection before it
-reuses its bytes (``frames.BatchBytes``). trio-websocket writes its own
+reuses its bytes (``frames.BatchBytes``). The writers share a
+``base.WriteGate``, so a burst of dispatches is reduced before they run and
+each writes all its frames of the burst at once. trio-websocket writes its own
 frames (the 101 answer, pongs, close frames) through the same stream object,
 whose one lock keeps the two from interleaving mid-frame; a batch is not written once trio-websocket
 says the connection is closing (it then has sent, or is sending, a close
@@ -58,6 +60,7 @@ from ahpd.transport.base import (
     Handler,
     PeerGone,
     QueueBudget,
+    WriteGate,
     logger,
     run_connection,
 )
@@ -213,8 +216,9 @@ class WebSocketConnection(Connection):
         queue_limit: Callable[[], int],
         budget: QueueBudget | None = None,
         batches: BatchBytes | None = None,
+        gate: WriteGate | None = None,
     ) -> None:
-        super().__init__(name, queue_limit, budget)
+        super().__init__(name, queue_limit, budget, gate)
         self._batches = batches or BatchBytes()  # shared with the server's other connections
         self._stream = stream
         self._max = max_message_size
@@ -343,6 +347,7 @@ class _Server:
     limits: Limits
     budget: QueueBudget
     batches: BatchBytes = field(default_factory=BatchBytes)
+    gate: WriteGate = field(default_factory=WriteGate)  # run in serve_websocket's nursery
     connections: int = 0  # open, whether still in their head or not
     pending: int = 0  # still in their head
     refused: int = 0  # answered 503 since the last one admitted
@@ -390,6 +395,7 @@ class _Server:
                 queue_limit=self.queue_limit,
                 budget=self.budget,
                 batches=self.batches,
+                gate=self.gate,
             )
             logger.info("%s connected", name)
             try:
@@ -493,6 +499,7 @@ async def serve_websocket(
     bound = listeners[0].socket.getsockname()
     where = Listening(host=host, port=bound[1])
     async with trio.open_nursery() as nursery:
+        await nursery.start(server.gate.run)
         for listener in listeners:
             nursery.start_soon(_accept_loop, listener, nursery, server.serve_stream)
         logger.info(

@@ -35,6 +35,8 @@ BEFORE_HANDSHAKE = frozenset({"ping", "initialize", "reconnect"})
 #: Commands whose literal ``channel`` is not checked: how a client finds out
 #: it can talk at all must not fail on a wrong constant.
 CHANNEL_EXEMPT = frozenset({"initialize", "ping"})
+#: What a missing config reads as, without a dict made per frame.
+_NONE: dict[str, Any] = {}
 #: Other spellings of a literal channel, taken as it (seed: the catalogue's).
 CHANNEL_ALIASES = {"ahp-automations://catalog": "ahp-automations://"}
 
@@ -148,6 +150,8 @@ class Host:
                 "config": {"schema": rootconfig.SCHEMA, "values": values},
             },
         )
+        #: The root channel: never closed, its state replaced as it moves.
+        self._root = self.bus.channels[ROOT]
         self.peers: set[Peer] = set()
         self._numbers = 0
         self._limit_from: Any = None
@@ -214,7 +218,7 @@ class Host:
         """Read per frame per subscriber once a queue holds anything, so it is
         kept with the values dict it came from: the reducers replace that dict
         when the config moves, and only then is the limit read again."""
-        values = self.bus.channels[ROOT].state.get("config", {}).get("values", {})
+        values = self._root.state.get("config", _NONE).get("values", _NONE)
         if values is not self._limit_from:
             self._limit_from = values
             self._limit = int(values.get("clientQueueBytes", rootconfig.DEFAULT_VALUES["clientQueueBytes"]))

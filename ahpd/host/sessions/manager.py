@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
+from trio.testing import wait_all_tasks_blocked
 
 from ahpd.backends.port import Backend, StoredConversation
 from ahpd.host.kernel.auth import USERS_RECORD
@@ -55,6 +56,9 @@ log = logging.getLogger("ahpd.host")
 
 #: Seconds a new session waits for its agent's boot probe, if one is under way.
 PROBE_WAIT = 60.0
+#: The longest a client's change waits to be written down while the loop
+#: stays busy (see :meth:`SessionManager.save_soon`).
+SAVE_HOLD = 0.05
 
 
 class SessionManager:
@@ -93,6 +97,8 @@ class SessionManager:
         #: ``ahp-edit://pending/...`` URI its after side is served under:
         #: (tool call id, file path, new content). Gone once the call is settled.
         self.pending_edits: dict[str, tuple[str, str, str]] = {}
+        #: Sessions a client's action moved, written once the burst is over.
+        self._unsaved: dict[str, Session] = {}
 
     @property
     def default_provider(self) -> str | None:
@@ -124,10 +130,40 @@ class SessionManager:
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The host's nursery for sessions; cancelled, it ends every agent."""
-        async with trio.open_nursery() as nursery:
-            self.nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+        try:
+            async with trio.open_nursery() as nursery:
+                self.nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self.nursery = None
+            self.save_unsaved()
+
+    def save_soon(self, session: Session) -> None:
+        """Write ``session`` down once the burst of actions that moved it is
+        over: when the loop has nothing else to run, or ``SAVE_HOLD``
+        seconds on. A client typing a draft, or pasting a burst of
+        changes, costs one record per burst, not one per keystroke; a lone
+        change is written as soon as it is reduced and sent. What is
+        waiting is written when the host stops."""
+        if self.nursery is None:
+            session.save()
+            return
+        if not self._unsaved:
+            spawn(self.nursery, "writing down the sessions a burst moved", self._save_after_burst)
+        self._unsaved[session.uri] = session
+
+    async def _save_after_burst(self) -> None:
+        try:
+            with trio.move_on_after(SAVE_HOLD):
+                await wait_all_tasks_blocked()
+        finally:
+            self.save_unsaved()
+
+    def save_unsaved(self) -> None:
+        unsaved, self._unsaved = self._unsaved, {}
+        for session in unsaved.values():
+            session.save()
 
     def probe_soon(self) -> None:
         """Start the agents' boot probes, and the first reading of what each
@@ -511,12 +547,13 @@ async def open_channel(host: Host, uri: str) -> bool:
 
 
 def state_changed(host: Host, channel: str) -> None:
-    """A client's action moved a session's or a chat's state: write the session down."""
+    """A client's action moved a session's or a chat's state: write the
+    session down, once for the burst it came in (a draft typed key by key)."""
     if host.sessions is None:
         return
     owner = host.sessions.sessions.get(channel) or getattr(host.sessions.chat_owner.get(channel), "session", None)
     if owner is not None:
-        owner.save()
+        host.sessions.save_soon(owner)
 
 
 def left(host: Host, peer: Any, uri: str) -> None:
