@@ -3,7 +3,7 @@
 
 The schemas are the authority on shapes, so the wire model is never written
 by hand: this tool reads every ``$defs`` entry of the five schema files and
-writes one attrs class per object, one enum per enumeration and one type
+writes one plain slotted class per object, one enum per enumeration and one type
 alias per union, plus the method and action tables the host dispatches on.
 Descriptions are deliberately not carried over: the schema's prose is the
 protocol's, not ours.
@@ -149,10 +149,11 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal, Union
 
-import attrs
-
-from ahpd.protocol import _base as _b
-from ahpd.protocol._base import Number, model
+from ahpd.protocol._base import CONST_KIND as _C
+from ahpd.protocol._base import OPTIONAL as _O
+from ahpd.protocol._base import REQUIRED as _R
+from ahpd.protocol._base import Model, Number
+from ahpd.protocol._base import _set
 
 '''
 
@@ -289,25 +290,57 @@ class Generator:
         self.blocks.append("\n".join(lines) + "\n")
 
     def emit_class(self, name: str, schema: dict[str, Any]) -> None:
+        """A plain slotted class with its ``__init__`` written out (see ``_base``)."""
         required = set(schema.get("required", ()))
-        fields: list[str] = []
+        annotations: list[str] = []
+        specs: list[str] = []
+        params: list[str] = []
+        body: list[str] = []
+        aliases: set[str] = set()
         for prop, sub in schema["properties"].items():
             sub = ERRATA.get((name, prop), sub)
-            if not prop.isidentifier() or keyword.iskeyword(prop):
-                raise ValueError(f"{name}.{prop}: not a Python identifier")
+            if not prop.isidentifier() or keyword.iskeyword(prop) or prop in ("self", "_set"):
+                raise ValueError(f"{name}.{prop}: not a usable Python identifier")
+            alias = prop.lstrip("_")  # the keyword, as attrs spelled it: _meta= is meta=
+            if alias in aliases or not alias:
+                raise ValueError(f"{name}.{prop}: its keyword {alias!r} is taken")
+            aliases.add(alias)
             constraints = {k: sub[k] for k in ("minimum", "maximum", "minLength", "minItems", "maxItems") if k in sub}
-            meta = f", schema={constraints!r}" if constraints else ""
             if "const" in sub:
-                fields.append(f"    {prop}: Literal[{sub['const']!r}] = _b.const({sub['const']!r})")
+                value = sub["const"]
+                annotations.append(f"    {prop}: Literal[{value!r}]")
+                specs.append(f"({prop!r}, _C, {value!r})")
+                params.append(f"{alias}: Literal[{value!r}] = {value!r}")
+                differs = "is not" if isinstance(value, bool) else "!="
+                message = f"{prop} must be {value!r}, got "
+                body.append(f"        if {alias} {differs} {value!r}:")
+                body.append(f"            raise ValueError({message!r} + repr({alias}))")
+                body.append(f"        _set(self, {prop!r}, {alias})")
                 continue
             expr = self.type_expr(sub, name + pascal(prop))
+            extra = repr(constraints) if constraints else "None"
             if prop in required:
-                fields.append(f"    {prop}: {expr} = _b.required({meta[2:]})")
+                annotations.append(f"    {prop}: {expr}")
+                specs.append(f"({prop!r}, _R, {extra})")
+                params.append(f"{alias}: {expr}")
             else:
-                fields.append(f"    {prop}: {expr} | None = _b.optional({meta[2:]})")
+                annotations.append(f"    {prop}: {expr} | None")
+                specs.append(f"({prop!r}, _O, {extra})")
+                params.append(f"{alias}: {expr} | None = None")
+            body.append(f"        _set(self, {prop!r}, {alias})")
         self.class_count += 1
-        body = "\n".join(fields) if fields else "    pass"
-        self.blocks.append(f"@model\nclass {name}:\n{body}\n")
+        lines = [f"class {name}(Model):"]
+        slots = ", ".join(repr(p) for p in schema["properties"])
+        lines.append(f"    __slots__ = ({slots}{',' if len(schema['properties']) == 1 else ''})")
+        if specs:
+            lines.append("    __fields__ = (")
+            lines += [f"        {s}," for s in specs]
+            lines.append("    )")
+            lines += annotations
+            lines.append("")
+            lines.append(f"    def __init__(self, *, {', '.join(params)}) -> None:")
+            lines += body
+        self.blocks.append("\n".join(lines) + "\n")
 
     # -- tables ------------------------------------------------------------
 
@@ -406,12 +439,6 @@ class Generator:
         out.append(
             f"#: Counts, for the record: {self.class_count} classes, {self.enum_count} enums, "
             f"{self.alias_count} aliases.\n"
-        )
-        out.append(
-            "\n# Annotations are strings until resolved; resolve them once, here.\n"
-            "for _cls in [c for c in globals().values() if isinstance(c, type) and attrs.has(c)]:\n"
-            "    attrs.resolve_types(_cls, globals(), globals())\n"
-            "del _cls\n"
         )
         return "".join(out)
 
