@@ -32,6 +32,7 @@ it is refused, which is its cue to let its watcher go.
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import logging
 import os
 import re
@@ -41,7 +42,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
-from watchfiles._rust_notify import RustNotify
 
 from ahpd.host.kernel import dispatch
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, RpcError
@@ -52,6 +52,13 @@ if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
 
 log = logging.getLogger("ahpd.host")
+
+
+def _rust_notify() -> Any:
+    """watchfiles' notifier module, imported by the first watch: ~20 ms of
+    start-up that a daemon nobody asked to watch a folder should not pay."""
+    return importlib.import_module("watchfiles._rust_notify")
+
 
 SCHEME = "ahp-resource-watch:/"
 #: Milliseconds of quiet that close a batch, and the most a batch waits.
@@ -196,7 +203,7 @@ class Watches:
         started = False
         try:
             notify = await trio.to_thread.run_sync(
-                lambda: RustNotify([watch.path], False, False, 300, watch.recursive, True)
+                lambda: _rust_notify().RustNotify([watch.path], False, False, 300, watch.recursive, True)
             )
             with notify:
                 task_status.started()
