@@ -29,12 +29,14 @@ import json
 import keyword
 import re
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMA_DIR = ROOT.parent / "shared" / "ahp-spec" / "schema"
 DEFAULT_OUTPUT = ROOT / "ahpd" / "protocol" / "model.py"
+FITS_NAME = "fits.py"  # written beside the model (tools/gen_fits.py)
 FAMILIES = ("state", "actions", "commands", "notifications", "errors")
 
 # Definitions that have no wire shape of their own.
@@ -456,27 +458,51 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no AHP schemas in {args.schema_dir} (missing {', '.join(missing)}); pass --schema-dir DIR")
     gen = Generator(args.schema_dir)
     text = gen.render()
+    outputs = {args.output: text, args.output.with_name(FITS_NAME): render_fits(text)}
     if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            diff = difflib.unified_diff(
-                current.splitlines(True),
-                text.splitlines(True),
-                str(args.output),
-                "regenerated",
-                n=1,
-            )
-            sys.stdout.writelines(list(diff)[:80])
-            print(f"\n{args.output} is stale: run python tools/gen_protocol.py", file=sys.stderr)
+        stale = False
+        for path, wanted in outputs.items():
+            current = path.read_text() if path.exists() else ""
+            if current != wanted:
+                diff = difflib.unified_diff(
+                    current.splitlines(True), wanted.splitlines(True), str(path), "regenerated", n=1
+                )
+                sys.stdout.writelines(list(diff)[:80])
+                print(f"\n{path} is stale: run python tools/gen_protocol.py", file=sys.stderr)
+                stale = True
+        if stale:
             return 1
         print(
             f"{args.output.name} matches the schema ({gen.class_count} classes, "
-            f"{gen.enum_count} enums, {gen.alias_count} aliases)"
+            f"{gen.enum_count} enums, {gen.alias_count} aliases), and {FITS_NAME} the model"
         )
         return 0
-    args.output.write_text(text)
+    for path, wanted in outputs.items():
+        path.write_text(wanted)
     print(f"wrote {args.output} ({gen.class_count} classes, {gen.enum_count} enums, {gen.alias_count} aliases)")
+    print(f"wrote {args.output.with_name(FITS_NAME)}")
     return 0
+
+
+def render_fits(model_text: str) -> str:
+    """``fits.py`` for the model ``model_text``: the model is run as
+    ``ahpd.protocol.model`` for the while, so that its annotations resolve."""
+    sys.path.insert(0, str(ROOT))
+    from ahpd.protocol import _base  # the package the model is written in
+
+    from gen_fits import FitsGenerator  # beside this script
+
+    module = types.ModuleType("ahpd.protocol.model")
+    saved = sys.modules.get(module.__name__)
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(model_text, "<model>", "exec"), module.__dict__)
+        return FitsGenerator(module, _base).render()
+    finally:
+        if saved is not None:
+            sys.modules[module.__name__] = saved
+        else:
+            del sys.modules[module.__name__]
 
 
 if __name__ == "__main__":
