@@ -70,7 +70,7 @@ async def test_the_probe_and_the_catalogue_load_no_sdk_into_the_daemon(tmp_path:
                 with trio.fail_after(60):
                     while daemon.children():  # the probe's and the catalogue's processes have answered
                         await trio.sleep(0.05)
-                maps = Path(f"/proc/{daemon.pid}/maps").read_text()
+                maps = await trio.Path(f"/proc/{daemon.pid}/maps").read_text()
                 assert "pydantic_core" not in maps and "claude_agent_sdk" not in maps
             daemon.terminate()
             assert await daemon.wait() == 0
