@@ -63,6 +63,7 @@ ON_FIRST_USE = (
     "pydantic",
     "cattrs",
     "jsonschema",
+    "argon2",
 )
 
 
