@@ -123,6 +123,16 @@ async def drive(url: str, pid: int, sessions: int, work: Path, anchor: float) ->
             )
         )
         before = tree_rss(pid)
+        # The first hello starts the boot probes, each in a child process of its own (Claude Code's
+        # starts its CLI): idle means after they have answered, so wait for them to go.
+        probing = time.perf_counter()
+        with trio.move_on_after(120):
+            while descendants(pid):
+                await trio.sleep(0.2)
+        print(
+            f"boot probes' child processes gone after {time.perf_counter() - probing:.1f} s "
+            f"({len(descendants(pid))} left); daemon {rss_kib(pid) / 1024:.1f} MB"
+        )
         started = time.perf_counter()
         uris = []
         for _ in range(sessions):
