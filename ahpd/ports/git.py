@@ -66,6 +66,22 @@ class Refused(GitError):
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
+def _no_git_above(folder: Path) -> bool:
+    """True when neither ``folder`` nor a folder above it (as given or with its
+    links resolved) holds a ``.git`` or is itself a repository (``HEAD`` and
+    ``objects``, as a bare one is): then libgit2 would find nothing, and need
+    not be loaded to say so (a session in a plain folder). Only a necessary
+    condition: wherever one is found, libgit2 decides (a file system
+    boundary, a bare repository, an unreadable or foreign ``.git``)."""
+    for start in {folder.absolute(), folder.resolve()}:
+        for place in (start, *start.parents):
+            if os.path.lexists(place / ".git") or (
+                os.path.lexists(place / "HEAD") and os.path.lexists(place / "objects")
+            ):
+                return False
+    return True
+
+
 @functools.cache
 def _index_letters() -> dict[Any, str]:
     d = enums.DeltaStatus
@@ -132,6 +148,8 @@ class Repo:
 
     def __init__(self, folder: Path | str) -> None:
         folder = Path(folder)
+        if _no_git_above(folder):
+            raise NotARepository(f"{folder} is not in a git repository")
         try:
             found = pygit2.discover_repository(str(folder))
         except pygit2.GitError as exc:  # an unreadable .git
