@@ -13,7 +13,9 @@ Anchors measured in the same run: a bare ``python -c pass`` and
 ``import trio, trio_websocket``, each as its own process. A second figure
 runs one turn in a session and waits for its agent's idle stop
 (``agentIdleTimeout`` set to 1 s for the run), to show the memory coming
-back. ``--demo-only`` hides the Claude Agent SDK altogether.
+back. ``--demo-only`` hides the Claude Agent SDK altogether; ``--git``
+makes the sessions' folder a git repository, so the git port loads libgit2
+(a plain folder does not).
 """
 
 from __future__ import annotations
@@ -191,11 +193,16 @@ def main() -> None:
     parser.add_argument(
         "--demo-only", action="store_true", help="hide the Claude Agent SDK, so the daemon offers the demo agent alone"
     )
+    parser.add_argument(
+        "--git", action="store_true", help="make the sessions' folder a git repository (the git port loads libgit2)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ahpd-idle-") as folder:
         tmp = Path(folder)
         (tmp / "home").mkdir()
         (tmp / "work").mkdir()
+        if args.git:
+            subprocess.run(["git", "init", "-q", str(tmp / "work")], check=True)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # cached, as installed
         env.update(HOME=str(tmp / "home"), CLAUDE_CONFIG_DIR=str(tmp / "home" / ".claude"))
         bare, trio_ws = anchor_rss("pass"), anchor_rss("import trio, trio_websocket")
