@@ -32,7 +32,6 @@ it is refused, which is its cue to let its watcher go.
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import logging
 import os
 import re
@@ -57,7 +56,9 @@ log = logging.getLogger("ahpd.host")
 def _rust_notify() -> Any:
     """watchfiles' notifier module, imported by the first watch: ~20 ms of
     start-up that a daemon nobody asked to watch a folder should not pay."""
-    return importlib.import_module("watchfiles._rust_notify")
+    from watchfiles import _rust_notify
+
+    return _rust_notify
 
 
 SCHEME = "ahp-resource-watch:/"

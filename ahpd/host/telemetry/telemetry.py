@@ -30,7 +30,6 @@ keeps a log line said while a frame is being sent from re-entering the send.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import socket
@@ -154,7 +153,9 @@ class LogLines(logging.Handler):
 
 def _trace() -> Any:
     """``opentelemetry.trace``, imported when a span is first made (see ``Telemetry``)."""
-    return importlib.import_module("opentelemetry.trace")
+    from opentelemetry import trace
+
+    return trace
 
 
 def _observer(read: Callable[[], int]) -> Callable[[CallbackOptions], list[Observation]]:
