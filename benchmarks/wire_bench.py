@@ -18,6 +18,9 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
+
+import orjson
 
 from ahpd import state as reducers
 from ahpd.wire.capture import capture_line
@@ -125,12 +128,26 @@ def main() -> None:
     started = time.perf_counter()
     size = generate(path, args.mb)
     print(f"generated {size / 2**20:.1f} MB in {time.perf_counter() - started:.1f} s: {path}")
-    started = time.perf_counter()
+    mb = size / 2**20
+
+    def each_line(loads: Callable[[bytes], object]) -> float:
+        started = time.process_time()
+        with open(path, "rb") as f:
+            for raw in f:
+                loads(raw)
+        return mb / (time.process_time() - started)
+
+    loads_rate, orjson_rate = each_line(json.loads), each_line(orjson.loads)
+    wall, cpu = time.perf_counter(), time.process_time()
     out = io.StringIO()
     code = wire_check([path], out=out)
-    took = time.perf_counter() - started
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     print(out.getvalue().splitlines()[-1])
-    print(f"wire-check: exit {code}, {took:.1f} s, {size / 2**20 / took:.1f} MB/s (target: 100 MB in < 60 s)")
+    print(
+        f"wire-check: exit {code}, {mb / cpu:.1f} MB per CPU-second ({wall:.1f} s wall); per-line json.loads "
+        f"{loads_rate:.1f}, orjson {orjson_rate:.1f}: {mb / cpu / loads_rate:.2f}x json.loads (target >= 0.5), "
+        f"{mb / cpu / orjson_rate:.2f}x orjson"
+    )
     if not args.keep:
         os.remove(path)
 

@@ -3,7 +3,7 @@
 
 The schemas are the authority on shapes, so the wire model is never written
 by hand: this tool reads every ``$defs`` entry of the five schema files and
-writes one attrs class per object, one enum per enumeration and one type
+writes one plain slotted class per object, one enum per enumeration and one type
 alias per union, plus the method and action tables the host dispatches on.
 Descriptions are deliberately not carried over: the schema's prose is the
 protocol's, not ours.
@@ -29,12 +29,14 @@ import json
 import keyword
 import re
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SCHEMA_DIR = ROOT.parent / "shared" / "ahp-spec" / "schema"
 DEFAULT_OUTPUT = ROOT / "ahpd" / "protocol" / "model.py"
+FITS_NAME = "fits.py"  # written beside the model (tools/gen_fits.py)
 FAMILIES = ("state", "actions", "commands", "notifications", "errors")
 
 # Definitions that have no wire shape of their own.
@@ -149,10 +151,11 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal, Union
 
-import attrs
-
-from ahpd.protocol import _base as _b
-from ahpd.protocol._base import Number, model
+from ahpd.protocol._base import CONST_KIND as _C
+from ahpd.protocol._base import OPTIONAL as _O
+from ahpd.protocol._base import REQUIRED as _R
+from ahpd.protocol._base import Model, Number
+from ahpd.protocol._base import _set
 
 '''
 
@@ -289,25 +292,57 @@ class Generator:
         self.blocks.append("\n".join(lines) + "\n")
 
     def emit_class(self, name: str, schema: dict[str, Any]) -> None:
+        """A plain slotted class with its ``__init__`` written out (see ``_base``)."""
         required = set(schema.get("required", ()))
-        fields: list[str] = []
+        annotations: list[str] = []
+        specs: list[str] = []
+        params: list[str] = []
+        body: list[str] = []
+        aliases: set[str] = set()
         for prop, sub in schema["properties"].items():
             sub = ERRATA.get((name, prop), sub)
-            if not prop.isidentifier() or keyword.iskeyword(prop):
-                raise ValueError(f"{name}.{prop}: not a Python identifier")
+            if not prop.isidentifier() or keyword.iskeyword(prop) or prop in ("self", "_set"):
+                raise ValueError(f"{name}.{prop}: not a usable Python identifier")
+            alias = prop.lstrip("_")  # the keyword, as attrs spelled it: _meta= is meta=
+            if alias in aliases or not alias:
+                raise ValueError(f"{name}.{prop}: its keyword {alias!r} is taken")
+            aliases.add(alias)
             constraints = {k: sub[k] for k in ("minimum", "maximum", "minLength", "minItems", "maxItems") if k in sub}
-            meta = f", schema={constraints!r}" if constraints else ""
             if "const" in sub:
-                fields.append(f"    {prop}: Literal[{sub['const']!r}] = _b.const({sub['const']!r})")
+                value = sub["const"]
+                annotations.append(f"    {prop}: Literal[{value!r}]")
+                specs.append(f"({prop!r}, _C, {value!r})")
+                params.append(f"{alias}: Literal[{value!r}] = {value!r}")
+                differs = "is not" if isinstance(value, bool) else "!="
+                message = f"{prop} must be {value!r}, got "
+                body.append(f"        if {alias} {differs} {value!r}:")
+                body.append(f"            raise ValueError({message!r} + repr({alias}))")
+                body.append(f"        _set(self, {prop!r}, {alias})")
                 continue
             expr = self.type_expr(sub, name + pascal(prop))
+            extra = repr(constraints) if constraints else "None"
             if prop in required:
-                fields.append(f"    {prop}: {expr} = _b.required({meta[2:]})")
+                annotations.append(f"    {prop}: {expr}")
+                specs.append(f"({prop!r}, _R, {extra})")
+                params.append(f"{alias}: {expr}")
             else:
-                fields.append(f"    {prop}: {expr} | None = _b.optional({meta[2:]})")
+                annotations.append(f"    {prop}: {expr} | None")
+                specs.append(f"({prop!r}, _O, {extra})")
+                params.append(f"{alias}: {expr} | None = None")
+            body.append(f"        _set(self, {prop!r}, {alias})")
         self.class_count += 1
-        body = "\n".join(fields) if fields else "    pass"
-        self.blocks.append(f"@model\nclass {name}:\n{body}\n")
+        lines = [f"class {name}(Model):"]
+        slots = ", ".join(repr(p) for p in schema["properties"])
+        lines.append(f"    __slots__ = ({slots}{',' if len(schema['properties']) == 1 else ''})")
+        if specs:
+            lines.append("    __fields__ = (")
+            lines += [f"        {s}," for s in specs]
+            lines.append("    )")
+            lines += annotations
+            lines.append("")
+            lines.append(f"    def __init__(self, *, {', '.join(params)}) -> None:")
+            lines += body
+        self.blocks.append("\n".join(lines) + "\n")
 
     # -- tables ------------------------------------------------------------
 
@@ -407,12 +442,6 @@ class Generator:
             f"#: Counts, for the record: {self.class_count} classes, {self.enum_count} enums, "
             f"{self.alias_count} aliases.\n"
         )
-        out.append(
-            "\n# Annotations are strings until resolved; resolve them once, here.\n"
-            "for _cls in [c for c in globals().values() if isinstance(c, type) and attrs.has(c)]:\n"
-            "    attrs.resolve_types(_cls, globals(), globals())\n"
-            "del _cls\n"
-        )
         return "".join(out)
 
 
@@ -429,27 +458,51 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no AHP schemas in {args.schema_dir} (missing {', '.join(missing)}); pass --schema-dir DIR")
     gen = Generator(args.schema_dir)
     text = gen.render()
+    outputs = {args.output: text, args.output.with_name(FITS_NAME): render_fits(text)}
     if args.check:
-        current = args.output.read_text() if args.output.exists() else ""
-        if current != text:
-            diff = difflib.unified_diff(
-                current.splitlines(True),
-                text.splitlines(True),
-                str(args.output),
-                "regenerated",
-                n=1,
-            )
-            sys.stdout.writelines(list(diff)[:80])
-            print(f"\n{args.output} is stale: run python tools/gen_protocol.py", file=sys.stderr)
+        stale = False
+        for path, wanted in outputs.items():
+            current = path.read_text() if path.exists() else ""
+            if current != wanted:
+                diff = difflib.unified_diff(
+                    current.splitlines(True), wanted.splitlines(True), str(path), "regenerated", n=1
+                )
+                sys.stdout.writelines(list(diff)[:80])
+                print(f"\n{path} is stale: run python tools/gen_protocol.py", file=sys.stderr)
+                stale = True
+        if stale:
             return 1
         print(
             f"{args.output.name} matches the schema ({gen.class_count} classes, "
-            f"{gen.enum_count} enums, {gen.alias_count} aliases)"
+            f"{gen.enum_count} enums, {gen.alias_count} aliases), and {FITS_NAME} the model"
         )
         return 0
-    args.output.write_text(text)
+    for path, wanted in outputs.items():
+        path.write_text(wanted)
     print(f"wrote {args.output} ({gen.class_count} classes, {gen.enum_count} enums, {gen.alias_count} aliases)")
+    print(f"wrote {args.output.with_name(FITS_NAME)}")
     return 0
+
+
+def render_fits(model_text: str) -> str:
+    """``fits.py`` for the model ``model_text``: the model is run as
+    ``ahpd.protocol.model`` for the while, so that its annotations resolve."""
+    sys.path.insert(0, str(ROOT))
+    from ahpd.protocol import _base  # the package the model is written in
+
+    from gen_fits import FitsGenerator  # beside this script
+
+    module = types.ModuleType("ahpd.protocol.model")
+    saved = sys.modules.get(module.__name__)
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(model_text, "<model>", "exec"), module.__dict__)
+        return FitsGenerator(module, _base).render()
+    finally:
+        if saved is not None:
+            sys.modules[module.__name__] = saved
+        else:
+            del sys.modules[module.__name__]
 
 
 if __name__ == "__main__":

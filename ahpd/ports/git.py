@@ -20,15 +20,35 @@ user's index file and stash list stay as they were.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import shutil
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 
-import pygit2
-from pygit2.enums import DeltaStatus, DiffFind, DiffOption, FileMode, RepositoryState, CheckoutStrategy
+if TYPE_CHECKING:
+    import pygit2
+    from pygit2 import enums
+else:
+
+    class _OnFirstUse:
+        """A module imported when one of its names is first read. libgit2 is
+        about 20 MB and 80 ms that a daemon nobody has asked a git question of
+        should not pay; ``import_module`` takes the import lock, so the worker
+        threads that first touch it are safe."""
+
+        def __init__(self, name: str) -> None:
+            self._name = name
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(importlib.import_module(self._name), attr)
+
+    pygit2 = _OnFirstUse("pygit2")
+    enums = _OnFirstUse("pygit2.enums")
 
 
 class GitError(Exception):
@@ -43,34 +63,53 @@ class Refused(GitError):
     """The repository is in a state where the operation would lose or mangle work."""
 
 
-_INDEX_LETTER = {
-    DeltaStatus.ADDED: "A",
-    DeltaStatus.DELETED: "D",
-    DeltaStatus.MODIFIED: "M",
-    DeltaStatus.RENAMED: "R",
-    DeltaStatus.COPIED: "C",
-    DeltaStatus.TYPECHANGE: "T",
-}
-_WORKTREE_LETTER = {
-    DeltaStatus.DELETED: "D",
-    DeltaStatus.MODIFIED: "M",
-    DeltaStatus.TYPECHANGE: "T",
-    DeltaStatus.UNTRACKED: "?",
-}
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-_STATES = {
-    RepositoryState.MERGE: "a merge",
-    RepositoryState.REVERT: "a revert",
-    RepositoryState.REVERT_SEQUENCE: "a revert",
-    RepositoryState.CHERRYPICK: "a cherry-pick",
-    RepositoryState.CHERRYPICK_SEQUENCE: "a cherry-pick",
-    RepositoryState.BISECT: "a bisect",
-    RepositoryState.REBASE: "a rebase",
-    RepositoryState.REBASE_INTERACTIVE: "a rebase",
-    RepositoryState.REBASE_MERGE: "a rebase",
-    RepositoryState.APPLY_MAILBOX: "a git am",
-    RepositoryState.APPLY_MAILBOX_OR_REBASE: "a rebase",
-}
+
+
+def _no_git_above(folder: Path) -> bool:
+    """True when neither ``folder`` nor a folder above it (as given or with its
+    links resolved) holds a ``.git`` or is itself a repository (``HEAD`` and
+    ``objects``, as a bare one is): then libgit2 would find nothing, and need
+    not be loaded to say so (a session in a plain folder). Only a necessary
+    condition: wherever one is found, libgit2 decides (a file system
+    boundary, a bare repository, an unreadable or foreign ``.git``)."""
+    for start in {folder.absolute(), folder.resolve()}:
+        for place in (start, *start.parents):
+            if os.path.lexists(place / ".git") or (
+                os.path.lexists(place / "HEAD") and os.path.lexists(place / "objects")
+            ):
+                return False
+    return True
+
+
+@functools.cache
+def _index_letters() -> dict[Any, str]:
+    d = enums.DeltaStatus
+    return {d.ADDED: "A", d.DELETED: "D", d.MODIFIED: "M", d.RENAMED: "R", d.COPIED: "C", d.TYPECHANGE: "T"}
+
+
+@functools.cache
+def _worktree_letters() -> dict[Any, str]:
+    d = enums.DeltaStatus
+    return {d.DELETED: "D", d.MODIFIED: "M", d.TYPECHANGE: "T", d.UNTRACKED: "?"}
+
+
+@functools.cache
+def _states() -> dict[Any, str]:
+    r = enums.RepositoryState
+    return {
+        r.MERGE: "a merge",
+        r.REVERT: "a revert",
+        r.REVERT_SEQUENCE: "a revert",
+        r.CHERRYPICK: "a cherry-pick",
+        r.CHERRYPICK_SEQUENCE: "a cherry-pick",
+        r.BISECT: "a bisect",
+        r.REBASE: "a rebase",
+        r.REBASE_INTERACTIVE: "a rebase",
+        r.REBASE_MERGE: "a rebase",
+        r.APPLY_MAILBOX: "a git am",
+        r.APPLY_MAILBOX_OR_REBASE: "a rebase",
+    }
 
 
 @dataclass(frozen=True)
@@ -109,6 +148,8 @@ class Repo:
 
     def __init__(self, folder: Path | str) -> None:
         folder = Path(folder)
+        if _no_git_above(folder):
+            raise NotARepository(f"{folder} is not in a git repository")
         try:
             found = pygit2.discover_repository(str(folder))
         except pygit2.GitError as exc:  # an unreadable .git
@@ -140,9 +181,9 @@ class Repo:
     def in_progress(self) -> str | None:
         """What the repository is in the middle of (a merge, a rebase), if anything."""
         state = self.repo.state()
-        if state == RepositoryState.NONE:
+        if state == enums.RepositoryState.NONE:
             return None
-        return _STATES.get(state, "another operation")
+        return _states().get(state, "another operation")
 
     def status(self) -> list[Change]:
         """``git status --porcelain`` under the folder, renames found in the
@@ -152,25 +193,28 @@ class Repo:
         index.read(False)
         tree = self.head_tree()
         staged = (tree if tree is not None else self._tree(_EMPTY_TREE)).diff_to_index(index)
-        staged.find_similar(DiffFind.FIND_RENAMES)
+        staged.find_similar(enums.DiffFind.FIND_RENAMES)
         rows: dict[str, Change] = {}
         for delta in staged.deltas:
             path = delta.new_file.path
-            old = delta.old_file.path if delta.status in (DeltaStatus.RENAMED, DeltaStatus.COPIED) else None
+            moved = delta.status in (enums.DeltaStatus.RENAMED, enums.DeltaStatus.COPIED)
+            old = delta.old_file.path if moved else None
             rows[path] = Change(
                 path,
-                _INDEX_LETTER.get(delta.status, "M"),
+                _index_letters().get(delta.status, "M"),
                 " ",
                 old,
-                before=None if delta.status == DeltaStatus.ADDED else str(delta.old_file.id),
-                after=None if delta.status == DeltaStatus.DELETED else str(delta.new_file.id),
+                before=None if delta.status == enums.DeltaStatus.ADDED else str(delta.old_file.id),
+                after=None if delta.status == enums.DeltaStatus.DELETED else str(delta.new_file.id),
             )
         unstaged = index.diff_to_workdir(
-            DiffOption.INCLUDE_UNTRACKED | DiffOption.RECURSE_UNTRACKED_DIRS | DiffOption.INCLUDE_TYPECHANGE
+            enums.DiffOption.INCLUDE_UNTRACKED
+            | enums.DiffOption.RECURSE_UNTRACKED_DIRS
+            | enums.DiffOption.INCLUDE_TYPECHANGE
         )
         for delta in unstaged.deltas:
             path = delta.new_file.path
-            letter = _WORKTREE_LETTER.get(delta.status, "M")
+            letter = _worktree_letters().get(delta.status, "M")
             row = rows.get(path)
             if letter == "?":
                 rows[path] = Change(path, "?", "?")
@@ -221,21 +265,22 @@ class Repo:
         a = self._tree(old)
         b = self._tree(new)
         diff = a.diff_to_tree(b)
-        diff.find_similar(DiffFind.FIND_RENAMES)
+        diff.find_similar(enums.DiffFind.FIND_RENAMES)
         out = []
         for delta in diff.deltas:
             path = delta.new_file.path
-            old_path = delta.old_file.path if delta.status in (DeltaStatus.RENAMED, DeltaStatus.COPIED) else None
+            moved = delta.status in (enums.DeltaStatus.RENAMED, enums.DeltaStatus.COPIED)
+            old_path = delta.old_file.path if moved else None
             if not (_under(path, self.prefix) or (old_path and _under(old_path, self.prefix))):
                 continue
             out.append(
                 Change(
                     path,
-                    _INDEX_LETTER.get(delta.status, "M"),
+                    _index_letters().get(delta.status, "M"),
                     " ",
                     old_path,
-                    before=None if delta.status == DeltaStatus.ADDED else str(delta.old_file.id),
-                    after=None if delta.status == DeltaStatus.DELETED else str(delta.new_file.id),
+                    before=None if delta.status == enums.DeltaStatus.ADDED else str(delta.old_file.id),
+                    after=None if delta.status == enums.DeltaStatus.DELETED else str(delta.new_file.id),
                 )
             )
         return sorted(out, key=lambda c: c.path)
@@ -377,11 +422,11 @@ class Repo:
             if full.is_symlink() or full.is_file():
                 blob = self.repo.create_blob_fromworkdir(path)
                 mode = (
-                    FileMode.LINK
+                    enums.FileMode.LINK
                     if full.is_symlink()
-                    else FileMode.BLOB_EXECUTABLE
+                    else enums.FileMode.BLOB_EXECUTABLE
                     if os.access(full, os.X_OK)
-                    else FileMode.BLOB
+                    else enums.FileMode.BLOB
                 )
                 index.add(pygit2.IndexEntry(path, blob, mode))
             elif path in index:
@@ -416,7 +461,7 @@ class Repo:
             del row
         index.write()
         if tracked:
-            self.repo.checkout_tree(tree, paths=tracked, strategy=CheckoutStrategy.FORCE)
+            self.repo.checkout_tree(tree, paths=tracked, strategy=enums.CheckoutStrategy.FORCE)
         return len(paths)
 
     def restore(self, tree_id: str, path: str) -> None:
@@ -434,11 +479,11 @@ class Repo:
         data = entry.data
         if full.is_symlink():
             full.unlink()
-        if entry.filemode == FileMode.LINK:
+        if entry.filemode == enums.FileMode.LINK:
             os.symlink(data, full)
             return
         full.write_bytes(data)
-        full.chmod(0o755 if entry.filemode == FileMode.BLOB_EXECUTABLE else 0o644)
+        full.chmod(0o755 if entry.filemode == enums.FileMode.BLOB_EXECUTABLE else 0o644)
 
     # -- worktrees ----------------------------------------------------------------
 

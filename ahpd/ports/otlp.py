@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.metrics.export import Gauge, MetricsData, Sum
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanKind, StatusCode
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricsData
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 # opentelemetry-proto's Span.SpanKind and Status.StatusCode numbering (the
 # API's enums are numbered differently).
-_KIND = {SpanKind.INTERNAL: 1, SpanKind.SERVER: 2, SpanKind.CLIENT: 3, SpanKind.PRODUCER: 4, SpanKind.CONSUMER: 5}
-_STATUS = {StatusCode.UNSET: 0, StatusCode.OK: 1, StatusCode.ERROR: 2}
+# By member name, so that the SDK is imported by what made the spans, not by this module.
+_KIND = {"INTERNAL": 1, "SERVER": 2, "CLIENT": 3, "PRODUCER": 4, "CONSUMER": 5}
+_STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}
 
 
 def trace_id(value: int) -> str:
@@ -88,11 +89,11 @@ def _span(span: Any) -> dict[str, Any]:
         "traceId": trace_id(context.trace_id),
         "spanId": span_id(context.span_id),
         "name": span.name,
-        "kind": _KIND.get(span.kind, 0),
+        "kind": _KIND.get(span.kind.name, 0),
         "startTimeUnixNano": str(span.start_time or 0),
         "endTimeUnixNano": str(span.end_time or 0),
         "attributes": attributes(span.attributes),
-        "status": {"code": _STATUS.get(span.status.status_code, 0)},
+        "status": {"code": _STATUS.get(span.status.status_code.name, 0)},
     }
     if span.parent is not None:
         out["parentSpanId"] = span_id(span.parent.span_id)
@@ -168,6 +169,9 @@ def _point(point: Any) -> dict[str, Any]:
 
 def _metric(metric: Any) -> dict[str, Any] | None:
     out: dict[str, Any] = {"name": metric.name, "description": metric.description or "", "unit": metric.unit or ""}
+    # Imported here, where the SDK has made the data, so that importing this port does not load it.
+    from opentelemetry.sdk.metrics.export import Gauge, Sum
+
     data = metric.data
     if isinstance(data, Sum):
         out["sum"] = {

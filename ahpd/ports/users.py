@@ -21,17 +21,32 @@ import re
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import argon2
+import functools
+from typing import TYPE_CHECKING, Any
 
 from ahpd.ports.atomic import write_atomic
+
+if TYPE_CHECKING:
+    import argon2
 
 USERS_FILE = "users.json"
 #: The protected resource whose token this host verifies itself.
 RESOURCE = "ahpd://users"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_hasher = argon2.PasswordHasher()
+
+
+@functools.cache
+def _argon2() -> Any:
+    """argon2-cffi, imported when a token is first hashed or checked: its cffi
+    binding is ~3 MB a daemon without users should not hold."""
+    import argon2
+
+    return argon2
+
+
+@functools.cache
+def _hasher() -> argon2.PasswordHasher:
+    return _argon2().PasswordHasher()
 
 
 class UsersError(Exception):
@@ -81,7 +96,7 @@ class UserDirectory:
         if user_id in users:
             raise UsersError(f"user {user_id} already exists; remove it first to issue a new token")
         token = f"{user_id}:{secrets.token_urlsafe(32)}"
-        users[user_id] = {"hash": _hasher.hash(token), "createdAt": datetime.now(UTC).isoformat(timespec="seconds")}
+        users[user_id] = {"hash": _hasher().hash(token), "createdAt": datetime.now(UTC).isoformat(timespec="seconds")}
         self._save(users)
         return token
 
@@ -100,7 +115,7 @@ class UserDirectory:
         if record is None:
             raise UsersError(f"no user {user_id} in this host's users directory")
         try:
-            _hasher.verify(record["hash"], token)
-        except (argon2.exceptions.VerificationError, argon2.exceptions.InvalidHashError):
+            _hasher().verify(record["hash"], token)
+        except (_argon2().exceptions.VerificationError, _argon2().exceptions.InvalidHashError):
             raise UsersError(f"the token is not {user_id}'s") from None
         return user_id

@@ -1,4 +1,4 @@
-"""Wire JSON <-> model objects, through cattrs.
+"""Wire JSON <-> model objects.
 
 Two rules shape this module. What is absent stays absent: an optional field
 left unset is omitted, never sent as ``null`` (no AHP field admits null),
@@ -10,25 +10,27 @@ correct until the first conformant host refuses it.
 
 Open bags (``_meta``, ``config.values``) are ``dict[str, Any]`` in the model
 and are passed through whole.
+
+Each type gets one decoding function, made the first time a value of it is
+decoded (from the class's fields and annotations, see ``_base``) and kept:
+nothing is built at import, and a type never used costs nothing. The same
+functions run in a checking mode (:func:`check`) that builds no objects,
+which is what ``ahpd wire-check`` asks of every frame of a capture.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Literal, Union
 
-import attrs
-import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
-from cattrs.preconf.json import make_converter
-
 from ahpd.protocol import model
-from ahpd.protocol._base import CONST
+from ahpd.protocol._base import CONST, NOTHING, Model, fields, has
 
 _NONE = type(None)
+Decoder = Callable[[Any], Any]
 
 
 class DecodeError(ValueError):
@@ -56,19 +58,21 @@ def _short(value: Any) -> str:
 # -- primitives: JSON types only, no coercion ----------------------------------
 
 
-def _str(value: Any, _: Any) -> str:
-    if not isinstance(value, str):
+def _str(value: Any) -> str:
+    if value.__class__ is not str and not isinstance(value, str):
         _fail("a string", value)
     return value
 
 
-def _bool(value: Any, _: Any) -> bool:
+def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         _fail("a boolean", value)
     return value
 
 
-def _int(value: Any, _: Any) -> int:
+def _int(value: Any) -> int:
+    if value.__class__ is int:
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail("an integer", value)
     if isinstance(value, float):
@@ -78,179 +82,14 @@ def _int(value: Any, _: Any) -> int:
     return value
 
 
-def _number(value: Any, _: Any) -> int | float:
+def _number(value: Any) -> int | float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail("a number", value)
     return value
 
 
-def _any(value: Any, _: Any) -> Any:
+def _any(value: Any) -> Any:
     return value
-
-
-class _Converter:
-    """One cattrs converter, strict (undeclared keys refused) or lenient."""
-
-    def __init__(self, *, strict: bool) -> None:
-        self.strict = strict
-        c = self.c = make_converter(forbid_extra_keys=strict, prefer_attrib_converters=False)
-        # By class (most specific wins): an IntFlag is an int as well, and
-        # a bool is an int to Python but never to JSON.
-        c.register_structure_hook(str, _str)
-        c.register_structure_hook(bool, _bool)
-        c.register_structure_hook(int, _int)
-        for base in (enum.Enum, enum.StrEnum, enum.IntEnum, enum.IntFlag):
-            c.register_structure_hook(base, self._structure_enum)
-        c.register_structure_hook_func(lambda t: t == model.Number, _number)
-        c.register_structure_hook_func(lambda t: t is Any, _any)
-        c.register_structure_hook_func(self._is_list, self._structure_list)
-        c.register_structure_hook_func(self._is_dict, self._structure_dict)
-        c.register_structure_hook_factory(lambda t: _is_union(t) and t != model.Number, self._union_hook)
-        c.register_structure_hook_factory(attrs.has, self._class_hook)
-        c.register_unstructure_hook_factory(attrs.has, self._unstructure_hook)
-
-    # -- containers ----------------------------------------------------------
-
-    @staticmethod
-    def _is_list(tp: Any) -> bool:
-        return typing.get_origin(tp) is list
-
-    def _structure_list(self, value: Any, tp: Any) -> list[Any]:
-        if not isinstance(value, list):
-            _fail("an array", value)
-        (item,) = typing.get_args(tp) or (Any,)
-        out = []
-        for index, element in enumerate(value):
-            try:
-                out.append(self.c.structure(element, item))
-            except Exception as exc:  # noqa: BLE001 - re-raised with its index
-                raise _Located(f"[{index}]", exc) from None
-        return out
-
-    @staticmethod
-    def _is_dict(tp: Any) -> bool:
-        return typing.get_origin(tp) is dict
-
-    def _structure_dict(self, value: Any, tp: Any) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            _fail("an object", value)
-        _, item = typing.get_args(tp) or (str, Any)
-        if item is Any:
-            return value
-        out = {}
-        for key, element in value.items():
-            try:
-                out[key] = self.c.structure(element, item)
-            except Exception as exc:  # noqa: BLE001 - re-raised with its key
-                raise _Located(_key_path(key), exc) from None
-        return out
-
-    @staticmethod
-    def _structure_enum(value: Any, tp: type[enum.Enum]) -> enum.Enum:
-        if issubclass(tp, enum.IntFlag):
-            return tp(_int(value, None))
-        try:
-            return tp(value)
-        except ValueError:
-            allowed = ", ".join(repr(m.value) for m in tp)
-            raise ValueError(f"expected one of {allowed}, got {_short(value)}") from None
-
-    # -- classes -------------------------------------------------------------
-
-    def _class_hook(self, cls: type) -> Any:
-        fields = attrs.fields(cls)
-        required = [f.name for f in fields if f.default is attrs.NOTHING]
-        by_name = {f.name: f for f in fields}
-        # A null is only a value where the schema's type admits anything.
-        nullable = {f.name for f in fields if _admits_null(f.type)}
-        name = cls.__name__
-        strict = self.strict
-        # Each field's hook, found once (at its first use: a class may hold
-        # itself) instead of dispatched on the field's type at every value.
-        hooks: dict[str, Any] = {}
-        get_hook = self.c.get_structure_hook
-
-        def structure(value: Any, _: Any) -> Any:
-            if not isinstance(value, dict):
-                _fail(f"an object ({name})", value)
-            for key in required:
-                if key not in value:
-                    raise _Located(_key_path(key), ValueError(f"missing required field of {name}"))
-            kwargs = {}
-            for key, element in value.items():
-                f = by_name.get(key)
-                if f is None:
-                    if strict:
-                        raise _Located(_key_path(key), ValueError(f"undeclared key in {name}"))
-                    continue
-                if element is None and key not in nullable:
-                    if strict or key in required:
-                        raise _Located(_key_path(key), ValueError("null is not allowed here; omit the key"))
-                    continue
-                hook = hooks.get(key)
-                if hook is None:
-                    hook = hooks[key] = get_hook(f.type)
-                try:
-                    kwargs[f.alias] = hook(element, f.type)
-                except Exception as exc:  # noqa: BLE001 - re-raised with its key
-                    raise _Located(_key_path(key), exc) from None
-            return cls(**kwargs)
-
-        return structure
-
-    def _unstructure_hook(self, cls: type) -> Any:
-        consts = {f.name: override(omit_if_default=False) for f in attrs.fields(cls) if f.metadata.get(CONST)}
-        # mypy checks a spread dict against every keyword, the bool flags too; the keys here are
-        # field names, which cattrs takes as AttributeOverrides.
-        return make_dict_unstructure_fn(cls, self.c, _cattrs_omit_if_default=True, **consts)  # type: ignore[arg-type]
-
-    # -- unions --------------------------------------------------------------
-
-    def _union_hook(self, tp: Any) -> Any:
-        args = typing.get_args(tp)
-        classes = [a for a in args if attrs.has(a)]
-        others = [a for a in args if not attrs.has(a) and a is not _NONE]
-        tag, by_tag = _discriminator(classes)
-        nullable = _NONE in args
-
-        def structure(value: Any, _: Any) -> Any:
-            if value is None and nullable:
-                return None
-            if isinstance(value, dict) and classes:
-                candidates = classes
-                if tag is not None:
-                    if tag not in value:
-                        raise _Located(_key_path(tag), ValueError("missing discriminator"))
-                    candidates = by_tag.get(value[tag], [])
-                    if not candidates:
-                        known = ", ".join(repr(k) for k in by_tag)
-                        raise _Located(
-                            _key_path(tag),
-                            ValueError(f"unknown {tag} {_short(value[tag])}; expected one of {known}"),
-                        )
-                return self._first_fit(value, candidates)
-            for other in others:
-                try:
-                    return self.c.structure(value, other)
-                except Exception:  # noqa: BLE001 - try the next member
-                    continue
-            names = ", ".join(_type_name(a) for a in args)
-            _fail(f"one of {names}", value)
-
-        return structure
-
-    def _first_fit(self, value: dict[str, Any], candidates: list[type]) -> Any:
-        if len(candidates) == 1:
-            return self.c.structure(value, candidates[0])
-        errors = []
-        for cls in candidates:
-            try:
-                return self.c.structure(value, cls)
-            except Exception as exc:  # noqa: BLE001 - the candidate that got furthest is re-raised below
-                errors.append((cls, exc))
-        # Report the candidate that got furthest: the longest path wins.
-        best = max(errors, key=lambda e: len(_path_of(e[1])))[1]
-        raise best
 
 
 class _Located(Exception):
@@ -291,35 +130,293 @@ def _discriminator(classes: list[type]) -> tuple[str | None, dict[Any, list[type
         return None, {}
     common = None
     for cls in classes:
-        names = {f.name for f in attrs.fields(cls) if f.metadata.get(CONST)}
+        names = {f.name for f in fields(cls) if f.metadata.get(CONST)}
         common = names if common is None else common & names
     if not common:
         return None, {}
     tag = "type" if "type" in common else "kind" if "kind" in common else sorted(common)[0]
     by_tag: dict[Any, list[type]] = {}
     for cls in classes:
-        by_tag.setdefault(attrs.fields_dict(cls)[tag].default, []).append(cls)
+        default = next(f.default for f in fields(cls) if f.name == tag)
+        by_tag.setdefault(default, []).append(cls)
     return tag, by_tag
 
 
-@functools.cache
-def _converter(strict: bool) -> _Converter:
-    return _Converter(strict=strict)
+class _Decoders:
+    """The decoding functions of one mode: strict or lenient, building objects or only checking."""
+
+    def __init__(self, *, strict: bool, build: bool) -> None:
+        self.strict = strict
+        self.build = build
+        self.made: dict[Any, Decoder] = {}
+
+    def of(self, tp: Any) -> Decoder:
+        found = self.made.get(tp)
+        if found is None:
+            found = self.made[tp] = self._make(tp)
+        return found
+
+    def _make(self, tp: Any) -> Decoder:
+        if tp is str:
+            return _str
+        if tp is bool:
+            return _bool
+        if tp is int:
+            return _int
+        if tp is Any:
+            return _any
+        if tp == model.Number or tp is float:
+            return _number
+        if isinstance(tp, type):
+            if issubclass(tp, enum.Enum):
+                return self._enum(tp)
+            if has(tp):
+                return self._class(tp)
+        origin = typing.get_origin(tp)
+        if origin is Literal:
+            return self._literal(tp)
+        if origin is list:
+            return self._list(tp)
+        if origin is dict:
+            return self._dict(tp)
+        if origin in (Union, types.UnionType):
+            return self._union(tp)
+        raise TypeError(f"no decoder for {tp!r}")
+
+    # -- values --------------------------------------------------------------
+
+    def _enum(self, tp: type[enum.Enum]) -> Decoder:
+        if issubclass(tp, enum.IntFlag):
+            flags = tp
+            return lambda value: flags(_int(value))
+        allowed = ", ".join(repr(m.value) for m in tp)
+        build = self.build
+
+        def structure(value: Any) -> Any:
+            try:
+                member = tp(value)
+            except ValueError:
+                raise ValueError(f"expected one of {allowed}, got {_short(value)}") from None
+            return member if build else value
+
+        return structure
+
+    @staticmethod
+    def _literal(tp: Any) -> Decoder:
+        allowed = typing.get_args(tp)
+
+        def structure(value: Any) -> Any:
+            if value not in allowed:
+                raise ValueError(f"{value} not in literal {tp}")
+            return value
+
+        return structure
+
+    def _list(self, tp: Any) -> Decoder:
+        (item_type,) = typing.get_args(tp) or (Any,)
+        if item_type is Any:
+            return lambda value: value if isinstance(value, list) else _fail("an array", value)
+        item = self._later(item_type)
+
+        def structure(value: Any) -> list[Any]:
+            if not isinstance(value, list):
+                _fail("an array", value)
+            out = []
+            for index, element in enumerate(value):
+                try:
+                    out.append(item()(element))
+                except Exception as exc:  # noqa: BLE001 - re-raised with its index
+                    raise _Located(f"[{index}]", exc) from None
+            return out
+
+        return structure
+
+    def _dict(self, tp: Any) -> Decoder:
+        _, item_type = typing.get_args(tp) or (str, Any)
+        if item_type is Any:
+            return lambda value: value if isinstance(value, dict) else _fail("an object", value)
+        item = self._later(item_type)
+
+        def structure(value: Any) -> dict[str, Any]:
+            if not isinstance(value, dict):
+                _fail("an object", value)
+            out = {}
+            for key, element in value.items():
+                try:
+                    out[key] = item()(element)
+                except Exception as exc:  # noqa: BLE001 - re-raised with its key
+                    raise _Located(_key_path(key), exc) from None
+            return out
+
+        return structure
+
+    def _later(self, tp: Any) -> Callable[[], Decoder]:
+        """The decoder of ``tp``, looked up when first needed: the model is recursive."""
+        cell: list[Decoder] = []
+
+        def get() -> Decoder:
+            if not cell:
+                cell.append(self.of(tp))
+            return cell[0]
+
+        return get
+
+    # -- classes -------------------------------------------------------------
+
+    def _class(self, cls: type) -> Decoder:
+        plan: dict[str, tuple[str, Callable[[], Decoder], bool]] = {}
+        required: list[str] = []
+        for f in fields(cls):
+            # A null is only a value where the schema's type admits anything.
+            plan[f.name] = (f.alias, self._later(f.type), _admits_null(f.type))
+            if f.default is NOTHING:
+                required.append(f.name)
+        required_set = frozenset(required)
+        name = cls.__name__
+        strict, build = self.strict, self.build
+
+        def structure(value: Any) -> Any:
+            if not isinstance(value, dict):
+                _fail(f"an object ({name})", value)
+            for key in required:
+                if key not in value:
+                    raise _Located(_key_path(key), ValueError(f"missing required field of {name}"))
+            kwargs = {}
+            for key, element in value.items():
+                step = plan.get(key)
+                if step is None:
+                    if strict:
+                        raise _Located(_key_path(key), ValueError(f"undeclared key in {name}"))
+                    continue
+                alias, decoder, nullable = step
+                if element is None and not nullable:
+                    if strict or key in required_set:
+                        raise _Located(_key_path(key), ValueError("null is not allowed here; omit the key"))
+                    continue
+                try:
+                    kwargs[alias] = decoder()(element)
+                except Exception as exc:  # noqa: BLE001 - re-raised with its key
+                    raise _Located(_key_path(key), exc) from None
+            return cls(**kwargs) if build else value
+
+        return structure
+
+    # -- unions --------------------------------------------------------------
+
+    def _union(self, tp: Any) -> Decoder:
+        args = typing.get_args(tp)
+        classes = [a for a in args if has(a)]
+        others = [a for a in args if not has(a) and a is not _NONE]
+        if int in others and float in others:  # a Number, optional: one JSON number, no strings
+            others.remove(float)
+            others[others.index(int)] = model.Number
+        tag, by_tag = _discriminator(classes)
+        nullable = _NONE in args
+        names = ", ".join(_type_name(a) for a in args)
+        other_decoders = [self._later(o) for o in others]
+        first_fit = self._first_fit
+
+        def structure(value: Any) -> Any:
+            if value is None and nullable:
+                return None
+            if isinstance(value, dict) and classes:
+                candidates = classes
+                if tag is not None:
+                    if tag not in value:
+                        raise _Located(_key_path(tag), ValueError("missing discriminator"))
+                    candidates = by_tag.get(value[tag], [])
+                    if not candidates:
+                        known = ", ".join(repr(k) for k in by_tag)
+                        raise _Located(
+                            _key_path(tag),
+                            ValueError(f"unknown {tag} {_short(value[tag])}; expected one of {known}"),
+                        )
+                return first_fit(value, candidates)
+            for other in other_decoders:
+                try:
+                    return other()(value)
+                except Exception:  # noqa: BLE001 - try the next member
+                    continue
+            _fail(f"one of {names}", value)
+
+        return structure
+
+    def _first_fit(self, value: dict[str, Any], candidates: list[type]) -> Any:
+        if len(candidates) == 1:
+            return self.of(candidates[0])(value)
+        errors = []
+        for cls in candidates:
+            try:
+                return self.of(cls)(value)
+            except Exception as exc:  # noqa: BLE001 - the candidate that got furthest is re-raised below
+                errors.append((cls, exc))
+        # Report the candidate that got furthest: the longest path wins.
+        best = max(errors, key=lambda e: len(_path_of(e[1])))[1]
+        raise best
+
+
+_MODES = {(strict, build): _Decoders(strict=strict, build=build) for strict in (True, False) for build in (True, False)}
+
+
+def _run(decoders: _Decoders, tp: Any, data: Any) -> Any:
+    try:
+        return decoders.of(tp)(data)
+    except _Located as exc:
+        raise DecodeError(_path_of(exc), str(exc.cause)) from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise DecodeError("$", str(exc)) from None
 
 
 def decode(tp: Any, data: Any, *, strict: bool = True) -> Any:
     """Structure wire JSON ``data`` as ``tp``; raise :class:`DecodeError`."""
-    try:
-        return _converter(strict).c.structure(data, tp)
-    except _Located as exc:
-        raise DecodeError(_path_of(exc), str(exc.cause)) from None
-    except (ValueError, TypeError, KeyError, cattrs.BaseValidationError) as exc:
-        raise DecodeError("$", str(exc)) from None
+    return _run(_MODES[strict, True], tp, data)
+
+
+def check(tp: Any, data: Any) -> None:
+    """Raise :class:`DecodeError` where a strict :func:`decode` would, building nothing."""
+    _run(_MODES[True, False], tp, data)
+
+
+# -- encoding --------------------------------------------------------------------
+
+
+def _encoder(cls: type) -> Callable[[Any], dict[str, Any]]:
+    # A constant or a required field is always sent; an optional one only when set.
+    plan = [(f.name, f.default is not None) for f in fields(cls)]
+
+    def unstructure(obj: Any) -> dict[str, Any]:
+        out = {}
+        for name, always in plan:
+            value = getattr(obj, name)
+            if value is None and not always:
+                continue
+            out[name] = encode(value)
+        return out
+
+    return unstructure
+
+
+_ENCODERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+_PLAIN = frozenset({str, int, float, bool, _NONE})
 
 
 def encode(obj: Any) -> Any:
     """Unstructure a model object (or a list/dict of them) into wire JSON."""
-    return _converter(True).c.unstructure(obj)
+    cls = obj.__class__
+    if cls in _PLAIN:
+        return obj
+    if isinstance(obj, Model):
+        encoder = _ENCODERS.get(cls)
+        if encoder is None:
+            encoder = _ENCODERS[cls] = _encoder(cls)
+        return encoder(obj)
+    if isinstance(obj, (list, tuple)):
+        return [encode(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: encode(v) for k, v in obj.items()}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    return obj
 
 
 def decode_action(data: Any, *, strict: bool = True) -> Any:

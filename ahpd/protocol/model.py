@@ -7,22 +7,41 @@ from __future__ import annotations
 import enum
 from typing import Any, Literal, Union
 
-import attrs
+from ahpd.protocol._base import CONST_KIND as _C
+from ahpd.protocol._base import OPTIONAL as _O
+from ahpd.protocol._base import REQUIRED as _R
+from ahpd.protocol._base import Model, Number
+from ahpd.protocol._base import _set
 
-from ahpd.protocol import _base as _b
-from ahpd.protocol._base import Number, model
+class ChannelReceiveLimits(Model):
+    __slots__ = ('windowBytes', 'maximumFrameBytes', 'maximumMessageBytes')
+    __fields__ = (
+        ('windowBytes', _R, {'minimum': 1, 'maximum': 9007199254740991}),
+        ('maximumFrameBytes', _R, {'minimum': 1, 'maximum': 9007199254740991}),
+        ('maximumMessageBytes', _R, {'minimum': 1, 'maximum': 9007199254740991}),
+    )
+    windowBytes: int
+    maximumFrameBytes: int
+    maximumMessageBytes: int
 
-@model
-class ChannelReceiveLimits:
-    windowBytes: int = _b.required(schema={'minimum': 1, 'maximum': 9007199254740991})
-    maximumFrameBytes: int = _b.required(schema={'minimum': 1, 'maximum': 9007199254740991})
-    maximumMessageBytes: int = _b.required(schema={'minimum': 1, 'maximum': 9007199254740991})
+    def __init__(self, *, windowBytes: int, maximumFrameBytes: int, maximumMessageBytes: int) -> None:
+        _set(self, 'windowBytes', windowBytes)
+        _set(self, 'maximumFrameBytes', maximumFrameBytes)
+        _set(self, 'maximumMessageBytes', maximumMessageBytes)
 
 
-@model
-class ChannelFlowControl:
-    clientReceive: ChannelReceiveLimits = _b.required()
-    hostReceive: ChannelReceiveLimits = _b.required()
+class ChannelFlowControl(Model):
+    __slots__ = ('clientReceive', 'hostReceive')
+    __fields__ = (
+        ('clientReceive', _R, None),
+        ('hostReceive', _R, None),
+    )
+    clientReceive: ChannelReceiveLimits
+    hostReceive: ChannelReceiveLimits
+
+    def __init__(self, *, clientReceive: ChannelReceiveLimits, hostReceive: ChannelReceiveLimits) -> None:
+        _set(self, 'clientReceive', clientReceive)
+        _set(self, 'hostReceive', hostReceive)
 
 
 class ChannelRecoveryKind(enum.StrEnum):
@@ -31,125 +50,307 @@ class ChannelRecoveryKind(enum.StrEnum):
     LIVE = 'live'
 
 
-@model
-class ResumedChannelSubscription:
-    channel: URI = _b.required()
-    flowControl: ChannelFlowControl = _b.required()
-    recovery: ChannelRecoveryKind = _b.required()
+class ResumedChannelSubscription(Model):
+    __slots__ = ('channel', 'flowControl', 'recovery')
+    __fields__ = (
+        ('channel', _R, None),
+        ('flowControl', _R, None),
+        ('recovery', _R, None),
+    )
+    channel: URI
+    flowControl: ChannelFlowControl
+    recovery: ChannelRecoveryKind
+
+    def __init__(self, *, channel: URI, flowControl: ChannelFlowControl, recovery: ChannelRecoveryKind) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'flowControl', flowControl)
+        _set(self, 'recovery', recovery)
 
 
-@model
-class Icon:
-    src: URI = _b.required()
-    contentType: str | None = _b.optional()
-    sizes: list[str] | None = _b.optional()
-    theme: Literal['light', 'dark'] | None = _b.optional()
+class Icon(Model):
+    __slots__ = ('src', 'contentType', 'sizes', 'theme')
+    __fields__ = (
+        ('src', _R, None),
+        ('contentType', _O, None),
+        ('sizes', _O, None),
+        ('theme', _O, None),
+    )
+    src: URI
+    contentType: str | None
+    sizes: list[str] | None
+    theme: Literal['light', 'dark'] | None
+
+    def __init__(self, *, src: URI, contentType: str | None = None, sizes: list[str] | None = None, theme: Literal['light', 'dark'] | None = None) -> None:
+        _set(self, 'src', src)
+        _set(self, 'contentType', contentType)
+        _set(self, 'sizes', sizes)
+        _set(self, 'theme', theme)
 
 
-@model
-class ProtectedResourceMetadata:
-    resource: str = _b.required()
-    resource_name: str | None = _b.optional()
-    authorization_servers: list[str] | None = _b.optional()
-    jwks_uri: str | None = _b.optional()
-    scopes_supported: list[str] | None = _b.optional()
-    bearer_methods_supported: list[str] | None = _b.optional()
-    resource_signing_alg_values_supported: list[str] | None = _b.optional()
-    resource_documentation: str | None = _b.optional()
-    resource_policy_uri: str | None = _b.optional()
-    resource_tos_uri: str | None = _b.optional()
-    required: bool | None = _b.optional()
+class ProtectedResourceMetadata(Model):
+    __slots__ = ('resource', 'resource_name', 'authorization_servers', 'jwks_uri', 'scopes_supported', 'bearer_methods_supported', 'resource_signing_alg_values_supported', 'resource_documentation', 'resource_policy_uri', 'resource_tos_uri', 'required')
+    __fields__ = (
+        ('resource', _R, None),
+        ('resource_name', _O, None),
+        ('authorization_servers', _O, None),
+        ('jwks_uri', _O, None),
+        ('scopes_supported', _O, None),
+        ('bearer_methods_supported', _O, None),
+        ('resource_signing_alg_values_supported', _O, None),
+        ('resource_documentation', _O, None),
+        ('resource_policy_uri', _O, None),
+        ('resource_tos_uri', _O, None),
+        ('required', _O, None),
+    )
+    resource: str
+    resource_name: str | None
+    authorization_servers: list[str] | None
+    jwks_uri: str | None
+    scopes_supported: list[str] | None
+    bearer_methods_supported: list[str] | None
+    resource_signing_alg_values_supported: list[str] | None
+    resource_documentation: str | None
+    resource_policy_uri: str | None
+    resource_tos_uri: str | None
+    required: bool | None
+
+    def __init__(self, *, resource: str, resource_name: str | None = None, authorization_servers: list[str] | None = None, jwks_uri: str | None = None, scopes_supported: list[str] | None = None, bearer_methods_supported: list[str] | None = None, resource_signing_alg_values_supported: list[str] | None = None, resource_documentation: str | None = None, resource_policy_uri: str | None = None, resource_tos_uri: str | None = None, required: bool | None = None) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'resource_name', resource_name)
+        _set(self, 'authorization_servers', authorization_servers)
+        _set(self, 'jwks_uri', jwks_uri)
+        _set(self, 'scopes_supported', scopes_supported)
+        _set(self, 'bearer_methods_supported', bearer_methods_supported)
+        _set(self, 'resource_signing_alg_values_supported', resource_signing_alg_values_supported)
+        _set(self, 'resource_documentation', resource_documentation)
+        _set(self, 'resource_policy_uri', resource_policy_uri)
+        _set(self, 'resource_tos_uri', resource_tos_uri)
+        _set(self, 'required', required)
 
 
-@model
-class ConfigPropertySchema:
-    type: Literal['string', 'number', 'boolean', 'array', 'object'] = _b.required()
-    title: str = _b.required()
-    description: str | None = _b.optional()
-    default: Any | None = _b.optional()
-    enum: list[JsonPrimitive] | None = _b.optional()
-    enumLabels: list[str] | None = _b.optional()
-    enumDescriptions: list[str] | None = _b.optional()
-    readOnly: bool | None = _b.optional()
-    items: ConfigPropertySchema | None = _b.optional()
-    minItems: int | None = _b.optional(schema={'minimum': 0})
-    maxItems: int | None = _b.optional(schema={'minimum': 0})
-    properties: dict[str, ConfigPropertySchema] | None = _b.optional()
-    required: list[str] | None = _b.optional()
-    additionalProperties: ConfigPropertySchema | None = _b.optional()
+class ConfigPropertySchema(Model):
+    __slots__ = ('type', 'title', 'description', 'default', 'enum', 'enumLabels', 'enumDescriptions', 'readOnly', 'items', 'minItems', 'maxItems', 'properties', 'required', 'additionalProperties')
+    __fields__ = (
+        ('type', _R, None),
+        ('title', _R, None),
+        ('description', _O, None),
+        ('default', _O, None),
+        ('enum', _O, None),
+        ('enumLabels', _O, None),
+        ('enumDescriptions', _O, None),
+        ('readOnly', _O, None),
+        ('items', _O, None),
+        ('minItems', _O, {'minimum': 0}),
+        ('maxItems', _O, {'minimum': 0}),
+        ('properties', _O, None),
+        ('required', _O, None),
+        ('additionalProperties', _O, None),
+    )
+    type: Literal['string', 'number', 'boolean', 'array', 'object']
+    title: str
+    description: str | None
+    default: Any | None
+    enum: list[JsonPrimitive] | None
+    enumLabels: list[str] | None
+    enumDescriptions: list[str] | None
+    readOnly: bool | None
+    items: ConfigPropertySchema | None
+    minItems: int | None
+    maxItems: int | None
+    properties: dict[str, ConfigPropertySchema] | None
+    required: list[str] | None
+    additionalProperties: ConfigPropertySchema | None
+
+    def __init__(self, *, type: Literal['string', 'number', 'boolean', 'array', 'object'], title: str, description: str | None = None, default: Any | None = None, enum: list[JsonPrimitive] | None = None, enumLabels: list[str] | None = None, enumDescriptions: list[str] | None = None, readOnly: bool | None = None, items: ConfigPropertySchema | None = None, minItems: int | None = None, maxItems: int | None = None, properties: dict[str, ConfigPropertySchema] | None = None, required: list[str] | None = None, additionalProperties: ConfigPropertySchema | None = None) -> None:
+        _set(self, 'type', type)
+        _set(self, 'title', title)
+        _set(self, 'description', description)
+        _set(self, 'default', default)
+        _set(self, 'enum', enum)
+        _set(self, 'enumLabels', enumLabels)
+        _set(self, 'enumDescriptions', enumDescriptions)
+        _set(self, 'readOnly', readOnly)
+        _set(self, 'items', items)
+        _set(self, 'minItems', minItems)
+        _set(self, 'maxItems', maxItems)
+        _set(self, 'properties', properties)
+        _set(self, 'required', required)
+        _set(self, 'additionalProperties', additionalProperties)
 
 
-@model
-class ConfigSchema:
-    type: Literal['object'] = _b.required()
-    properties: dict[str, ConfigPropertySchema] = _b.required()
-    required: list[str] | None = _b.optional()
+class ConfigSchema(Model):
+    __slots__ = ('type', 'properties', 'required')
+    __fields__ = (
+        ('type', _R, None),
+        ('properties', _R, None),
+        ('required', _O, None),
+    )
+    type: Literal['object']
+    properties: dict[str, ConfigPropertySchema]
+    required: list[str] | None
+
+    def __init__(self, *, type: Literal['object'], properties: dict[str, ConfigPropertySchema], required: list[str] | None = None) -> None:
+        _set(self, 'type', type)
+        _set(self, 'properties', properties)
+        _set(self, 'required', required)
 
 
-@model
-class TextPosition:
-    line: Number = _b.required()
-    character: Number = _b.required()
+class TextPosition(Model):
+    __slots__ = ('line', 'character')
+    __fields__ = (
+        ('line', _R, None),
+        ('character', _R, None),
+    )
+    line: Number
+    character: Number
+
+    def __init__(self, *, line: Number, character: Number) -> None:
+        _set(self, 'line', line)
+        _set(self, 'character', character)
 
 
-@model
-class TextRange:
-    start: TextPosition = _b.required()
-    end: TextPosition = _b.required()
+class TextRange(Model):
+    __slots__ = ('start', 'end')
+    __fields__ = (
+        ('start', _R, None),
+        ('end', _R, None),
+    )
+    start: TextPosition
+    end: TextPosition
+
+    def __init__(self, *, start: TextPosition, end: TextPosition) -> None:
+        _set(self, 'start', start)
+        _set(self, 'end', end)
 
 
-@model
-class TextSelection:
-    range: TextRange = _b.required()
+class TextSelection(Model):
+    __slots__ = ('range',)
+    __fields__ = (
+        ('range', _R, None),
+    )
+    range: TextRange
+
+    def __init__(self, *, range: TextRange) -> None:
+        _set(self, 'range', range)
 
 
-@model
-class ContentRef:
-    uri: URI = _b.required()
-    sizeHint: Number | None = _b.optional()
-    contentType: str | None = _b.optional()
-    nonce: str | None = _b.optional()
+class ContentRef(Model):
+    __slots__ = ('uri', 'sizeHint', 'contentType', 'nonce')
+    __fields__ = (
+        ('uri', _R, None),
+        ('sizeHint', _O, None),
+        ('contentType', _O, None),
+        ('nonce', _O, None),
+    )
+    uri: URI
+    sizeHint: Number | None
+    contentType: str | None
+    nonce: str | None
+
+    def __init__(self, *, uri: URI, sizeHint: Number | None = None, contentType: str | None = None, nonce: str | None = None) -> None:
+        _set(self, 'uri', uri)
+        _set(self, 'sizeHint', sizeHint)
+        _set(self, 'contentType', contentType)
+        _set(self, 'nonce', nonce)
 
 
-@model
-class FileEditSide:
-    uri: URI = _b.required()
-    content: ContentRef = _b.required()
+class FileEditSide(Model):
+    __slots__ = ('uri', 'content')
+    __fields__ = (
+        ('uri', _R, None),
+        ('content', _R, None),
+    )
+    uri: URI
+    content: ContentRef
+
+    def __init__(self, *, uri: URI, content: ContentRef) -> None:
+        _set(self, 'uri', uri)
+        _set(self, 'content', content)
 
 
-@model
-class FileEditDiffStats:
-    added: Number | None = _b.optional()
-    removed: Number | None = _b.optional()
+class FileEditDiffStats(Model):
+    __slots__ = ('added', 'removed')
+    __fields__ = (
+        ('added', _O, None),
+        ('removed', _O, None),
+    )
+    added: Number | None
+    removed: Number | None
+
+    def __init__(self, *, added: Number | None = None, removed: Number | None = None) -> None:
+        _set(self, 'added', added)
+        _set(self, 'removed', removed)
 
 
-@model
-class FileEdit:
-    before: FileEditSide | None = _b.optional()
-    after: FileEditSide | None = _b.optional()
-    diff: FileEditDiffStats | None = _b.optional()
+class FileEdit(Model):
+    __slots__ = ('before', 'after', 'diff')
+    __fields__ = (
+        ('before', _O, None),
+        ('after', _O, None),
+        ('diff', _O, None),
+    )
+    before: FileEditSide | None
+    after: FileEditSide | None
+    diff: FileEditDiffStats | None
+
+    def __init__(self, *, before: FileEditSide | None = None, after: FileEditSide | None = None, diff: FileEditDiffStats | None = None) -> None:
+        _set(self, 'before', before)
+        _set(self, 'after', after)
+        _set(self, 'diff', diff)
 
 
-@model
-class FileEditCollection:
-    items: list[FileEdit] = _b.required()
+class FileEditCollection(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[FileEdit]
+
+    def __init__(self, *, items: list[FileEdit]) -> None:
+        _set(self, 'items', items)
 
 
-@model
-class UsageInfo:
-    inputTokens: Number | None = _b.optional()
-    outputTokens: Number | None = _b.optional()
-    model: str | None = _b.optional()
-    cacheReadTokens: Number | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class UsageInfo(Model):
+    __slots__ = ('inputTokens', 'outputTokens', 'model', 'cacheReadTokens', '_meta')
+    __fields__ = (
+        ('inputTokens', _O, None),
+        ('outputTokens', _O, None),
+        ('model', _O, None),
+        ('cacheReadTokens', _O, None),
+        ('_meta', _O, None),
+    )
+    inputTokens: Number | None
+    outputTokens: Number | None
+    model: str | None
+    cacheReadTokens: Number | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, inputTokens: Number | None = None, outputTokens: Number | None = None, model: str | None = None, cacheReadTokens: Number | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'inputTokens', inputTokens)
+        _set(self, 'outputTokens', outputTokens)
+        _set(self, 'model', model)
+        _set(self, 'cacheReadTokens', cacheReadTokens)
+        _set(self, '_meta', meta)
 
 
-@model
-class ErrorInfo:
-    errorType: str = _b.required()
-    message: str = _b.required()
-    stack: str | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class ErrorInfo(Model):
+    __slots__ = ('errorType', 'message', 'stack', '_meta')
+    __fields__ = (
+        ('errorType', _R, None),
+        ('message', _R, None),
+        ('stack', _O, None),
+        ('_meta', _O, None),
+    )
+    errorType: str
+    message: str
+    stack: str | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, errorType: str, message: str, stack: str | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'errorType', errorType)
+        _set(self, 'message', message)
+        _set(self, 'stack', stack)
+        _set(self, '_meta', meta)
 
 
 class PolicyState(enum.StrEnum):
@@ -158,143 +359,389 @@ class PolicyState(enum.StrEnum):
     UNCONFIGURED = 'unconfigured'
 
 
-@model
-class SessionModelInfo:
-    id: str = _b.required()
-    provider: str = _b.required()
-    name: str = _b.required()
-    maxContextWindow: Number | None = _b.optional()
-    maxOutputTokens: Number | None = _b.optional()
-    maxPromptTokens: Number | None = _b.optional()
-    supportsVision: bool | None = _b.optional()
-    policyState: PolicyState | None = _b.optional()
-    configSchema: ConfigSchema | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    vendor: str | None = _b.optional()
+class SessionModelInfo(Model):
+    __slots__ = ('id', 'provider', 'name', 'maxContextWindow', 'maxOutputTokens', 'maxPromptTokens', 'supportsVision', 'policyState', 'configSchema', '_meta', 'vendor')
+    __fields__ = (
+        ('id', _R, None),
+        ('provider', _R, None),
+        ('name', _R, None),
+        ('maxContextWindow', _O, None),
+        ('maxOutputTokens', _O, None),
+        ('maxPromptTokens', _O, None),
+        ('supportsVision', _O, None),
+        ('policyState', _O, None),
+        ('configSchema', _O, None),
+        ('_meta', _O, None),
+        ('vendor', _O, None),
+    )
+    id: str
+    provider: str
+    name: str
+    maxContextWindow: Number | None
+    maxOutputTokens: Number | None
+    maxPromptTokens: Number | None
+    supportsVision: bool | None
+    policyState: PolicyState | None
+    configSchema: ConfigSchema | None
+    _meta: dict[str, Any] | None
+    vendor: str | None
+
+    def __init__(self, *, id: str, provider: str, name: str, maxContextWindow: Number | None = None, maxOutputTokens: Number | None = None, maxPromptTokens: Number | None = None, supportsVision: bool | None = None, policyState: PolicyState | None = None, configSchema: ConfigSchema | None = None, meta: dict[str, Any] | None = None, vendor: str | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'provider', provider)
+        _set(self, 'name', name)
+        _set(self, 'maxContextWindow', maxContextWindow)
+        _set(self, 'maxOutputTokens', maxOutputTokens)
+        _set(self, 'maxPromptTokens', maxPromptTokens)
+        _set(self, 'supportsVision', supportsVision)
+        _set(self, 'policyState', policyState)
+        _set(self, 'configSchema', configSchema)
+        _set(self, '_meta', meta)
+        _set(self, 'vendor', vendor)
 
 
-@model
-class CustomizationLoadingState:
-    kind: Literal['loading'] = _b.const('loading')
+class CustomizationLoadingState(Model):
+    __slots__ = ('kind',)
+    __fields__ = (
+        ('kind', _C, 'loading'),
+    )
+    kind: Literal['loading']
+
+    def __init__(self, *, kind: Literal['loading'] = 'loading') -> None:
+        if kind != 'loading':
+            raise ValueError("kind must be 'loading', got " + repr(kind))
+        _set(self, 'kind', kind)
 
 
-@model
-class CustomizationLoadedState:
-    kind: Literal['loaded'] = _b.const('loaded')
+class CustomizationLoadedState(Model):
+    __slots__ = ('kind',)
+    __fields__ = (
+        ('kind', _C, 'loaded'),
+    )
+    kind: Literal['loaded']
+
+    def __init__(self, *, kind: Literal['loaded'] = 'loaded') -> None:
+        if kind != 'loaded':
+            raise ValueError("kind must be 'loaded', got " + repr(kind))
+        _set(self, 'kind', kind)
 
 
-@model
-class CustomizationDegradedState:
-    kind: Literal['degraded'] = _b.const('degraded')
-    message: str = _b.required()
+class CustomizationDegradedState(Model):
+    __slots__ = ('kind', 'message')
+    __fields__ = (
+        ('kind', _C, 'degraded'),
+        ('message', _R, None),
+    )
+    kind: Literal['degraded']
+    message: str
+
+    def __init__(self, *, kind: Literal['degraded'] = 'degraded', message: str) -> None:
+        if kind != 'degraded':
+            raise ValueError("kind must be 'degraded', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'message', message)
 
 
-@model
-class CustomizationErrorState:
-    kind: Literal['error'] = _b.const('error')
-    message: str = _b.required()
+class CustomizationErrorState(Model):
+    __slots__ = ('kind', 'message')
+    __fields__ = (
+        ('kind', _C, 'error'),
+        ('message', _R, None),
+    )
+    kind: Literal['error']
+    message: str
+
+    def __init__(self, *, kind: Literal['error'] = 'error', message: str) -> None:
+        if kind != 'error':
+            raise ValueError("kind must be 'error', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'message', message)
 
 
-@model
-class AgentCustomization:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    enabled: bool | None = _b.optional()
-    type: Literal['agent'] = _b.const('agent')
-    description: str | None = _b.optional()
-    model: str | None = _b.optional()
-    tools: list[str] | None = _b.optional()
-    disableModelInvocation: bool | None = _b.optional()
-    disableUserInvocation: bool | None = _b.optional()
+class AgentCustomization(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description', 'model', 'tools', 'disableModelInvocation', 'disableUserInvocation')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('enabled', _O, None),
+        ('type', _C, 'agent'),
+        ('description', _O, None),
+        ('model', _O, None),
+        ('tools', _O, None),
+        ('disableModelInvocation', _O, None),
+        ('disableUserInvocation', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    enabled: bool | None
+    type: Literal['agent']
+    description: str | None
+    model: str | None
+    tools: list[str] | None
+    disableModelInvocation: bool | None
+    disableUserInvocation: bool | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, enabled: bool | None = None, type: Literal['agent'] = 'agent', description: str | None = None, model: str | None = None, tools: list[str] | None = None, disableModelInvocation: bool | None = None, disableUserInvocation: bool | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'enabled', enabled)
+        if type != 'agent':
+            raise ValueError("type must be 'agent', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'description', description)
+        _set(self, 'model', model)
+        _set(self, 'tools', tools)
+        _set(self, 'disableModelInvocation', disableModelInvocation)
+        _set(self, 'disableUserInvocation', disableUserInvocation)
 
 
-@model
-class SkillCustomization:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    enabled: bool | None = _b.optional()
-    type: Literal['skill'] = _b.const('skill')
-    description: str | None = _b.optional()
-    disableModelInvocation: bool | None = _b.optional()
-    disableUserInvocation: bool | None = _b.optional()
+class SkillCustomization(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description', 'disableModelInvocation', 'disableUserInvocation')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('enabled', _O, None),
+        ('type', _C, 'skill'),
+        ('description', _O, None),
+        ('disableModelInvocation', _O, None),
+        ('disableUserInvocation', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    enabled: bool | None
+    type: Literal['skill']
+    description: str | None
+    disableModelInvocation: bool | None
+    disableUserInvocation: bool | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, enabled: bool | None = None, type: Literal['skill'] = 'skill', description: str | None = None, disableModelInvocation: bool | None = None, disableUserInvocation: bool | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'enabled', enabled)
+        if type != 'skill':
+            raise ValueError("type must be 'skill', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'description', description)
+        _set(self, 'disableModelInvocation', disableModelInvocation)
+        _set(self, 'disableUserInvocation', disableUserInvocation)
 
 
-@model
-class PromptCustomization:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    enabled: bool | None = _b.optional()
-    type: Literal['prompt'] = _b.const('prompt')
-    description: str | None = _b.optional()
+class PromptCustomization(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('enabled', _O, None),
+        ('type', _C, 'prompt'),
+        ('description', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    enabled: bool | None
+    type: Literal['prompt']
+    description: str | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, enabled: bool | None = None, type: Literal['prompt'] = 'prompt', description: str | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'enabled', enabled)
+        if type != 'prompt':
+            raise ValueError("type must be 'prompt', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'description', description)
 
 
-@model
-class RuleCustomization:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    enabled: bool | None = _b.optional()
-    type: Literal['rule'] = _b.const('rule')
-    description: str | None = _b.optional()
-    alwaysApply: bool | None = _b.optional()
-    globs: list[str] | None = _b.optional()
+class RuleCustomization(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description', 'alwaysApply', 'globs')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('enabled', _O, None),
+        ('type', _C, 'rule'),
+        ('description', _O, None),
+        ('alwaysApply', _O, None),
+        ('globs', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    enabled: bool | None
+    type: Literal['rule']
+    description: str | None
+    alwaysApply: bool | None
+    globs: list[str] | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, enabled: bool | None = None, type: Literal['rule'] = 'rule', description: str | None = None, alwaysApply: bool | None = None, globs: list[str] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'enabled', enabled)
+        if type != 'rule':
+            raise ValueError("type must be 'rule', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'description', description)
+        _set(self, 'alwaysApply', alwaysApply)
+        _set(self, 'globs', globs)
 
 
-@model
-class HookCustomization:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    enabled: bool | None = _b.optional()
-    type: Literal['hook'] = _b.const('hook')
+class HookCustomization(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('enabled', _O, None),
+        ('type', _C, 'hook'),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    enabled: bool | None
+    type: Literal['hook']
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, enabled: bool | None = None, type: Literal['hook'] = 'hook') -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'enabled', enabled)
+        if type != 'hook':
+            raise ValueError("type must be 'hook', got " + repr(type))
+        _set(self, 'type', type)
 
 
-@model
-class CustomizationEnablementGlobal:
-    kind: Literal['global'] = _b.const('global')
-    enabled: bool = _b.required()
+class CustomizationEnablementGlobal(Model):
+    __slots__ = ('kind', 'enabled')
+    __fields__ = (
+        ('kind', _C, 'global'),
+        ('enabled', _R, None),
+    )
+    kind: Literal['global']
+    enabled: bool
+
+    def __init__(self, *, kind: Literal['global'] = 'global', enabled: bool) -> None:
+        if kind != 'global':
+            raise ValueError("kind must be 'global', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'enabled', enabled)
 
 
-@model
-class CustomizationEnablementWorkspace:
-    kind: Literal['workspace'] = _b.const('workspace')
-    uri: URI = _b.required()
-    enabled: bool = _b.required()
+class CustomizationEnablementWorkspace(Model):
+    __slots__ = ('kind', 'uri', 'enabled')
+    __fields__ = (
+        ('kind', _C, 'workspace'),
+        ('uri', _R, None),
+        ('enabled', _R, None),
+    )
+    kind: Literal['workspace']
+    uri: URI
+    enabled: bool
+
+    def __init__(self, *, kind: Literal['workspace'] = 'workspace', uri: URI, enabled: bool) -> None:
+        if kind != 'workspace':
+            raise ValueError("kind must be 'workspace', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'uri', uri)
+        _set(self, 'enabled', enabled)
 
 
-@model
-class CustomizationEnablementSession:
-    kind: Literal['session'] = _b.const('session')
-    enabled: bool = _b.required()
+class CustomizationEnablementSession(Model):
+    __slots__ = ('kind', 'enabled')
+    __fields__ = (
+        ('kind', _C, 'session'),
+        ('enabled', _R, None),
+    )
+    kind: Literal['session']
+    enabled: bool
+
+    def __init__(self, *, kind: Literal['session'] = 'session', enabled: bool) -> None:
+        if kind != 'session':
+            raise ValueError("kind must be 'session', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'enabled', enabled)
 
 
-@model
-class McpServerStartingState:
-    kind: Literal['starting'] = _b.const('starting')
-    blocking: bool | None = _b.optional()
+class McpServerStartingState(Model):
+    __slots__ = ('kind', 'blocking')
+    __fields__ = (
+        ('kind', _C, 'starting'),
+        ('blocking', _O, None),
+    )
+    kind: Literal['starting']
+    blocking: bool | None
+
+    def __init__(self, *, kind: Literal['starting'] = 'starting', blocking: bool | None = None) -> None:
+        if kind != 'starting':
+            raise ValueError("kind must be 'starting', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'blocking', blocking)
 
 
-@model
-class McpServerReadyState:
-    kind: Literal['ready'] = _b.const('ready')
+class McpServerReadyState(Model):
+    __slots__ = ('kind',)
+    __fields__ = (
+        ('kind', _C, 'ready'),
+    )
+    kind: Literal['ready']
+
+    def __init__(self, *, kind: Literal['ready'] = 'ready') -> None:
+        if kind != 'ready':
+            raise ValueError("kind must be 'ready', got " + repr(kind))
+        _set(self, 'kind', kind)
 
 
 class McpAuthRequiredReason(enum.StrEnum):
@@ -303,185 +750,475 @@ class McpAuthRequiredReason(enum.StrEnum):
     INSUFFICIENT_SCOPE = 'insufficientScope'
 
 
-@model
-class McpOAuthClient:
-    clientId: str = _b.required()
-    clientSecret: str | None = _b.optional()
+class McpOAuthClient(Model):
+    __slots__ = ('clientId', 'clientSecret')
+    __fields__ = (
+        ('clientId', _R, None),
+        ('clientSecret', _O, None),
+    )
+    clientId: str
+    clientSecret: str | None
+
+    def __init__(self, *, clientId: str, clientSecret: str | None = None) -> None:
+        _set(self, 'clientId', clientId)
+        _set(self, 'clientSecret', clientSecret)
 
 
-@model
-class McpServerAuthRequiredState:
-    reason: McpAuthRequiredReason = _b.required()
-    oauthClient: McpOAuthClient | None = _b.optional()
-    resource: ProtectedResourceMetadata = _b.required()
-    requiredScopes: list[str] | None = _b.optional()
-    description: str | None = _b.optional()
-    kind: Literal['authRequired'] = _b.const('authRequired')
+class McpServerAuthRequiredState(Model):
+    __slots__ = ('reason', 'oauthClient', 'resource', 'requiredScopes', 'description', 'kind')
+    __fields__ = (
+        ('reason', _R, None),
+        ('oauthClient', _O, None),
+        ('resource', _R, None),
+        ('requiredScopes', _O, None),
+        ('description', _O, None),
+        ('kind', _C, 'authRequired'),
+    )
+    reason: McpAuthRequiredReason
+    oauthClient: McpOAuthClient | None
+    resource: ProtectedResourceMetadata
+    requiredScopes: list[str] | None
+    description: str | None
+    kind: Literal['authRequired']
+
+    def __init__(self, *, reason: McpAuthRequiredReason, oauthClient: McpOAuthClient | None = None, resource: ProtectedResourceMetadata, requiredScopes: list[str] | None = None, description: str | None = None, kind: Literal['authRequired'] = 'authRequired') -> None:
+        _set(self, 'reason', reason)
+        _set(self, 'oauthClient', oauthClient)
+        _set(self, 'resource', resource)
+        _set(self, 'requiredScopes', requiredScopes)
+        _set(self, 'description', description)
+        if kind != 'authRequired':
+            raise ValueError("kind must be 'authRequired', got " + repr(kind))
+        _set(self, 'kind', kind)
 
 
-@model
-class McpServerErrorState:
-    kind: Literal['error'] = _b.const('error')
-    error: ErrorInfo = _b.required()
+class McpServerErrorState(Model):
+    __slots__ = ('kind', 'error')
+    __fields__ = (
+        ('kind', _C, 'error'),
+        ('error', _R, None),
+    )
+    kind: Literal['error']
+    error: ErrorInfo
+
+    def __init__(self, *, kind: Literal['error'] = 'error', error: ErrorInfo) -> None:
+        if kind != 'error':
+            raise ValueError("kind must be 'error', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'error', error)
 
 
-@model
-class McpServerStoppedState:
-    kind: Literal['stopped'] = _b.const('stopped')
+class McpServerStoppedState(Model):
+    __slots__ = ('kind',)
+    __fields__ = (
+        ('kind', _C, 'stopped'),
+    )
+    kind: Literal['stopped']
+
+    def __init__(self, *, kind: Literal['stopped'] = 'stopped') -> None:
+        if kind != 'stopped':
+            raise ValueError("kind must be 'stopped', got " + repr(kind))
+        _set(self, 'kind', kind)
 
 
-@model
-class AhpMcpUiHostCapabilitiesServerTools:
-    listChanged: bool | None = _b.optional()
+class AhpMcpUiHostCapabilitiesServerTools(Model):
+    __slots__ = ('listChanged',)
+    __fields__ = (
+        ('listChanged', _O, None),
+    )
+    listChanged: bool | None
+
+    def __init__(self, *, listChanged: bool | None = None) -> None:
+        _set(self, 'listChanged', listChanged)
 
 
-@model
-class AhpMcpUiHostCapabilitiesServerResources:
-    listChanged: bool | None = _b.optional()
+class AhpMcpUiHostCapabilitiesServerResources(Model):
+    __slots__ = ('listChanged',)
+    __fields__ = (
+        ('listChanged', _O, None),
+    )
+    listChanged: bool | None
+
+    def __init__(self, *, listChanged: bool | None = None) -> None:
+        _set(self, 'listChanged', listChanged)
 
 
-@model
-class AhpMcpUiHostCapabilitiesSampling:
-    tools: dict[str, Any] | None = _b.optional()
+class AhpMcpUiHostCapabilitiesSampling(Model):
+    __slots__ = ('tools',)
+    __fields__ = (
+        ('tools', _O, None),
+    )
+    tools: dict[str, Any] | None
+
+    def __init__(self, *, tools: dict[str, Any] | None = None) -> None:
+        _set(self, 'tools', tools)
 
 
-@model
-class AhpMcpUiHostCapabilities:
-    serverTools: AhpMcpUiHostCapabilitiesServerTools | None = _b.optional()
-    serverResources: AhpMcpUiHostCapabilitiesServerResources | None = _b.optional()
-    logging: dict[str, Any] | None = _b.optional()
-    sampling: AhpMcpUiHostCapabilitiesSampling | None = _b.optional()
+class AhpMcpUiHostCapabilities(Model):
+    __slots__ = ('serverTools', 'serverResources', 'logging', 'sampling')
+    __fields__ = (
+        ('serverTools', _O, None),
+        ('serverResources', _O, None),
+        ('logging', _O, None),
+        ('sampling', _O, None),
+    )
+    serverTools: AhpMcpUiHostCapabilitiesServerTools | None
+    serverResources: AhpMcpUiHostCapabilitiesServerResources | None
+    logging: dict[str, Any] | None
+    sampling: AhpMcpUiHostCapabilitiesSampling | None
+
+    def __init__(self, *, serverTools: AhpMcpUiHostCapabilitiesServerTools | None = None, serverResources: AhpMcpUiHostCapabilitiesServerResources | None = None, logging: dict[str, Any] | None = None, sampling: AhpMcpUiHostCapabilitiesSampling | None = None) -> None:
+        _set(self, 'serverTools', serverTools)
+        _set(self, 'serverResources', serverResources)
+        _set(self, 'logging', logging)
+        _set(self, 'sampling', sampling)
 
 
-@model
-class McpServerCustomizationApps:
-    capabilities: AhpMcpUiHostCapabilities = _b.required()
+class McpServerCustomizationApps(Model):
+    __slots__ = ('capabilities',)
+    __fields__ = (
+        ('capabilities', _R, None),
+    )
+    capabilities: AhpMcpUiHostCapabilities
+
+    def __init__(self, *, capabilities: AhpMcpUiHostCapabilities) -> None:
+        _set(self, 'capabilities', capabilities)
 
 
-@model
-class McpServerCustomization:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['mcpServer'] = _b.const('mcpServer')
-    enablement: list[CustomizationEnablement] | None = _b.optional()
-    state: McpServerState = _b.required()
-    channel: URI | None = _b.optional()
-    mcpApp: McpServerCustomizationApps | None = _b.optional()
+class McpServerCustomization(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'type', 'enablement', 'state', 'channel', 'mcpApp')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('type', _C, 'mcpServer'),
+        ('enablement', _O, None),
+        ('state', _R, None),
+        ('channel', _O, None),
+        ('mcpApp', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    type: Literal['mcpServer']
+    enablement: list[CustomizationEnablement] | None
+    state: McpServerState
+    channel: URI | None
+    mcpApp: McpServerCustomizationApps | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, type: Literal['mcpServer'] = 'mcpServer', enablement: list[CustomizationEnablement] | None = None, state: McpServerState, channel: URI | None = None, mcpApp: McpServerCustomizationApps | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        if type != 'mcpServer':
+            raise ValueError("type must be 'mcpServer', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'enablement', enablement)
+        _set(self, 'state', state)
+        _set(self, 'channel', channel)
+        _set(self, 'mcpApp', mcpApp)
 
 
-@model
-class PluginCustomization:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    clientId: str | None = _b.optional()
-    load: CustomizationLoadState | None = _b.optional()
-    children: list[ChildCustomization] | None = _b.optional()
-    type: Literal['plugin'] = _b.const('plugin')
-    enablement: list[CustomizationEnablement] | None = _b.optional()
-    version: str | None = _b.optional()
+class PluginCustomization(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children', 'type', 'enablement', 'version')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('clientId', _O, None),
+        ('load', _O, None),
+        ('children', _O, None),
+        ('type', _C, 'plugin'),
+        ('enablement', _O, None),
+        ('version', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    clientId: str | None
+    load: CustomizationLoadState | None
+    children: list[ChildCustomization] | None
+    type: Literal['plugin']
+    enablement: list[CustomizationEnablement] | None
+    version: str | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, clientId: str | None = None, load: CustomizationLoadState | None = None, children: list[ChildCustomization] | None = None, type: Literal['plugin'] = 'plugin', enablement: list[CustomizationEnablement] | None = None, version: str | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'clientId', clientId)
+        _set(self, 'load', load)
+        _set(self, 'children', children)
+        if type != 'plugin':
+            raise ValueError("type must be 'plugin', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'enablement', enablement)
+        _set(self, 'version', version)
 
 
-@model
-class DirectoryCustomization:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    clientId: str | None = _b.optional()
-    load: CustomizationLoadState | None = _b.optional()
-    children: list[ChildCustomization] | None = _b.optional()
-    type: Literal['directory'] = _b.const('directory')
-    enabled: bool = _b.required()
-    contents: ChildCustomizationType = _b.required()
-    writable: bool = _b.required()
+class DirectoryCustomization(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children', 'type', 'enabled', 'contents', 'writable')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('clientId', _O, None),
+        ('load', _O, None),
+        ('children', _O, None),
+        ('type', _C, 'directory'),
+        ('enabled', _R, None),
+        ('contents', _R, None),
+        ('writable', _R, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    clientId: str | None
+    load: CustomizationLoadState | None
+    children: list[ChildCustomization] | None
+    type: Literal['directory']
+    enabled: bool
+    contents: ChildCustomizationType
+    writable: bool
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, clientId: str | None = None, load: CustomizationLoadState | None = None, children: list[ChildCustomization] | None = None, type: Literal['directory'] = 'directory', enabled: bool, contents: ChildCustomizationType, writable: bool) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'clientId', clientId)
+        _set(self, 'load', load)
+        _set(self, 'children', children)
+        if type != 'directory':
+            raise ValueError("type must be 'directory', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'enabled', enabled)
+        _set(self, 'contents', contents)
+        _set(self, 'writable', writable)
 
 
-@model
-class MultipleChatsCapability:
-    fork: bool | None = _b.optional()
-    sideChat: bool | None = _b.optional()
+class MultipleChatsCapability(Model):
+    __slots__ = ('fork', 'sideChat')
+    __fields__ = (
+        ('fork', _O, None),
+        ('sideChat', _O, None),
+    )
+    fork: bool | None
+    sideChat: bool | None
+
+    def __init__(self, *, fork: bool | None = None, sideChat: bool | None = None) -> None:
+        _set(self, 'fork', fork)
+        _set(self, 'sideChat', sideChat)
 
 
-@model
-class MultipleWorkingDirectoriesCapability:
-    immutablePrimary: bool | None = _b.optional()
-    primaryReplacement: bool | None = _b.optional()
+class MultipleWorkingDirectoriesCapability(Model):
+    __slots__ = ('immutablePrimary', 'primaryReplacement')
+    __fields__ = (
+        ('immutablePrimary', _O, None),
+        ('primaryReplacement', _O, None),
+    )
+    immutablePrimary: bool | None
+    primaryReplacement: bool | None
+
+    def __init__(self, *, immutablePrimary: bool | None = None, primaryReplacement: bool | None = None) -> None:
+        _set(self, 'immutablePrimary', immutablePrimary)
+        _set(self, 'primaryReplacement', primaryReplacement)
 
 
-@model
-class AgentCapabilities:
-    multipleChats: MultipleChatsCapability | None = _b.optional()
-    multipleWorkingDirectories: MultipleWorkingDirectoriesCapability | None = _b.optional()
+class AgentCapabilities(Model):
+    __slots__ = ('multipleChats', 'multipleWorkingDirectories')
+    __fields__ = (
+        ('multipleChats', _O, None),
+        ('multipleWorkingDirectories', _O, None),
+    )
+    multipleChats: MultipleChatsCapability | None
+    multipleWorkingDirectories: MultipleWorkingDirectoriesCapability | None
+
+    def __init__(self, *, multipleChats: MultipleChatsCapability | None = None, multipleWorkingDirectories: MultipleWorkingDirectoriesCapability | None = None) -> None:
+        _set(self, 'multipleChats', multipleChats)
+        _set(self, 'multipleWorkingDirectories', multipleWorkingDirectories)
 
 
-@model
-class AgentInfo:
-    provider: str = _b.required()
-    displayName: str = _b.required()
-    description: str = _b.required()
-    models: list[SessionModelInfo] = _b.required()
-    protectedResources: list[ProtectedResourceMetadata] | None = _b.optional()
-    customizations: list[Customization] | None = _b.optional()
-    capabilities: AgentCapabilities | None = _b.optional()
+class AgentInfo(Model):
+    __slots__ = ('provider', 'displayName', 'description', 'models', 'protectedResources', 'customizations', 'capabilities')
+    __fields__ = (
+        ('provider', _R, None),
+        ('displayName', _R, None),
+        ('description', _R, None),
+        ('models', _R, None),
+        ('protectedResources', _O, None),
+        ('customizations', _O, None),
+        ('capabilities', _O, None),
+    )
+    provider: str
+    displayName: str
+    description: str
+    models: list[SessionModelInfo]
+    protectedResources: list[ProtectedResourceMetadata] | None
+    customizations: list[Customization] | None
+    capabilities: AgentCapabilities | None
+
+    def __init__(self, *, provider: str, displayName: str, description: str, models: list[SessionModelInfo], protectedResources: list[ProtectedResourceMetadata] | None = None, customizations: list[Customization] | None = None, capabilities: AgentCapabilities | None = None) -> None:
+        _set(self, 'provider', provider)
+        _set(self, 'displayName', displayName)
+        _set(self, 'description', description)
+        _set(self, 'models', models)
+        _set(self, 'protectedResources', protectedResources)
+        _set(self, 'customizations', customizations)
+        _set(self, 'capabilities', capabilities)
 
 
-@model
-class TerminalClientClaim:
-    kind: Literal['client'] = _b.const('client')
-    clientId: str = _b.required()
+class TerminalClientClaim(Model):
+    __slots__ = ('kind', 'clientId')
+    __fields__ = (
+        ('kind', _C, 'client'),
+        ('clientId', _R, None),
+    )
+    kind: Literal['client']
+    clientId: str
+
+    def __init__(self, *, kind: Literal['client'] = 'client', clientId: str) -> None:
+        if kind != 'client':
+            raise ValueError("kind must be 'client', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'clientId', clientId)
 
 
-@model
-class TerminalSessionClaim:
-    kind: Literal['session'] = _b.const('session')
-    session: URI = _b.required()
-    chat: URI = _b.required()
-    turnId: str | None = _b.optional()
-    toolCallId: str | None = _b.optional()
+class TerminalSessionClaim(Model):
+    __slots__ = ('kind', 'session', 'chat', 'turnId', 'toolCallId')
+    __fields__ = (
+        ('kind', _C, 'session'),
+        ('session', _R, None),
+        ('chat', _R, None),
+        ('turnId', _O, None),
+        ('toolCallId', _O, None),
+    )
+    kind: Literal['session']
+    session: URI
+    chat: URI
+    turnId: str | None
+    toolCallId: str | None
+
+    def __init__(self, *, kind: Literal['session'] = 'session', session: URI, chat: URI, turnId: str | None = None, toolCallId: str | None = None) -> None:
+        if kind != 'session':
+            raise ValueError("kind must be 'session', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'session', session)
+        _set(self, 'chat', chat)
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
 
 
-@model
-class TerminalRunningLifecycleState:
-    status: Literal['running'] = _b.const('running')
+class TerminalRunningLifecycleState(Model):
+    __slots__ = ('status',)
+    __fields__ = (
+        ('status', _C, 'running'),
+    )
+    status: Literal['running']
+
+    def __init__(self, *, status: Literal['running'] = 'running') -> None:
+        if status != 'running':
+            raise ValueError("status must be 'running', got " + repr(status))
+        _set(self, 'status', status)
 
 
-@model
-class TerminalExitedLifecycleState:
-    status: Literal['exited'] = _b.const('exited')
-    exitCode: Number | None = _b.optional()
+class TerminalExitedLifecycleState(Model):
+    __slots__ = ('status', 'exitCode')
+    __fields__ = (
+        ('status', _C, 'exited'),
+        ('exitCode', _O, None),
+    )
+    status: Literal['exited']
+    exitCode: Number | None
+
+    def __init__(self, *, status: Literal['exited'] = 'exited', exitCode: Number | None = None) -> None:
+        if status != 'exited':
+            raise ValueError("status must be 'exited', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'exitCode', exitCode)
 
 
-@model
-class TerminalInfo:
-    resource: URI = _b.required()
-    title: str = _b.required()
-    claim: TerminalClaim = _b.required()
-    lifecycle: TerminalLifecycleState = _b.required()
+class TerminalInfo(Model):
+    __slots__ = ('resource', 'title', 'claim', 'lifecycle')
+    __fields__ = (
+        ('resource', _R, None),
+        ('title', _R, None),
+        ('claim', _R, None),
+        ('lifecycle', _R, None),
+    )
+    resource: URI
+    title: str
+    claim: TerminalClaim
+    lifecycle: TerminalLifecycleState
+
+    def __init__(self, *, resource: URI, title: str, claim: TerminalClaim, lifecycle: TerminalLifecycleState) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'title', title)
+        _set(self, 'claim', claim)
+        _set(self, 'lifecycle', lifecycle)
 
 
-@model
-class RootConfigState:
-    schema: ConfigSchema = _b.required()
-    values: dict[str, Any] = _b.required()
+class RootConfigState(Model):
+    __slots__ = ('schema', 'values')
+    __fields__ = (
+        ('schema', _R, None),
+        ('values', _R, None),
+    )
+    schema: ConfigSchema
+    values: dict[str, Any]
+
+    def __init__(self, *, schema: ConfigSchema, values: dict[str, Any]) -> None:
+        _set(self, 'schema', schema)
+        _set(self, 'values', values)
 
 
-@model
-class RootState:
-    agents: list[AgentInfo] = _b.required()
-    activeSessions: Number | None = _b.optional()
-    terminals: list[TerminalInfo] | None = _b.optional()
-    config: RootConfigState | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class RootState(Model):
+    __slots__ = ('agents', 'activeSessions', 'terminals', 'config', '_meta')
+    __fields__ = (
+        ('agents', _R, None),
+        ('activeSessions', _O, None),
+        ('terminals', _O, None),
+        ('config', _O, None),
+        ('_meta', _O, None),
+    )
+    agents: list[AgentInfo]
+    activeSessions: Number | None
+    terminals: list[TerminalInfo] | None
+    config: RootConfigState | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, agents: list[AgentInfo], activeSessions: Number | None = None, terminals: list[TerminalInfo] | None = None, config: RootConfigState | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'agents', agents)
+        _set(self, 'activeSessions', activeSessions)
+        _set(self, 'terminals', terminals)
+        _set(self, 'config', config)
+        _set(self, '_meta', meta)
 
 
 class SessionStatus(enum.IntFlag):
@@ -493,24 +1230,54 @@ class SessionStatus(enum.IntFlag):
     IsArchived = 64
 
 
-@model
-class AutomationSessionOrigin:
-    kind: Literal['automation'] = _b.const('automation')
-    automation: URI = _b.required()
-    run: URI = _b.required()
+class AutomationSessionOrigin(Model):
+    __slots__ = ('kind', 'automation', 'run')
+    __fields__ = (
+        ('kind', _C, 'automation'),
+        ('automation', _R, None),
+        ('run', _R, None),
+    )
+    kind: Literal['automation']
+    automation: URI
+    run: URI
+
+    def __init__(self, *, kind: Literal['automation'] = 'automation', automation: URI, run: URI) -> None:
+        if kind != 'automation':
+            raise ValueError("kind must be 'automation', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'automation', automation)
+        _set(self, 'run', run)
 
 
-@model
-class ProjectInfo:
-    uri: URI = _b.required()
-    displayName: str = _b.required()
+class ProjectInfo(Model):
+    __slots__ = ('uri', 'displayName')
+    __fields__ = (
+        ('uri', _R, None),
+        ('displayName', _R, None),
+    )
+    uri: URI
+    displayName: str
+
+    def __init__(self, *, uri: URI, displayName: str) -> None:
+        _set(self, 'uri', uri)
+        _set(self, 'displayName', displayName)
 
 
-@model
-class AnnotationsSummary:
-    resource: URI = _b.required()
-    annotationCount: Number = _b.required()
-    entryCount: Number = _b.required()
+class AnnotationsSummary(Model):
+    __slots__ = ('resource', 'annotationCount', 'entryCount')
+    __fields__ = (
+        ('resource', _R, None),
+        ('annotationCount', _R, None),
+        ('entryCount', _R, None),
+    )
+    resource: URI
+    annotationCount: Number
+    entryCount: Number
+
+    def __init__(self, *, resource: URI, annotationCount: Number, entryCount: Number) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'annotationCount', annotationCount)
+        _set(self, 'entryCount', entryCount)
 
 
 class SessionLifecycle(enum.StrEnum):
@@ -519,104 +1286,266 @@ class SessionLifecycle(enum.StrEnum):
     FAILED = 'failed'
 
 
-@model
-class ToolDefinitionInputSchema:
-    type: Literal['object'] = _b.required()
-    properties: dict[str, dict[str, Any]] | None = _b.optional()
-    required: list[str] | None = _b.optional()
+class ToolDefinitionInputSchema(Model):
+    __slots__ = ('type', 'properties', 'required')
+    __fields__ = (
+        ('type', _R, None),
+        ('properties', _O, None),
+        ('required', _O, None),
+    )
+    type: Literal['object']
+    properties: dict[str, dict[str, Any]] | None
+    required: list[str] | None
+
+    def __init__(self, *, type: Literal['object'], properties: dict[str, dict[str, Any]] | None = None, required: list[str] | None = None) -> None:
+        _set(self, 'type', type)
+        _set(self, 'properties', properties)
+        _set(self, 'required', required)
 
 
-@model
-class ToolDefinitionOutputSchema:
-    type: Literal['object'] = _b.required()
-    properties: dict[str, dict[str, Any]] | None = _b.optional()
-    required: list[str] | None = _b.optional()
+class ToolDefinitionOutputSchema(Model):
+    __slots__ = ('type', 'properties', 'required')
+    __fields__ = (
+        ('type', _R, None),
+        ('properties', _O, None),
+        ('required', _O, None),
+    )
+    type: Literal['object']
+    properties: dict[str, dict[str, Any]] | None
+    required: list[str] | None
+
+    def __init__(self, *, type: Literal['object'], properties: dict[str, dict[str, Any]] | None = None, required: list[str] | None = None) -> None:
+        _set(self, 'type', type)
+        _set(self, 'properties', properties)
+        _set(self, 'required', required)
 
 
-@model
-class ToolAnnotations:
-    title: str | None = _b.optional()
-    readOnlyHint: bool | None = _b.optional()
-    destructiveHint: bool | None = _b.optional()
-    idempotentHint: bool | None = _b.optional()
-    openWorldHint: bool | None = _b.optional()
+class ToolAnnotations(Model):
+    __slots__ = ('title', 'readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint')
+    __fields__ = (
+        ('title', _O, None),
+        ('readOnlyHint', _O, None),
+        ('destructiveHint', _O, None),
+        ('idempotentHint', _O, None),
+        ('openWorldHint', _O, None),
+    )
+    title: str | None
+    readOnlyHint: bool | None
+    destructiveHint: bool | None
+    idempotentHint: bool | None
+    openWorldHint: bool | None
+
+    def __init__(self, *, title: str | None = None, readOnlyHint: bool | None = None, destructiveHint: bool | None = None, idempotentHint: bool | None = None, openWorldHint: bool | None = None) -> None:
+        _set(self, 'title', title)
+        _set(self, 'readOnlyHint', readOnlyHint)
+        _set(self, 'destructiveHint', destructiveHint)
+        _set(self, 'idempotentHint', idempotentHint)
+        _set(self, 'openWorldHint', openWorldHint)
 
 
-@model
-class ToolDefinition:
-    name: str = _b.required()
-    title: str | None = _b.optional()
-    description: str | None = _b.optional()
-    inputSchema: ToolDefinitionInputSchema | None = _b.optional()
-    outputSchema: ToolDefinitionOutputSchema | None = _b.optional()
-    annotations: ToolAnnotations | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class ToolDefinition(Model):
+    __slots__ = ('name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta')
+    __fields__ = (
+        ('name', _R, None),
+        ('title', _O, None),
+        ('description', _O, None),
+        ('inputSchema', _O, None),
+        ('outputSchema', _O, None),
+        ('annotations', _O, None),
+        ('_meta', _O, None),
+    )
+    name: str
+    title: str | None
+    description: str | None
+    inputSchema: ToolDefinitionInputSchema | None
+    outputSchema: ToolDefinitionOutputSchema | None
+    annotations: ToolAnnotations | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, name: str, title: str | None = None, description: str | None = None, inputSchema: ToolDefinitionInputSchema | None = None, outputSchema: ToolDefinitionOutputSchema | None = None, annotations: ToolAnnotations | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'name', name)
+        _set(self, 'title', title)
+        _set(self, 'description', description)
+        _set(self, 'inputSchema', inputSchema)
+        _set(self, 'outputSchema', outputSchema)
+        _set(self, 'annotations', annotations)
+        _set(self, '_meta', meta)
 
 
-@model
-class ClientPluginCustomization:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    clientId: str | None = _b.optional()
-    load: CustomizationLoadState | None = _b.optional()
-    children: list[ChildCustomization] | None = _b.optional()
-    type: Literal['plugin'] = _b.const('plugin')
-    enablement: list[CustomizationEnablement] | None = _b.optional()
-    version: str | None = _b.optional()
-    nonce: str | None = _b.optional()
-    childEnablement: dict[str, list[CustomizationEnablement]] | None = _b.optional()
+class ClientPluginCustomization(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children', 'type', 'enablement', 'version', 'nonce', 'childEnablement')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('clientId', _O, None),
+        ('load', _O, None),
+        ('children', _O, None),
+        ('type', _C, 'plugin'),
+        ('enablement', _O, None),
+        ('version', _O, None),
+        ('nonce', _O, None),
+        ('childEnablement', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    clientId: str | None
+    load: CustomizationLoadState | None
+    children: list[ChildCustomization] | None
+    type: Literal['plugin']
+    enablement: list[CustomizationEnablement] | None
+    version: str | None
+    nonce: str | None
+    childEnablement: dict[str, list[CustomizationEnablement]] | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, clientId: str | None = None, load: CustomizationLoadState | None = None, children: list[ChildCustomization] | None = None, type: Literal['plugin'] = 'plugin', enablement: list[CustomizationEnablement] | None = None, version: str | None = None, nonce: str | None = None, childEnablement: dict[str, list[CustomizationEnablement]] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'clientId', clientId)
+        _set(self, 'load', load)
+        _set(self, 'children', children)
+        if type != 'plugin':
+            raise ValueError("type must be 'plugin', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'enablement', enablement)
+        _set(self, 'version', version)
+        _set(self, 'nonce', nonce)
+        _set(self, 'childEnablement', childEnablement)
 
 
-@model
-class SessionActiveClient:
-    clientId: str = _b.required()
-    displayName: str | None = _b.optional()
-    tools: list[ToolDefinition] = _b.required()
-    customizations: list[ClientPluginCustomization] | None = _b.optional()
+class SessionActiveClient(Model):
+    __slots__ = ('clientId', 'displayName', 'tools', 'customizations')
+    __fields__ = (
+        ('clientId', _R, None),
+        ('displayName', _O, None),
+        ('tools', _R, None),
+        ('customizations', _O, None),
+    )
+    clientId: str
+    displayName: str | None
+    tools: list[ToolDefinition]
+    customizations: list[ClientPluginCustomization] | None
+
+    def __init__(self, *, clientId: str, displayName: str | None = None, tools: list[ToolDefinition], customizations: list[ClientPluginCustomization] | None = None) -> None:
+        _set(self, 'clientId', clientId)
+        _set(self, 'displayName', displayName)
+        _set(self, 'tools', tools)
+        _set(self, 'customizations', customizations)
 
 
-@model
-class ChangesSummary:
-    additions: Number | None = _b.optional()
-    deletions: Number | None = _b.optional()
-    files: Number | None = _b.optional()
+class ChangesSummary(Model):
+    __slots__ = ('additions', 'deletions', 'files')
+    __fields__ = (
+        ('additions', _O, None),
+        ('deletions', _O, None),
+        ('files', _O, None),
+    )
+    additions: Number | None
+    deletions: Number | None
+    files: Number | None
+
+    def __init__(self, *, additions: Number | None = None, deletions: Number | None = None, files: Number | None = None) -> None:
+        _set(self, 'additions', additions)
+        _set(self, 'deletions', deletions)
+        _set(self, 'files', files)
 
 
-@model
-class ChatOriginUser:
-    kind: Literal['user'] = _b.const('user')
+class ChatOriginUser(Model):
+    __slots__ = ('kind',)
+    __fields__ = (
+        ('kind', _C, 'user'),
+    )
+    kind: Literal['user']
+
+    def __init__(self, *, kind: Literal['user'] = 'user') -> None:
+        if kind != 'user':
+            raise ValueError("kind must be 'user', got " + repr(kind))
+        _set(self, 'kind', kind)
 
 
-@model
-class ChatOriginFork:
-    kind: Literal['fork'] = _b.const('fork')
-    chat: URI = _b.required()
-    turnId: str = _b.required()
+class ChatOriginFork(Model):
+    __slots__ = ('kind', 'chat', 'turnId')
+    __fields__ = (
+        ('kind', _C, 'fork'),
+        ('chat', _R, None),
+        ('turnId', _R, None),
+    )
+    kind: Literal['fork']
+    chat: URI
+    turnId: str
+
+    def __init__(self, *, kind: Literal['fork'] = 'fork', chat: URI, turnId: str) -> None:
+        if kind != 'fork':
+            raise ValueError("kind must be 'fork', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'chat', chat)
+        _set(self, 'turnId', turnId)
 
 
-@model
-class SideChatSelection:
-    text: str = _b.required()
-    responsePartId: str | None = _b.optional()
+class SideChatSelection(Model):
+    __slots__ = ('text', 'responsePartId')
+    __fields__ = (
+        ('text', _R, None),
+        ('responsePartId', _O, None),
+    )
+    text: str
+    responsePartId: str | None
+
+    def __init__(self, *, text: str, responsePartId: str | None = None) -> None:
+        _set(self, 'text', text)
+        _set(self, 'responsePartId', responsePartId)
 
 
-@model
-class ChatOriginSideChat:
-    kind: Literal['sideChat'] = _b.const('sideChat')
-    chat: URI = _b.required()
-    turnId: str = _b.required()
-    selection: SideChatSelection | None = _b.optional()
+class ChatOriginSideChat(Model):
+    __slots__ = ('kind', 'chat', 'turnId', 'selection')
+    __fields__ = (
+        ('kind', _C, 'sideChat'),
+        ('chat', _R, None),
+        ('turnId', _R, None),
+        ('selection', _O, None),
+    )
+    kind: Literal['sideChat']
+    chat: URI
+    turnId: str
+    selection: SideChatSelection | None
+
+    def __init__(self, *, kind: Literal['sideChat'] = 'sideChat', chat: URI, turnId: str, selection: SideChatSelection | None = None) -> None:
+        if kind != 'sideChat':
+            raise ValueError("kind must be 'sideChat', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'chat', chat)
+        _set(self, 'turnId', turnId)
+        _set(self, 'selection', selection)
 
 
-@model
-class ChatOriginTool:
-    kind: Literal['tool'] = _b.const('tool')
-    chat: URI = _b.required()
-    toolCallId: str = _b.required()
+class ChatOriginTool(Model):
+    __slots__ = ('kind', 'chat', 'toolCallId')
+    __fields__ = (
+        ('kind', _C, 'tool'),
+        ('chat', _R, None),
+        ('toolCallId', _R, None),
+    )
+    kind: Literal['tool']
+    chat: URI
+    toolCallId: str
+
+    def __init__(self, *, kind: Literal['tool'] = 'tool', chat: URI, toolCallId: str) -> None:
+        if kind != 'tool':
+            raise ValueError("kind must be 'tool', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'chat', chat)
+        _set(self, 'toolCallId', toolCallId)
 
 
 class ChatInteractivity(enum.StrEnum):
@@ -625,228 +1554,594 @@ class ChatInteractivity(enum.StrEnum):
     HIDDEN = 'hidden'
 
 
-@model
-class ChatSummary:
-    resource: URI = _b.required()
-    title: str = _b.required()
-    status: SessionStatus = _b.required()
-    activity: str | None = _b.optional()
-    modifiedAt: str = _b.required()
-    changes: ChangesSummary | None = _b.optional()
-    origin: ChatOrigin | None = _b.optional()
-    movable: bool | None = _b.optional()
-    interactivity: ChatInteractivity | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
+class ChatSummary(Model):
+    __slots__ = ('resource', 'title', 'status', 'activity', 'modifiedAt', 'changes', 'origin', 'movable', 'interactivity', 'workingDirectories')
+    __fields__ = (
+        ('resource', _R, None),
+        ('title', _R, None),
+        ('status', _R, None),
+        ('activity', _O, None),
+        ('modifiedAt', _R, None),
+        ('changes', _O, None),
+        ('origin', _O, None),
+        ('movable', _O, None),
+        ('interactivity', _O, None),
+        ('workingDirectories', _O, None),
+    )
+    resource: URI
+    title: str
+    status: SessionStatus
+    activity: str | None
+    modifiedAt: str
+    changes: ChangesSummary | None
+    origin: ChatOrigin | None
+    movable: bool | None
+    interactivity: ChatInteractivity | None
+    workingDirectories: list[URI] | None
+
+    def __init__(self, *, resource: URI, title: str, status: SessionStatus, activity: str | None = None, modifiedAt: str, changes: ChangesSummary | None = None, origin: ChatOrigin | None = None, movable: bool | None = None, interactivity: ChatInteractivity | None = None, workingDirectories: list[URI] | None = None) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'title', title)
+        _set(self, 'status', status)
+        _set(self, 'activity', activity)
+        _set(self, 'modifiedAt', modifiedAt)
+        _set(self, 'changes', changes)
+        _set(self, 'origin', origin)
+        _set(self, 'movable', movable)
+        _set(self, 'interactivity', interactivity)
+        _set(self, 'workingDirectories', workingDirectories)
 
 
-@model
-class SessionConfigPropertySchema:
-    type: Literal['string', 'number', 'boolean', 'array', 'object'] = _b.required()
-    title: str = _b.required()
-    description: str | None = _b.optional()
-    default: Any | None = _b.optional()
-    enum: list[JsonPrimitive] | None = _b.optional()
-    enumLabels: list[str] | None = _b.optional()
-    enumDescriptions: list[str] | None = _b.optional()
-    readOnly: bool | None = _b.optional()
-    items: ConfigPropertySchema | None = _b.optional()
-    minItems: int | None = _b.optional(schema={'minimum': 0})
-    maxItems: int | None = _b.optional(schema={'minimum': 0})
-    properties: dict[str, ConfigPropertySchema] | None = _b.optional()
-    required: list[str] | None = _b.optional()
-    additionalProperties: ConfigPropertySchema | None = _b.optional()
-    enumDynamic: bool | None = _b.optional()
-    sessionMutable: bool | None = _b.optional()
+class SessionConfigPropertySchema(Model):
+    __slots__ = ('type', 'title', 'description', 'default', 'enum', 'enumLabels', 'enumDescriptions', 'readOnly', 'items', 'minItems', 'maxItems', 'properties', 'required', 'additionalProperties', 'enumDynamic', 'sessionMutable')
+    __fields__ = (
+        ('type', _R, None),
+        ('title', _R, None),
+        ('description', _O, None),
+        ('default', _O, None),
+        ('enum', _O, None),
+        ('enumLabels', _O, None),
+        ('enumDescriptions', _O, None),
+        ('readOnly', _O, None),
+        ('items', _O, None),
+        ('minItems', _O, {'minimum': 0}),
+        ('maxItems', _O, {'minimum': 0}),
+        ('properties', _O, None),
+        ('required', _O, None),
+        ('additionalProperties', _O, None),
+        ('enumDynamic', _O, None),
+        ('sessionMutable', _O, None),
+    )
+    type: Literal['string', 'number', 'boolean', 'array', 'object']
+    title: str
+    description: str | None
+    default: Any | None
+    enum: list[JsonPrimitive] | None
+    enumLabels: list[str] | None
+    enumDescriptions: list[str] | None
+    readOnly: bool | None
+    items: ConfigPropertySchema | None
+    minItems: int | None
+    maxItems: int | None
+    properties: dict[str, ConfigPropertySchema] | None
+    required: list[str] | None
+    additionalProperties: ConfigPropertySchema | None
+    enumDynamic: bool | None
+    sessionMutable: bool | None
+
+    def __init__(self, *, type: Literal['string', 'number', 'boolean', 'array', 'object'], title: str, description: str | None = None, default: Any | None = None, enum: list[JsonPrimitive] | None = None, enumLabels: list[str] | None = None, enumDescriptions: list[str] | None = None, readOnly: bool | None = None, items: ConfigPropertySchema | None = None, minItems: int | None = None, maxItems: int | None = None, properties: dict[str, ConfigPropertySchema] | None = None, required: list[str] | None = None, additionalProperties: ConfigPropertySchema | None = None, enumDynamic: bool | None = None, sessionMutable: bool | None = None) -> None:
+        _set(self, 'type', type)
+        _set(self, 'title', title)
+        _set(self, 'description', description)
+        _set(self, 'default', default)
+        _set(self, 'enum', enum)
+        _set(self, 'enumLabels', enumLabels)
+        _set(self, 'enumDescriptions', enumDescriptions)
+        _set(self, 'readOnly', readOnly)
+        _set(self, 'items', items)
+        _set(self, 'minItems', minItems)
+        _set(self, 'maxItems', maxItems)
+        _set(self, 'properties', properties)
+        _set(self, 'required', required)
+        _set(self, 'additionalProperties', additionalProperties)
+        _set(self, 'enumDynamic', enumDynamic)
+        _set(self, 'sessionMutable', sessionMutable)
 
 
-@model
-class SessionConfigSchema:
-    type: Literal['object'] = _b.required()
-    properties: dict[str, SessionConfigPropertySchema] = _b.required()
-    required: list[str] | None = _b.optional()
+class SessionConfigSchema(Model):
+    __slots__ = ('type', 'properties', 'required')
+    __fields__ = (
+        ('type', _R, None),
+        ('properties', _R, None),
+        ('required', _O, None),
+    )
+    type: Literal['object']
+    properties: dict[str, SessionConfigPropertySchema]
+    required: list[str] | None
+
+    def __init__(self, *, type: Literal['object'], properties: dict[str, SessionConfigPropertySchema], required: list[str] | None = None) -> None:
+        _set(self, 'type', type)
+        _set(self, 'properties', properties)
+        _set(self, 'required', required)
 
 
-@model
-class SessionConfigState:
-    schema: SessionConfigSchema = _b.required()
-    values: dict[str, Any] = _b.required()
+class SessionConfigState(Model):
+    __slots__ = ('schema', 'values')
+    __fields__ = (
+        ('schema', _R, None),
+        ('values', _R, None),
+    )
+    schema: SessionConfigSchema
+    values: dict[str, Any]
+
+    def __init__(self, *, schema: SessionConfigSchema, values: dict[str, Any]) -> None:
+        _set(self, 'schema', schema)
+        _set(self, 'values', values)
 
 
-@model
-class ChangesetCapabilities:
-    review: dict[str, Any] | None = _b.optional()
+class ChangesetCapabilities(Model):
+    __slots__ = ('review',)
+    __fields__ = (
+        ('review', _O, None),
+    )
+    review: dict[str, Any] | None
+
+    def __init__(self, *, review: dict[str, Any] | None = None) -> None:
+        _set(self, 'review', review)
 
 
-@model
-class Changeset:
-    label: str = _b.required()
-    uriTemplate: str = _b.required()
-    description: str | None = _b.optional()
-    changeKind: str = _b.required()
-    capabilities: ChangesetCapabilities | None = _b.optional()
+class Changeset(Model):
+    __slots__ = ('label', 'uriTemplate', 'description', 'changeKind', 'capabilities')
+    __fields__ = (
+        ('label', _R, None),
+        ('uriTemplate', _R, None),
+        ('description', _O, None),
+        ('changeKind', _R, None),
+        ('capabilities', _O, None),
+    )
+    label: str
+    uriTemplate: str
+    description: str | None
+    changeKind: str
+    capabilities: ChangesetCapabilities | None
+
+    def __init__(self, *, label: str, uriTemplate: str, description: str | None = None, changeKind: str, capabilities: ChangesetCapabilities | None = None) -> None:
+        _set(self, 'label', label)
+        _set(self, 'uriTemplate', uriTemplate)
+        _set(self, 'description', description)
+        _set(self, 'changeKind', changeKind)
+        _set(self, 'capabilities', capabilities)
 
 
-@model
-class ChatInputTextQuestion:
-    id: str = _b.required()
-    title: str | None = _b.optional()
-    message: str = _b.required()
-    required: bool | None = _b.optional()
-    kind: Literal['text'] = _b.const('text')
-    format: str | None = _b.optional()
-    min: Number | None = _b.optional()
-    max: Number | None = _b.optional()
-    defaultValue: str | None = _b.optional()
+class ChatInputTextQuestion(Model):
+    __slots__ = ('id', 'title', 'message', 'required', 'kind', 'format', 'min', 'max', 'defaultValue')
+    __fields__ = (
+        ('id', _R, None),
+        ('title', _O, None),
+        ('message', _R, None),
+        ('required', _O, None),
+        ('kind', _C, 'text'),
+        ('format', _O, None),
+        ('min', _O, None),
+        ('max', _O, None),
+        ('defaultValue', _O, None),
+    )
+    id: str
+    title: str | None
+    message: str
+    required: bool | None
+    kind: Literal['text']
+    format: str | None
+    min: Number | None
+    max: Number | None
+    defaultValue: str | None
+
+    def __init__(self, *, id: str, title: str | None = None, message: str, required: bool | None = None, kind: Literal['text'] = 'text', format: str | None = None, min: Number | None = None, max: Number | None = None, defaultValue: str | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'title', title)
+        _set(self, 'message', message)
+        _set(self, 'required', required)
+        if kind != 'text':
+            raise ValueError("kind must be 'text', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'format', format)
+        _set(self, 'min', min)
+        _set(self, 'max', max)
+        _set(self, 'defaultValue', defaultValue)
 
 
-@model
-class ChatInputNumberQuestion:
-    id: str = _b.required()
-    title: str | None = _b.optional()
-    message: str = _b.required()
-    required: bool | None = _b.optional()
-    kind: Literal['number', 'integer'] = _b.required()
-    min: Number | None = _b.optional()
-    max: Number | None = _b.optional()
-    defaultValue: Number | None = _b.optional()
+class ChatInputNumberQuestion(Model):
+    __slots__ = ('id', 'title', 'message', 'required', 'kind', 'min', 'max', 'defaultValue')
+    __fields__ = (
+        ('id', _R, None),
+        ('title', _O, None),
+        ('message', _R, None),
+        ('required', _O, None),
+        ('kind', _R, None),
+        ('min', _O, None),
+        ('max', _O, None),
+        ('defaultValue', _O, None),
+    )
+    id: str
+    title: str | None
+    message: str
+    required: bool | None
+    kind: Literal['number', 'integer']
+    min: Number | None
+    max: Number | None
+    defaultValue: Number | None
+
+    def __init__(self, *, id: str, title: str | None = None, message: str, required: bool | None = None, kind: Literal['number', 'integer'], min: Number | None = None, max: Number | None = None, defaultValue: Number | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'title', title)
+        _set(self, 'message', message)
+        _set(self, 'required', required)
+        _set(self, 'kind', kind)
+        _set(self, 'min', min)
+        _set(self, 'max', max)
+        _set(self, 'defaultValue', defaultValue)
 
 
-@model
-class ChatInputBooleanQuestion:
-    id: str = _b.required()
-    title: str | None = _b.optional()
-    message: str = _b.required()
-    required: bool | None = _b.optional()
-    kind: Literal['boolean'] = _b.const('boolean')
-    defaultValue: bool | None = _b.optional()
+class ChatInputBooleanQuestion(Model):
+    __slots__ = ('id', 'title', 'message', 'required', 'kind', 'defaultValue')
+    __fields__ = (
+        ('id', _R, None),
+        ('title', _O, None),
+        ('message', _R, None),
+        ('required', _O, None),
+        ('kind', _C, 'boolean'),
+        ('defaultValue', _O, None),
+    )
+    id: str
+    title: str | None
+    message: str
+    required: bool | None
+    kind: Literal['boolean']
+    defaultValue: bool | None
+
+    def __init__(self, *, id: str, title: str | None = None, message: str, required: bool | None = None, kind: Literal['boolean'] = 'boolean', defaultValue: bool | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'title', title)
+        _set(self, 'message', message)
+        _set(self, 'required', required)
+        if kind != 'boolean':
+            raise ValueError("kind must be 'boolean', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'defaultValue', defaultValue)
 
 
-@model
-class ChatInputOption:
-    id: str = _b.required()
-    label: str = _b.required()
-    description: str | None = _b.optional()
-    recommended: bool | None = _b.optional()
+class ChatInputOption(Model):
+    __slots__ = ('id', 'label', 'description', 'recommended')
+    __fields__ = (
+        ('id', _R, None),
+        ('label', _R, None),
+        ('description', _O, None),
+        ('recommended', _O, None),
+    )
+    id: str
+    label: str
+    description: str | None
+    recommended: bool | None
+
+    def __init__(self, *, id: str, label: str, description: str | None = None, recommended: bool | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'label', label)
+        _set(self, 'description', description)
+        _set(self, 'recommended', recommended)
 
 
-@model
-class ChatInputSingleSelectQuestion:
-    id: str = _b.required()
-    title: str | None = _b.optional()
-    message: str = _b.required()
-    required: bool | None = _b.optional()
-    kind: Literal['single-select'] = _b.const('single-select')
-    options: list[ChatInputOption] = _b.required()
-    allowFreeformInput: bool | None = _b.optional()
+class ChatInputSingleSelectQuestion(Model):
+    __slots__ = ('id', 'title', 'message', 'required', 'kind', 'options', 'allowFreeformInput')
+    __fields__ = (
+        ('id', _R, None),
+        ('title', _O, None),
+        ('message', _R, None),
+        ('required', _O, None),
+        ('kind', _C, 'single-select'),
+        ('options', _R, None),
+        ('allowFreeformInput', _O, None),
+    )
+    id: str
+    title: str | None
+    message: str
+    required: bool | None
+    kind: Literal['single-select']
+    options: list[ChatInputOption]
+    allowFreeformInput: bool | None
+
+    def __init__(self, *, id: str, title: str | None = None, message: str, required: bool | None = None, kind: Literal['single-select'] = 'single-select', options: list[ChatInputOption], allowFreeformInput: bool | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'title', title)
+        _set(self, 'message', message)
+        _set(self, 'required', required)
+        if kind != 'single-select':
+            raise ValueError("kind must be 'single-select', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'options', options)
+        _set(self, 'allowFreeformInput', allowFreeformInput)
 
 
-@model
-class ChatInputMultiSelectQuestion:
-    id: str = _b.required()
-    title: str | None = _b.optional()
-    message: str = _b.required()
-    required: bool | None = _b.optional()
-    kind: Literal['multi-select'] = _b.const('multi-select')
-    options: list[ChatInputOption] = _b.required()
-    allowFreeformInput: bool | None = _b.optional()
-    min: Number | None = _b.optional()
-    max: Number | None = _b.optional()
+class ChatInputMultiSelectQuestion(Model):
+    __slots__ = ('id', 'title', 'message', 'required', 'kind', 'options', 'allowFreeformInput', 'min', 'max')
+    __fields__ = (
+        ('id', _R, None),
+        ('title', _O, None),
+        ('message', _R, None),
+        ('required', _O, None),
+        ('kind', _C, 'multi-select'),
+        ('options', _R, None),
+        ('allowFreeformInput', _O, None),
+        ('min', _O, None),
+        ('max', _O, None),
+    )
+    id: str
+    title: str | None
+    message: str
+    required: bool | None
+    kind: Literal['multi-select']
+    options: list[ChatInputOption]
+    allowFreeformInput: bool | None
+    min: Number | None
+    max: Number | None
+
+    def __init__(self, *, id: str, title: str | None = None, message: str, required: bool | None = None, kind: Literal['multi-select'] = 'multi-select', options: list[ChatInputOption], allowFreeformInput: bool | None = None, min: Number | None = None, max: Number | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'title', title)
+        _set(self, 'message', message)
+        _set(self, 'required', required)
+        if kind != 'multi-select':
+            raise ValueError("kind must be 'multi-select', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'options', options)
+        _set(self, 'allowFreeformInput', allowFreeformInput)
+        _set(self, 'min', min)
+        _set(self, 'max', max)
 
 
-@model
-class ChatInputTextAnswerValue:
-    kind: Literal['text'] = _b.const('text')
-    value: str = _b.required()
+class ChatInputTextAnswerValue(Model):
+    __slots__ = ('kind', 'value')
+    __fields__ = (
+        ('kind', _C, 'text'),
+        ('value', _R, None),
+    )
+    kind: Literal['text']
+    value: str
+
+    def __init__(self, *, kind: Literal['text'] = 'text', value: str) -> None:
+        if kind != 'text':
+            raise ValueError("kind must be 'text', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'value', value)
 
 
-@model
-class ChatInputNumberAnswerValue:
-    kind: Literal['number'] = _b.const('number')
-    value: Number = _b.required()
+class ChatInputNumberAnswerValue(Model):
+    __slots__ = ('kind', 'value')
+    __fields__ = (
+        ('kind', _C, 'number'),
+        ('value', _R, None),
+    )
+    kind: Literal['number']
+    value: Number
+
+    def __init__(self, *, kind: Literal['number'] = 'number', value: Number) -> None:
+        if kind != 'number':
+            raise ValueError("kind must be 'number', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'value', value)
 
 
-@model
-class ChatInputBooleanAnswerValue:
-    kind: Literal['boolean'] = _b.const('boolean')
-    value: bool = _b.required()
+class ChatInputBooleanAnswerValue(Model):
+    __slots__ = ('kind', 'value')
+    __fields__ = (
+        ('kind', _C, 'boolean'),
+        ('value', _R, None),
+    )
+    kind: Literal['boolean']
+    value: bool
+
+    def __init__(self, *, kind: Literal['boolean'] = 'boolean', value: bool) -> None:
+        if kind != 'boolean':
+            raise ValueError("kind must be 'boolean', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'value', value)
 
 
-@model
-class ChatInputSelectedAnswerValue:
-    kind: Literal['selected'] = _b.const('selected')
-    value: str = _b.required()
-    freeformValues: list[str] | None = _b.optional()
+class ChatInputSelectedAnswerValue(Model):
+    __slots__ = ('kind', 'value', 'freeformValues')
+    __fields__ = (
+        ('kind', _C, 'selected'),
+        ('value', _R, None),
+        ('freeformValues', _O, None),
+    )
+    kind: Literal['selected']
+    value: str
+    freeformValues: list[str] | None
+
+    def __init__(self, *, kind: Literal['selected'] = 'selected', value: str, freeformValues: list[str] | None = None) -> None:
+        if kind != 'selected':
+            raise ValueError("kind must be 'selected', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'value', value)
+        _set(self, 'freeformValues', freeformValues)
 
 
-@model
-class ChatInputSelectedManyAnswerValue:
-    kind: Literal['selected-many'] = _b.const('selected-many')
-    value: list[str] = _b.required()
-    freeformValues: list[str] | None = _b.optional()
+class ChatInputSelectedManyAnswerValue(Model):
+    __slots__ = ('kind', 'value', 'freeformValues')
+    __fields__ = (
+        ('kind', _C, 'selected-many'),
+        ('value', _R, None),
+        ('freeformValues', _O, None),
+    )
+    kind: Literal['selected-many']
+    value: list[str]
+    freeformValues: list[str] | None
+
+    def __init__(self, *, kind: Literal['selected-many'] = 'selected-many', value: list[str], freeformValues: list[str] | None = None) -> None:
+        if kind != 'selected-many':
+            raise ValueError("kind must be 'selected-many', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'value', value)
+        _set(self, 'freeformValues', freeformValues)
 
 
-@model
-class ChatInputAnswered:
-    state: Literal['draft', 'submitted'] = _b.required()
-    value: ChatInputAnswerValue = _b.required()
+class ChatInputAnswered(Model):
+    __slots__ = ('state', 'value')
+    __fields__ = (
+        ('state', _R, None),
+        ('value', _R, None),
+    )
+    state: Literal['draft', 'submitted']
+    value: ChatInputAnswerValue
+
+    def __init__(self, *, state: Literal['draft', 'submitted'], value: ChatInputAnswerValue) -> None:
+        _set(self, 'state', state)
+        _set(self, 'value', value)
 
 
-@model
-class ChatInputSkipped:
-    state: Literal['skipped'] = _b.const('skipped')
-    freeformValues: list[str] | None = _b.optional()
+class ChatInputSkipped(Model):
+    __slots__ = ('state', 'freeformValues')
+    __fields__ = (
+        ('state', _C, 'skipped'),
+        ('freeformValues', _O, None),
+    )
+    state: Literal['skipped']
+    freeformValues: list[str] | None
+
+    def __init__(self, *, state: Literal['skipped'] = 'skipped', freeformValues: list[str] | None = None) -> None:
+        if state != 'skipped':
+            raise ValueError("state must be 'skipped', got " + repr(state))
+        _set(self, 'state', state)
+        _set(self, 'freeformValues', freeformValues)
 
 
-@model
-class ChatInputRequest:
-    id: str = _b.required()
-    message: str | None = _b.optional()
-    url: URI | None = _b.optional()
-    questions: list[ChatInputQuestion] | None = _b.optional()
-    answers: dict[str, ChatInputAnswer] | None = _b.optional()
+class ChatInputRequest(Model):
+    __slots__ = ('id', 'message', 'url', 'questions', 'answers')
+    __fields__ = (
+        ('id', _R, None),
+        ('message', _O, None),
+        ('url', _O, None),
+        ('questions', _O, None),
+        ('answers', _O, None),
+    )
+    id: str
+    message: str | None
+    url: URI | None
+    questions: list[ChatInputQuestion] | None
+    answers: dict[str, ChatInputAnswer] | None
+
+    def __init__(self, *, id: str, message: str | None = None, url: URI | None = None, questions: list[ChatInputQuestion] | None = None, answers: dict[str, ChatInputAnswer] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'message', message)
+        _set(self, 'url', url)
+        _set(self, 'questions', questions)
+        _set(self, 'answers', answers)
 
 
-@model
-class SessionChatInputRequest:
-    id: str = _b.required()
-    chat: URI = _b.required()
-    kind: Literal['chatInput'] = _b.const('chatInput')
-    request: ChatInputRequest = _b.required()
+class SessionChatInputRequest(Model):
+    __slots__ = ('id', 'chat', 'kind', 'request')
+    __fields__ = (
+        ('id', _R, None),
+        ('chat', _R, None),
+        ('kind', _C, 'chatInput'),
+        ('request', _R, None),
+    )
+    id: str
+    chat: URI
+    kind: Literal['chatInput']
+    request: ChatInputRequest
+
+    def __init__(self, *, id: str, chat: URI, kind: Literal['chatInput'] = 'chatInput', request: ChatInputRequest) -> None:
+        _set(self, 'id', id)
+        _set(self, 'chat', chat)
+        if kind != 'chatInput':
+            raise ValueError("kind must be 'chatInput', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'request', request)
 
 
-@model
-class ToolCallClientContributor:
-    kind: Literal['client'] = _b.const('client')
-    clientId: str = _b.required()
+class ToolCallClientContributor(Model):
+    __slots__ = ('kind', 'clientId')
+    __fields__ = (
+        ('kind', _C, 'client'),
+        ('clientId', _R, None),
+    )
+    kind: Literal['client']
+    clientId: str
+
+    def __init__(self, *, kind: Literal['client'] = 'client', clientId: str) -> None:
+        if kind != 'client':
+            raise ValueError("kind must be 'client', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'clientId', clientId)
 
 
-@model
-class ToolCallMcpContributor:
-    kind: Literal['mcp'] = _b.const('mcp')
-    customizationId: str = _b.required()
+class ToolCallMcpContributor(Model):
+    __slots__ = ('kind', 'customizationId')
+    __fields__ = (
+        ('kind', _C, 'mcp'),
+        ('customizationId', _R, None),
+    )
+    kind: Literal['mcp']
+    customizationId: str
+
+    def __init__(self, *, kind: Literal['mcp'] = 'mcp', customizationId: str) -> None:
+        if kind != 'mcp':
+            raise ValueError("kind must be 'mcp', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'customizationId', customizationId)
 
 
-@model
-class StringOrMarkdownV1:
-    markdown: str = _b.required()
+class StringOrMarkdownV1(Model):
+    __slots__ = ('markdown',)
+    __fields__ = (
+        ('markdown', _R, None),
+    )
+    markdown: str
+
+    def __init__(self, *, markdown: str) -> None:
+        _set(self, 'markdown', markdown)
 
 
 class ToolCallRiskAssessmentKind(enum.StrEnum):
     JUDGE = 'judge'
 
 
-@model
-class ToolCallRiskAssessmentLoadingState:
-    kind: ToolCallRiskAssessmentKind = _b.required()
-    status: Literal['loading'] = _b.const('loading')
+class ToolCallRiskAssessmentLoadingState(Model):
+    __slots__ = ('kind', 'status')
+    __fields__ = (
+        ('kind', _R, None),
+        ('status', _C, 'loading'),
+    )
+    kind: ToolCallRiskAssessmentKind
+    status: Literal['loading']
+
+    def __init__(self, *, kind: ToolCallRiskAssessmentKind, status: Literal['loading'] = 'loading') -> None:
+        _set(self, 'kind', kind)
+        if status != 'loading':
+            raise ValueError("status must be 'loading', got " + repr(status))
+        _set(self, 'status', status)
 
 
-@model
-class ToolCallRiskAssessmentCompleteState:
-    kind: ToolCallRiskAssessmentKind = _b.required()
-    status: Literal['complete'] = _b.const('complete')
-    reason: StringOrMarkdown = _b.required()
-    safety: Number = _b.required()
+class ToolCallRiskAssessmentCompleteState(Model):
+    __slots__ = ('kind', 'status', 'reason', 'safety')
+    __fields__ = (
+        ('kind', _R, None),
+        ('status', _C, 'complete'),
+        ('reason', _R, None),
+        ('safety', _R, None),
+    )
+    kind: ToolCallRiskAssessmentKind
+    status: Literal['complete']
+    reason: StringOrMarkdown
+    safety: Number
+
+    def __init__(self, *, kind: ToolCallRiskAssessmentKind, status: Literal['complete'] = 'complete', reason: StringOrMarkdown, safety: Number) -> None:
+        _set(self, 'kind', kind)
+        if status != 'complete':
+            raise ValueError("status must be 'complete', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'reason', reason)
+        _set(self, 'safety', safety)
 
 
 class ConfirmationOptionKind(enum.StrEnum):
@@ -854,91 +2149,239 @@ class ConfirmationOptionKind(enum.StrEnum):
     DENY = 'deny'
 
 
-@model
-class ConfirmationOption:
-    id: str = _b.required()
-    label: str = _b.required()
-    kind: ConfirmationOptionKind = _b.required()
-    group: Number | None = _b.optional()
+class ConfirmationOption(Model):
+    __slots__ = ('id', 'label', 'kind', 'group')
+    __fields__ = (
+        ('id', _R, None),
+        ('label', _R, None),
+        ('kind', _R, None),
+        ('group', _O, None),
+    )
+    id: str
+    label: str
+    kind: ConfirmationOptionKind
+    group: Number | None
+
+    def __init__(self, *, id: str, label: str, kind: ConfirmationOptionKind, group: Number | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'label', label)
+        _set(self, 'kind', kind)
+        _set(self, 'group', group)
 
 
-@model
-class ToolCallPendingConfirmationState:
-    toolCallId: str = _b.required()
-    toolName: str = _b.required()
-    displayName: str = _b.required()
-    intention: str | None = _b.optional()
-    contributor: ToolCallContributor | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    invocationMessage: StringOrMarkdown = _b.required()
-    toolInput: ToolInput | None = _b.optional()
-    status: Literal['pending-confirmation'] = _b.const('pending-confirmation')
-    confirmationTitle: StringOrMarkdown | None = _b.optional()
-    riskAssessment: ToolCallRiskAssessment | None = _b.optional()
-    edits: FileEditCollection | None = _b.optional()
-    editable: bool | None = _b.optional()
-    options: list[ConfirmationOption] | None = _b.optional()
+class ToolCallPendingConfirmationState(Model):
+    __slots__ = ('toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'status', 'confirmationTitle', 'riskAssessment', 'edits', 'editable', 'options')
+    __fields__ = (
+        ('toolCallId', _R, None),
+        ('toolName', _R, None),
+        ('displayName', _R, None),
+        ('intention', _O, None),
+        ('contributor', _O, None),
+        ('_meta', _O, None),
+        ('invocationMessage', _R, None),
+        ('toolInput', _O, None),
+        ('status', _C, 'pending-confirmation'),
+        ('confirmationTitle', _O, None),
+        ('riskAssessment', _O, None),
+        ('edits', _O, None),
+        ('editable', _O, None),
+        ('options', _O, None),
+    )
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None
+    contributor: ToolCallContributor | None
+    _meta: dict[str, Any] | None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None
+    status: Literal['pending-confirmation']
+    confirmationTitle: StringOrMarkdown | None
+    riskAssessment: ToolCallRiskAssessment | None
+    edits: FileEditCollection | None
+    editable: bool | None
+    options: list[ConfirmationOption] | None
+
+    def __init__(self, *, toolCallId: str, toolName: str, displayName: str, intention: str | None = None, contributor: ToolCallContributor | None = None, meta: dict[str, Any] | None = None, invocationMessage: StringOrMarkdown, toolInput: ToolInput | None = None, status: Literal['pending-confirmation'] = 'pending-confirmation', confirmationTitle: StringOrMarkdown | None = None, riskAssessment: ToolCallRiskAssessment | None = None, edits: FileEditCollection | None = None, editable: bool | None = None, options: list[ConfirmationOption] | None = None) -> None:
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, 'toolName', toolName)
+        _set(self, 'displayName', displayName)
+        _set(self, 'intention', intention)
+        _set(self, 'contributor', contributor)
+        _set(self, '_meta', meta)
+        _set(self, 'invocationMessage', invocationMessage)
+        _set(self, 'toolInput', toolInput)
+        if status != 'pending-confirmation':
+            raise ValueError("status must be 'pending-confirmation', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'confirmationTitle', confirmationTitle)
+        _set(self, 'riskAssessment', riskAssessment)
+        _set(self, 'edits', edits)
+        _set(self, 'editable', editable)
+        _set(self, 'options', options)
 
 
-@model
-class ToolResultTextContent:
-    type: Literal['text'] = _b.const('text')
-    text: str = _b.required()
+class ToolResultTextContent(Model):
+    __slots__ = ('type', 'text')
+    __fields__ = (
+        ('type', _C, 'text'),
+        ('text', _R, None),
+    )
+    type: Literal['text']
+    text: str
+
+    def __init__(self, *, type: Literal['text'] = 'text', text: str) -> None:
+        if type != 'text':
+            raise ValueError("type must be 'text', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'text', text)
 
 
-@model
-class ToolResultEmbeddedResourceContent:
-    type: Literal['embeddedResource'] = _b.const('embeddedResource')
-    data: str = _b.required()
-    contentType: str = _b.required()
+class ToolResultEmbeddedResourceContent(Model):
+    __slots__ = ('type', 'data', 'contentType')
+    __fields__ = (
+        ('type', _C, 'embeddedResource'),
+        ('data', _R, None),
+        ('contentType', _R, None),
+    )
+    type: Literal['embeddedResource']
+    data: str
+    contentType: str
+
+    def __init__(self, *, type: Literal['embeddedResource'] = 'embeddedResource', data: str, contentType: str) -> None:
+        if type != 'embeddedResource':
+            raise ValueError("type must be 'embeddedResource', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'data', data)
+        _set(self, 'contentType', contentType)
 
 
-@model
-class ToolResultResourceContent:
-    uri: URI = _b.required()
-    sizeHint: Number | None = _b.optional()
-    contentType: str | None = _b.optional()
-    nonce: str | None = _b.optional()
-    type: Literal['resource'] = _b.const('resource')
+class ToolResultResourceContent(Model):
+    __slots__ = ('uri', 'sizeHint', 'contentType', 'nonce', 'type')
+    __fields__ = (
+        ('uri', _R, None),
+        ('sizeHint', _O, None),
+        ('contentType', _O, None),
+        ('nonce', _O, None),
+        ('type', _C, 'resource'),
+    )
+    uri: URI
+    sizeHint: Number | None
+    contentType: str | None
+    nonce: str | None
+    type: Literal['resource']
+
+    def __init__(self, *, uri: URI, sizeHint: Number | None = None, contentType: str | None = None, nonce: str | None = None, type: Literal['resource'] = 'resource') -> None:
+        _set(self, 'uri', uri)
+        _set(self, 'sizeHint', sizeHint)
+        _set(self, 'contentType', contentType)
+        _set(self, 'nonce', nonce)
+        if type != 'resource':
+            raise ValueError("type must be 'resource', got " + repr(type))
+        _set(self, 'type', type)
 
 
-@model
-class ToolResultFileEditContent:
-    before: FileEditSide | None = _b.optional()
-    after: FileEditSide | None = _b.optional()
-    diff: FileEditDiffStats | None = _b.optional()
-    type: Literal['fileEdit'] = _b.const('fileEdit')
+class ToolResultFileEditContent(Model):
+    __slots__ = ('before', 'after', 'diff', 'type')
+    __fields__ = (
+        ('before', _O, None),
+        ('after', _O, None),
+        ('diff', _O, None),
+        ('type', _C, 'fileEdit'),
+    )
+    before: FileEditSide | None
+    after: FileEditSide | None
+    diff: FileEditDiffStats | None
+    type: Literal['fileEdit']
+
+    def __init__(self, *, before: FileEditSide | None = None, after: FileEditSide | None = None, diff: FileEditDiffStats | None = None, type: Literal['fileEdit'] = 'fileEdit') -> None:
+        _set(self, 'before', before)
+        _set(self, 'after', after)
+        _set(self, 'diff', diff)
+        if type != 'fileEdit':
+            raise ValueError("type must be 'fileEdit', got " + repr(type))
+        _set(self, 'type', type)
 
 
-@model
-class TerminalCommandResult:
-    exitCode: Number | None = _b.optional()
-    preview: str | None = _b.optional()
-    truncated: bool | None = _b.optional()
+class TerminalCommandResult(Model):
+    __slots__ = ('exitCode', 'preview', 'truncated')
+    __fields__ = (
+        ('exitCode', _O, None),
+        ('preview', _O, None),
+        ('truncated', _O, None),
+    )
+    exitCode: Number | None
+    preview: str | None
+    truncated: bool | None
+
+    def __init__(self, *, exitCode: Number | None = None, preview: str | None = None, truncated: bool | None = None) -> None:
+        _set(self, 'exitCode', exitCode)
+        _set(self, 'preview', preview)
+        _set(self, 'truncated', truncated)
 
 
-@model
-class ToolResultTerminalContent:
-    type: Literal['terminal'] = _b.const('terminal')
-    resource: URI = _b.required()
-    title: str = _b.required()
-    isPty: bool | None = _b.optional()
-    result: TerminalCommandResult | None = _b.optional()
+class ToolResultTerminalContent(Model):
+    __slots__ = ('type', 'resource', 'title', 'isPty', 'result')
+    __fields__ = (
+        ('type', _C, 'terminal'),
+        ('resource', _R, None),
+        ('title', _R, None),
+        ('isPty', _O, None),
+        ('result', _O, None),
+    )
+    type: Literal['terminal']
+    resource: URI
+    title: str
+    isPty: bool | None
+    result: TerminalCommandResult | None
+
+    def __init__(self, *, type: Literal['terminal'] = 'terminal', resource: URI, title: str, isPty: bool | None = None, result: TerminalCommandResult | None = None) -> None:
+        if type != 'terminal':
+            raise ValueError("type must be 'terminal', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'resource', resource)
+        _set(self, 'title', title)
+        _set(self, 'isPty', isPty)
+        _set(self, 'result', result)
 
 
-@model
-class ToolResultSubagentContent:
-    type: Literal['subagent'] = _b.const('subagent')
-    resource: URI = _b.required()
-    title: str = _b.required()
-    agentName: str | None = _b.optional()
-    description: str | None = _b.optional()
+class ToolResultSubagentContent(Model):
+    __slots__ = ('type', 'resource', 'title', 'agentName', 'description')
+    __fields__ = (
+        ('type', _C, 'subagent'),
+        ('resource', _R, None),
+        ('title', _R, None),
+        ('agentName', _O, None),
+        ('description', _O, None),
+    )
+    type: Literal['subagent']
+    resource: URI
+    title: str
+    agentName: str | None
+    description: str | None
+
+    def __init__(self, *, type: Literal['subagent'] = 'subagent', resource: URI, title: str, agentName: str | None = None, description: str | None = None) -> None:
+        if type != 'subagent':
+            raise ValueError("type must be 'subagent', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'resource', resource)
+        _set(self, 'title', title)
+        _set(self, 'agentName', agentName)
+        _set(self, 'description', description)
 
 
-@model
-class ToolCallPendingResultConfirmationStateError:
-    message: str = _b.required()
-    code: str | None = _b.optional()
+class ToolCallPendingResultConfirmationStateError(Model):
+    __slots__ = ('message', 'code')
+    __fields__ = (
+        ('message', _R, None),
+        ('code', _O, None),
+    )
+    message: str
+    code: str | None
+
+    def __init__(self, *, message: str, code: str | None = None) -> None:
+        _set(self, 'message', message)
+        _set(self, 'code', code)
 
 
 class ToolCallConfirmationReason(enum.StrEnum):
@@ -947,148 +2390,404 @@ class ToolCallConfirmationReason(enum.StrEnum):
     SETTING = 'setting'
 
 
-@model
-class ToolCallPendingResultConfirmationState:
-    toolCallId: str = _b.required()
-    toolName: str = _b.required()
-    displayName: str = _b.required()
-    intention: str | None = _b.optional()
-    contributor: ToolCallContributor | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    invocationMessage: StringOrMarkdown = _b.required()
-    toolInput: ToolInput | None = _b.optional()
-    success: bool = _b.required()
-    pastTenseMessage: StringOrMarkdown = _b.required()
-    content: list[ToolResultContent] | None = _b.optional()
-    structuredContent: dict[str, Any] | None = _b.optional()
-    error: ToolCallPendingResultConfirmationStateError | None = _b.optional()
-    confirmed: ToolCallConfirmationReason = _b.required()
-    selectedOption: ConfirmationOption | None = _b.optional()
-    status: Literal['pending-result-confirmation'] = _b.const('pending-result-confirmation')
+class ToolCallPendingResultConfirmationState(Model):
+    __slots__ = ('toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'success', 'pastTenseMessage', 'content', 'structuredContent', 'error', 'confirmed', 'selectedOption', 'status')
+    __fields__ = (
+        ('toolCallId', _R, None),
+        ('toolName', _R, None),
+        ('displayName', _R, None),
+        ('intention', _O, None),
+        ('contributor', _O, None),
+        ('_meta', _O, None),
+        ('invocationMessage', _R, None),
+        ('toolInput', _O, None),
+        ('success', _R, None),
+        ('pastTenseMessage', _R, None),
+        ('content', _O, None),
+        ('structuredContent', _O, None),
+        ('error', _O, None),
+        ('confirmed', _R, None),
+        ('selectedOption', _O, None),
+        ('status', _C, 'pending-result-confirmation'),
+    )
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None
+    contributor: ToolCallContributor | None
+    _meta: dict[str, Any] | None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None
+    success: bool
+    pastTenseMessage: StringOrMarkdown
+    content: list[ToolResultContent] | None
+    structuredContent: dict[str, Any] | None
+    error: ToolCallPendingResultConfirmationStateError | None
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None
+    status: Literal['pending-result-confirmation']
+
+    def __init__(self, *, toolCallId: str, toolName: str, displayName: str, intention: str | None = None, contributor: ToolCallContributor | None = None, meta: dict[str, Any] | None = None, invocationMessage: StringOrMarkdown, toolInput: ToolInput | None = None, success: bool, pastTenseMessage: StringOrMarkdown, content: list[ToolResultContent] | None = None, structuredContent: dict[str, Any] | None = None, error: ToolCallPendingResultConfirmationStateError | None = None, confirmed: ToolCallConfirmationReason, selectedOption: ConfirmationOption | None = None, status: Literal['pending-result-confirmation'] = 'pending-result-confirmation') -> None:
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, 'toolName', toolName)
+        _set(self, 'displayName', displayName)
+        _set(self, 'intention', intention)
+        _set(self, 'contributor', contributor)
+        _set(self, '_meta', meta)
+        _set(self, 'invocationMessage', invocationMessage)
+        _set(self, 'toolInput', toolInput)
+        _set(self, 'success', success)
+        _set(self, 'pastTenseMessage', pastTenseMessage)
+        _set(self, 'content', content)
+        _set(self, 'structuredContent', structuredContent)
+        _set(self, 'error', error)
+        _set(self, 'confirmed', confirmed)
+        _set(self, 'selectedOption', selectedOption)
+        if status != 'pending-result-confirmation':
+            raise ValueError("status must be 'pending-result-confirmation', got " + repr(status))
+        _set(self, 'status', status)
 
 
-@model
-class SessionToolConfirmationRequest:
-    id: str = _b.required()
-    chat: URI = _b.required()
-    kind: Literal['toolConfirmation'] = _b.const('toolConfirmation')
-    turnId: str = _b.required()
-    toolCall: ToolCallConfirmationState = _b.required()
+class SessionToolConfirmationRequest(Model):
+    __slots__ = ('id', 'chat', 'kind', 'turnId', 'toolCall')
+    __fields__ = (
+        ('id', _R, None),
+        ('chat', _R, None),
+        ('kind', _C, 'toolConfirmation'),
+        ('turnId', _R, None),
+        ('toolCall', _R, None),
+    )
+    id: str
+    chat: URI
+    kind: Literal['toolConfirmation']
+    turnId: str
+    toolCall: ToolCallConfirmationState
+
+    def __init__(self, *, id: str, chat: URI, kind: Literal['toolConfirmation'] = 'toolConfirmation', turnId: str, toolCall: ToolCallConfirmationState) -> None:
+        _set(self, 'id', id)
+        _set(self, 'chat', chat)
+        if kind != 'toolConfirmation':
+            raise ValueError("kind must be 'toolConfirmation', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCall', toolCall)
 
 
-@model
-class ToolCallRunningState:
-    toolCallId: str = _b.required()
-    toolName: str = _b.required()
-    displayName: str = _b.required()
-    intention: str | None = _b.optional()
-    contributor: ToolCallContributor | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    invocationMessage: StringOrMarkdown = _b.required()
-    toolInput: ToolInput | None = _b.optional()
-    confirmed: ToolCallConfirmationReason = _b.required()
-    selectedOption: ConfirmationOption | None = _b.optional()
-    status: Literal['running'] = _b.const('running')
-    content: list[ToolResultContent] | None = _b.optional()
+class ToolCallRunningState(Model):
+    __slots__ = ('toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'confirmed', 'selectedOption', 'status', 'content')
+    __fields__ = (
+        ('toolCallId', _R, None),
+        ('toolName', _R, None),
+        ('displayName', _R, None),
+        ('intention', _O, None),
+        ('contributor', _O, None),
+        ('_meta', _O, None),
+        ('invocationMessage', _R, None),
+        ('toolInput', _O, None),
+        ('confirmed', _R, None),
+        ('selectedOption', _O, None),
+        ('status', _C, 'running'),
+        ('content', _O, None),
+    )
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None
+    contributor: ToolCallContributor | None
+    _meta: dict[str, Any] | None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None
+    status: Literal['running']
+    content: list[ToolResultContent] | None
+
+    def __init__(self, *, toolCallId: str, toolName: str, displayName: str, intention: str | None = None, contributor: ToolCallContributor | None = None, meta: dict[str, Any] | None = None, invocationMessage: StringOrMarkdown, toolInput: ToolInput | None = None, confirmed: ToolCallConfirmationReason, selectedOption: ConfirmationOption | None = None, status: Literal['running'] = 'running', content: list[ToolResultContent] | None = None) -> None:
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, 'toolName', toolName)
+        _set(self, 'displayName', displayName)
+        _set(self, 'intention', intention)
+        _set(self, 'contributor', contributor)
+        _set(self, '_meta', meta)
+        _set(self, 'invocationMessage', invocationMessage)
+        _set(self, 'toolInput', toolInput)
+        _set(self, 'confirmed', confirmed)
+        _set(self, 'selectedOption', selectedOption)
+        if status != 'running':
+            raise ValueError("status must be 'running', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'content', content)
 
 
-@model
-class SessionToolClientExecutionRequest:
-    id: str = _b.required()
-    chat: URI = _b.required()
-    kind: Literal['toolClientExecution'] = _b.const('toolClientExecution')
-    turnId: str = _b.required()
-    clientId: str = _b.required()
-    toolCall: ToolCallRunningState = _b.required()
+class SessionToolClientExecutionRequest(Model):
+    __slots__ = ('id', 'chat', 'kind', 'turnId', 'clientId', 'toolCall')
+    __fields__ = (
+        ('id', _R, None),
+        ('chat', _R, None),
+        ('kind', _C, 'toolClientExecution'),
+        ('turnId', _R, None),
+        ('clientId', _R, None),
+        ('toolCall', _R, None),
+    )
+    id: str
+    chat: URI
+    kind: Literal['toolClientExecution']
+    turnId: str
+    clientId: str
+    toolCall: ToolCallRunningState
+
+    def __init__(self, *, id: str, chat: URI, kind: Literal['toolClientExecution'] = 'toolClientExecution', turnId: str, clientId: str, toolCall: ToolCallRunningState) -> None:
+        _set(self, 'id', id)
+        _set(self, 'chat', chat)
+        if kind != 'toolClientExecution':
+            raise ValueError("kind must be 'toolClientExecution', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'turnId', turnId)
+        _set(self, 'clientId', clientId)
+        _set(self, 'toolCall', toolCall)
 
 
-@model
-class McpAuthRequirement:
-    reason: McpAuthRequiredReason = _b.required()
-    oauthClient: McpOAuthClient | None = _b.optional()
-    resource: ProtectedResourceMetadata = _b.required()
-    requiredScopes: list[str] | None = _b.optional()
-    description: str | None = _b.optional()
+class McpAuthRequirement(Model):
+    __slots__ = ('reason', 'oauthClient', 'resource', 'requiredScopes', 'description')
+    __fields__ = (
+        ('reason', _R, None),
+        ('oauthClient', _O, None),
+        ('resource', _R, None),
+        ('requiredScopes', _O, None),
+        ('description', _O, None),
+    )
+    reason: McpAuthRequiredReason
+    oauthClient: McpOAuthClient | None
+    resource: ProtectedResourceMetadata
+    requiredScopes: list[str] | None
+    description: str | None
+
+    def __init__(self, *, reason: McpAuthRequiredReason, oauthClient: McpOAuthClient | None = None, resource: ProtectedResourceMetadata, requiredScopes: list[str] | None = None, description: str | None = None) -> None:
+        _set(self, 'reason', reason)
+        _set(self, 'oauthClient', oauthClient)
+        _set(self, 'resource', resource)
+        _set(self, 'requiredScopes', requiredScopes)
+        _set(self, 'description', description)
 
 
-@model
-class ToolCallAuthRequiredState:
-    toolCallId: str = _b.required()
-    toolName: str = _b.required()
-    displayName: str = _b.required()
-    intention: str | None = _b.optional()
-    contributor: ToolCallMcpContributor = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    invocationMessage: StringOrMarkdown = _b.required()
-    toolInput: ToolInput | None = _b.optional()
-    confirmed: ToolCallConfirmationReason = _b.required()
-    selectedOption: ConfirmationOption | None = _b.optional()
-    status: Literal['auth-required'] = _b.const('auth-required')
-    auth: McpAuthRequirement = _b.required()
-    content: list[ToolResultContent] | None = _b.optional()
+class ToolCallAuthRequiredState(Model):
+    __slots__ = ('toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'confirmed', 'selectedOption', 'status', 'auth', 'content')
+    __fields__ = (
+        ('toolCallId', _R, None),
+        ('toolName', _R, None),
+        ('displayName', _R, None),
+        ('intention', _O, None),
+        ('contributor', _R, None),
+        ('_meta', _O, None),
+        ('invocationMessage', _R, None),
+        ('toolInput', _O, None),
+        ('confirmed', _R, None),
+        ('selectedOption', _O, None),
+        ('status', _C, 'auth-required'),
+        ('auth', _R, None),
+        ('content', _O, None),
+    )
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None
+    contributor: ToolCallMcpContributor
+    _meta: dict[str, Any] | None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None
+    status: Literal['auth-required']
+    auth: McpAuthRequirement
+    content: list[ToolResultContent] | None
+
+    def __init__(self, *, toolCallId: str, toolName: str, displayName: str, intention: str | None = None, contributor: ToolCallMcpContributor, meta: dict[str, Any] | None = None, invocationMessage: StringOrMarkdown, toolInput: ToolInput | None = None, confirmed: ToolCallConfirmationReason, selectedOption: ConfirmationOption | None = None, status: Literal['auth-required'] = 'auth-required', auth: McpAuthRequirement, content: list[ToolResultContent] | None = None) -> None:
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, 'toolName', toolName)
+        _set(self, 'displayName', displayName)
+        _set(self, 'intention', intention)
+        _set(self, 'contributor', contributor)
+        _set(self, '_meta', meta)
+        _set(self, 'invocationMessage', invocationMessage)
+        _set(self, 'toolInput', toolInput)
+        _set(self, 'confirmed', confirmed)
+        _set(self, 'selectedOption', selectedOption)
+        if status != 'auth-required':
+            raise ValueError("status must be 'auth-required', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'auth', auth)
+        _set(self, 'content', content)
 
 
-@model
-class SessionToolAuthenticationRequest:
-    id: str = _b.required()
-    chat: URI = _b.required()
-    kind: Literal['toolAuthentication'] = _b.const('toolAuthentication')
-    turnId: str = _b.required()
-    toolCall: ToolCallAuthRequiredState = _b.required()
+class SessionToolAuthenticationRequest(Model):
+    __slots__ = ('id', 'chat', 'kind', 'turnId', 'toolCall')
+    __fields__ = (
+        ('id', _R, None),
+        ('chat', _R, None),
+        ('kind', _C, 'toolAuthentication'),
+        ('turnId', _R, None),
+        ('toolCall', _R, None),
+    )
+    id: str
+    chat: URI
+    kind: Literal['toolAuthentication']
+    turnId: str
+    toolCall: ToolCallAuthRequiredState
+
+    def __init__(self, *, id: str, chat: URI, kind: Literal['toolAuthentication'] = 'toolAuthentication', turnId: str, toolCall: ToolCallAuthRequiredState) -> None:
+        _set(self, 'id', id)
+        _set(self, 'chat', chat)
+        if kind != 'toolAuthentication':
+            raise ValueError("kind must be 'toolAuthentication', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCall', toolCall)
 
 
-@model
-class SessionState:
-    provider: str = _b.required()
-    title: str = _b.required()
-    status: SessionStatus = _b.required()
-    activity: str | None = _b.optional()
-    origin: SessionOrigin | None = _b.optional()
-    project: ProjectInfo | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
-    annotations: AnnotationsSummary | None = _b.optional()
-    lifecycle: SessionLifecycle = _b.required()
-    creationError: ErrorInfo | None = _b.optional()
-    serverTools: list[ToolDefinition] | None = _b.optional()
-    activeClients: list[SessionActiveClient] = _b.required()
-    chats: list[ChatSummary] = _b.required()
-    defaultChat: URI | None = _b.optional()
-    config: SessionConfigState | None = _b.optional()
-    customizations: list[Customization] | None = _b.optional()
-    changesets: list[Changeset] | None = _b.optional()
-    inputNeeded: list[SessionInputRequest] | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class SessionState(Model):
+    __slots__ = ('provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations', 'lifecycle', 'creationError', 'serverTools', 'activeClients', 'chats', 'defaultChat', 'config', 'customizations', 'changesets', 'inputNeeded', '_meta')
+    __fields__ = (
+        ('provider', _R, None),
+        ('title', _R, None),
+        ('status', _R, None),
+        ('activity', _O, None),
+        ('origin', _O, None),
+        ('project', _O, None),
+        ('workingDirectories', _O, None),
+        ('annotations', _O, None),
+        ('lifecycle', _R, None),
+        ('creationError', _O, None),
+        ('serverTools', _O, None),
+        ('activeClients', _R, None),
+        ('chats', _R, None),
+        ('defaultChat', _O, None),
+        ('config', _O, None),
+        ('customizations', _O, None),
+        ('changesets', _O, None),
+        ('inputNeeded', _O, None),
+        ('_meta', _O, None),
+    )
+    provider: str
+    title: str
+    status: SessionStatus
+    activity: str | None
+    origin: SessionOrigin | None
+    project: ProjectInfo | None
+    workingDirectories: list[URI] | None
+    annotations: AnnotationsSummary | None
+    lifecycle: SessionLifecycle
+    creationError: ErrorInfo | None
+    serverTools: list[ToolDefinition] | None
+    activeClients: list[SessionActiveClient]
+    chats: list[ChatSummary]
+    defaultChat: URI | None
+    config: SessionConfigState | None
+    customizations: list[Customization] | None
+    changesets: list[Changeset] | None
+    inputNeeded: list[SessionInputRequest] | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, provider: str, title: str, status: SessionStatus, activity: str | None = None, origin: SessionOrigin | None = None, project: ProjectInfo | None = None, workingDirectories: list[URI] | None = None, annotations: AnnotationsSummary | None = None, lifecycle: SessionLifecycle, creationError: ErrorInfo | None = None, serverTools: list[ToolDefinition] | None = None, activeClients: list[SessionActiveClient], chats: list[ChatSummary], defaultChat: URI | None = None, config: SessionConfigState | None = None, customizations: list[Customization] | None = None, changesets: list[Changeset] | None = None, inputNeeded: list[SessionInputRequest] | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'provider', provider)
+        _set(self, 'title', title)
+        _set(self, 'status', status)
+        _set(self, 'activity', activity)
+        _set(self, 'origin', origin)
+        _set(self, 'project', project)
+        _set(self, 'workingDirectories', workingDirectories)
+        _set(self, 'annotations', annotations)
+        _set(self, 'lifecycle', lifecycle)
+        _set(self, 'creationError', creationError)
+        _set(self, 'serverTools', serverTools)
+        _set(self, 'activeClients', activeClients)
+        _set(self, 'chats', chats)
+        _set(self, 'defaultChat', defaultChat)
+        _set(self, 'config', config)
+        _set(self, 'customizations', customizations)
+        _set(self, 'changesets', changesets)
+        _set(self, 'inputNeeded', inputNeeded)
+        _set(self, '_meta', meta)
 
 
-@model
-class TerminalUnclassifiedPart:
-    type: Literal['unclassified'] = _b.required()
-    value: str = _b.required()
+class TerminalUnclassifiedPart(Model):
+    __slots__ = ('type', 'value')
+    __fields__ = (
+        ('type', _R, None),
+        ('value', _R, None),
+    )
+    type: Literal['unclassified']
+    value: str
+
+    def __init__(self, *, type: Literal['unclassified'], value: str) -> None:
+        _set(self, 'type', type)
+        _set(self, 'value', value)
 
 
-@model
-class TerminalCommandPart:
-    type: Literal['command'] = _b.required()
-    commandId: str = _b.required()
-    commandLine: str = _b.required()
-    output: str = _b.required()
-    timestamp: Number = _b.required()
-    isComplete: bool = _b.required()
-    exitCode: Number | None = _b.optional()
-    durationMs: Number | None = _b.optional()
+class TerminalCommandPart(Model):
+    __slots__ = ('type', 'commandId', 'commandLine', 'output', 'timestamp', 'isComplete', 'exitCode', 'durationMs')
+    __fields__ = (
+        ('type', _R, None),
+        ('commandId', _R, None),
+        ('commandLine', _R, None),
+        ('output', _R, None),
+        ('timestamp', _R, None),
+        ('isComplete', _R, None),
+        ('exitCode', _O, None),
+        ('durationMs', _O, None),
+    )
+    type: Literal['command']
+    commandId: str
+    commandLine: str
+    output: str
+    timestamp: Number
+    isComplete: bool
+    exitCode: Number | None
+    durationMs: Number | None
+
+    def __init__(self, *, type: Literal['command'], commandId: str, commandLine: str, output: str, timestamp: Number, isComplete: bool, exitCode: Number | None = None, durationMs: Number | None = None) -> None:
+        _set(self, 'type', type)
+        _set(self, 'commandId', commandId)
+        _set(self, 'commandLine', commandLine)
+        _set(self, 'output', output)
+        _set(self, 'timestamp', timestamp)
+        _set(self, 'isComplete', isComplete)
+        _set(self, 'exitCode', exitCode)
+        _set(self, 'durationMs', durationMs)
 
 
-@model
-class TerminalState:
-    title: str = _b.required()
-    cwd: URI | None = _b.optional()
-    cols: Number | None = _b.optional()
-    rows: Number | None = _b.optional()
-    content: list[TerminalContentPart] = _b.required()
-    lifecycle: TerminalLifecycleState = _b.required()
-    claim: TerminalClaim = _b.required()
-    supportsCommandDetection: bool | None = _b.optional()
-    isPty: bool | None = _b.optional()
+class TerminalState(Model):
+    __slots__ = ('title', 'cwd', 'cols', 'rows', 'content', 'lifecycle', 'claim', 'supportsCommandDetection', 'isPty')
+    __fields__ = (
+        ('title', _R, None),
+        ('cwd', _O, None),
+        ('cols', _O, None),
+        ('rows', _O, None),
+        ('content', _R, None),
+        ('lifecycle', _R, None),
+        ('claim', _R, None),
+        ('supportsCommandDetection', _O, None),
+        ('isPty', _O, None),
+    )
+    title: str
+    cwd: URI | None
+    cols: Number | None
+    rows: Number | None
+    content: list[TerminalContentPart]
+    lifecycle: TerminalLifecycleState
+    claim: TerminalClaim
+    supportsCommandDetection: bool | None
+    isPty: bool | None
+
+    def __init__(self, *, title: str, cwd: URI | None = None, cols: Number | None = None, rows: Number | None = None, content: list[TerminalContentPart], lifecycle: TerminalLifecycleState, claim: TerminalClaim, supportsCommandDetection: bool | None = None, isPty: bool | None = None) -> None:
+        _set(self, 'title', title)
+        _set(self, 'cwd', cwd)
+        _set(self, 'cols', cols)
+        _set(self, 'rows', rows)
+        _set(self, 'content', content)
+        _set(self, 'lifecycle', lifecycle)
+        _set(self, 'claim', claim)
+        _set(self, 'supportsCommandDetection', supportsCommandDetection)
+        _set(self, 'isPty', isPty)
 
 
 class ChangesetStatus(enum.StrEnum):
@@ -1098,12 +2797,24 @@ class ChangesetStatus(enum.StrEnum):
     ERROR = 'error'
 
 
-@model
-class ChangesetFile:
-    id: str = _b.required()
-    edit: FileEdit = _b.required()
-    reviewed: bool | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class ChangesetFile(Model):
+    __slots__ = ('id', 'edit', 'reviewed', '_meta')
+    __fields__ = (
+        ('id', _R, None),
+        ('edit', _R, None),
+        ('reviewed', _O, None),
+        ('_meta', _O, None),
+    )
+    id: str
+    edit: FileEdit
+    reviewed: bool | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, id: str, edit: FileEdit, reviewed: bool | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'edit', edit)
+        _set(self, 'reviewed', reviewed)
+        _set(self, '_meta', meta)
 
 
 class ChangesetOperationScope(enum.StrEnum):
@@ -1119,99 +2830,245 @@ class ChangesetOperationStatus(enum.StrEnum):
     DISABLED = 'disabled'
 
 
-@model
-class ChangesetOperation:
-    id: str = _b.required()
-    label: str = _b.required()
-    description: str | None = _b.optional()
-    scopes: list[ChangesetOperationScope] = _b.required()
-    confirmation: StringOrMarkdown | None = _b.optional()
-    icon: str | None = _b.optional()
-    group: str | None = _b.optional()
-    status: ChangesetOperationStatus = _b.required()
-    error: ErrorInfo | None = _b.optional()
+class ChangesetOperation(Model):
+    __slots__ = ('id', 'label', 'description', 'scopes', 'confirmation', 'icon', 'group', 'status', 'error')
+    __fields__ = (
+        ('id', _R, None),
+        ('label', _R, None),
+        ('description', _O, None),
+        ('scopes', _R, None),
+        ('confirmation', _O, None),
+        ('icon', _O, None),
+        ('group', _O, None),
+        ('status', _R, None),
+        ('error', _O, None),
+    )
+    id: str
+    label: str
+    description: str | None
+    scopes: list[ChangesetOperationScope]
+    confirmation: StringOrMarkdown | None
+    icon: str | None
+    group: str | None
+    status: ChangesetOperationStatus
+    error: ErrorInfo | None
+
+    def __init__(self, *, id: str, label: str, description: str | None = None, scopes: list[ChangesetOperationScope], confirmation: StringOrMarkdown | None = None, icon: str | None = None, group: str | None = None, status: ChangesetOperationStatus, error: ErrorInfo | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'label', label)
+        _set(self, 'description', description)
+        _set(self, 'scopes', scopes)
+        _set(self, 'confirmation', confirmation)
+        _set(self, 'icon', icon)
+        _set(self, 'group', group)
+        _set(self, 'status', status)
+        _set(self, 'error', error)
 
 
-@model
-class ChangesetState:
-    status: ChangesetStatus = _b.required()
-    error: ErrorInfo | None = _b.optional()
-    files: list[ChangesetFile] = _b.required()
-    operations: list[ChangesetOperation] | None = _b.optional()
+class ChangesetState(Model):
+    __slots__ = ('status', 'error', 'files', 'operations')
+    __fields__ = (
+        ('status', _R, None),
+        ('error', _O, None),
+        ('files', _R, None),
+        ('operations', _O, None),
+    )
+    status: ChangesetStatus
+    error: ErrorInfo | None
+    files: list[ChangesetFile]
+    operations: list[ChangesetOperation] | None
+
+    def __init__(self, *, status: ChangesetStatus, error: ErrorInfo | None = None, files: list[ChangesetFile], operations: list[ChangesetOperation] | None = None) -> None:
+        _set(self, 'status', status)
+        _set(self, 'error', error)
+        _set(self, 'files', files)
+        _set(self, 'operations', operations)
 
 
-@model
-class ResourceWatchStateExcludes:
-    items: list[str] = _b.required()
+class ResourceWatchStateExcludes(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[str]
+
+    def __init__(self, *, items: list[str]) -> None:
+        _set(self, 'items', items)
 
 
-@model
-class ResourceWatchStateIncludes:
-    items: list[str] = _b.required()
+class ResourceWatchStateIncludes(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[str]
+
+    def __init__(self, *, items: list[str]) -> None:
+        _set(self, 'items', items)
 
 
-@model
-class ResourceWatchState:
-    root: URI = _b.required()
-    recursive: bool = _b.required()
-    excludes: ResourceWatchStateExcludes | None = _b.optional()
-    includes: ResourceWatchStateIncludes | None = _b.optional()
+class ResourceWatchState(Model):
+    __slots__ = ('root', 'recursive', 'excludes', 'includes')
+    __fields__ = (
+        ('root', _R, None),
+        ('recursive', _R, None),
+        ('excludes', _O, None),
+        ('includes', _O, None),
+    )
+    root: URI
+    recursive: bool
+    excludes: ResourceWatchStateExcludes | None
+    includes: ResourceWatchStateIncludes | None
+
+    def __init__(self, *, root: URI, recursive: bool, excludes: ResourceWatchStateExcludes | None = None, includes: ResourceWatchStateIncludes | None = None) -> None:
+        _set(self, 'root', root)
+        _set(self, 'recursive', recursive)
+        _set(self, 'excludes', excludes)
+        _set(self, 'includes', includes)
 
 
-@model
-class AnnotationOrigin:
-    session: URI = _b.required()
-    chat: URI | None = _b.optional()
-    turnId: str | None = _b.optional()
+class AnnotationOrigin(Model):
+    __slots__ = ('session', 'chat', 'turnId')
+    __fields__ = (
+        ('session', _R, None),
+        ('chat', _O, None),
+        ('turnId', _O, None),
+    )
+    session: URI
+    chat: URI | None
+    turnId: str | None
+
+    def __init__(self, *, session: URI, chat: URI | None = None, turnId: str | None = None) -> None:
+        _set(self, 'session', session)
+        _set(self, 'chat', chat)
+        _set(self, 'turnId', turnId)
 
 
-@model
-class AnnotationEntry:
-    id: str = _b.required()
-    text: StringOrMarkdown = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class AnnotationEntry(Model):
+    __slots__ = ('id', 'text', '_meta')
+    __fields__ = (
+        ('id', _R, None),
+        ('text', _R, None),
+        ('_meta', _O, None),
+    )
+    id: str
+    text: StringOrMarkdown
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, id: str, text: StringOrMarkdown, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'text', text)
+        _set(self, '_meta', meta)
 
 
-@model
-class Annotation:
-    id: str = _b.required()
-    origin: AnnotationOrigin = _b.required()
-    resource: URI = _b.required()
-    range: TextRange | None = _b.optional()
-    resolved: bool = _b.required()
-    entries: list[AnnotationEntry] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class Annotation(Model):
+    __slots__ = ('id', 'origin', 'resource', 'range', 'resolved', 'entries', '_meta')
+    __fields__ = (
+        ('id', _R, None),
+        ('origin', _R, None),
+        ('resource', _R, None),
+        ('range', _O, None),
+        ('resolved', _R, None),
+        ('entries', _R, None),
+        ('_meta', _O, None),
+    )
+    id: str
+    origin: AnnotationOrigin
+    resource: URI
+    range: TextRange | None
+    resolved: bool
+    entries: list[AnnotationEntry]
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, id: str, origin: AnnotationOrigin, resource: URI, range: TextRange | None = None, resolved: bool, entries: list[AnnotationEntry], meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'origin', origin)
+        _set(self, 'resource', resource)
+        _set(self, 'range', range)
+        _set(self, 'resolved', resolved)
+        _set(self, 'entries', entries)
+        _set(self, '_meta', meta)
 
 
-@model
-class AnnotationsState:
-    annotations: list[Annotation] = _b.required()
+class AnnotationsState(Model):
+    __slots__ = ('annotations',)
+    __fields__ = (
+        ('annotations', _R, None),
+    )
+    annotations: list[Annotation]
+
+    def __init__(self, *, annotations: list[Annotation]) -> None:
+        _set(self, 'annotations', annotations)
 
 
-@model
-class BackgroundShellWork:
-    id: str = _b.required()
-    label: str = _b.required()
-    startedAt: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    kind: Literal['shell'] = _b.const('shell')
-    command: str = _b.required()
-    terminal: URI | None = _b.optional()
+class BackgroundShellWork(Model):
+    __slots__ = ('id', 'label', 'startedAt', '_meta', 'kind', 'command', 'terminal')
+    __fields__ = (
+        ('id', _R, None),
+        ('label', _R, None),
+        ('startedAt', _R, None),
+        ('_meta', _O, None),
+        ('kind', _C, 'shell'),
+        ('command', _R, None),
+        ('terminal', _O, None),
+    )
+    id: str
+    label: str
+    startedAt: str
+    _meta: dict[str, Any] | None
+    kind: Literal['shell']
+    command: str
+    terminal: URI | None
+
+    def __init__(self, *, id: str, label: str, startedAt: str, meta: dict[str, Any] | None = None, kind: Literal['shell'] = 'shell', command: str, terminal: URI | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'label', label)
+        _set(self, 'startedAt', startedAt)
+        _set(self, '_meta', meta)
+        if kind != 'shell':
+            raise ValueError("kind must be 'shell', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'command', command)
+        _set(self, 'terminal', terminal)
 
 
-@model
-class BackgroundSubagentWork:
-    id: str = _b.required()
-    label: str = _b.required()
-    startedAt: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    kind: Literal['subagent'] = _b.const('subagent')
-    chat: URI = _b.required()
+class BackgroundSubagentWork(Model):
+    __slots__ = ('id', 'label', 'startedAt', '_meta', 'kind', 'chat')
+    __fields__ = (
+        ('id', _R, None),
+        ('label', _R, None),
+        ('startedAt', _R, None),
+        ('_meta', _O, None),
+        ('kind', _C, 'subagent'),
+        ('chat', _R, None),
+    )
+    id: str
+    label: str
+    startedAt: str
+    _meta: dict[str, Any] | None
+    kind: Literal['subagent']
+    chat: URI
+
+    def __init__(self, *, id: str, label: str, startedAt: str, meta: dict[str, Any] | None = None, kind: Literal['subagent'] = 'subagent', chat: URI) -> None:
+        _set(self, 'id', id)
+        _set(self, 'label', label)
+        _set(self, 'startedAt', startedAt)
+        _set(self, '_meta', meta)
+        if kind != 'subagent':
+            raise ValueError("kind must be 'subagent', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'chat', chat)
 
 
-@model
-class CanvasReference:
-    resource: URI = _b.required()
+class CanvasReference(Model):
+    __slots__ = ('resource',)
+    __fields__ = (
+        ('resource', _R, None),
+    )
+    resource: URI
+
+    def __init__(self, *, resource: URI) -> None:
+        _set(self, 'resource', resource)
 
 
 class MessageKind(enum.StrEnum):
@@ -1222,143 +3079,383 @@ class MessageKind(enum.StrEnum):
     SYSTEM_NOTIFICATION = 'systemNotification'
 
 
-@model
-class MessageOrigin:
-    kind: MessageKind = _b.required()
+class MessageOrigin(Model):
+    __slots__ = ('kind',)
+    __fields__ = (
+        ('kind', _R, None),
+    )
+    kind: MessageKind
+
+    def __init__(self, *, kind: MessageKind) -> None:
+        _set(self, 'kind', kind)
 
 
-@model
-class SimpleMessageAttachment:
-    label: str = _b.required()
-    range: TextRange | None = _b.optional()
-    displayKind: str | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['simple'] = _b.const('simple')
-    modelRepresentation: str | None = _b.optional()
+class SimpleMessageAttachment(Model):
+    __slots__ = ('label', 'range', 'displayKind', '_meta', 'type', 'modelRepresentation')
+    __fields__ = (
+        ('label', _R, None),
+        ('range', _O, None),
+        ('displayKind', _O, None),
+        ('_meta', _O, None),
+        ('type', _C, 'simple'),
+        ('modelRepresentation', _O, None),
+    )
+    label: str
+    range: TextRange | None
+    displayKind: str | None
+    _meta: dict[str, Any] | None
+    type: Literal['simple']
+    modelRepresentation: str | None
+
+    def __init__(self, *, label: str, range: TextRange | None = None, displayKind: str | None = None, meta: dict[str, Any] | None = None, type: Literal['simple'] = 'simple', modelRepresentation: str | None = None) -> None:
+        _set(self, 'label', label)
+        _set(self, 'range', range)
+        _set(self, 'displayKind', displayKind)
+        _set(self, '_meta', meta)
+        if type != 'simple':
+            raise ValueError("type must be 'simple', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'modelRepresentation', modelRepresentation)
 
 
-@model
-class MessageEmbeddedResourceAttachment:
-    label: str = _b.required()
-    range: TextRange | None = _b.optional()
-    displayKind: str | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['embeddedResource'] = _b.const('embeddedResource')
-    data: str = _b.required()
-    contentType: str = _b.required()
-    selection: TextSelection | None = _b.optional()
+class MessageEmbeddedResourceAttachment(Model):
+    __slots__ = ('label', 'range', 'displayKind', '_meta', 'type', 'data', 'contentType', 'selection')
+    __fields__ = (
+        ('label', _R, None),
+        ('range', _O, None),
+        ('displayKind', _O, None),
+        ('_meta', _O, None),
+        ('type', _C, 'embeddedResource'),
+        ('data', _R, None),
+        ('contentType', _R, None),
+        ('selection', _O, None),
+    )
+    label: str
+    range: TextRange | None
+    displayKind: str | None
+    _meta: dict[str, Any] | None
+    type: Literal['embeddedResource']
+    data: str
+    contentType: str
+    selection: TextSelection | None
+
+    def __init__(self, *, label: str, range: TextRange | None = None, displayKind: str | None = None, meta: dict[str, Any] | None = None, type: Literal['embeddedResource'] = 'embeddedResource', data: str, contentType: str, selection: TextSelection | None = None) -> None:
+        _set(self, 'label', label)
+        _set(self, 'range', range)
+        _set(self, 'displayKind', displayKind)
+        _set(self, '_meta', meta)
+        if type != 'embeddedResource':
+            raise ValueError("type must be 'embeddedResource', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'data', data)
+        _set(self, 'contentType', contentType)
+        _set(self, 'selection', selection)
 
 
-@model
-class MessageResourceAttachment:
-    label: str = _b.required()
-    range: TextRange | None = _b.optional()
-    displayKind: str | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    uri: URI = _b.required()
-    sizeHint: Number | None = _b.optional()
-    contentType: str | None = _b.optional()
-    nonce: str | None = _b.optional()
-    type: Literal['resource'] = _b.const('resource')
-    selection: TextSelection | None = _b.optional()
+class MessageResourceAttachment(Model):
+    __slots__ = ('label', 'range', 'displayKind', '_meta', 'uri', 'sizeHint', 'contentType', 'nonce', 'type', 'selection')
+    __fields__ = (
+        ('label', _R, None),
+        ('range', _O, None),
+        ('displayKind', _O, None),
+        ('_meta', _O, None),
+        ('uri', _R, None),
+        ('sizeHint', _O, None),
+        ('contentType', _O, None),
+        ('nonce', _O, None),
+        ('type', _C, 'resource'),
+        ('selection', _O, None),
+    )
+    label: str
+    range: TextRange | None
+    displayKind: str | None
+    _meta: dict[str, Any] | None
+    uri: URI
+    sizeHint: Number | None
+    contentType: str | None
+    nonce: str | None
+    type: Literal['resource']
+    selection: TextSelection | None
+
+    def __init__(self, *, label: str, range: TextRange | None = None, displayKind: str | None = None, meta: dict[str, Any] | None = None, uri: URI, sizeHint: Number | None = None, contentType: str | None = None, nonce: str | None = None, type: Literal['resource'] = 'resource', selection: TextSelection | None = None) -> None:
+        _set(self, 'label', label)
+        _set(self, 'range', range)
+        _set(self, 'displayKind', displayKind)
+        _set(self, '_meta', meta)
+        _set(self, 'uri', uri)
+        _set(self, 'sizeHint', sizeHint)
+        _set(self, 'contentType', contentType)
+        _set(self, 'nonce', nonce)
+        if type != 'resource':
+            raise ValueError("type must be 'resource', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'selection', selection)
 
 
-@model
-class MessageAnnotationsAttachment:
-    label: str = _b.required()
-    range: TextRange | None = _b.optional()
-    displayKind: str | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['annotations'] = _b.const('annotations')
-    resource: URI = _b.required()
-    annotationIds: list[str] | None = _b.optional()
+class MessageAnnotationsAttachment(Model):
+    __slots__ = ('label', 'range', 'displayKind', '_meta', 'type', 'resource', 'annotationIds')
+    __fields__ = (
+        ('label', _R, None),
+        ('range', _O, None),
+        ('displayKind', _O, None),
+        ('_meta', _O, None),
+        ('type', _C, 'annotations'),
+        ('resource', _R, None),
+        ('annotationIds', _O, None),
+    )
+    label: str
+    range: TextRange | None
+    displayKind: str | None
+    _meta: dict[str, Any] | None
+    type: Literal['annotations']
+    resource: URI
+    annotationIds: list[str] | None
+
+    def __init__(self, *, label: str, range: TextRange | None = None, displayKind: str | None = None, meta: dict[str, Any] | None = None, type: Literal['annotations'] = 'annotations', resource: URI, annotationIds: list[str] | None = None) -> None:
+        _set(self, 'label', label)
+        _set(self, 'range', range)
+        _set(self, 'displayKind', displayKind)
+        _set(self, '_meta', meta)
+        if type != 'annotations':
+            raise ValueError("type must be 'annotations', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'resource', resource)
+        _set(self, 'annotationIds', annotationIds)
 
 
-@model
-class MessageChatAttachment:
-    label: str = _b.required()
-    range: TextRange | None = _b.optional()
-    displayKind: str | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat'] = _b.const('chat')
-    resource: URI = _b.required()
-    endTurn: str | None = _b.optional()
+class MessageChatAttachment(Model):
+    __slots__ = ('label', 'range', 'displayKind', '_meta', 'type', 'resource', 'endTurn')
+    __fields__ = (
+        ('label', _R, None),
+        ('range', _O, None),
+        ('displayKind', _O, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat'),
+        ('resource', _R, None),
+        ('endTurn', _O, None),
+    )
+    label: str
+    range: TextRange | None
+    displayKind: str | None
+    _meta: dict[str, Any] | None
+    type: Literal['chat']
+    resource: URI
+    endTurn: str | None
+
+    def __init__(self, *, label: str, range: TextRange | None = None, displayKind: str | None = None, meta: dict[str, Any] | None = None, type: Literal['chat'] = 'chat', resource: URI, endTurn: str | None = None) -> None:
+        _set(self, 'label', label)
+        _set(self, 'range', range)
+        _set(self, 'displayKind', displayKind)
+        _set(self, '_meta', meta)
+        if type != 'chat':
+            raise ValueError("type must be 'chat', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'resource', resource)
+        _set(self, 'endTurn', endTurn)
 
 
-@model
-class ModelSelection:
-    id: str = _b.required()
-    config: dict[str, JsonPrimitive] | None = _b.optional()
+class ModelSelection(Model):
+    __slots__ = ('id', 'config')
+    __fields__ = (
+        ('id', _R, None),
+        ('config', _O, None),
+    )
+    id: str
+    config: dict[str, JsonPrimitive] | None
+
+    def __init__(self, *, id: str, config: dict[str, JsonPrimitive] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'config', config)
 
 
-@model
-class AgentSelection:
-    uri: URI = _b.required()
+class AgentSelection(Model):
+    __slots__ = ('uri',)
+    __fields__ = (
+        ('uri', _R, None),
+    )
+    uri: URI
+
+    def __init__(self, *, uri: URI) -> None:
+        _set(self, 'uri', uri)
 
 
-@model
-class Message:
-    text: str = _b.required()
-    origin: MessageOrigin = _b.required()
-    attachments: list[MessageAttachment] | None = _b.optional()
-    model: ModelSelection | None = _b.optional()
-    agent: AgentSelection | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class Message(Model):
+    __slots__ = ('text', 'origin', 'attachments', 'model', 'agent', '_meta')
+    __fields__ = (
+        ('text', _R, None),
+        ('origin', _R, None),
+        ('attachments', _O, None),
+        ('model', _O, None),
+        ('agent', _O, None),
+        ('_meta', _O, None),
+    )
+    text: str
+    origin: MessageOrigin
+    attachments: list[MessageAttachment] | None
+    model: ModelSelection | None
+    agent: AgentSelection | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, text: str, origin: MessageOrigin, attachments: list[MessageAttachment] | None = None, model: ModelSelection | None = None, agent: AgentSelection | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'text', text)
+        _set(self, 'origin', origin)
+        _set(self, 'attachments', attachments)
+        _set(self, 'model', model)
+        _set(self, 'agent', agent)
+        _set(self, '_meta', meta)
 
 
-@model
-class MarkdownResponsePart:
-    kind: Literal['markdown'] = _b.const('markdown')
-    id: str = _b.required()
-    content: str = _b.required()
+class MarkdownResponsePart(Model):
+    __slots__ = ('kind', 'id', 'content')
+    __fields__ = (
+        ('kind', _C, 'markdown'),
+        ('id', _R, None),
+        ('content', _R, None),
+    )
+    kind: Literal['markdown']
+    id: str
+    content: str
+
+    def __init__(self, *, kind: Literal['markdown'] = 'markdown', id: str, content: str) -> None:
+        if kind != 'markdown':
+            raise ValueError("kind must be 'markdown', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'id', id)
+        _set(self, 'content', content)
 
 
-@model
-class ResourceResponsePart:
-    uri: URI = _b.required()
-    sizeHint: Number | None = _b.optional()
-    contentType: str | None = _b.optional()
-    nonce: str | None = _b.optional()
-    kind: Literal['contentRef'] = _b.const('contentRef')
+class ResourceResponsePart(Model):
+    __slots__ = ('uri', 'sizeHint', 'contentType', 'nonce', 'kind')
+    __fields__ = (
+        ('uri', _R, None),
+        ('sizeHint', _O, None),
+        ('contentType', _O, None),
+        ('nonce', _O, None),
+        ('kind', _C, 'contentRef'),
+    )
+    uri: URI
+    sizeHint: Number | None
+    contentType: str | None
+    nonce: str | None
+    kind: Literal['contentRef']
+
+    def __init__(self, *, uri: URI, sizeHint: Number | None = None, contentType: str | None = None, nonce: str | None = None, kind: Literal['contentRef'] = 'contentRef') -> None:
+        _set(self, 'uri', uri)
+        _set(self, 'sizeHint', sizeHint)
+        _set(self, 'contentType', contentType)
+        _set(self, 'nonce', nonce)
+        if kind != 'contentRef':
+            raise ValueError("kind must be 'contentRef', got " + repr(kind))
+        _set(self, 'kind', kind)
 
 
-@model
-class ToolCallStreamingState:
-    toolCallId: str = _b.required()
-    toolName: str = _b.required()
-    displayName: str = _b.required()
-    intention: str | None = _b.optional()
-    contributor: ToolCallContributor | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    status: Literal['streaming'] = _b.const('streaming')
-    partialInput: str | None = _b.optional()
-    invocationMessage: StringOrMarkdown | None = _b.optional()
+class ToolCallStreamingState(Model):
+    __slots__ = ('toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'status', 'partialInput', 'invocationMessage')
+    __fields__ = (
+        ('toolCallId', _R, None),
+        ('toolName', _R, None),
+        ('displayName', _R, None),
+        ('intention', _O, None),
+        ('contributor', _O, None),
+        ('_meta', _O, None),
+        ('status', _C, 'streaming'),
+        ('partialInput', _O, None),
+        ('invocationMessage', _O, None),
+    )
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None
+    contributor: ToolCallContributor | None
+    _meta: dict[str, Any] | None
+    status: Literal['streaming']
+    partialInput: str | None
+    invocationMessage: StringOrMarkdown | None
+
+    def __init__(self, *, toolCallId: str, toolName: str, displayName: str, intention: str | None = None, contributor: ToolCallContributor | None = None, meta: dict[str, Any] | None = None, status: Literal['streaming'] = 'streaming', partialInput: str | None = None, invocationMessage: StringOrMarkdown | None = None) -> None:
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, 'toolName', toolName)
+        _set(self, 'displayName', displayName)
+        _set(self, 'intention', intention)
+        _set(self, 'contributor', contributor)
+        _set(self, '_meta', meta)
+        if status != 'streaming':
+            raise ValueError("status must be 'streaming', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'partialInput', partialInput)
+        _set(self, 'invocationMessage', invocationMessage)
 
 
-@model
-class ToolCallCompletedStateError:
-    message: str = _b.required()
-    code: str | None = _b.optional()
+class ToolCallCompletedStateError(Model):
+    __slots__ = ('message', 'code')
+    __fields__ = (
+        ('message', _R, None),
+        ('code', _O, None),
+    )
+    message: str
+    code: str | None
+
+    def __init__(self, *, message: str, code: str | None = None) -> None:
+        _set(self, 'message', message)
+        _set(self, 'code', code)
 
 
-@model
-class ToolCallCompletedState:
-    toolCallId: str = _b.required()
-    toolName: str = _b.required()
-    displayName: str = _b.required()
-    intention: str | None = _b.optional()
-    contributor: ToolCallContributor | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    invocationMessage: StringOrMarkdown = _b.required()
-    toolInput: ToolInput | None = _b.optional()
-    success: bool = _b.required()
-    pastTenseMessage: StringOrMarkdown = _b.required()
-    content: list[ToolResultContent] | None = _b.optional()
-    structuredContent: dict[str, Any] | None = _b.optional()
-    error: ToolCallCompletedStateError | None = _b.optional()
-    confirmed: ToolCallConfirmationReason = _b.required()
-    selectedOption: ConfirmationOption | None = _b.optional()
-    status: Literal['completed'] = _b.const('completed')
+class ToolCallCompletedState(Model):
+    __slots__ = ('toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'success', 'pastTenseMessage', 'content', 'structuredContent', 'error', 'confirmed', 'selectedOption', 'status')
+    __fields__ = (
+        ('toolCallId', _R, None),
+        ('toolName', _R, None),
+        ('displayName', _R, None),
+        ('intention', _O, None),
+        ('contributor', _O, None),
+        ('_meta', _O, None),
+        ('invocationMessage', _R, None),
+        ('toolInput', _O, None),
+        ('success', _R, None),
+        ('pastTenseMessage', _R, None),
+        ('content', _O, None),
+        ('structuredContent', _O, None),
+        ('error', _O, None),
+        ('confirmed', _R, None),
+        ('selectedOption', _O, None),
+        ('status', _C, 'completed'),
+    )
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None
+    contributor: ToolCallContributor | None
+    _meta: dict[str, Any] | None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None
+    success: bool
+    pastTenseMessage: StringOrMarkdown
+    content: list[ToolResultContent] | None
+    structuredContent: dict[str, Any] | None
+    error: ToolCallCompletedStateError | None
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None
+    status: Literal['completed']
+
+    def __init__(self, *, toolCallId: str, toolName: str, displayName: str, intention: str | None = None, contributor: ToolCallContributor | None = None, meta: dict[str, Any] | None = None, invocationMessage: StringOrMarkdown, toolInput: ToolInput | None = None, success: bool, pastTenseMessage: StringOrMarkdown, content: list[ToolResultContent] | None = None, structuredContent: dict[str, Any] | None = None, error: ToolCallCompletedStateError | None = None, confirmed: ToolCallConfirmationReason, selectedOption: ConfirmationOption | None = None, status: Literal['completed'] = 'completed') -> None:
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, 'toolName', toolName)
+        _set(self, 'displayName', displayName)
+        _set(self, 'intention', intention)
+        _set(self, 'contributor', contributor)
+        _set(self, '_meta', meta)
+        _set(self, 'invocationMessage', invocationMessage)
+        _set(self, 'toolInput', toolInput)
+        _set(self, 'success', success)
+        _set(self, 'pastTenseMessage', pastTenseMessage)
+        _set(self, 'content', content)
+        _set(self, 'structuredContent', structuredContent)
+        _set(self, 'error', error)
+        _set(self, 'confirmed', confirmed)
+        _set(self, 'selectedOption', selectedOption)
+        if status != 'completed':
+            raise ValueError("status must be 'completed', got " + repr(status))
+        _set(self, 'status', status)
 
 
 class ToolCallCancellationReason(enum.StrEnum):
@@ -1367,41 +3464,107 @@ class ToolCallCancellationReason(enum.StrEnum):
     RESULT_DENIED = 'result-denied'
 
 
-@model
-class ToolCallCancelledState:
-    toolCallId: str = _b.required()
-    toolName: str = _b.required()
-    displayName: str = _b.required()
-    intention: str | None = _b.optional()
-    contributor: ToolCallContributor | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    invocationMessage: StringOrMarkdown = _b.required()
-    toolInput: ToolInput | None = _b.optional()
-    status: Literal['cancelled'] = _b.const('cancelled')
-    reason: ToolCallCancellationReason = _b.required()
-    reasonMessage: StringOrMarkdown | None = _b.optional()
-    userSuggestion: Message | None = _b.optional()
-    selectedOption: ConfirmationOption | None = _b.optional()
+class ToolCallCancelledState(Model):
+    __slots__ = ('toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'status', 'reason', 'reasonMessage', 'userSuggestion', 'selectedOption')
+    __fields__ = (
+        ('toolCallId', _R, None),
+        ('toolName', _R, None),
+        ('displayName', _R, None),
+        ('intention', _O, None),
+        ('contributor', _O, None),
+        ('_meta', _O, None),
+        ('invocationMessage', _R, None),
+        ('toolInput', _O, None),
+        ('status', _C, 'cancelled'),
+        ('reason', _R, None),
+        ('reasonMessage', _O, None),
+        ('userSuggestion', _O, None),
+        ('selectedOption', _O, None),
+    )
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None
+    contributor: ToolCallContributor | None
+    _meta: dict[str, Any] | None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None
+    status: Literal['cancelled']
+    reason: ToolCallCancellationReason
+    reasonMessage: StringOrMarkdown | None
+    userSuggestion: Message | None
+    selectedOption: ConfirmationOption | None
+
+    def __init__(self, *, toolCallId: str, toolName: str, displayName: str, intention: str | None = None, contributor: ToolCallContributor | None = None, meta: dict[str, Any] | None = None, invocationMessage: StringOrMarkdown, toolInput: ToolInput | None = None, status: Literal['cancelled'] = 'cancelled', reason: ToolCallCancellationReason, reasonMessage: StringOrMarkdown | None = None, userSuggestion: Message | None = None, selectedOption: ConfirmationOption | None = None) -> None:
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, 'toolName', toolName)
+        _set(self, 'displayName', displayName)
+        _set(self, 'intention', intention)
+        _set(self, 'contributor', contributor)
+        _set(self, '_meta', meta)
+        _set(self, 'invocationMessage', invocationMessage)
+        _set(self, 'toolInput', toolInput)
+        if status != 'cancelled':
+            raise ValueError("status must be 'cancelled', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'reason', reason)
+        _set(self, 'reasonMessage', reasonMessage)
+        _set(self, 'userSuggestion', userSuggestion)
+        _set(self, 'selectedOption', selectedOption)
 
 
-@model
-class ToolCallResponsePart:
-    kind: Literal['toolCall'] = _b.const('toolCall')
-    toolCall: ToolCallState = _b.required()
+class ToolCallResponsePart(Model):
+    __slots__ = ('kind', 'toolCall')
+    __fields__ = (
+        ('kind', _C, 'toolCall'),
+        ('toolCall', _R, None),
+    )
+    kind: Literal['toolCall']
+    toolCall: ToolCallState
+
+    def __init__(self, *, kind: Literal['toolCall'] = 'toolCall', toolCall: ToolCallState) -> None:
+        if kind != 'toolCall':
+            raise ValueError("kind must be 'toolCall', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'toolCall', toolCall)
 
 
-@model
-class ReasoningResponsePart:
-    kind: Literal['reasoning'] = _b.const('reasoning')
-    id: str = _b.required()
-    content: str = _b.required()
+class ReasoningResponsePart(Model):
+    __slots__ = ('kind', 'id', 'content')
+    __fields__ = (
+        ('kind', _C, 'reasoning'),
+        ('id', _R, None),
+        ('content', _R, None),
+    )
+    kind: Literal['reasoning']
+    id: str
+    content: str
+
+    def __init__(self, *, kind: Literal['reasoning'] = 'reasoning', id: str, content: str) -> None:
+        if kind != 'reasoning':
+            raise ValueError("kind must be 'reasoning', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'id', id)
+        _set(self, 'content', content)
 
 
-@model
-class SystemNotificationResponsePart:
-    kind: Literal['systemNotification'] = _b.const('systemNotification')
-    content: StringOrMarkdown = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class SystemNotificationResponsePart(Model):
+    __slots__ = ('kind', 'content', '_meta')
+    __fields__ = (
+        ('kind', _C, 'systemNotification'),
+        ('content', _R, None),
+        ('_meta', _O, None),
+    )
+    kind: Literal['systemNotification']
+    content: StringOrMarkdown
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, kind: Literal['systemNotification'] = 'systemNotification', content: StringOrMarkdown, meta: dict[str, Any] | None = None) -> None:
+        if kind != 'systemNotification':
+            raise ValueError("kind must be 'systemNotification', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'content', content)
+        _set(self, '_meta', meta)
 
 
 class ChatInputResponseKind(enum.StrEnum):
@@ -1410,18 +3573,42 @@ class ChatInputResponseKind(enum.StrEnum):
     CANCEL = 'cancel'
 
 
-@model
-class InputRequestResponsePart:
-    kind: Literal['inputRequest'] = _b.const('inputRequest')
-    request: ChatInputRequest = _b.required()
-    response: ChatInputResponseKind | None = _b.optional()
+class InputRequestResponsePart(Model):
+    __slots__ = ('kind', 'request', 'response')
+    __fields__ = (
+        ('kind', _C, 'inputRequest'),
+        ('request', _R, None),
+        ('response', _O, None),
+    )
+    kind: Literal['inputRequest']
+    request: ChatInputRequest
+    response: ChatInputResponseKind | None
+
+    def __init__(self, *, kind: Literal['inputRequest'] = 'inputRequest', request: ChatInputRequest, response: ChatInputResponseKind | None = None) -> None:
+        if kind != 'inputRequest':
+            raise ValueError("kind must be 'inputRequest', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'request', request)
+        _set(self, 'response', response)
 
 
-@model
-class ErrorResponsePart:
-    kind: Literal['error'] = _b.const('error')
-    error: ErrorInfo = _b.required()
-    resumable: bool | None = _b.optional()
+class ErrorResponsePart(Model):
+    __slots__ = ('kind', 'error', 'resumable')
+    __fields__ = (
+        ('kind', _C, 'error'),
+        ('error', _R, None),
+        ('resumable', _O, None),
+    )
+    kind: Literal['error']
+    error: ErrorInfo
+    resumable: bool | None
+
+    def __init__(self, *, kind: Literal['error'] = 'error', error: ErrorInfo, resumable: bool | None = None) -> None:
+        if kind != 'error':
+            raise ValueError("kind must be 'error', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'error', error)
+        _set(self, 'resumable', resumable)
 
 
 class TurnState(enum.StrEnum):
@@ -1430,81 +3617,207 @@ class TurnState(enum.StrEnum):
     ERROR = 'error'
 
 
-@model
-class Turn:
-    id: str = _b.required()
-    startedAt: str | None = _b.optional()
-    duration: Number | None = _b.optional()
-    message: Message = _b.required()
-    responseParts: list[ResponsePart] = _b.required()
-    usage: UsageInfo | None = _b.optional()
-    state: TurnState = _b.required()
+class Turn(Model):
+    __slots__ = ('id', 'startedAt', 'duration', 'message', 'responseParts', 'usage', 'state')
+    __fields__ = (
+        ('id', _R, None),
+        ('startedAt', _O, None),
+        ('duration', _O, None),
+        ('message', _R, None),
+        ('responseParts', _R, None),
+        ('usage', _O, None),
+        ('state', _R, None),
+    )
+    id: str
+    startedAt: str | None
+    duration: Number | None
+    message: Message
+    responseParts: list[ResponsePart]
+    usage: UsageInfo | None
+    state: TurnState
+
+    def __init__(self, *, id: str, startedAt: str | None = None, duration: Number | None = None, message: Message, responseParts: list[ResponsePart], usage: UsageInfo | None = None, state: TurnState) -> None:
+        _set(self, 'id', id)
+        _set(self, 'startedAt', startedAt)
+        _set(self, 'duration', duration)
+        _set(self, 'message', message)
+        _set(self, 'responseParts', responseParts)
+        _set(self, 'usage', usage)
+        _set(self, 'state', state)
 
 
-@model
-class ActiveTurn:
-    id: str = _b.required()
-    startedAt: str = _b.required()
-    message: Message = _b.required()
-    responseParts: list[ResponsePart] = _b.required()
-    usage: UsageInfo | None = _b.optional()
+class ActiveTurn(Model):
+    __slots__ = ('id', 'startedAt', 'message', 'responseParts', 'usage')
+    __fields__ = (
+        ('id', _R, None),
+        ('startedAt', _R, None),
+        ('message', _R, None),
+        ('responseParts', _R, None),
+        ('usage', _O, None),
+    )
+    id: str
+    startedAt: str
+    message: Message
+    responseParts: list[ResponsePart]
+    usage: UsageInfo | None
+
+    def __init__(self, *, id: str, startedAt: str, message: Message, responseParts: list[ResponsePart], usage: UsageInfo | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'startedAt', startedAt)
+        _set(self, 'message', message)
+        _set(self, 'responseParts', responseParts)
+        _set(self, 'usage', usage)
 
 
-@model
-class PendingMessage:
-    id: str = _b.required()
-    message: Message = _b.required()
+class PendingMessage(Model):
+    __slots__ = ('id', 'message')
+    __fields__ = (
+        ('id', _R, None),
+        ('message', _R, None),
+    )
+    id: str
+    message: Message
+
+    def __init__(self, *, id: str, message: Message) -> None:
+        _set(self, 'id', id)
+        _set(self, 'message', message)
 
 
-@model
-class ChatState:
-    resource: URI = _b.required()
-    title: str = _b.required()
-    status: SessionStatus = _b.required()
-    activity: str | None = _b.optional()
-    modifiedAt: str = _b.required()
-    changes: ChangesSummary | None = _b.optional()
-    origin: ChatOrigin | None = _b.optional()
-    movable: bool | None = _b.optional()
-    interactivity: ChatInteractivity | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
-    changesets: list[Changeset] | None = _b.optional()
-    backgroundWork: list[BackgroundWork] | None = _b.optional()
-    canvases: list[CanvasReference] | None = _b.optional()
-    turns: list[Turn] = _b.required()
-    turnsNextCursor: str | None = _b.optional()
-    activeTurn: ActiveTurn | None = _b.optional()
-    steeringMessage: PendingMessage | None = _b.optional()
-    queuedMessages: list[PendingMessage] | None = _b.optional()
-    draft: Message | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class ChatState(Model):
+    __slots__ = ('resource', 'title', 'status', 'activity', 'modifiedAt', 'changes', 'origin', 'movable', 'interactivity', 'workingDirectories', 'changesets', 'backgroundWork', 'canvases', 'turns', 'turnsNextCursor', 'activeTurn', 'steeringMessage', 'queuedMessages', 'draft', '_meta')
+    __fields__ = (
+        ('resource', _R, None),
+        ('title', _R, None),
+        ('status', _R, None),
+        ('activity', _O, None),
+        ('modifiedAt', _R, None),
+        ('changes', _O, None),
+        ('origin', _O, None),
+        ('movable', _O, None),
+        ('interactivity', _O, None),
+        ('workingDirectories', _O, None),
+        ('changesets', _O, None),
+        ('backgroundWork', _O, None),
+        ('canvases', _O, None),
+        ('turns', _R, None),
+        ('turnsNextCursor', _O, None),
+        ('activeTurn', _O, None),
+        ('steeringMessage', _O, None),
+        ('queuedMessages', _O, None),
+        ('draft', _O, None),
+        ('_meta', _O, None),
+    )
+    resource: URI
+    title: str
+    status: SessionStatus
+    activity: str | None
+    modifiedAt: str
+    changes: ChangesSummary | None
+    origin: ChatOrigin | None
+    movable: bool | None
+    interactivity: ChatInteractivity | None
+    workingDirectories: list[URI] | None
+    changesets: list[Changeset] | None
+    backgroundWork: list[BackgroundWork] | None
+    canvases: list[CanvasReference] | None
+    turns: list[Turn]
+    turnsNextCursor: str | None
+    activeTurn: ActiveTurn | None
+    steeringMessage: PendingMessage | None
+    queuedMessages: list[PendingMessage] | None
+    draft: Message | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, resource: URI, title: str, status: SessionStatus, activity: str | None = None, modifiedAt: str, changes: ChangesSummary | None = None, origin: ChatOrigin | None = None, movable: bool | None = None, interactivity: ChatInteractivity | None = None, workingDirectories: list[URI] | None = None, changesets: list[Changeset] | None = None, backgroundWork: list[BackgroundWork] | None = None, canvases: list[CanvasReference] | None = None, turns: list[Turn], turnsNextCursor: str | None = None, activeTurn: ActiveTurn | None = None, steeringMessage: PendingMessage | None = None, queuedMessages: list[PendingMessage] | None = None, draft: Message | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'title', title)
+        _set(self, 'status', status)
+        _set(self, 'activity', activity)
+        _set(self, 'modifiedAt', modifiedAt)
+        _set(self, 'changes', changes)
+        _set(self, 'origin', origin)
+        _set(self, 'movable', movable)
+        _set(self, 'interactivity', interactivity)
+        _set(self, 'workingDirectories', workingDirectories)
+        _set(self, 'changesets', changesets)
+        _set(self, 'backgroundWork', backgroundWork)
+        _set(self, 'canvases', canvases)
+        _set(self, 'turns', turns)
+        _set(self, 'turnsNextCursor', turnsNextCursor)
+        _set(self, 'activeTurn', activeTurn)
+        _set(self, 'steeringMessage', steeringMessage)
+        _set(self, 'queuedMessages', queuedMessages)
+        _set(self, 'draft', draft)
+        _set(self, '_meta', meta)
 
 
-@model
-class CanvasState:
-    instanceId: str = _b.required()
-    extensionId: str = _b.required()
-    extensionName: str | None = _b.optional()
-    canvasId: str = _b.required()
-    title: str | None = _b.optional()
-    status: str | None = _b.optional()
-    url: URI | None = _b.optional()
+class CanvasState(Model):
+    __slots__ = ('instanceId', 'extensionId', 'extensionName', 'canvasId', 'title', 'status', 'url')
+    __fields__ = (
+        ('instanceId', _R, None),
+        ('extensionId', _R, None),
+        ('extensionName', _O, None),
+        ('canvasId', _R, None),
+        ('title', _O, None),
+        ('status', _O, None),
+        ('url', _O, None),
+    )
+    instanceId: str
+    extensionId: str
+    extensionName: str | None
+    canvasId: str
+    title: str | None
+    status: str | None
+    url: URI | None
+
+    def __init__(self, *, instanceId: str, extensionId: str, extensionName: str | None = None, canvasId: str, title: str | None = None, status: str | None = None, url: URI | None = None) -> None:
+        _set(self, 'instanceId', instanceId)
+        _set(self, 'extensionId', extensionId)
+        _set(self, 'extensionName', extensionName)
+        _set(self, 'canvasId', canvasId)
+        _set(self, 'title', title)
+        _set(self, 'status', status)
+        _set(self, 'url', url)
 
 
-@model
-class AutomationSessionTemplate:
-    provider: str | None = _b.optional()
-    model: ModelSelection | None = _b.optional()
-    agent: AgentSelection | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
-    config: dict[str, Any] | None = _b.optional()
-    customizations: list[ClientPluginCustomization] | None = _b.optional()
+class AutomationSessionTemplate(Model):
+    __slots__ = ('provider', 'model', 'agent', 'workingDirectories', 'config', 'customizations')
+    __fields__ = (
+        ('provider', _O, None),
+        ('model', _O, None),
+        ('agent', _O, None),
+        ('workingDirectories', _O, None),
+        ('config', _O, None),
+        ('customizations', _O, None),
+    )
+    provider: str | None
+    model: ModelSelection | None
+    agent: AgentSelection | None
+    workingDirectories: list[URI] | None
+    config: dict[str, Any] | None
+    customizations: list[ClientPluginCustomization] | None
+
+    def __init__(self, *, provider: str | None = None, model: ModelSelection | None = None, agent: AgentSelection | None = None, workingDirectories: list[URI] | None = None, config: dict[str, Any] | None = None, customizations: list[ClientPluginCustomization] | None = None) -> None:
+        _set(self, 'provider', provider)
+        _set(self, 'model', model)
+        _set(self, 'agent', agent)
+        _set(self, 'workingDirectories', workingDirectories)
+        _set(self, 'config', config)
+        _set(self, 'customizations', customizations)
 
 
-@model
-class AutomationSchedule:
-    expression: str = _b.required()
-    timeZone: str = _b.required()
+class AutomationSchedule(Model):
+    __slots__ = ('expression', 'timeZone')
+    __fields__ = (
+        ('expression', _R, None),
+        ('timeZone', _R, None),
+    )
+    expression: str
+    timeZone: str
+
+    def __init__(self, *, expression: str, timeZone: str) -> None:
+        _set(self, 'expression', expression)
+        _set(self, 'timeZone', timeZone)
 
 
 class AutomationMisfirePolicy(enum.StrEnum):
@@ -1512,117 +3825,309 @@ class AutomationMisfirePolicy(enum.StrEnum):
     RUN_ONCE = 'runOnce'
 
 
-@model
-class AutomationScheduleTrigger:
-    id: str = _b.required()
-    kind: Literal['schedule'] = _b.const('schedule')
-    schedule: AutomationSchedule = _b.required()
-    misfirePolicy: AutomationMisfirePolicy | None = _b.optional()
+class AutomationScheduleTrigger(Model):
+    __slots__ = ('id', 'kind', 'schedule', 'misfirePolicy')
+    __fields__ = (
+        ('id', _R, None),
+        ('kind', _C, 'schedule'),
+        ('schedule', _R, None),
+        ('misfirePolicy', _O, None),
+    )
+    id: str
+    kind: Literal['schedule']
+    schedule: AutomationSchedule
+    misfirePolicy: AutomationMisfirePolicy | None
+
+    def __init__(self, *, id: str, kind: Literal['schedule'] = 'schedule', schedule: AutomationSchedule, misfirePolicy: AutomationMisfirePolicy | None = None) -> None:
+        _set(self, 'id', id)
+        if kind != 'schedule':
+            raise ValueError("kind must be 'schedule', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'schedule', schedule)
+        _set(self, 'misfirePolicy', misfirePolicy)
 
 
-@model
-class AutomationTriggerEventDefinition:
-    id: str = _b.required()
-    title: str = _b.required()
-    description: str | None = _b.optional()
+class AutomationTriggerEventDefinition(Model):
+    __slots__ = ('id', 'title', 'description')
+    __fields__ = (
+        ('id', _R, None),
+        ('title', _R, None),
+        ('description', _O, None),
+    )
+    id: str
+    title: str
+    description: str | None
+
+    def __init__(self, *, id: str, title: str, description: str | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'title', title)
+        _set(self, 'description', description)
 
 
-@model
-class AutomationEventTrigger:
-    id: str = _b.required()
-    kind: Literal['event'] = _b.const('event')
-    type: str = _b.required()
-    title: str = _b.required()
-    description: str | None = _b.optional()
-    events: list[AutomationTriggerEventDefinition] = _b.required()
-    config: dict[str, Any] | None = _b.optional()
+class AutomationEventTrigger(Model):
+    __slots__ = ('id', 'kind', 'type', 'title', 'description', 'events', 'config')
+    __fields__ = (
+        ('id', _R, None),
+        ('kind', _C, 'event'),
+        ('type', _R, None),
+        ('title', _R, None),
+        ('description', _O, None),
+        ('events', _R, None),
+        ('config', _O, None),
+    )
+    id: str
+    kind: Literal['event']
+    type: str
+    title: str
+    description: str | None
+    events: list[AutomationTriggerEventDefinition]
+    config: dict[str, Any] | None
+
+    def __init__(self, *, id: str, kind: Literal['event'] = 'event', type: str, title: str, description: str | None = None, events: list[AutomationTriggerEventDefinition], config: dict[str, Any] | None = None) -> None:
+        _set(self, 'id', id)
+        if kind != 'event':
+            raise ValueError("kind must be 'event', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'type', type)
+        _set(self, 'title', title)
+        _set(self, 'description', description)
+        _set(self, 'events', events)
+        _set(self, 'config', config)
 
 
-@model
-class AutomationAfterRunsCondition:
-    kind: Literal['afterRuns'] = _b.const('afterRuns')
-    max: int = _b.required(schema={'minimum': 1})
+class AutomationAfterRunsCondition(Model):
+    __slots__ = ('kind', 'max')
+    __fields__ = (
+        ('kind', _C, 'afterRuns'),
+        ('max', _R, {'minimum': 1}),
+    )
+    kind: Literal['afterRuns']
+    max: int
+
+    def __init__(self, *, kind: Literal['afterRuns'] = 'afterRuns', max: int) -> None:
+        if kind != 'afterRuns':
+            raise ValueError("kind must be 'afterRuns', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'max', max)
 
 
-@model
-class AutomationAfterDateCondition:
-    kind: Literal['afterDate'] = _b.const('afterDate')
-    date: str = _b.required()
+class AutomationAfterDateCondition(Model):
+    __slots__ = ('kind', 'date')
+    __fields__ = (
+        ('kind', _C, 'afterDate'),
+        ('date', _R, None),
+    )
+    kind: Literal['afterDate']
+    date: str
+
+    def __init__(self, *, kind: Literal['afterDate'] = 'afterDate', date: str) -> None:
+        if kind != 'afterDate':
+            raise ValueError("kind must be 'afterDate', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'date', date)
 
 
-@model
-class AutomationDefinition:
-    title: str = _b.required()
-    message: Message = _b.required()
-    session: AutomationSessionTemplate = _b.required()
-    enabled: bool = _b.required()
-    triggers: list[AutomationTrigger] = _b.required()
-    disableConditions: list[AutomationDisableCondition] | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class AutomationDefinition(Model):
+    __slots__ = ('title', 'message', 'session', 'enabled', 'triggers', 'disableConditions', '_meta')
+    __fields__ = (
+        ('title', _R, None),
+        ('message', _R, None),
+        ('session', _R, None),
+        ('enabled', _R, None),
+        ('triggers', _R, None),
+        ('disableConditions', _O, None),
+        ('_meta', _O, None),
+    )
+    title: str
+    message: Message
+    session: AutomationSessionTemplate
+    enabled: bool
+    triggers: list[AutomationTrigger]
+    disableConditions: list[AutomationDisableCondition] | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, title: str, message: Message, session: AutomationSessionTemplate, enabled: bool, triggers: list[AutomationTrigger], disableConditions: list[AutomationDisableCondition] | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'title', title)
+        _set(self, 'message', message)
+        _set(self, 'session', session)
+        _set(self, 'enabled', enabled)
+        _set(self, 'triggers', triggers)
+        _set(self, 'disableConditions', disableConditions)
+        _set(self, '_meta', meta)
 
 
-@model
-class AutomationManualRunOrigin:
-    kind: Literal['manual'] = _b.const('manual')
+class AutomationManualRunOrigin(Model):
+    __slots__ = ('kind',)
+    __fields__ = (
+        ('kind', _C, 'manual'),
+    )
+    kind: Literal['manual']
+
+    def __init__(self, *, kind: Literal['manual'] = 'manual') -> None:
+        if kind != 'manual':
+            raise ValueError("kind must be 'manual', got " + repr(kind))
+        _set(self, 'kind', kind)
 
 
-@model
-class AutomationTriggeredRunOrigin:
-    kind: Literal['trigger'] = _b.const('trigger')
-    triggerId: str = _b.required()
-    scheduledFor: str | None = _b.optional()
-    catchUp: bool | None = _b.optional()
-    event: dict[str, Any] | None = _b.optional()
+class AutomationTriggeredRunOrigin(Model):
+    __slots__ = ('kind', 'triggerId', 'scheduledFor', 'catchUp', 'event')
+    __fields__ = (
+        ('kind', _C, 'trigger'),
+        ('triggerId', _R, None),
+        ('scheduledFor', _O, None),
+        ('catchUp', _O, None),
+        ('event', _O, None),
+    )
+    kind: Literal['trigger']
+    triggerId: str
+    scheduledFor: str | None
+    catchUp: bool | None
+    event: dict[str, Any] | None
+
+    def __init__(self, *, kind: Literal['trigger'] = 'trigger', triggerId: str, scheduledFor: str | None = None, catchUp: bool | None = None, event: dict[str, Any] | None = None) -> None:
+        if kind != 'trigger':
+            raise ValueError("kind must be 'trigger', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'triggerId', triggerId)
+        _set(self, 'scheduledFor', scheduledFor)
+        _set(self, 'catchUp', catchUp)
+        _set(self, 'event', event)
 
 
-@model
-class AutomationPendingRunLifecycle:
-    status: Literal['pending'] = _b.const('pending')
-    createdAt: str = _b.required()
+class AutomationPendingRunLifecycle(Model):
+    __slots__ = ('status', 'createdAt')
+    __fields__ = (
+        ('status', _C, 'pending'),
+        ('createdAt', _R, None),
+    )
+    status: Literal['pending']
+    createdAt: str
+
+    def __init__(self, *, status: Literal['pending'] = 'pending', createdAt: str) -> None:
+        if status != 'pending':
+            raise ValueError("status must be 'pending', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'createdAt', createdAt)
 
 
-@model
-class AutomationRunningRunLifecycle:
-    status: Literal['running'] = _b.const('running')
-    createdAt: str = _b.required()
-    startedAt: str = _b.required()
+class AutomationRunningRunLifecycle(Model):
+    __slots__ = ('status', 'createdAt', 'startedAt')
+    __fields__ = (
+        ('status', _C, 'running'),
+        ('createdAt', _R, None),
+        ('startedAt', _R, None),
+    )
+    status: Literal['running']
+    createdAt: str
+    startedAt: str
+
+    def __init__(self, *, status: Literal['running'] = 'running', createdAt: str, startedAt: str) -> None:
+        if status != 'running':
+            raise ValueError("status must be 'running', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'createdAt', createdAt)
+        _set(self, 'startedAt', startedAt)
 
 
-@model
-class AutomationCompletedRunLifecycle:
-    status: Literal['completed'] = _b.const('completed')
-    createdAt: str = _b.required()
-    startedAt: str = _b.required()
-    completedAt: str = _b.required()
-    usage: UsageInfo | None = _b.optional()
+class AutomationCompletedRunLifecycle(Model):
+    __slots__ = ('status', 'createdAt', 'startedAt', 'completedAt', 'usage')
+    __fields__ = (
+        ('status', _C, 'completed'),
+        ('createdAt', _R, None),
+        ('startedAt', _R, None),
+        ('completedAt', _R, None),
+        ('usage', _O, None),
+    )
+    status: Literal['completed']
+    createdAt: str
+    startedAt: str
+    completedAt: str
+    usage: UsageInfo | None
+
+    def __init__(self, *, status: Literal['completed'] = 'completed', createdAt: str, startedAt: str, completedAt: str, usage: UsageInfo | None = None) -> None:
+        if status != 'completed':
+            raise ValueError("status must be 'completed', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'createdAt', createdAt)
+        _set(self, 'startedAt', startedAt)
+        _set(self, 'completedAt', completedAt)
+        _set(self, 'usage', usage)
 
 
-@model
-class AutomationFailedRunLifecycle:
-    status: Literal['failed'] = _b.const('failed')
-    createdAt: str = _b.required()
-    startedAt: str | None = _b.optional()
-    completedAt: str = _b.required()
-    error: ErrorInfo = _b.required()
+class AutomationFailedRunLifecycle(Model):
+    __slots__ = ('status', 'createdAt', 'startedAt', 'completedAt', 'error')
+    __fields__ = (
+        ('status', _C, 'failed'),
+        ('createdAt', _R, None),
+        ('startedAt', _O, None),
+        ('completedAt', _R, None),
+        ('error', _R, None),
+    )
+    status: Literal['failed']
+    createdAt: str
+    startedAt: str | None
+    completedAt: str
+    error: ErrorInfo
+
+    def __init__(self, *, status: Literal['failed'] = 'failed', createdAt: str, startedAt: str | None = None, completedAt: str, error: ErrorInfo) -> None:
+        if status != 'failed':
+            raise ValueError("status must be 'failed', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'createdAt', createdAt)
+        _set(self, 'startedAt', startedAt)
+        _set(self, 'completedAt', completedAt)
+        _set(self, 'error', error)
 
 
-@model
-class AutomationCancelledRunLifecycle:
-    status: Literal['cancelled'] = _b.const('cancelled')
-    createdAt: str = _b.required()
-    startedAt: str | None = _b.optional()
-    completedAt: str = _b.required()
+class AutomationCancelledRunLifecycle(Model):
+    __slots__ = ('status', 'createdAt', 'startedAt', 'completedAt')
+    __fields__ = (
+        ('status', _C, 'cancelled'),
+        ('createdAt', _R, None),
+        ('startedAt', _O, None),
+        ('completedAt', _R, None),
+    )
+    status: Literal['cancelled']
+    createdAt: str
+    startedAt: str | None
+    completedAt: str
+
+    def __init__(self, *, status: Literal['cancelled'] = 'cancelled', createdAt: str, startedAt: str | None = None, completedAt: str) -> None:
+        if status != 'cancelled':
+            raise ValueError("status must be 'cancelled', got " + repr(status))
+        _set(self, 'status', status)
+        _set(self, 'createdAt', createdAt)
+        _set(self, 'startedAt', startedAt)
+        _set(self, 'completedAt', completedAt)
 
 
-@model
-class AutomationRunSummary:
-    resource: URI = _b.required()
-    automation: URI = _b.required()
-    origin: AutomationRunOrigin = _b.required()
-    lifecycle: AutomationRunLifecycle = _b.required()
-    primarySession: URI | None = _b.optional()
-    sessionCount: Number = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class AutomationRunSummary(Model):
+    __slots__ = ('resource', 'automation', 'origin', 'lifecycle', 'primarySession', 'sessionCount', '_meta')
+    __fields__ = (
+        ('resource', _R, None),
+        ('automation', _R, None),
+        ('origin', _R, None),
+        ('lifecycle', _R, None),
+        ('primarySession', _O, None),
+        ('sessionCount', _R, None),
+        ('_meta', _O, None),
+    )
+    resource: URI
+    automation: URI
+    origin: AutomationRunOrigin
+    lifecycle: AutomationRunLifecycle
+    primarySession: URI | None
+    sessionCount: Number
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, resource: URI, automation: URI, origin: AutomationRunOrigin, lifecycle: AutomationRunLifecycle, primarySession: URI | None = None, sessionCount: Number, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'automation', automation)
+        _set(self, 'origin', origin)
+        _set(self, 'lifecycle', lifecycle)
+        _set(self, 'primarySession', primarySession)
+        _set(self, 'sessionCount', sessionCount)
+        _set(self, '_meta', meta)
 
 
 class AutomationOperation(enum.StrEnum):
@@ -1631,197 +4136,499 @@ class AutomationOperation(enum.StrEnum):
     RUN = 'run'
 
 
-@model
-class AutomationEntry:
-    resource: URI = _b.required()
-    definition: AutomationDefinition = _b.required()
-    nextRunAt: str | None = _b.optional()
-    runCount: Number | None = _b.optional()
-    runs: list[AutomationRunSummary] = _b.required()
-    runsNextCursor: str | None = _b.optional()
-    operations: list[AutomationOperation] = _b.required()
-    customizations: list[PluginCustomization] | None = _b.optional()
-    createdAt: str = _b.required()
-    modifiedAt: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class AutomationEntry(Model):
+    __slots__ = ('resource', 'definition', 'nextRunAt', 'runCount', 'runs', 'runsNextCursor', 'operations', 'customizations', 'createdAt', 'modifiedAt', '_meta')
+    __fields__ = (
+        ('resource', _R, None),
+        ('definition', _R, None),
+        ('nextRunAt', _O, None),
+        ('runCount', _O, None),
+        ('runs', _R, None),
+        ('runsNextCursor', _O, None),
+        ('operations', _R, None),
+        ('customizations', _O, None),
+        ('createdAt', _R, None),
+        ('modifiedAt', _R, None),
+        ('_meta', _O, None),
+    )
+    resource: URI
+    definition: AutomationDefinition
+    nextRunAt: str | None
+    runCount: Number | None
+    runs: list[AutomationRunSummary]
+    runsNextCursor: str | None
+    operations: list[AutomationOperation]
+    customizations: list[PluginCustomization] | None
+    createdAt: str
+    modifiedAt: str
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, resource: URI, definition: AutomationDefinition, nextRunAt: str | None = None, runCount: Number | None = None, runs: list[AutomationRunSummary], runsNextCursor: str | None = None, operations: list[AutomationOperation], customizations: list[PluginCustomization] | None = None, createdAt: str, modifiedAt: str, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'definition', definition)
+        _set(self, 'nextRunAt', nextRunAt)
+        _set(self, 'runCount', runCount)
+        _set(self, 'runs', runs)
+        _set(self, 'runsNextCursor', runsNextCursor)
+        _set(self, 'operations', operations)
+        _set(self, 'customizations', customizations)
+        _set(self, 'createdAt', createdAt)
+        _set(self, 'modifiedAt', modifiedAt)
+        _set(self, '_meta', meta)
 
 
-@model
-class AutomationState:
-    entries: list[AutomationEntry] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class AutomationState(Model):
+    __slots__ = ('entries', '_meta')
+    __fields__ = (
+        ('entries', _R, None),
+        ('_meta', _O, None),
+    )
+    entries: list[AutomationEntry]
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, entries: list[AutomationEntry], meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'entries', entries)
+        _set(self, '_meta', meta)
 
 
-@model
-class AutomationRunState:
-    resource: URI = _b.required()
-    automation: URI = _b.required()
-    origin: AutomationRunOrigin = _b.required()
-    lifecycle: AutomationRunLifecycle = _b.required()
-    sessions: list[URI] = _b.required()
-    primarySession: URI | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class AutomationRunState(Model):
+    __slots__ = ('resource', 'automation', 'origin', 'lifecycle', 'sessions', 'primarySession', '_meta')
+    __fields__ = (
+        ('resource', _R, None),
+        ('automation', _R, None),
+        ('origin', _R, None),
+        ('lifecycle', _R, None),
+        ('sessions', _R, None),
+        ('primarySession', _O, None),
+        ('_meta', _O, None),
+    )
+    resource: URI
+    automation: URI
+    origin: AutomationRunOrigin
+    lifecycle: AutomationRunLifecycle
+    sessions: list[URI]
+    primarySession: URI | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, resource: URI, automation: URI, origin: AutomationRunOrigin, lifecycle: AutomationRunLifecycle, sessions: list[URI], primarySession: URI | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'automation', automation)
+        _set(self, 'origin', origin)
+        _set(self, 'lifecycle', lifecycle)
+        _set(self, 'sessions', sessions)
+        _set(self, 'primarySession', primarySession)
+        _set(self, '_meta', meta)
 
 
-@model
-class Snapshot:
-    resource: URI = _b.required()
-    state: Union[RootState, SessionState, TerminalState, ChangesetState, ResourceWatchState, AnnotationsState, ChatState, CanvasState, AutomationState, AutomationRunState] = _b.required()
-    fromSeq: Number = _b.required()
+class Snapshot(Model):
+    __slots__ = ('resource', 'state', 'fromSeq')
+    __fields__ = (
+        ('resource', _R, None),
+        ('state', _R, None),
+        ('fromSeq', _R, None),
+    )
+    resource: URI
+    state: Union[RootState, SessionState, TerminalState, ChangesetState, ResourceWatchState, AnnotationsState, ChatState, CanvasState, AutomationState, AutomationRunState]
+    fromSeq: Number
+
+    def __init__(self, *, resource: URI, state: Union[RootState, SessionState, TerminalState, ChangesetState, ResourceWatchState, AnnotationsState, ChatState, CanvasState, AutomationState, AutomationRunState], fromSeq: Number) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'state', state)
+        _set(self, 'fromSeq', fromSeq)
 
 
-@model
-class SessionMetadata:
-    provider: str = _b.required()
-    title: str = _b.required()
-    status: SessionStatus = _b.required()
-    activity: str | None = _b.optional()
-    origin: SessionOrigin | None = _b.optional()
-    project: ProjectInfo | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
-    annotations: AnnotationsSummary | None = _b.optional()
+class SessionMetadata(Model):
+    __slots__ = ('provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations')
+    __fields__ = (
+        ('provider', _R, None),
+        ('title', _R, None),
+        ('status', _R, None),
+        ('activity', _O, None),
+        ('origin', _O, None),
+        ('project', _O, None),
+        ('workingDirectories', _O, None),
+        ('annotations', _O, None),
+    )
+    provider: str
+    title: str
+    status: SessionStatus
+    activity: str | None
+    origin: SessionOrigin | None
+    project: ProjectInfo | None
+    workingDirectories: list[URI] | None
+    annotations: AnnotationsSummary | None
+
+    def __init__(self, *, provider: str, title: str, status: SessionStatus, activity: str | None = None, origin: SessionOrigin | None = None, project: ProjectInfo | None = None, workingDirectories: list[URI] | None = None, annotations: AnnotationsSummary | None = None) -> None:
+        _set(self, 'provider', provider)
+        _set(self, 'title', title)
+        _set(self, 'status', status)
+        _set(self, 'activity', activity)
+        _set(self, 'origin', origin)
+        _set(self, 'project', project)
+        _set(self, 'workingDirectories', workingDirectories)
+        _set(self, 'annotations', annotations)
 
 
-@model
-class SessionInputRequestBase:
-    id: str = _b.required()
-    chat: URI = _b.required()
+class SessionInputRequestBase(Model):
+    __slots__ = ('id', 'chat')
+    __fields__ = (
+        ('id', _R, None),
+        ('chat', _R, None),
+    )
+    id: str
+    chat: URI
+
+    def __init__(self, *, id: str, chat: URI) -> None:
+        _set(self, 'id', id)
+        _set(self, 'chat', chat)
 
 
-@model
-class SessionChatSummary:
-    resource: URI = _b.required()
-    title: str = _b.required()
-    origin: ChatOrigin | None = _b.optional()
-    interactivity: ChatInteractivity | None = _b.optional()
-    status: SessionStatus | None = _b.optional()
-    changes: ChangesSummary | None = _b.optional()
+class SessionChatSummary(Model):
+    __slots__ = ('resource', 'title', 'origin', 'interactivity', 'status', 'changes')
+    __fields__ = (
+        ('resource', _R, None),
+        ('title', _R, None),
+        ('origin', _O, None),
+        ('interactivity', _O, None),
+        ('status', _O, None),
+        ('changes', _O, None),
+    )
+    resource: URI
+    title: str
+    origin: ChatOrigin | None
+    interactivity: ChatInteractivity | None
+    status: SessionStatus | None
+    changes: ChangesSummary | None
+
+    def __init__(self, *, resource: URI, title: str, origin: ChatOrigin | None = None, interactivity: ChatInteractivity | None = None, status: SessionStatus | None = None, changes: ChangesSummary | None = None) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'title', title)
+        _set(self, 'origin', origin)
+        _set(self, 'interactivity', interactivity)
+        _set(self, 'status', status)
+        _set(self, 'changes', changes)
 
 
-@model
-class SessionSummary:
-    provider: str = _b.required()
-    title: str = _b.required()
-    status: SessionStatus = _b.required()
-    activity: str | None = _b.optional()
-    origin: SessionOrigin | None = _b.optional()
-    project: ProjectInfo | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
-    annotations: AnnotationsSummary | None = _b.optional()
-    resource: URI = _b.required()
-    createdAt: str = _b.required()
-    modifiedAt: str = _b.required()
-    changes: ChangesSummary | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    chats: list[SessionChatSummary] | None = _b.optional()
-    defaultChat: URI | None = _b.optional()
+class SessionSummary(Model):
+    __slots__ = ('provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations', 'resource', 'createdAt', 'modifiedAt', 'changes', '_meta', 'chats', 'defaultChat')
+    __fields__ = (
+        ('provider', _R, None),
+        ('title', _R, None),
+        ('status', _R, None),
+        ('activity', _O, None),
+        ('origin', _O, None),
+        ('project', _O, None),
+        ('workingDirectories', _O, None),
+        ('annotations', _O, None),
+        ('resource', _R, None),
+        ('createdAt', _R, None),
+        ('modifiedAt', _R, None),
+        ('changes', _O, None),
+        ('_meta', _O, None),
+        ('chats', _O, None),
+        ('defaultChat', _O, None),
+    )
+    provider: str
+    title: str
+    status: SessionStatus
+    activity: str | None
+    origin: SessionOrigin | None
+    project: ProjectInfo | None
+    workingDirectories: list[URI] | None
+    annotations: AnnotationsSummary | None
+    resource: URI
+    createdAt: str
+    modifiedAt: str
+    changes: ChangesSummary | None
+    _meta: dict[str, Any] | None
+    chats: list[SessionChatSummary] | None
+    defaultChat: URI | None
+
+    def __init__(self, *, provider: str, title: str, status: SessionStatus, activity: str | None = None, origin: SessionOrigin | None = None, project: ProjectInfo | None = None, workingDirectories: list[URI] | None = None, annotations: AnnotationsSummary | None = None, resource: URI, createdAt: str, modifiedAt: str, changes: ChangesSummary | None = None, meta: dict[str, Any] | None = None, chats: list[SessionChatSummary] | None = None, defaultChat: URI | None = None) -> None:
+        _set(self, 'provider', provider)
+        _set(self, 'title', title)
+        _set(self, 'status', status)
+        _set(self, 'activity', activity)
+        _set(self, 'origin', origin)
+        _set(self, 'project', project)
+        _set(self, 'workingDirectories', workingDirectories)
+        _set(self, 'annotations', annotations)
+        _set(self, 'resource', resource)
+        _set(self, 'createdAt', createdAt)
+        _set(self, 'modifiedAt', modifiedAt)
+        _set(self, 'changes', changes)
+        _set(self, '_meta', meta)
+        _set(self, 'chats', chats)
+        _set(self, 'defaultChat', defaultChat)
 
 
-@model
-class CustomizationBase:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class CustomizationBase(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
 
 
-@model
-class ContainerCustomizationBase:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    clientId: str | None = _b.optional()
-    load: CustomizationLoadState | None = _b.optional()
-    children: list[ChildCustomization] | None = _b.optional()
+class ContainerCustomizationBase(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('clientId', _O, None),
+        ('load', _O, None),
+        ('children', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    clientId: str | None
+    load: CustomizationLoadState | None
+    children: list[ChildCustomization] | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, clientId: str | None = None, load: CustomizationLoadState | None = None, children: list[ChildCustomization] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'clientId', clientId)
+        _set(self, 'load', load)
+        _set(self, 'children', children)
 
 
-@model
-class ChildCustomizationBase:
-    id: str = _b.required()
-    uri: URI = _b.required()
-    name: str = _b.required()
-    icons: list[Icon] | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    enabled: bool | None = _b.optional()
+class ChildCustomizationBase(Model):
+    __slots__ = ('id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled')
+    __fields__ = (
+        ('id', _R, None),
+        ('uri', _R, None),
+        ('name', _R, None),
+        ('icons', _O, None),
+        ('range', _O, None),
+        ('_meta', _O, None),
+        ('enabled', _O, None),
+    )
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None
+    range: TextRange | None
+    _meta: dict[str, Any] | None
+    enabled: bool | None
+
+    def __init__(self, *, id: str, uri: URI, name: str, icons: list[Icon] | None = None, range: TextRange | None = None, meta: dict[str, Any] | None = None, enabled: bool | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'uri', uri)
+        _set(self, 'name', name)
+        _set(self, 'icons', icons)
+        _set(self, 'range', range)
+        _set(self, '_meta', meta)
+        _set(self, 'enabled', enabled)
 
 
-@model
-class BackgroundWorkBase:
-    id: str = _b.required()
-    label: str = _b.required()
-    startedAt: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class BackgroundWorkBase(Model):
+    __slots__ = ('id', 'label', 'startedAt', '_meta')
+    __fields__ = (
+        ('id', _R, None),
+        ('label', _R, None),
+        ('startedAt', _R, None),
+        ('_meta', _O, None),
+    )
+    id: str
+    label: str
+    startedAt: str
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, id: str, label: str, startedAt: str, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'label', label)
+        _set(self, 'startedAt', startedAt)
+        _set(self, '_meta', meta)
 
 
-@model
-class ChatInputQuestionBase:
-    id: str = _b.required()
-    title: str | None = _b.optional()
-    message: str = _b.required()
-    required: bool | None = _b.optional()
+class ChatInputQuestionBase(Model):
+    __slots__ = ('id', 'title', 'message', 'required')
+    __fields__ = (
+        ('id', _R, None),
+        ('title', _O, None),
+        ('message', _R, None),
+        ('required', _O, None),
+    )
+    id: str
+    title: str | None
+    message: str
+    required: bool | None
+
+    def __init__(self, *, id: str, title: str | None = None, message: str, required: bool | None = None) -> None:
+        _set(self, 'id', id)
+        _set(self, 'title', title)
+        _set(self, 'message', message)
+        _set(self, 'required', required)
 
 
-@model
-class MessageAttachmentBase:
-    label: str = _b.required()
-    range: TextRange | None = _b.optional()
-    displayKind: str | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class MessageAttachmentBase(Model):
+    __slots__ = ('label', 'range', 'displayKind', '_meta')
+    __fields__ = (
+        ('label', _R, None),
+        ('range', _O, None),
+        ('displayKind', _O, None),
+        ('_meta', _O, None),
+    )
+    label: str
+    range: TextRange | None
+    displayKind: str | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, label: str, range: TextRange | None = None, displayKind: str | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'label', label)
+        _set(self, 'range', range)
+        _set(self, 'displayKind', displayKind)
+        _set(self, '_meta', meta)
 
 
-@model
-class ToolCallRiskAssessmentBase:
-    kind: ToolCallRiskAssessmentKind = _b.required()
+class ToolCallRiskAssessmentBase(Model):
+    __slots__ = ('kind',)
+    __fields__ = (
+        ('kind', _R, None),
+    )
+    kind: ToolCallRiskAssessmentKind
+
+    def __init__(self, *, kind: ToolCallRiskAssessmentKind) -> None:
+        _set(self, 'kind', kind)
 
 
-@model
-class ToolCallBase:
-    toolCallId: str = _b.required()
-    toolName: str = _b.required()
-    displayName: str = _b.required()
-    intention: str | None = _b.optional()
-    contributor: ToolCallContributor | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
+class ToolCallBase(Model):
+    __slots__ = ('toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta')
+    __fields__ = (
+        ('toolCallId', _R, None),
+        ('toolName', _R, None),
+        ('displayName', _R, None),
+        ('intention', _O, None),
+        ('contributor', _O, None),
+        ('_meta', _O, None),
+    )
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None
+    contributor: ToolCallContributor | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, toolCallId: str, toolName: str, displayName: str, intention: str | None = None, contributor: ToolCallContributor | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, 'toolName', toolName)
+        _set(self, 'displayName', displayName)
+        _set(self, 'intention', intention)
+        _set(self, 'contributor', contributor)
+        _set(self, '_meta', meta)
 
 
-@model
-class ToolCallParameterFields:
-    invocationMessage: StringOrMarkdown = _b.required()
-    toolInput: ToolInput | None = _b.optional()
+class ToolCallParameterFields(Model):
+    __slots__ = ('invocationMessage', 'toolInput')
+    __fields__ = (
+        ('invocationMessage', _R, None),
+        ('toolInput', _O, None),
+    )
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None
+
+    def __init__(self, *, invocationMessage: StringOrMarkdown, toolInput: ToolInput | None = None) -> None:
+        _set(self, 'invocationMessage', invocationMessage)
+        _set(self, 'toolInput', toolInput)
 
 
-@model
-class ToolCallResultError:
-    message: str = _b.required()
-    code: str | None = _b.optional()
+class ToolCallResultError(Model):
+    __slots__ = ('message', 'code')
+    __fields__ = (
+        ('message', _R, None),
+        ('code', _O, None),
+    )
+    message: str
+    code: str | None
+
+    def __init__(self, *, message: str, code: str | None = None) -> None:
+        _set(self, 'message', message)
+        _set(self, 'code', code)
 
 
-@model
-class ToolCallResult:
-    success: bool = _b.required()
-    pastTenseMessage: StringOrMarkdown = _b.required()
-    content: list[ToolResultContent] | None = _b.optional()
-    structuredContent: dict[str, Any] | None = _b.optional()
-    error: ToolCallResultError | None = _b.optional()
+class ToolCallResult(Model):
+    __slots__ = ('success', 'pastTenseMessage', 'content', 'structuredContent', 'error')
+    __fields__ = (
+        ('success', _R, None),
+        ('pastTenseMessage', _R, None),
+        ('content', _O, None),
+        ('structuredContent', _O, None),
+        ('error', _O, None),
+    )
+    success: bool
+    pastTenseMessage: StringOrMarkdown
+    content: list[ToolResultContent] | None
+    structuredContent: dict[str, Any] | None
+    error: ToolCallResultError | None
+
+    def __init__(self, *, success: bool, pastTenseMessage: StringOrMarkdown, content: list[ToolResultContent] | None = None, structuredContent: dict[str, Any] | None = None, error: ToolCallResultError | None = None) -> None:
+        _set(self, 'success', success)
+        _set(self, 'pastTenseMessage', pastTenseMessage)
+        _set(self, 'content', content)
+        _set(self, 'structuredContent', structuredContent)
+        _set(self, 'error', error)
 
 
-@model
-class ToolCallPostConfirmationFields:
-    confirmed: ToolCallConfirmationReason = _b.required()
-    selectedOption: ConfirmationOption | None = _b.optional()
+class ToolCallPostConfirmationFields(Model):
+    __slots__ = ('confirmed', 'selectedOption')
+    __fields__ = (
+        ('confirmed', _R, None),
+        ('selectedOption', _O, None),
+    )
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None
+
+    def __init__(self, *, confirmed: ToolCallConfirmationReason, selectedOption: ConfirmationOption | None = None) -> None:
+        _set(self, 'confirmed', confirmed)
+        _set(self, 'selectedOption', selectedOption)
 
 
-@model
-class TelemetryCapabilities:
-    logs: URI | None = _b.optional()
-    traces: URI | None = _b.optional()
-    metrics: URI | None = _b.optional()
+class TelemetryCapabilities(Model):
+    __slots__ = ('logs', 'traces', 'metrics')
+    __fields__ = (
+        ('logs', _O, None),
+        ('traces', _O, None),
+        ('metrics', _O, None),
+    )
+    logs: URI | None
+    traces: URI | None
+    metrics: URI | None
+
+    def __init__(self, *, logs: URI | None = None, traces: URI | None = None, metrics: URI | None = None) -> None:
+        _set(self, 'logs', logs)
+        _set(self, 'traces', traces)
+        _set(self, 'metrics', metrics)
 
 
 class ResourceChangeType(enum.StrEnum):
@@ -1830,493 +4637,1324 @@ class ResourceChangeType(enum.StrEnum):
     DELETED = 'deleted'
 
 
-@model
-class ResourceChange:
-    uri: URI = _b.required()
-    type: ResourceChangeType = _b.required()
-
-
-@model
-class AutomationTriggerDefinition:
-    type: str = _b.required()
-    title: str = _b.required()
-    description: str | None = _b.optional()
-    events: list[AutomationTriggerEventDefinition] = _b.required()
-    configSchema: ConfigSchema | None = _b.optional()
-
-
-@model
-class TcpConnectionsCapability:
-    pass
-
-
-@model
-class ActionOrigin:
-    clientId: str = _b.required()
-    clientSeq: Number = _b.required()
-
-
-@model
-class RootAgentsChangedAction:
-    type: Literal['root/agentsChanged'] = _b.const('root/agentsChanged')
-    agents: list[AgentInfo] = _b.required()
-
-
-@model
-class RootActiveSessionsChangedAction:
-    type: Literal['root/activeSessionsChanged'] = _b.const('root/activeSessionsChanged')
-    activeSessions: Number = _b.required()
-
-
-@model
-class RootTerminalsChangedAction:
-    type: Literal['root/terminalsChanged'] = _b.const('root/terminalsChanged')
-    terminals: list[TerminalInfo] = _b.required()
-
-
-@model
-class RootConfigChangedAction:
-    type: Literal['root/configChanged'] = _b.const('root/configChanged')
-    config: dict[str, Any] = _b.required()
-    replace: bool | None = _b.optional()
-
-
-@model
-class SessionReadyAction:
-    type: Literal['session/ready'] = _b.const('session/ready')
-
-
-@model
-class SessionCreationFailedAction:
-    type: Literal['session/creationFailed'] = _b.const('session/creationFailed')
-    error: ErrorInfo = _b.required()
-
-
-@model
-class SessionChatAddedAction:
-    type: Literal['session/chatAdded'] = _b.const('session/chatAdded')
-    summary: ChatSummary = _b.required()
-
-
-@model
-class SessionChatRemovedAction:
-    type: Literal['session/chatRemoved'] = _b.const('session/chatRemoved')
-    chat: URI = _b.required()
-
-
-@model
-class SessionChatUpdatedActionChanges:
-    resource: URI | None = _b.optional()
-    title: str | None = _b.optional()
-    status: SessionStatus | None = _b.optional()
-    activity: str | None = _b.optional()
-    modifiedAt: str | None = _b.optional()
-    changes: ChangesSummary | None = _b.optional()
-    origin: ChatOrigin | None = _b.optional()
-    movable: bool | None = _b.optional()
-    interactivity: ChatInteractivity | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
-
-
-@model
-class SessionChatUpdatedAction:
-    type: Literal['session/chatUpdated'] = _b.const('session/chatUpdated')
-    chat: URI = _b.required()
-    changes: SessionChatUpdatedActionChanges = _b.required()
-
-
-@model
-class SessionChatsReorderedAction:
-    type: Literal['session/chatsReordered'] = _b.const('session/chatsReordered')
-    chats: list[URI] = _b.required()
-
-
-@model
-class SessionDefaultChatChangedAction:
-    type: Literal['session/defaultChatChanged'] = _b.const('session/defaultChatChanged')
-    defaultChat: URI | None = _b.optional()
-
-
-@model
-class SessionTitleChangedAction:
-    type: Literal['session/titleChanged'] = _b.const('session/titleChanged')
-    title: str = _b.required()
-
-
-@model
-class SessionServerToolsChangedAction:
-    type: Literal['session/serverToolsChanged'] = _b.const('session/serverToolsChanged')
-    tools: list[ToolDefinition] = _b.required()
-
-
-@model
-class SessionActiveClientSetAction:
-    type: Literal['session/activeClientSet'] = _b.const('session/activeClientSet')
-    activeClient: SessionActiveClient = _b.required()
-
-
-@model
-class SessionActiveClientRemovedAction:
-    type: Literal['session/activeClientRemoved'] = _b.const('session/activeClientRemoved')
-    clientId: str = _b.required()
-
-
-@model
-class SessionWorkingDirectorySetAction:
-    type: Literal['session/workingDirectorySet'] = _b.const('session/workingDirectorySet')
-    directory: URI = _b.required()
-
-
-@model
-class SessionWorkingDirectoryRemovedAction:
-    type: Literal['session/workingDirectoryRemoved'] = _b.const('session/workingDirectoryRemoved')
-    directory: URI = _b.required()
-
-
-@model
-class SessionWorkingDirectoryReplacedAction:
-    type: Literal['session/workingDirectoryReplaced'] = _b.const('session/workingDirectoryReplaced')
-    directory: URI = _b.required()
-    replacement: URI = _b.required()
-
-
-@model
-class SessionInputNeededSetAction:
-    type: Literal['session/inputNeededSet'] = _b.const('session/inputNeededSet')
-    request: SessionInputRequest = _b.required()
-
-
-@model
-class SessionInputNeededRemovedAction:
-    type: Literal['session/inputNeededRemoved'] = _b.const('session/inputNeededRemoved')
-    id: str = _b.required()
-
-
-@model
-class SessionCustomizationsChangedAction:
-    type: Literal['session/customizationsChanged'] = _b.const('session/customizationsChanged')
-    customizations: list[Customization] = _b.required()
-
-
-@model
-class SessionCustomizationToggledAction:
-    type: Literal['session/customizationToggled'] = _b.const('session/customizationToggled')
-    id: str = _b.required()
-    enablement: list[CustomizationEnablement] = _b.required()
-
-
-@model
-class SessionCustomizationUpdatedAction:
-    type: Literal['session/customizationUpdated'] = _b.const('session/customizationUpdated')
-    customization: Customization = _b.required()
-
-
-@model
-class SessionCustomizationRemovedAction:
-    type: Literal['session/customizationRemoved'] = _b.const('session/customizationRemoved')
-    id: str = _b.required()
-
-
-@model
-class SessionMcpServerStateChangedAction:
-    type: Literal['session/mcpServerStateChanged'] = _b.const('session/mcpServerStateChanged')
-    id: str = _b.required()
-    state: McpServerState = _b.required()
-    channel: URI | None = _b.optional()
-
-
-@model
-class SessionMcpServerStartRequestedAction:
-    type: Literal['session/mcpServerStartRequested'] = _b.const('session/mcpServerStartRequested')
-    id: str = _b.required()
-
-
-@model
-class SessionMcpServerStopRequestedAction:
-    type: Literal['session/mcpServerStopRequested'] = _b.const('session/mcpServerStopRequested')
-    id: str = _b.required()
-
-
-@model
-class SessionMcpServerBackgroundRequestedAction:
-    type: Literal['session/mcpServerBackgroundRequested'] = _b.const('session/mcpServerBackgroundRequested')
-    id: str = _b.required()
-
-
-@model
-class SessionIsReadChangedAction:
-    type: Literal['session/isReadChanged'] = _b.const('session/isReadChanged')
-    isRead: bool = _b.required()
-
-
-@model
-class SessionIsArchivedChangedAction:
-    type: Literal['session/isArchivedChanged'] = _b.const('session/isArchivedChanged')
-    isArchived: bool = _b.required()
-
-
-@model
-class SessionActivityChangedAction:
-    type: Literal['session/activityChanged'] = _b.const('session/activityChanged')
-    activity: str | None = _b.optional()
-
-
-@model
-class SessionChangesetsChangedAction:
-    type: Literal['session/changesetsChanged'] = _b.const('session/changesetsChanged')
-    changesets: list[Changeset] | None = _b.optional()
-
-
-@model
-class SessionConfigChangedAction:
-    type: Literal['session/configChanged'] = _b.const('session/configChanged')
-    config: dict[str, Any] = _b.required()
-    replace: bool | None = _b.optional()
-
-
-@model
-class SessionMetaChangedAction:
-    type: Literal['session/metaChanged'] = _b.const('session/metaChanged')
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class ChatTurnStartedAction:
-    type: Literal['chat/turnStarted'] = _b.const('chat/turnStarted')
-    turnId: str = _b.required()
-    startedAt: str = _b.required()
-    message: Message = _b.required()
-    queuedMessageId: str | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class ChatDeltaAction:
-    type: Literal['chat/delta'] = _b.const('chat/delta')
-    turnId: str = _b.required()
-    partId: str = _b.required()
-    content: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class ChatResponsePartAction:
-    type: Literal['chat/responsePart'] = _b.const('chat/responsePart')
-    turnId: str = _b.required()
-    part: ResponsePart = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class ChatToolCallStartAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallStart'] = _b.const('chat/toolCallStart')
-    toolName: str = _b.required()
-    displayName: str = _b.required()
-    intention: str | None = _b.optional()
-    contributor: ToolCallContributor | None = _b.optional()
-
-
-@model
-class ChatToolCallDeltaAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallDelta'] = _b.const('chat/toolCallDelta')
-    content: str | None = _b.optional()
-    invocationMessage: StringOrMarkdown | None = _b.optional()
-
-
-@model
-class ChatToolCallReadyAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallReady'] = _b.const('chat/toolCallReady')
-    contributor: ToolCallContributor | None = _b.optional()
-    intention: str | None = _b.optional()
-    invocationMessage: StringOrMarkdown = _b.required()
-    toolInput: ToolInput | None = _b.optional()
-    confirmationTitle: StringOrMarkdown | None = _b.optional()
-    riskAssessment: ToolCallRiskAssessment | None = _b.optional()
-    edits: FileEditCollection | None = _b.optional()
-    editable: bool | None = _b.optional()
-    confirmed: ToolCallConfirmationReason | None = _b.optional()
-    options: list[ConfirmationOption] | None = _b.optional()
-
-
-@model
-class ChatToolCallApprovedAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallConfirmed'] = _b.const('chat/toolCallConfirmed')
-    approved: Literal[True] = _b.const(True)
-    confirmed: ToolCallConfirmationReason = _b.required()
-    editedToolInput: str | None = _b.optional()
-    selectedOptionId: str | None = _b.optional()
-
-
-@model
-class ChatToolCallDeniedAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallConfirmed'] = _b.const('chat/toolCallConfirmed')
-    approved: Literal[False] = _b.const(False)
-    reason: Literal['denied', 'skipped'] = _b.required()
-    userSuggestion: Message | None = _b.optional()
-    reasonMessage: StringOrMarkdown | None = _b.optional()
-    selectedOptionId: str | None = _b.optional()
-
-
-@model
-class ChatToolCallCompleteAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallComplete'] = _b.const('chat/toolCallComplete')
-    result: ToolCallResult = _b.required()
-    requiresResultConfirmation: bool | None = _b.optional()
-
-
-@model
-class ChatToolCallResultConfirmedAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallResultConfirmed'] = _b.const('chat/toolCallResultConfirmed')
-    approved: bool = _b.required()
-
-
-@model
-class ChatToolCallContentChangedAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallContentChanged'] = _b.const('chat/toolCallContentChanged')
-    content: list[ToolResultContent] = _b.required()
-
-
-@model
-class ChatToolCallAuthRequiredAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallAuthRequired'] = _b.const('chat/toolCallAuthRequired')
-    auth: McpAuthRequirement = _b.required()
-
-
-@model
-class ChatToolCallAuthResolvedAction:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    type: Literal['chat/toolCallAuthResolved'] = _b.const('chat/toolCallAuthResolved')
-
-
-@model
-class ChatTurnCompleteAction:
-    type: Literal['chat/turnComplete'] = _b.const('chat/turnComplete')
-    turnId: str = _b.required()
-    duration: Number = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class ChatTurnCancelledAction:
-    type: Literal['chat/turnCancelled'] = _b.const('chat/turnCancelled')
-    turnId: str = _b.required()
-    duration: Number = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class ChatErrorAction:
-    type: Literal['chat/error'] = _b.const('chat/error')
-    turnId: str = _b.required()
-    duration: Number = _b.required()
-    part: ErrorResponsePart = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class ChatTurnResumeAction:
-    type: Literal['chat/turnResume'] = _b.const('chat/turnResume')
-    turnId: str = _b.required()
-
-
-@model
-class ChatActivityChangedAction:
-    type: Literal['chat/activityChanged'] = _b.const('chat/activityChanged')
-    activity: str | None = _b.optional()
-
-
-@model
-class ChatBackgroundWorkSetAction:
-    type: Literal['chat/backgroundWorkSet'] = _b.const('chat/backgroundWorkSet')
-    work: BackgroundWork = _b.required()
-
-
-@model
-class ChatBackgroundWorkRemovedAction:
-    type: Literal['chat/backgroundWorkRemoved'] = _b.const('chat/backgroundWorkRemoved')
-    id: str = _b.required()
-
-
-@model
-class ChatMovableChangedAction:
-    type: Literal['chat/movableChanged'] = _b.const('chat/movableChanged')
-    movable: bool = _b.required()
-
-
-@model
-class ChatChangesetsChangedAction:
-    type: Literal['chat/changesetsChanged'] = _b.const('chat/changesetsChanged')
-    changesets: list[Changeset] | None = _b.optional()
-
-
-@model
-class ChatCanvasesChangedAction:
-    type: Literal['chat/canvasesChanged'] = _b.const('chat/canvasesChanged')
-    canvases: list[CanvasReference] | None = _b.optional()
-
-
-@model
-class CanvasStateChangedAction:
-    type: Literal['canvas/stateChanged'] = _b.const('canvas/stateChanged')
-    canvas: CanvasState = _b.required()
-
-
-@model
-class ChatWorkingDirectorySetAction:
-    type: Literal['chat/workingDirectorySet'] = _b.const('chat/workingDirectorySet')
-    directory: URI = _b.required()
-
-
-@model
-class ChatWorkingDirectoryRemovedAction:
-    type: Literal['chat/workingDirectoryRemoved'] = _b.const('chat/workingDirectoryRemoved')
-    directory: URI = _b.required()
-
-
-@model
-class ChatUsageAction:
-    type: Literal['chat/usage'] = _b.const('chat/usage')
-    turnId: str = _b.required()
-    usage: UsageInfo = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class ChatReasoningAction:
-    type: Literal['chat/reasoning'] = _b.const('chat/reasoning')
-    turnId: str = _b.required()
-    partId: str = _b.required()
-    content: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class ResourceChange(Model):
+    __slots__ = ('uri', 'type')
+    __fields__ = (
+        ('uri', _R, None),
+        ('type', _R, None),
+    )
+    uri: URI
+    type: ResourceChangeType
+
+    def __init__(self, *, uri: URI, type: ResourceChangeType) -> None:
+        _set(self, 'uri', uri)
+        _set(self, 'type', type)
+
+
+class AutomationTriggerDefinition(Model):
+    __slots__ = ('type', 'title', 'description', 'events', 'configSchema')
+    __fields__ = (
+        ('type', _R, None),
+        ('title', _R, None),
+        ('description', _O, None),
+        ('events', _R, None),
+        ('configSchema', _O, None),
+    )
+    type: str
+    title: str
+    description: str | None
+    events: list[AutomationTriggerEventDefinition]
+    configSchema: ConfigSchema | None
+
+    def __init__(self, *, type: str, title: str, description: str | None = None, events: list[AutomationTriggerEventDefinition], configSchema: ConfigSchema | None = None) -> None:
+        _set(self, 'type', type)
+        _set(self, 'title', title)
+        _set(self, 'description', description)
+        _set(self, 'events', events)
+        _set(self, 'configSchema', configSchema)
+
+
+class TcpConnectionsCapability(Model):
+    __slots__ = ()
+
+
+class ActionOrigin(Model):
+    __slots__ = ('clientId', 'clientSeq')
+    __fields__ = (
+        ('clientId', _R, None),
+        ('clientSeq', _R, None),
+    )
+    clientId: str
+    clientSeq: Number
+
+    def __init__(self, *, clientId: str, clientSeq: Number) -> None:
+        _set(self, 'clientId', clientId)
+        _set(self, 'clientSeq', clientSeq)
+
+
+class RootAgentsChangedAction(Model):
+    __slots__ = ('type', 'agents')
+    __fields__ = (
+        ('type', _C, 'root/agentsChanged'),
+        ('agents', _R, None),
+    )
+    type: Literal['root/agentsChanged']
+    agents: list[AgentInfo]
+
+    def __init__(self, *, type: Literal['root/agentsChanged'] = 'root/agentsChanged', agents: list[AgentInfo]) -> None:
+        if type != 'root/agentsChanged':
+            raise ValueError("type must be 'root/agentsChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'agents', agents)
+
+
+class RootActiveSessionsChangedAction(Model):
+    __slots__ = ('type', 'activeSessions')
+    __fields__ = (
+        ('type', _C, 'root/activeSessionsChanged'),
+        ('activeSessions', _R, None),
+    )
+    type: Literal['root/activeSessionsChanged']
+    activeSessions: Number
+
+    def __init__(self, *, type: Literal['root/activeSessionsChanged'] = 'root/activeSessionsChanged', activeSessions: Number) -> None:
+        if type != 'root/activeSessionsChanged':
+            raise ValueError("type must be 'root/activeSessionsChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'activeSessions', activeSessions)
+
+
+class RootTerminalsChangedAction(Model):
+    __slots__ = ('type', 'terminals')
+    __fields__ = (
+        ('type', _C, 'root/terminalsChanged'),
+        ('terminals', _R, None),
+    )
+    type: Literal['root/terminalsChanged']
+    terminals: list[TerminalInfo]
+
+    def __init__(self, *, type: Literal['root/terminalsChanged'] = 'root/terminalsChanged', terminals: list[TerminalInfo]) -> None:
+        if type != 'root/terminalsChanged':
+            raise ValueError("type must be 'root/terminalsChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'terminals', terminals)
+
+
+class RootConfigChangedAction(Model):
+    __slots__ = ('type', 'config', 'replace')
+    __fields__ = (
+        ('type', _C, 'root/configChanged'),
+        ('config', _R, None),
+        ('replace', _O, None),
+    )
+    type: Literal['root/configChanged']
+    config: dict[str, Any]
+    replace: bool | None
+
+    def __init__(self, *, type: Literal['root/configChanged'] = 'root/configChanged', config: dict[str, Any], replace: bool | None = None) -> None:
+        if type != 'root/configChanged':
+            raise ValueError("type must be 'root/configChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'config', config)
+        _set(self, 'replace', replace)
+
+
+class SessionReadyAction(Model):
+    __slots__ = ('type',)
+    __fields__ = (
+        ('type', _C, 'session/ready'),
+    )
+    type: Literal['session/ready']
+
+    def __init__(self, *, type: Literal['session/ready'] = 'session/ready') -> None:
+        if type != 'session/ready':
+            raise ValueError("type must be 'session/ready', got " + repr(type))
+        _set(self, 'type', type)
+
+
+class SessionCreationFailedAction(Model):
+    __slots__ = ('type', 'error')
+    __fields__ = (
+        ('type', _C, 'session/creationFailed'),
+        ('error', _R, None),
+    )
+    type: Literal['session/creationFailed']
+    error: ErrorInfo
+
+    def __init__(self, *, type: Literal['session/creationFailed'] = 'session/creationFailed', error: ErrorInfo) -> None:
+        if type != 'session/creationFailed':
+            raise ValueError("type must be 'session/creationFailed', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'error', error)
+
+
+class SessionChatAddedAction(Model):
+    __slots__ = ('type', 'summary')
+    __fields__ = (
+        ('type', _C, 'session/chatAdded'),
+        ('summary', _R, None),
+    )
+    type: Literal['session/chatAdded']
+    summary: ChatSummary
+
+    def __init__(self, *, type: Literal['session/chatAdded'] = 'session/chatAdded', summary: ChatSummary) -> None:
+        if type != 'session/chatAdded':
+            raise ValueError("type must be 'session/chatAdded', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'summary', summary)
+
+
+class SessionChatRemovedAction(Model):
+    __slots__ = ('type', 'chat')
+    __fields__ = (
+        ('type', _C, 'session/chatRemoved'),
+        ('chat', _R, None),
+    )
+    type: Literal['session/chatRemoved']
+    chat: URI
+
+    def __init__(self, *, type: Literal['session/chatRemoved'] = 'session/chatRemoved', chat: URI) -> None:
+        if type != 'session/chatRemoved':
+            raise ValueError("type must be 'session/chatRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'chat', chat)
+
+
+class SessionChatUpdatedActionChanges(Model):
+    __slots__ = ('resource', 'title', 'status', 'activity', 'modifiedAt', 'changes', 'origin', 'movable', 'interactivity', 'workingDirectories')
+    __fields__ = (
+        ('resource', _O, None),
+        ('title', _O, None),
+        ('status', _O, None),
+        ('activity', _O, None),
+        ('modifiedAt', _O, None),
+        ('changes', _O, None),
+        ('origin', _O, None),
+        ('movable', _O, None),
+        ('interactivity', _O, None),
+        ('workingDirectories', _O, None),
+    )
+    resource: URI | None
+    title: str | None
+    status: SessionStatus | None
+    activity: str | None
+    modifiedAt: str | None
+    changes: ChangesSummary | None
+    origin: ChatOrigin | None
+    movable: bool | None
+    interactivity: ChatInteractivity | None
+    workingDirectories: list[URI] | None
+
+    def __init__(self, *, resource: URI | None = None, title: str | None = None, status: SessionStatus | None = None, activity: str | None = None, modifiedAt: str | None = None, changes: ChangesSummary | None = None, origin: ChatOrigin | None = None, movable: bool | None = None, interactivity: ChatInteractivity | None = None, workingDirectories: list[URI] | None = None) -> None:
+        _set(self, 'resource', resource)
+        _set(self, 'title', title)
+        _set(self, 'status', status)
+        _set(self, 'activity', activity)
+        _set(self, 'modifiedAt', modifiedAt)
+        _set(self, 'changes', changes)
+        _set(self, 'origin', origin)
+        _set(self, 'movable', movable)
+        _set(self, 'interactivity', interactivity)
+        _set(self, 'workingDirectories', workingDirectories)
+
+
+class SessionChatUpdatedAction(Model):
+    __slots__ = ('type', 'chat', 'changes')
+    __fields__ = (
+        ('type', _C, 'session/chatUpdated'),
+        ('chat', _R, None),
+        ('changes', _R, None),
+    )
+    type: Literal['session/chatUpdated']
+    chat: URI
+    changes: SessionChatUpdatedActionChanges
+
+    def __init__(self, *, type: Literal['session/chatUpdated'] = 'session/chatUpdated', chat: URI, changes: SessionChatUpdatedActionChanges) -> None:
+        if type != 'session/chatUpdated':
+            raise ValueError("type must be 'session/chatUpdated', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'chat', chat)
+        _set(self, 'changes', changes)
+
+
+class SessionChatsReorderedAction(Model):
+    __slots__ = ('type', 'chats')
+    __fields__ = (
+        ('type', _C, 'session/chatsReordered'),
+        ('chats', _R, None),
+    )
+    type: Literal['session/chatsReordered']
+    chats: list[URI]
+
+    def __init__(self, *, type: Literal['session/chatsReordered'] = 'session/chatsReordered', chats: list[URI]) -> None:
+        if type != 'session/chatsReordered':
+            raise ValueError("type must be 'session/chatsReordered', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'chats', chats)
+
+
+class SessionDefaultChatChangedAction(Model):
+    __slots__ = ('type', 'defaultChat')
+    __fields__ = (
+        ('type', _C, 'session/defaultChatChanged'),
+        ('defaultChat', _O, None),
+    )
+    type: Literal['session/defaultChatChanged']
+    defaultChat: URI | None
+
+    def __init__(self, *, type: Literal['session/defaultChatChanged'] = 'session/defaultChatChanged', defaultChat: URI | None = None) -> None:
+        if type != 'session/defaultChatChanged':
+            raise ValueError("type must be 'session/defaultChatChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'defaultChat', defaultChat)
+
+
+class SessionTitleChangedAction(Model):
+    __slots__ = ('type', 'title')
+    __fields__ = (
+        ('type', _C, 'session/titleChanged'),
+        ('title', _R, None),
+    )
+    type: Literal['session/titleChanged']
+    title: str
+
+    def __init__(self, *, type: Literal['session/titleChanged'] = 'session/titleChanged', title: str) -> None:
+        if type != 'session/titleChanged':
+            raise ValueError("type must be 'session/titleChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'title', title)
+
+
+class SessionServerToolsChangedAction(Model):
+    __slots__ = ('type', 'tools')
+    __fields__ = (
+        ('type', _C, 'session/serverToolsChanged'),
+        ('tools', _R, None),
+    )
+    type: Literal['session/serverToolsChanged']
+    tools: list[ToolDefinition]
+
+    def __init__(self, *, type: Literal['session/serverToolsChanged'] = 'session/serverToolsChanged', tools: list[ToolDefinition]) -> None:
+        if type != 'session/serverToolsChanged':
+            raise ValueError("type must be 'session/serverToolsChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'tools', tools)
+
+
+class SessionActiveClientSetAction(Model):
+    __slots__ = ('type', 'activeClient')
+    __fields__ = (
+        ('type', _C, 'session/activeClientSet'),
+        ('activeClient', _R, None),
+    )
+    type: Literal['session/activeClientSet']
+    activeClient: SessionActiveClient
+
+    def __init__(self, *, type: Literal['session/activeClientSet'] = 'session/activeClientSet', activeClient: SessionActiveClient) -> None:
+        if type != 'session/activeClientSet':
+            raise ValueError("type must be 'session/activeClientSet', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'activeClient', activeClient)
+
+
+class SessionActiveClientRemovedAction(Model):
+    __slots__ = ('type', 'clientId')
+    __fields__ = (
+        ('type', _C, 'session/activeClientRemoved'),
+        ('clientId', _R, None),
+    )
+    type: Literal['session/activeClientRemoved']
+    clientId: str
+
+    def __init__(self, *, type: Literal['session/activeClientRemoved'] = 'session/activeClientRemoved', clientId: str) -> None:
+        if type != 'session/activeClientRemoved':
+            raise ValueError("type must be 'session/activeClientRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'clientId', clientId)
+
+
+class SessionWorkingDirectorySetAction(Model):
+    __slots__ = ('type', 'directory')
+    __fields__ = (
+        ('type', _C, 'session/workingDirectorySet'),
+        ('directory', _R, None),
+    )
+    type: Literal['session/workingDirectorySet']
+    directory: URI
+
+    def __init__(self, *, type: Literal['session/workingDirectorySet'] = 'session/workingDirectorySet', directory: URI) -> None:
+        if type != 'session/workingDirectorySet':
+            raise ValueError("type must be 'session/workingDirectorySet', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'directory', directory)
+
+
+class SessionWorkingDirectoryRemovedAction(Model):
+    __slots__ = ('type', 'directory')
+    __fields__ = (
+        ('type', _C, 'session/workingDirectoryRemoved'),
+        ('directory', _R, None),
+    )
+    type: Literal['session/workingDirectoryRemoved']
+    directory: URI
+
+    def __init__(self, *, type: Literal['session/workingDirectoryRemoved'] = 'session/workingDirectoryRemoved', directory: URI) -> None:
+        if type != 'session/workingDirectoryRemoved':
+            raise ValueError("type must be 'session/workingDirectoryRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'directory', directory)
+
+
+class SessionWorkingDirectoryReplacedAction(Model):
+    __slots__ = ('type', 'directory', 'replacement')
+    __fields__ = (
+        ('type', _C, 'session/workingDirectoryReplaced'),
+        ('directory', _R, None),
+        ('replacement', _R, None),
+    )
+    type: Literal['session/workingDirectoryReplaced']
+    directory: URI
+    replacement: URI
+
+    def __init__(self, *, type: Literal['session/workingDirectoryReplaced'] = 'session/workingDirectoryReplaced', directory: URI, replacement: URI) -> None:
+        if type != 'session/workingDirectoryReplaced':
+            raise ValueError("type must be 'session/workingDirectoryReplaced', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'directory', directory)
+        _set(self, 'replacement', replacement)
+
+
+class SessionInputNeededSetAction(Model):
+    __slots__ = ('type', 'request')
+    __fields__ = (
+        ('type', _C, 'session/inputNeededSet'),
+        ('request', _R, None),
+    )
+    type: Literal['session/inputNeededSet']
+    request: SessionInputRequest
+
+    def __init__(self, *, type: Literal['session/inputNeededSet'] = 'session/inputNeededSet', request: SessionInputRequest) -> None:
+        if type != 'session/inputNeededSet':
+            raise ValueError("type must be 'session/inputNeededSet', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'request', request)
+
+
+class SessionInputNeededRemovedAction(Model):
+    __slots__ = ('type', 'id')
+    __fields__ = (
+        ('type', _C, 'session/inputNeededRemoved'),
+        ('id', _R, None),
+    )
+    type: Literal['session/inputNeededRemoved']
+    id: str
+
+    def __init__(self, *, type: Literal['session/inputNeededRemoved'] = 'session/inputNeededRemoved', id: str) -> None:
+        if type != 'session/inputNeededRemoved':
+            raise ValueError("type must be 'session/inputNeededRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'id', id)
+
+
+class SessionCustomizationsChangedAction(Model):
+    __slots__ = ('type', 'customizations')
+    __fields__ = (
+        ('type', _C, 'session/customizationsChanged'),
+        ('customizations', _R, None),
+    )
+    type: Literal['session/customizationsChanged']
+    customizations: list[Customization]
+
+    def __init__(self, *, type: Literal['session/customizationsChanged'] = 'session/customizationsChanged', customizations: list[Customization]) -> None:
+        if type != 'session/customizationsChanged':
+            raise ValueError("type must be 'session/customizationsChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'customizations', customizations)
+
+
+class SessionCustomizationToggledAction(Model):
+    __slots__ = ('type', 'id', 'enablement')
+    __fields__ = (
+        ('type', _C, 'session/customizationToggled'),
+        ('id', _R, None),
+        ('enablement', _R, None),
+    )
+    type: Literal['session/customizationToggled']
+    id: str
+    enablement: list[CustomizationEnablement]
+
+    def __init__(self, *, type: Literal['session/customizationToggled'] = 'session/customizationToggled', id: str, enablement: list[CustomizationEnablement]) -> None:
+        if type != 'session/customizationToggled':
+            raise ValueError("type must be 'session/customizationToggled', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'id', id)
+        _set(self, 'enablement', enablement)
+
+
+class SessionCustomizationUpdatedAction(Model):
+    __slots__ = ('type', 'customization')
+    __fields__ = (
+        ('type', _C, 'session/customizationUpdated'),
+        ('customization', _R, None),
+    )
+    type: Literal['session/customizationUpdated']
+    customization: Customization
+
+    def __init__(self, *, type: Literal['session/customizationUpdated'] = 'session/customizationUpdated', customization: Customization) -> None:
+        if type != 'session/customizationUpdated':
+            raise ValueError("type must be 'session/customizationUpdated', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'customization', customization)
+
+
+class SessionCustomizationRemovedAction(Model):
+    __slots__ = ('type', 'id')
+    __fields__ = (
+        ('type', _C, 'session/customizationRemoved'),
+        ('id', _R, None),
+    )
+    type: Literal['session/customizationRemoved']
+    id: str
+
+    def __init__(self, *, type: Literal['session/customizationRemoved'] = 'session/customizationRemoved', id: str) -> None:
+        if type != 'session/customizationRemoved':
+            raise ValueError("type must be 'session/customizationRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'id', id)
+
+
+class SessionMcpServerStateChangedAction(Model):
+    __slots__ = ('type', 'id', 'state', 'channel')
+    __fields__ = (
+        ('type', _C, 'session/mcpServerStateChanged'),
+        ('id', _R, None),
+        ('state', _R, None),
+        ('channel', _O, None),
+    )
+    type: Literal['session/mcpServerStateChanged']
+    id: str
+    state: McpServerState
+    channel: URI | None
+
+    def __init__(self, *, type: Literal['session/mcpServerStateChanged'] = 'session/mcpServerStateChanged', id: str, state: McpServerState, channel: URI | None = None) -> None:
+        if type != 'session/mcpServerStateChanged':
+            raise ValueError("type must be 'session/mcpServerStateChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'id', id)
+        _set(self, 'state', state)
+        _set(self, 'channel', channel)
+
+
+class SessionMcpServerStartRequestedAction(Model):
+    __slots__ = ('type', 'id')
+    __fields__ = (
+        ('type', _C, 'session/mcpServerStartRequested'),
+        ('id', _R, None),
+    )
+    type: Literal['session/mcpServerStartRequested']
+    id: str
+
+    def __init__(self, *, type: Literal['session/mcpServerStartRequested'] = 'session/mcpServerStartRequested', id: str) -> None:
+        if type != 'session/mcpServerStartRequested':
+            raise ValueError("type must be 'session/mcpServerStartRequested', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'id', id)
+
+
+class SessionMcpServerStopRequestedAction(Model):
+    __slots__ = ('type', 'id')
+    __fields__ = (
+        ('type', _C, 'session/mcpServerStopRequested'),
+        ('id', _R, None),
+    )
+    type: Literal['session/mcpServerStopRequested']
+    id: str
+
+    def __init__(self, *, type: Literal['session/mcpServerStopRequested'] = 'session/mcpServerStopRequested', id: str) -> None:
+        if type != 'session/mcpServerStopRequested':
+            raise ValueError("type must be 'session/mcpServerStopRequested', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'id', id)
+
+
+class SessionMcpServerBackgroundRequestedAction(Model):
+    __slots__ = ('type', 'id')
+    __fields__ = (
+        ('type', _C, 'session/mcpServerBackgroundRequested'),
+        ('id', _R, None),
+    )
+    type: Literal['session/mcpServerBackgroundRequested']
+    id: str
+
+    def __init__(self, *, type: Literal['session/mcpServerBackgroundRequested'] = 'session/mcpServerBackgroundRequested', id: str) -> None:
+        if type != 'session/mcpServerBackgroundRequested':
+            raise ValueError("type must be 'session/mcpServerBackgroundRequested', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'id', id)
+
+
+class SessionIsReadChangedAction(Model):
+    __slots__ = ('type', 'isRead')
+    __fields__ = (
+        ('type', _C, 'session/isReadChanged'),
+        ('isRead', _R, None),
+    )
+    type: Literal['session/isReadChanged']
+    isRead: bool
+
+    def __init__(self, *, type: Literal['session/isReadChanged'] = 'session/isReadChanged', isRead: bool) -> None:
+        if type != 'session/isReadChanged':
+            raise ValueError("type must be 'session/isReadChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'isRead', isRead)
+
+
+class SessionIsArchivedChangedAction(Model):
+    __slots__ = ('type', 'isArchived')
+    __fields__ = (
+        ('type', _C, 'session/isArchivedChanged'),
+        ('isArchived', _R, None),
+    )
+    type: Literal['session/isArchivedChanged']
+    isArchived: bool
+
+    def __init__(self, *, type: Literal['session/isArchivedChanged'] = 'session/isArchivedChanged', isArchived: bool) -> None:
+        if type != 'session/isArchivedChanged':
+            raise ValueError("type must be 'session/isArchivedChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'isArchived', isArchived)
+
+
+class SessionActivityChangedAction(Model):
+    __slots__ = ('type', 'activity')
+    __fields__ = (
+        ('type', _C, 'session/activityChanged'),
+        ('activity', _O, None),
+    )
+    type: Literal['session/activityChanged']
+    activity: str | None
+
+    def __init__(self, *, type: Literal['session/activityChanged'] = 'session/activityChanged', activity: str | None = None) -> None:
+        if type != 'session/activityChanged':
+            raise ValueError("type must be 'session/activityChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'activity', activity)
+
+
+class SessionChangesetsChangedAction(Model):
+    __slots__ = ('type', 'changesets')
+    __fields__ = (
+        ('type', _C, 'session/changesetsChanged'),
+        ('changesets', _O, None),
+    )
+    type: Literal['session/changesetsChanged']
+    changesets: list[Changeset] | None
+
+    def __init__(self, *, type: Literal['session/changesetsChanged'] = 'session/changesetsChanged', changesets: list[Changeset] | None = None) -> None:
+        if type != 'session/changesetsChanged':
+            raise ValueError("type must be 'session/changesetsChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'changesets', changesets)
+
+
+class SessionConfigChangedAction(Model):
+    __slots__ = ('type', 'config', 'replace')
+    __fields__ = (
+        ('type', _C, 'session/configChanged'),
+        ('config', _R, None),
+        ('replace', _O, None),
+    )
+    type: Literal['session/configChanged']
+    config: dict[str, Any]
+    replace: bool | None
+
+    def __init__(self, *, type: Literal['session/configChanged'] = 'session/configChanged', config: dict[str, Any], replace: bool | None = None) -> None:
+        if type != 'session/configChanged':
+            raise ValueError("type must be 'session/configChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'config', config)
+        _set(self, 'replace', replace)
+
+
+class SessionMetaChangedAction(Model):
+    __slots__ = ('type', '_meta')
+    __fields__ = (
+        ('type', _C, 'session/metaChanged'),
+        ('_meta', _O, None),
+    )
+    type: Literal['session/metaChanged']
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, type: Literal['session/metaChanged'] = 'session/metaChanged', meta: dict[str, Any] | None = None) -> None:
+        if type != 'session/metaChanged':
+            raise ValueError("type must be 'session/metaChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, '_meta', meta)
+
+
+class ChatTurnStartedAction(Model):
+    __slots__ = ('type', 'turnId', 'startedAt', 'message', 'queuedMessageId', '_meta')
+    __fields__ = (
+        ('type', _C, 'chat/turnStarted'),
+        ('turnId', _R, None),
+        ('startedAt', _R, None),
+        ('message', _R, None),
+        ('queuedMessageId', _O, None),
+        ('_meta', _O, None),
+    )
+    type: Literal['chat/turnStarted']
+    turnId: str
+    startedAt: str
+    message: Message
+    queuedMessageId: str | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, type: Literal['chat/turnStarted'] = 'chat/turnStarted', turnId: str, startedAt: str, message: Message, queuedMessageId: str | None = None, meta: dict[str, Any] | None = None) -> None:
+        if type != 'chat/turnStarted':
+            raise ValueError("type must be 'chat/turnStarted', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+        _set(self, 'startedAt', startedAt)
+        _set(self, 'message', message)
+        _set(self, 'queuedMessageId', queuedMessageId)
+        _set(self, '_meta', meta)
+
+
+class ChatDeltaAction(Model):
+    __slots__ = ('type', 'turnId', 'partId', 'content', '_meta')
+    __fields__ = (
+        ('type', _C, 'chat/delta'),
+        ('turnId', _R, None),
+        ('partId', _R, None),
+        ('content', _R, None),
+        ('_meta', _O, None),
+    )
+    type: Literal['chat/delta']
+    turnId: str
+    partId: str
+    content: str
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, type: Literal['chat/delta'] = 'chat/delta', turnId: str, partId: str, content: str, meta: dict[str, Any] | None = None) -> None:
+        if type != 'chat/delta':
+            raise ValueError("type must be 'chat/delta', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+        _set(self, 'partId', partId)
+        _set(self, 'content', content)
+        _set(self, '_meta', meta)
+
+
+class ChatResponsePartAction(Model):
+    __slots__ = ('type', 'turnId', 'part', '_meta')
+    __fields__ = (
+        ('type', _C, 'chat/responsePart'),
+        ('turnId', _R, None),
+        ('part', _R, None),
+        ('_meta', _O, None),
+    )
+    type: Literal['chat/responsePart']
+    turnId: str
+    part: ResponsePart
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, type: Literal['chat/responsePart'] = 'chat/responsePart', turnId: str, part: ResponsePart, meta: dict[str, Any] | None = None) -> None:
+        if type != 'chat/responsePart':
+            raise ValueError("type must be 'chat/responsePart', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+        _set(self, 'part', part)
+        _set(self, '_meta', meta)
+
+
+class ChatToolCallStartAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type', 'toolName', 'displayName', 'intention', 'contributor')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallStart'),
+        ('toolName', _R, None),
+        ('displayName', _R, None),
+        ('intention', _O, None),
+        ('contributor', _O, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallStart']
+    toolName: str
+    displayName: str
+    intention: str | None
+    contributor: ToolCallContributor | None
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallStart'] = 'chat/toolCallStart', toolName: str, displayName: str, intention: str | None = None, contributor: ToolCallContributor | None = None) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallStart':
+            raise ValueError("type must be 'chat/toolCallStart', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'toolName', toolName)
+        _set(self, 'displayName', displayName)
+        _set(self, 'intention', intention)
+        _set(self, 'contributor', contributor)
+
+
+class ChatToolCallDeltaAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type', 'content', 'invocationMessage')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallDelta'),
+        ('content', _O, None),
+        ('invocationMessage', _O, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallDelta']
+    content: str | None
+    invocationMessage: StringOrMarkdown | None
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallDelta'] = 'chat/toolCallDelta', content: str | None = None, invocationMessage: StringOrMarkdown | None = None) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallDelta':
+            raise ValueError("type must be 'chat/toolCallDelta', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'content', content)
+        _set(self, 'invocationMessage', invocationMessage)
+
+
+class ChatToolCallReadyAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type', 'contributor', 'intention', 'invocationMessage', 'toolInput', 'confirmationTitle', 'riskAssessment', 'edits', 'editable', 'confirmed', 'options')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallReady'),
+        ('contributor', _O, None),
+        ('intention', _O, None),
+        ('invocationMessage', _R, None),
+        ('toolInput', _O, None),
+        ('confirmationTitle', _O, None),
+        ('riskAssessment', _O, None),
+        ('edits', _O, None),
+        ('editable', _O, None),
+        ('confirmed', _O, None),
+        ('options', _O, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallReady']
+    contributor: ToolCallContributor | None
+    intention: str | None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None
+    confirmationTitle: StringOrMarkdown | None
+    riskAssessment: ToolCallRiskAssessment | None
+    edits: FileEditCollection | None
+    editable: bool | None
+    confirmed: ToolCallConfirmationReason | None
+    options: list[ConfirmationOption] | None
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallReady'] = 'chat/toolCallReady', contributor: ToolCallContributor | None = None, intention: str | None = None, invocationMessage: StringOrMarkdown, toolInput: ToolInput | None = None, confirmationTitle: StringOrMarkdown | None = None, riskAssessment: ToolCallRiskAssessment | None = None, edits: FileEditCollection | None = None, editable: bool | None = None, confirmed: ToolCallConfirmationReason | None = None, options: list[ConfirmationOption] | None = None) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallReady':
+            raise ValueError("type must be 'chat/toolCallReady', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'contributor', contributor)
+        _set(self, 'intention', intention)
+        _set(self, 'invocationMessage', invocationMessage)
+        _set(self, 'toolInput', toolInput)
+        _set(self, 'confirmationTitle', confirmationTitle)
+        _set(self, 'riskAssessment', riskAssessment)
+        _set(self, 'edits', edits)
+        _set(self, 'editable', editable)
+        _set(self, 'confirmed', confirmed)
+        _set(self, 'options', options)
+
+
+class ChatToolCallApprovedAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type', 'approved', 'confirmed', 'editedToolInput', 'selectedOptionId')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallConfirmed'),
+        ('approved', _C, True),
+        ('confirmed', _R, None),
+        ('editedToolInput', _O, None),
+        ('selectedOptionId', _O, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallConfirmed']
+    approved: Literal[True]
+    confirmed: ToolCallConfirmationReason
+    editedToolInput: str | None
+    selectedOptionId: str | None
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallConfirmed'] = 'chat/toolCallConfirmed', approved: Literal[True] = True, confirmed: ToolCallConfirmationReason, editedToolInput: str | None = None, selectedOptionId: str | None = None) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallConfirmed':
+            raise ValueError("type must be 'chat/toolCallConfirmed', got " + repr(type))
+        _set(self, 'type', type)
+        if approved is not True:
+            raise ValueError('approved must be True, got ' + repr(approved))
+        _set(self, 'approved', approved)
+        _set(self, 'confirmed', confirmed)
+        _set(self, 'editedToolInput', editedToolInput)
+        _set(self, 'selectedOptionId', selectedOptionId)
+
+
+class ChatToolCallDeniedAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type', 'approved', 'reason', 'userSuggestion', 'reasonMessage', 'selectedOptionId')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallConfirmed'),
+        ('approved', _C, False),
+        ('reason', _R, None),
+        ('userSuggestion', _O, None),
+        ('reasonMessage', _O, None),
+        ('selectedOptionId', _O, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallConfirmed']
+    approved: Literal[False]
+    reason: Literal['denied', 'skipped']
+    userSuggestion: Message | None
+    reasonMessage: StringOrMarkdown | None
+    selectedOptionId: str | None
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallConfirmed'] = 'chat/toolCallConfirmed', approved: Literal[False] = False, reason: Literal['denied', 'skipped'], userSuggestion: Message | None = None, reasonMessage: StringOrMarkdown | None = None, selectedOptionId: str | None = None) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallConfirmed':
+            raise ValueError("type must be 'chat/toolCallConfirmed', got " + repr(type))
+        _set(self, 'type', type)
+        if approved is not False:
+            raise ValueError('approved must be False, got ' + repr(approved))
+        _set(self, 'approved', approved)
+        _set(self, 'reason', reason)
+        _set(self, 'userSuggestion', userSuggestion)
+        _set(self, 'reasonMessage', reasonMessage)
+        _set(self, 'selectedOptionId', selectedOptionId)
+
+
+class ChatToolCallCompleteAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type', 'result', 'requiresResultConfirmation')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallComplete'),
+        ('result', _R, None),
+        ('requiresResultConfirmation', _O, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallComplete']
+    result: ToolCallResult
+    requiresResultConfirmation: bool | None
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallComplete'] = 'chat/toolCallComplete', result: ToolCallResult, requiresResultConfirmation: bool | None = None) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallComplete':
+            raise ValueError("type must be 'chat/toolCallComplete', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'result', result)
+        _set(self, 'requiresResultConfirmation', requiresResultConfirmation)
+
+
+class ChatToolCallResultConfirmedAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type', 'approved')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallResultConfirmed'),
+        ('approved', _R, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallResultConfirmed']
+    approved: bool
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallResultConfirmed'] = 'chat/toolCallResultConfirmed', approved: bool) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallResultConfirmed':
+            raise ValueError("type must be 'chat/toolCallResultConfirmed', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'approved', approved)
+
+
+class ChatToolCallContentChangedAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type', 'content')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallContentChanged'),
+        ('content', _R, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallContentChanged']
+    content: list[ToolResultContent]
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallContentChanged'] = 'chat/toolCallContentChanged', content: list[ToolResultContent]) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallContentChanged':
+            raise ValueError("type must be 'chat/toolCallContentChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'content', content)
+
+
+class ChatToolCallAuthRequiredAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type', 'auth')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallAuthRequired'),
+        ('auth', _R, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallAuthRequired']
+    auth: McpAuthRequirement
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallAuthRequired'] = 'chat/toolCallAuthRequired', auth: McpAuthRequirement) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallAuthRequired':
+            raise ValueError("type must be 'chat/toolCallAuthRequired', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'auth', auth)
+
+
+class ChatToolCallAuthResolvedAction(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta', 'type')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+        ('type', _C, 'chat/toolCallAuthResolved'),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+    type: Literal['chat/toolCallAuthResolved']
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None, type: Literal['chat/toolCallAuthResolved'] = 'chat/toolCallAuthResolved') -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+        if type != 'chat/toolCallAuthResolved':
+            raise ValueError("type must be 'chat/toolCallAuthResolved', got " + repr(type))
+        _set(self, 'type', type)
+
+
+class ChatTurnCompleteAction(Model):
+    __slots__ = ('type', 'turnId', 'duration', '_meta')
+    __fields__ = (
+        ('type', _C, 'chat/turnComplete'),
+        ('turnId', _R, None),
+        ('duration', _R, None),
+        ('_meta', _O, None),
+    )
+    type: Literal['chat/turnComplete']
+    turnId: str
+    duration: Number
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, type: Literal['chat/turnComplete'] = 'chat/turnComplete', turnId: str, duration: Number, meta: dict[str, Any] | None = None) -> None:
+        if type != 'chat/turnComplete':
+            raise ValueError("type must be 'chat/turnComplete', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+        _set(self, 'duration', duration)
+        _set(self, '_meta', meta)
+
+
+class ChatTurnCancelledAction(Model):
+    __slots__ = ('type', 'turnId', 'duration', '_meta')
+    __fields__ = (
+        ('type', _C, 'chat/turnCancelled'),
+        ('turnId', _R, None),
+        ('duration', _R, None),
+        ('_meta', _O, None),
+    )
+    type: Literal['chat/turnCancelled']
+    turnId: str
+    duration: Number
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, type: Literal['chat/turnCancelled'] = 'chat/turnCancelled', turnId: str, duration: Number, meta: dict[str, Any] | None = None) -> None:
+        if type != 'chat/turnCancelled':
+            raise ValueError("type must be 'chat/turnCancelled', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+        _set(self, 'duration', duration)
+        _set(self, '_meta', meta)
+
+
+class ChatErrorAction(Model):
+    __slots__ = ('type', 'turnId', 'duration', 'part', '_meta')
+    __fields__ = (
+        ('type', _C, 'chat/error'),
+        ('turnId', _R, None),
+        ('duration', _R, None),
+        ('part', _R, None),
+        ('_meta', _O, None),
+    )
+    type: Literal['chat/error']
+    turnId: str
+    duration: Number
+    part: ErrorResponsePart
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, type: Literal['chat/error'] = 'chat/error', turnId: str, duration: Number, part: ErrorResponsePart, meta: dict[str, Any] | None = None) -> None:
+        if type != 'chat/error':
+            raise ValueError("type must be 'chat/error', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+        _set(self, 'duration', duration)
+        _set(self, 'part', part)
+        _set(self, '_meta', meta)
+
+
+class ChatTurnResumeAction(Model):
+    __slots__ = ('type', 'turnId')
+    __fields__ = (
+        ('type', _C, 'chat/turnResume'),
+        ('turnId', _R, None),
+    )
+    type: Literal['chat/turnResume']
+    turnId: str
+
+    def __init__(self, *, type: Literal['chat/turnResume'] = 'chat/turnResume', turnId: str) -> None:
+        if type != 'chat/turnResume':
+            raise ValueError("type must be 'chat/turnResume', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+
+
+class ChatActivityChangedAction(Model):
+    __slots__ = ('type', 'activity')
+    __fields__ = (
+        ('type', _C, 'chat/activityChanged'),
+        ('activity', _O, None),
+    )
+    type: Literal['chat/activityChanged']
+    activity: str | None
+
+    def __init__(self, *, type: Literal['chat/activityChanged'] = 'chat/activityChanged', activity: str | None = None) -> None:
+        if type != 'chat/activityChanged':
+            raise ValueError("type must be 'chat/activityChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'activity', activity)
+
+
+class ChatBackgroundWorkSetAction(Model):
+    __slots__ = ('type', 'work')
+    __fields__ = (
+        ('type', _C, 'chat/backgroundWorkSet'),
+        ('work', _R, None),
+    )
+    type: Literal['chat/backgroundWorkSet']
+    work: BackgroundWork
+
+    def __init__(self, *, type: Literal['chat/backgroundWorkSet'] = 'chat/backgroundWorkSet', work: BackgroundWork) -> None:
+        if type != 'chat/backgroundWorkSet':
+            raise ValueError("type must be 'chat/backgroundWorkSet', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'work', work)
+
+
+class ChatBackgroundWorkRemovedAction(Model):
+    __slots__ = ('type', 'id')
+    __fields__ = (
+        ('type', _C, 'chat/backgroundWorkRemoved'),
+        ('id', _R, None),
+    )
+    type: Literal['chat/backgroundWorkRemoved']
+    id: str
+
+    def __init__(self, *, type: Literal['chat/backgroundWorkRemoved'] = 'chat/backgroundWorkRemoved', id: str) -> None:
+        if type != 'chat/backgroundWorkRemoved':
+            raise ValueError("type must be 'chat/backgroundWorkRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'id', id)
+
+
+class ChatMovableChangedAction(Model):
+    __slots__ = ('type', 'movable')
+    __fields__ = (
+        ('type', _C, 'chat/movableChanged'),
+        ('movable', _R, None),
+    )
+    type: Literal['chat/movableChanged']
+    movable: bool
+
+    def __init__(self, *, type: Literal['chat/movableChanged'] = 'chat/movableChanged', movable: bool) -> None:
+        if type != 'chat/movableChanged':
+            raise ValueError("type must be 'chat/movableChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'movable', movable)
+
+
+class ChatChangesetsChangedAction(Model):
+    __slots__ = ('type', 'changesets')
+    __fields__ = (
+        ('type', _C, 'chat/changesetsChanged'),
+        ('changesets', _O, None),
+    )
+    type: Literal['chat/changesetsChanged']
+    changesets: list[Changeset] | None
+
+    def __init__(self, *, type: Literal['chat/changesetsChanged'] = 'chat/changesetsChanged', changesets: list[Changeset] | None = None) -> None:
+        if type != 'chat/changesetsChanged':
+            raise ValueError("type must be 'chat/changesetsChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'changesets', changesets)
+
+
+class ChatCanvasesChangedAction(Model):
+    __slots__ = ('type', 'canvases')
+    __fields__ = (
+        ('type', _C, 'chat/canvasesChanged'),
+        ('canvases', _O, None),
+    )
+    type: Literal['chat/canvasesChanged']
+    canvases: list[CanvasReference] | None
+
+    def __init__(self, *, type: Literal['chat/canvasesChanged'] = 'chat/canvasesChanged', canvases: list[CanvasReference] | None = None) -> None:
+        if type != 'chat/canvasesChanged':
+            raise ValueError("type must be 'chat/canvasesChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'canvases', canvases)
+
+
+class CanvasStateChangedAction(Model):
+    __slots__ = ('type', 'canvas')
+    __fields__ = (
+        ('type', _C, 'canvas/stateChanged'),
+        ('canvas', _R, None),
+    )
+    type: Literal['canvas/stateChanged']
+    canvas: CanvasState
+
+    def __init__(self, *, type: Literal['canvas/stateChanged'] = 'canvas/stateChanged', canvas: CanvasState) -> None:
+        if type != 'canvas/stateChanged':
+            raise ValueError("type must be 'canvas/stateChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'canvas', canvas)
+
+
+class ChatWorkingDirectorySetAction(Model):
+    __slots__ = ('type', 'directory')
+    __fields__ = (
+        ('type', _C, 'chat/workingDirectorySet'),
+        ('directory', _R, None),
+    )
+    type: Literal['chat/workingDirectorySet']
+    directory: URI
+
+    def __init__(self, *, type: Literal['chat/workingDirectorySet'] = 'chat/workingDirectorySet', directory: URI) -> None:
+        if type != 'chat/workingDirectorySet':
+            raise ValueError("type must be 'chat/workingDirectorySet', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'directory', directory)
+
+
+class ChatWorkingDirectoryRemovedAction(Model):
+    __slots__ = ('type', 'directory')
+    __fields__ = (
+        ('type', _C, 'chat/workingDirectoryRemoved'),
+        ('directory', _R, None),
+    )
+    type: Literal['chat/workingDirectoryRemoved']
+    directory: URI
+
+    def __init__(self, *, type: Literal['chat/workingDirectoryRemoved'] = 'chat/workingDirectoryRemoved', directory: URI) -> None:
+        if type != 'chat/workingDirectoryRemoved':
+            raise ValueError("type must be 'chat/workingDirectoryRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'directory', directory)
+
+
+class ChatUsageAction(Model):
+    __slots__ = ('type', 'turnId', 'usage', '_meta')
+    __fields__ = (
+        ('type', _C, 'chat/usage'),
+        ('turnId', _R, None),
+        ('usage', _R, None),
+        ('_meta', _O, None),
+    )
+    type: Literal['chat/usage']
+    turnId: str
+    usage: UsageInfo
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, type: Literal['chat/usage'] = 'chat/usage', turnId: str, usage: UsageInfo, meta: dict[str, Any] | None = None) -> None:
+        if type != 'chat/usage':
+            raise ValueError("type must be 'chat/usage', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+        _set(self, 'usage', usage)
+        _set(self, '_meta', meta)
+
+
+class ChatReasoningAction(Model):
+    __slots__ = ('type', 'turnId', 'partId', 'content', '_meta')
+    __fields__ = (
+        ('type', _C, 'chat/reasoning'),
+        ('turnId', _R, None),
+        ('partId', _R, None),
+        ('content', _R, None),
+        ('_meta', _O, None),
+    )
+    type: Literal['chat/reasoning']
+    turnId: str
+    partId: str
+    content: str
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, type: Literal['chat/reasoning'] = 'chat/reasoning', turnId: str, partId: str, content: str, meta: dict[str, Any] | None = None) -> None:
+        if type != 'chat/reasoning':
+            raise ValueError("type must be 'chat/reasoning', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+        _set(self, 'partId', partId)
+        _set(self, 'content', content)
+        _set(self, '_meta', meta)
 
 
 class PendingMessageKind(enum.StrEnum):
@@ -2324,502 +5962,1271 @@ class PendingMessageKind(enum.StrEnum):
     QUEUED = 'queued'
 
 
-@model
-class ChatPendingMessageSetAction:
-    type: Literal['chat/pendingMessageSet'] = _b.const('chat/pendingMessageSet')
-    kind: PendingMessageKind = _b.required()
-    id: str = _b.required()
-    message: Message = _b.required()
-
-
-@model
-class ChatPendingMessageRemovedAction:
-    type: Literal['chat/pendingMessageRemoved'] = _b.const('chat/pendingMessageRemoved')
-    kind: PendingMessageKind = _b.required()
-    id: str = _b.required()
-
-
-@model
-class ChatQueuedMessagesReorderedAction:
-    type: Literal['chat/queuedMessagesReordered'] = _b.const('chat/queuedMessagesReordered')
-    order: list[str] = _b.required()
-
-
-@model
-class ChatDraftChangedAction:
-    type: Literal['chat/draftChanged'] = _b.const('chat/draftChanged')
-    draft: Message | None = _b.optional()
-
-
-@model
-class ChatIsReadChangedAction:
-    type: Literal['chat/isReadChanged'] = _b.const('chat/isReadChanged')
-    isRead: bool = _b.required()
-
-
-@model
-class ChatIsArchivedChangedAction:
-    type: Literal['chat/isArchivedChanged'] = _b.const('chat/isArchivedChanged')
-    isArchived: bool = _b.required()
-
-
-@model
-class ChatInputRequestedAction:
-    type: Literal['chat/inputRequested'] = _b.const('chat/inputRequested')
-    request: ChatInputRequest = _b.required()
-
-
-@model
-class ChatInputAnswerChangedAction:
-    type: Literal['chat/inputAnswerChanged'] = _b.const('chat/inputAnswerChanged')
-    requestId: str = _b.required()
-    questionId: str = _b.required()
-    answer: ChatInputAnswer | None = _b.optional()
-
-
-@model
-class ChatInputCompletedAction:
-    type: Literal['chat/inputCompleted'] = _b.const('chat/inputCompleted')
-    requestId: str = _b.required()
-    response: ChatInputResponseKind = _b.required()
-    answers: dict[str, ChatInputAnswer] | None = _b.optional()
-
-
-@model
-class ChatTruncatedAction:
-    type: Literal['chat/truncated'] = _b.const('chat/truncated')
-    turnId: str | None = _b.optional()
-
-
-@model
-class ChatTurnsLoadedAction:
-    type: Literal['chat/turnsLoaded'] = _b.const('chat/turnsLoaded')
-    turns: list[Turn] = _b.required()
-    turnsNextCursor: str | None = _b.optional()
-
-
-@model
-class ChangesetStatusChangedAction:
-    type: Literal['changeset/statusChanged'] = _b.const('changeset/statusChanged')
-    status: ChangesetStatus = _b.required()
-    error: ErrorInfo | None = _b.optional()
-
-
-@model
-class ChangesetFileSetAction:
-    type: Literal['changeset/fileSet'] = _b.const('changeset/fileSet')
-    file: ChangesetFile = _b.required()
-
-
-@model
-class ChangesetFileRemovedAction:
-    type: Literal['changeset/fileRemoved'] = _b.const('changeset/fileRemoved')
-    fileId: str = _b.required()
-
-
-@model
-class ChangesetFilesReviewChangedAction:
-    type: Literal['changeset/filesReviewChanged'] = _b.const('changeset/filesReviewChanged')
-    files: list[str] = _b.required()
-    reviewed: bool = _b.required()
-
-
-@model
-class ChangesetContentChangedAction:
-    type: Literal['changeset/contentChanged'] = _b.const('changeset/contentChanged')
-    files: list[ChangesetFile] = _b.required()
-    operations: list[ChangesetOperation] | None = _b.optional()
-
-
-@model
-class ChangesetOperationsChangedAction:
-    type: Literal['changeset/operationsChanged'] = _b.const('changeset/operationsChanged')
-    operations: list[ChangesetOperation] | None = _b.optional()
-
-
-@model
-class ChangesetOperationStatusChangedAction:
-    type: Literal['changeset/operationStatusChanged'] = _b.const('changeset/operationStatusChanged')
-    operationId: str = _b.required()
-    status: ChangesetOperationStatus = _b.required()
-    error: ErrorInfo | None = _b.optional()
-
-
-@model
-class ChangesetClearedAction:
-    type: Literal['changeset/cleared'] = _b.const('changeset/cleared')
-
-
-@model
-class AnnotationsSetAction:
-    type: Literal['annotations/set'] = _b.const('annotations/set')
-    annotation: Annotation = _b.required()
-
-
-@model
-class AnnotationsUpdatedAction:
-    type: Literal['annotations/updated'] = _b.const('annotations/updated')
-    annotationId: str = _b.required()
-    origin: AnnotationOrigin | None = _b.optional()
-    resource: URI | None = _b.optional()
-    range: TextRange | None = _b.optional()
-    resolved: bool | None = _b.optional()
-
-
-@model
-class AnnotationsRemovedAction:
-    type: Literal['annotations/removed'] = _b.const('annotations/removed')
-    annotationId: str = _b.required()
-
-
-@model
-class AnnotationsEntrySetAction:
-    type: Literal['annotations/entrySet'] = _b.const('annotations/entrySet')
-    annotationId: str = _b.required()
-    entry: AnnotationEntry = _b.required()
-
-
-@model
-class AnnotationsEntryRemovedAction:
-    type: Literal['annotations/entryRemoved'] = _b.const('annotations/entryRemoved')
-    annotationId: str = _b.required()
-    entryId: str = _b.required()
-
-
-@model
-class TerminalDataAction:
-    type: Literal['terminal/data'] = _b.const('terminal/data')
-    data: str = _b.required()
-
-
-@model
-class TerminalInputAction:
-    type: Literal['terminal/input'] = _b.const('terminal/input')
-    data: str = _b.required()
-
-
-@model
-class TerminalResizedAction:
-    type: Literal['terminal/resized'] = _b.const('terminal/resized')
-    cols: Number = _b.required()
-    rows: Number = _b.required()
-
-
-@model
-class TerminalClaimedAction:
-    type: Literal['terminal/claimed'] = _b.const('terminal/claimed')
-    claim: TerminalClaim = _b.required()
-
-
-@model
-class TerminalTitleChangedAction:
-    type: Literal['terminal/titleChanged'] = _b.const('terminal/titleChanged')
-    title: str = _b.required()
-
-
-@model
-class TerminalCwdChangedAction:
-    type: Literal['terminal/cwdChanged'] = _b.const('terminal/cwdChanged')
-    cwd: URI = _b.required()
-
-
-@model
-class TerminalExitedAction:
-    type: Literal['terminal/exited'] = _b.const('terminal/exited')
-    exitCode: Number | None = _b.optional()
-
-
-@model
-class TerminalClearedAction:
-    type: Literal['terminal/cleared'] = _b.const('terminal/cleared')
-
-
-@model
-class TerminalCommandDetectionAvailableAction:
-    type: Literal['terminal/commandDetectionAvailable'] = _b.const('terminal/commandDetectionAvailable')
-
-
-@model
-class TerminalCommandExecutedAction:
-    type: Literal['terminal/commandExecuted'] = _b.const('terminal/commandExecuted')
-    commandId: str = _b.required()
-    commandLine: str = _b.required()
-    timestamp: Number = _b.required()
-
-
-@model
-class TerminalCommandFinishedAction:
-    type: Literal['terminal/commandFinished'] = _b.const('terminal/commandFinished')
-    commandId: str = _b.required()
-    exitCode: Number | None = _b.optional()
-    durationMs: Number | None = _b.optional()
-
-
-@model
-class ResourceWatchChangedActionChanges:
-    items: list[ResourceChange] = _b.required()
-
-
-@model
-class ResourceWatchChangedAction:
-    type: Literal['resourceWatch/changed'] = _b.const('resourceWatch/changed')
-    changes: ResourceWatchChangedActionChanges = _b.required()
-
-
-@model
-class AutomationCreateRequestedAction:
-    type: Literal['automation/createRequested'] = _b.const('automation/createRequested')
-    resource: URI = _b.required()
-    definition: AutomationDefinition = _b.required()
-
-
-@model
-class AutomationDefinitionPatch:
-    title: str | None = _b.optional()
-    message: Message | None = _b.optional()
-    session: AutomationSessionTemplate | None = _b.optional()
-    enabled: bool | None = _b.optional()
-    triggers: list[AutomationTrigger] | None = _b.optional()
-    disableConditions: list[AutomationDisableCondition] | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class AutomationUpdateRequestedAction:
-    type: Literal['automation/updateRequested'] = _b.const('automation/updateRequested')
-    resource: URI = _b.required()
-    changes: AutomationDefinitionPatch = _b.required()
-
-
-@model
-class AutomationSetAction:
-    type: Literal['automation/set'] = _b.const('automation/set')
-    automation: AutomationEntry = _b.required()
-
-
-@model
-class AutomationRemovedAction:
-    type: Literal['automation/removed'] = _b.const('automation/removed')
-    resource: URI = _b.required()
-
-
-@model
-class AutomationRunLifecycleChangedAction:
-    type: Literal['automationRun/lifecycleChanged'] = _b.const('automationRun/lifecycleChanged')
-    lifecycle: AutomationRunLifecycle = _b.required()
-
-
-@model
-class AutomationRunSessionSetAction:
-    type: Literal['automationRun/sessionSet'] = _b.const('automationRun/sessionSet')
-    session: URI = _b.required()
-
-
-@model
-class AutomationRunSessionRemovedAction:
-    type: Literal['automationRun/sessionRemoved'] = _b.const('automationRun/sessionRemoved')
-    session: URI = _b.required()
-
-
-@model
-class AutomationRunPrimarySessionChangedAction:
-    type: Literal['automationRun/primarySessionChanged'] = _b.const('automationRun/primarySessionChanged')
-    primarySession: URI | None = _b.optional()
-
-
-@model
-class AutomationRunCancelRequestedAction:
-    type: Literal['automationRun/cancelRequested'] = _b.const('automationRun/cancelRequested')
-
-
-@model
-class ActionEnvelope:
-    channel: URI = _b.required()
-    action: StateAction = _b.required()
-    serverSeq: Number = _b.required()
-    origin: ActionOrigin | None = _b.optional()
-    rejectionReason: str | None = _b.optional()
-
-
-@model
-class ToolCallActionBase:
-    turnId: str = _b.required()
-    toolCallId: str = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class BaseParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class PaginatedParams:
-    limit: Number | None = _b.optional()
-    cursor: str | None = _b.optional()
-
-
-@model
-class PaginatedResult:
-    nextCursor: str | None = _b.optional()
-
-
-@model
-class Implementation:
-    name: str = _b.required()
-    version: str | None = _b.optional()
-    title: str | None = _b.optional()
-
-
-@model
-class ClientCapabilities:
-    mcpApps: dict[str, Any] | None = _b.optional()
-
-
-@model
-class InitializeParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    protocolVersions: list[str] = _b.required()
-    clientId: str = _b.required()
-    clientInfo: Implementation | None = _b.optional()
-    initialSubscriptions: list[URI] | None = _b.optional()
-    locale: str | None = _b.optional()
-    capabilities: ClientCapabilities | None = _b.optional()
-
-
-@model
-class AutomationCreateCapability:
-    pass
-
-
-@model
-class AutomationScheduleCapabilities:
-    minIntervalMinutes: Number | None = _b.optional()
-
-
-@model
-class AutomationRunCancellationCapability:
-    pass
-
-
-@model
-class AutomationCustomizationsCapability:
-    pass
-
-
-@model
-class AutomationCapabilities:
-    create: AutomationCreateCapability | None = _b.optional()
-    schedules: AutomationScheduleCapabilities | None = _b.optional()
-    runCancellation: AutomationRunCancellationCapability | None = _b.optional()
-    runHistoryLimit: Number | None = _b.optional()
-    customizations: AutomationCustomizationsCapability | None = _b.optional()
-
-
-@model
-class InitializeResult:
-    protocolVersion: str = _b.required()
-    serverSeq: Number = _b.required()
-    serverInfo: Implementation | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    snapshots: list[Snapshot] = _b.required()
-    defaultDirectory: URI | None = _b.optional()
-    completionTriggerCharacters: list[str] | None = _b.optional()
-    terminalCommandPrefix: str | None = _b.optional()
-    telemetry: TelemetryCapabilities | None = _b.optional()
-    automations: AutomationCapabilities | None = _b.optional()
-    tcpConnections: TcpConnectionsCapability | None = _b.optional()
-
-
-@model
-class PingParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-
-
-@model
-class ChannelDeliveryResumeParams:
-    channel: URI = _b.required()
-    lastAppliedServerSeq: int | None = _b.optional(schema={'minimum': 0, 'maximum': 9007199254740991})
-
-
-@model
-class ChannelDeliveryResumeOptions:
-    items: list[ChannelDeliveryResumeParams] = _b.required()
-
-
-@model
-class ReconnectParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    clientId: str = _b.required()
-    lastSeenServerSeq: Number = _b.required()
-    subscriptions: list[URI] = _b.required()
-    windows: ChannelDeliveryResumeOptions | None = _b.optional()
-
-
-@model
-class ChannelDeliveryResumeResult:
-    items: list[ResumedChannelSubscription] = _b.required()
-
-
-@model
-class ReconnectReplayResult:
-    type: Literal['replay'] = _b.const('replay')
-    actions: list[ActionEnvelope] = _b.required()
-    missing: list[URI] = _b.required()
-    windows: ChannelDeliveryResumeResult | None = _b.optional()
-
-
-@model
-class ReconnectSnapshotResult:
-    type: Literal['snapshot'] = _b.const('snapshot')
-    snapshots: list[Snapshot] = _b.required()
-    windows: ChannelDeliveryResumeResult | None = _b.optional()
-
-
-@model
-class SubscriptionDeliveryOptions:
-    maxLatencyMs: Number | None = _b.optional()
-
-
-@model
-class SubscribeView:
-    turns: Number | None = _b.optional()
-
-
-@model
-class SubscriptionFlowControlOptions:
-    receive: ChannelReceiveLimits = _b.required()
-
-
-@model
-class SubscribeParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    delivery: SubscriptionDeliveryOptions | None = _b.optional()
-    view: SubscribeView | None = _b.optional()
-    flowControl: SubscriptionFlowControlOptions | None = _b.optional()
-
-
-@model
-class SubscribeResult:
-    snapshot: Snapshot | None = _b.optional()
-    flowControl: ChannelFlowControl | None = _b.optional()
-
-
-@model
-class UnsubscribeParams:
-    channel: URI = _b.required()
-
-
-@model
-class DispatchActionParams:
-    channel: URI = _b.required()
-    clientSeq: Number = _b.required()
-    action: StateAction = _b.required()
+class ChatPendingMessageSetAction(Model):
+    __slots__ = ('type', 'kind', 'id', 'message')
+    __fields__ = (
+        ('type', _C, 'chat/pendingMessageSet'),
+        ('kind', _R, None),
+        ('id', _R, None),
+        ('message', _R, None),
+    )
+    type: Literal['chat/pendingMessageSet']
+    kind: PendingMessageKind
+    id: str
+    message: Message
+
+    def __init__(self, *, type: Literal['chat/pendingMessageSet'] = 'chat/pendingMessageSet', kind: PendingMessageKind, id: str, message: Message) -> None:
+        if type != 'chat/pendingMessageSet':
+            raise ValueError("type must be 'chat/pendingMessageSet', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'kind', kind)
+        _set(self, 'id', id)
+        _set(self, 'message', message)
+
+
+class ChatPendingMessageRemovedAction(Model):
+    __slots__ = ('type', 'kind', 'id')
+    __fields__ = (
+        ('type', _C, 'chat/pendingMessageRemoved'),
+        ('kind', _R, None),
+        ('id', _R, None),
+    )
+    type: Literal['chat/pendingMessageRemoved']
+    kind: PendingMessageKind
+    id: str
+
+    def __init__(self, *, type: Literal['chat/pendingMessageRemoved'] = 'chat/pendingMessageRemoved', kind: PendingMessageKind, id: str) -> None:
+        if type != 'chat/pendingMessageRemoved':
+            raise ValueError("type must be 'chat/pendingMessageRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'kind', kind)
+        _set(self, 'id', id)
+
+
+class ChatQueuedMessagesReorderedAction(Model):
+    __slots__ = ('type', 'order')
+    __fields__ = (
+        ('type', _C, 'chat/queuedMessagesReordered'),
+        ('order', _R, None),
+    )
+    type: Literal['chat/queuedMessagesReordered']
+    order: list[str]
+
+    def __init__(self, *, type: Literal['chat/queuedMessagesReordered'] = 'chat/queuedMessagesReordered', order: list[str]) -> None:
+        if type != 'chat/queuedMessagesReordered':
+            raise ValueError("type must be 'chat/queuedMessagesReordered', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'order', order)
+
+
+class ChatDraftChangedAction(Model):
+    __slots__ = ('type', 'draft')
+    __fields__ = (
+        ('type', _C, 'chat/draftChanged'),
+        ('draft', _O, None),
+    )
+    type: Literal['chat/draftChanged']
+    draft: Message | None
+
+    def __init__(self, *, type: Literal['chat/draftChanged'] = 'chat/draftChanged', draft: Message | None = None) -> None:
+        if type != 'chat/draftChanged':
+            raise ValueError("type must be 'chat/draftChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'draft', draft)
+
+
+class ChatIsReadChangedAction(Model):
+    __slots__ = ('type', 'isRead')
+    __fields__ = (
+        ('type', _C, 'chat/isReadChanged'),
+        ('isRead', _R, None),
+    )
+    type: Literal['chat/isReadChanged']
+    isRead: bool
+
+    def __init__(self, *, type: Literal['chat/isReadChanged'] = 'chat/isReadChanged', isRead: bool) -> None:
+        if type != 'chat/isReadChanged':
+            raise ValueError("type must be 'chat/isReadChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'isRead', isRead)
+
+
+class ChatIsArchivedChangedAction(Model):
+    __slots__ = ('type', 'isArchived')
+    __fields__ = (
+        ('type', _C, 'chat/isArchivedChanged'),
+        ('isArchived', _R, None),
+    )
+    type: Literal['chat/isArchivedChanged']
+    isArchived: bool
+
+    def __init__(self, *, type: Literal['chat/isArchivedChanged'] = 'chat/isArchivedChanged', isArchived: bool) -> None:
+        if type != 'chat/isArchivedChanged':
+            raise ValueError("type must be 'chat/isArchivedChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'isArchived', isArchived)
+
+
+class ChatInputRequestedAction(Model):
+    __slots__ = ('type', 'request')
+    __fields__ = (
+        ('type', _C, 'chat/inputRequested'),
+        ('request', _R, None),
+    )
+    type: Literal['chat/inputRequested']
+    request: ChatInputRequest
+
+    def __init__(self, *, type: Literal['chat/inputRequested'] = 'chat/inputRequested', request: ChatInputRequest) -> None:
+        if type != 'chat/inputRequested':
+            raise ValueError("type must be 'chat/inputRequested', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'request', request)
+
+
+class ChatInputAnswerChangedAction(Model):
+    __slots__ = ('type', 'requestId', 'questionId', 'answer')
+    __fields__ = (
+        ('type', _C, 'chat/inputAnswerChanged'),
+        ('requestId', _R, None),
+        ('questionId', _R, None),
+        ('answer', _O, None),
+    )
+    type: Literal['chat/inputAnswerChanged']
+    requestId: str
+    questionId: str
+    answer: ChatInputAnswer | None
+
+    def __init__(self, *, type: Literal['chat/inputAnswerChanged'] = 'chat/inputAnswerChanged', requestId: str, questionId: str, answer: ChatInputAnswer | None = None) -> None:
+        if type != 'chat/inputAnswerChanged':
+            raise ValueError("type must be 'chat/inputAnswerChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'requestId', requestId)
+        _set(self, 'questionId', questionId)
+        _set(self, 'answer', answer)
+
+
+class ChatInputCompletedAction(Model):
+    __slots__ = ('type', 'requestId', 'response', 'answers')
+    __fields__ = (
+        ('type', _C, 'chat/inputCompleted'),
+        ('requestId', _R, None),
+        ('response', _R, None),
+        ('answers', _O, None),
+    )
+    type: Literal['chat/inputCompleted']
+    requestId: str
+    response: ChatInputResponseKind
+    answers: dict[str, ChatInputAnswer] | None
+
+    def __init__(self, *, type: Literal['chat/inputCompleted'] = 'chat/inputCompleted', requestId: str, response: ChatInputResponseKind, answers: dict[str, ChatInputAnswer] | None = None) -> None:
+        if type != 'chat/inputCompleted':
+            raise ValueError("type must be 'chat/inputCompleted', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'requestId', requestId)
+        _set(self, 'response', response)
+        _set(self, 'answers', answers)
+
+
+class ChatTruncatedAction(Model):
+    __slots__ = ('type', 'turnId')
+    __fields__ = (
+        ('type', _C, 'chat/truncated'),
+        ('turnId', _O, None),
+    )
+    type: Literal['chat/truncated']
+    turnId: str | None
+
+    def __init__(self, *, type: Literal['chat/truncated'] = 'chat/truncated', turnId: str | None = None) -> None:
+        if type != 'chat/truncated':
+            raise ValueError("type must be 'chat/truncated', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turnId', turnId)
+
+
+class ChatTurnsLoadedAction(Model):
+    __slots__ = ('type', 'turns', 'turnsNextCursor')
+    __fields__ = (
+        ('type', _C, 'chat/turnsLoaded'),
+        ('turns', _R, None),
+        ('turnsNextCursor', _O, None),
+    )
+    type: Literal['chat/turnsLoaded']
+    turns: list[Turn]
+    turnsNextCursor: str | None
+
+    def __init__(self, *, type: Literal['chat/turnsLoaded'] = 'chat/turnsLoaded', turns: list[Turn], turnsNextCursor: str | None = None) -> None:
+        if type != 'chat/turnsLoaded':
+            raise ValueError("type must be 'chat/turnsLoaded', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'turns', turns)
+        _set(self, 'turnsNextCursor', turnsNextCursor)
+
+
+class ChangesetStatusChangedAction(Model):
+    __slots__ = ('type', 'status', 'error')
+    __fields__ = (
+        ('type', _C, 'changeset/statusChanged'),
+        ('status', _R, None),
+        ('error', _O, None),
+    )
+    type: Literal['changeset/statusChanged']
+    status: ChangesetStatus
+    error: ErrorInfo | None
+
+    def __init__(self, *, type: Literal['changeset/statusChanged'] = 'changeset/statusChanged', status: ChangesetStatus, error: ErrorInfo | None = None) -> None:
+        if type != 'changeset/statusChanged':
+            raise ValueError("type must be 'changeset/statusChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'status', status)
+        _set(self, 'error', error)
+
+
+class ChangesetFileSetAction(Model):
+    __slots__ = ('type', 'file')
+    __fields__ = (
+        ('type', _C, 'changeset/fileSet'),
+        ('file', _R, None),
+    )
+    type: Literal['changeset/fileSet']
+    file: ChangesetFile
+
+    def __init__(self, *, type: Literal['changeset/fileSet'] = 'changeset/fileSet', file: ChangesetFile) -> None:
+        if type != 'changeset/fileSet':
+            raise ValueError("type must be 'changeset/fileSet', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'file', file)
+
+
+class ChangesetFileRemovedAction(Model):
+    __slots__ = ('type', 'fileId')
+    __fields__ = (
+        ('type', _C, 'changeset/fileRemoved'),
+        ('fileId', _R, None),
+    )
+    type: Literal['changeset/fileRemoved']
+    fileId: str
+
+    def __init__(self, *, type: Literal['changeset/fileRemoved'] = 'changeset/fileRemoved', fileId: str) -> None:
+        if type != 'changeset/fileRemoved':
+            raise ValueError("type must be 'changeset/fileRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'fileId', fileId)
+
+
+class ChangesetFilesReviewChangedAction(Model):
+    __slots__ = ('type', 'files', 'reviewed')
+    __fields__ = (
+        ('type', _C, 'changeset/filesReviewChanged'),
+        ('files', _R, None),
+        ('reviewed', _R, None),
+    )
+    type: Literal['changeset/filesReviewChanged']
+    files: list[str]
+    reviewed: bool
+
+    def __init__(self, *, type: Literal['changeset/filesReviewChanged'] = 'changeset/filesReviewChanged', files: list[str], reviewed: bool) -> None:
+        if type != 'changeset/filesReviewChanged':
+            raise ValueError("type must be 'changeset/filesReviewChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'files', files)
+        _set(self, 'reviewed', reviewed)
+
+
+class ChangesetContentChangedAction(Model):
+    __slots__ = ('type', 'files', 'operations')
+    __fields__ = (
+        ('type', _C, 'changeset/contentChanged'),
+        ('files', _R, None),
+        ('operations', _O, None),
+    )
+    type: Literal['changeset/contentChanged']
+    files: list[ChangesetFile]
+    operations: list[ChangesetOperation] | None
+
+    def __init__(self, *, type: Literal['changeset/contentChanged'] = 'changeset/contentChanged', files: list[ChangesetFile], operations: list[ChangesetOperation] | None = None) -> None:
+        if type != 'changeset/contentChanged':
+            raise ValueError("type must be 'changeset/contentChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'files', files)
+        _set(self, 'operations', operations)
+
+
+class ChangesetOperationsChangedAction(Model):
+    __slots__ = ('type', 'operations')
+    __fields__ = (
+        ('type', _C, 'changeset/operationsChanged'),
+        ('operations', _O, None),
+    )
+    type: Literal['changeset/operationsChanged']
+    operations: list[ChangesetOperation] | None
+
+    def __init__(self, *, type: Literal['changeset/operationsChanged'] = 'changeset/operationsChanged', operations: list[ChangesetOperation] | None = None) -> None:
+        if type != 'changeset/operationsChanged':
+            raise ValueError("type must be 'changeset/operationsChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'operations', operations)
+
+
+class ChangesetOperationStatusChangedAction(Model):
+    __slots__ = ('type', 'operationId', 'status', 'error')
+    __fields__ = (
+        ('type', _C, 'changeset/operationStatusChanged'),
+        ('operationId', _R, None),
+        ('status', _R, None),
+        ('error', _O, None),
+    )
+    type: Literal['changeset/operationStatusChanged']
+    operationId: str
+    status: ChangesetOperationStatus
+    error: ErrorInfo | None
+
+    def __init__(self, *, type: Literal['changeset/operationStatusChanged'] = 'changeset/operationStatusChanged', operationId: str, status: ChangesetOperationStatus, error: ErrorInfo | None = None) -> None:
+        if type != 'changeset/operationStatusChanged':
+            raise ValueError("type must be 'changeset/operationStatusChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'operationId', operationId)
+        _set(self, 'status', status)
+        _set(self, 'error', error)
+
+
+class ChangesetClearedAction(Model):
+    __slots__ = ('type',)
+    __fields__ = (
+        ('type', _C, 'changeset/cleared'),
+    )
+    type: Literal['changeset/cleared']
+
+    def __init__(self, *, type: Literal['changeset/cleared'] = 'changeset/cleared') -> None:
+        if type != 'changeset/cleared':
+            raise ValueError("type must be 'changeset/cleared', got " + repr(type))
+        _set(self, 'type', type)
+
+
+class AnnotationsSetAction(Model):
+    __slots__ = ('type', 'annotation')
+    __fields__ = (
+        ('type', _C, 'annotations/set'),
+        ('annotation', _R, None),
+    )
+    type: Literal['annotations/set']
+    annotation: Annotation
+
+    def __init__(self, *, type: Literal['annotations/set'] = 'annotations/set', annotation: Annotation) -> None:
+        if type != 'annotations/set':
+            raise ValueError("type must be 'annotations/set', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'annotation', annotation)
+
+
+class AnnotationsUpdatedAction(Model):
+    __slots__ = ('type', 'annotationId', 'origin', 'resource', 'range', 'resolved')
+    __fields__ = (
+        ('type', _C, 'annotations/updated'),
+        ('annotationId', _R, None),
+        ('origin', _O, None),
+        ('resource', _O, None),
+        ('range', _O, None),
+        ('resolved', _O, None),
+    )
+    type: Literal['annotations/updated']
+    annotationId: str
+    origin: AnnotationOrigin | None
+    resource: URI | None
+    range: TextRange | None
+    resolved: bool | None
+
+    def __init__(self, *, type: Literal['annotations/updated'] = 'annotations/updated', annotationId: str, origin: AnnotationOrigin | None = None, resource: URI | None = None, range: TextRange | None = None, resolved: bool | None = None) -> None:
+        if type != 'annotations/updated':
+            raise ValueError("type must be 'annotations/updated', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'annotationId', annotationId)
+        _set(self, 'origin', origin)
+        _set(self, 'resource', resource)
+        _set(self, 'range', range)
+        _set(self, 'resolved', resolved)
+
+
+class AnnotationsRemovedAction(Model):
+    __slots__ = ('type', 'annotationId')
+    __fields__ = (
+        ('type', _C, 'annotations/removed'),
+        ('annotationId', _R, None),
+    )
+    type: Literal['annotations/removed']
+    annotationId: str
+
+    def __init__(self, *, type: Literal['annotations/removed'] = 'annotations/removed', annotationId: str) -> None:
+        if type != 'annotations/removed':
+            raise ValueError("type must be 'annotations/removed', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'annotationId', annotationId)
+
+
+class AnnotationsEntrySetAction(Model):
+    __slots__ = ('type', 'annotationId', 'entry')
+    __fields__ = (
+        ('type', _C, 'annotations/entrySet'),
+        ('annotationId', _R, None),
+        ('entry', _R, None),
+    )
+    type: Literal['annotations/entrySet']
+    annotationId: str
+    entry: AnnotationEntry
+
+    def __init__(self, *, type: Literal['annotations/entrySet'] = 'annotations/entrySet', annotationId: str, entry: AnnotationEntry) -> None:
+        if type != 'annotations/entrySet':
+            raise ValueError("type must be 'annotations/entrySet', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'annotationId', annotationId)
+        _set(self, 'entry', entry)
+
+
+class AnnotationsEntryRemovedAction(Model):
+    __slots__ = ('type', 'annotationId', 'entryId')
+    __fields__ = (
+        ('type', _C, 'annotations/entryRemoved'),
+        ('annotationId', _R, None),
+        ('entryId', _R, None),
+    )
+    type: Literal['annotations/entryRemoved']
+    annotationId: str
+    entryId: str
+
+    def __init__(self, *, type: Literal['annotations/entryRemoved'] = 'annotations/entryRemoved', annotationId: str, entryId: str) -> None:
+        if type != 'annotations/entryRemoved':
+            raise ValueError("type must be 'annotations/entryRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'annotationId', annotationId)
+        _set(self, 'entryId', entryId)
+
+
+class TerminalDataAction(Model):
+    __slots__ = ('type', 'data')
+    __fields__ = (
+        ('type', _C, 'terminal/data'),
+        ('data', _R, None),
+    )
+    type: Literal['terminal/data']
+    data: str
+
+    def __init__(self, *, type: Literal['terminal/data'] = 'terminal/data', data: str) -> None:
+        if type != 'terminal/data':
+            raise ValueError("type must be 'terminal/data', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'data', data)
+
+
+class TerminalInputAction(Model):
+    __slots__ = ('type', 'data')
+    __fields__ = (
+        ('type', _C, 'terminal/input'),
+        ('data', _R, None),
+    )
+    type: Literal['terminal/input']
+    data: str
+
+    def __init__(self, *, type: Literal['terminal/input'] = 'terminal/input', data: str) -> None:
+        if type != 'terminal/input':
+            raise ValueError("type must be 'terminal/input', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'data', data)
+
+
+class TerminalResizedAction(Model):
+    __slots__ = ('type', 'cols', 'rows')
+    __fields__ = (
+        ('type', _C, 'terminal/resized'),
+        ('cols', _R, None),
+        ('rows', _R, None),
+    )
+    type: Literal['terminal/resized']
+    cols: Number
+    rows: Number
+
+    def __init__(self, *, type: Literal['terminal/resized'] = 'terminal/resized', cols: Number, rows: Number) -> None:
+        if type != 'terminal/resized':
+            raise ValueError("type must be 'terminal/resized', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'cols', cols)
+        _set(self, 'rows', rows)
+
+
+class TerminalClaimedAction(Model):
+    __slots__ = ('type', 'claim')
+    __fields__ = (
+        ('type', _C, 'terminal/claimed'),
+        ('claim', _R, None),
+    )
+    type: Literal['terminal/claimed']
+    claim: TerminalClaim
+
+    def __init__(self, *, type: Literal['terminal/claimed'] = 'terminal/claimed', claim: TerminalClaim) -> None:
+        if type != 'terminal/claimed':
+            raise ValueError("type must be 'terminal/claimed', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'claim', claim)
+
+
+class TerminalTitleChangedAction(Model):
+    __slots__ = ('type', 'title')
+    __fields__ = (
+        ('type', _C, 'terminal/titleChanged'),
+        ('title', _R, None),
+    )
+    type: Literal['terminal/titleChanged']
+    title: str
+
+    def __init__(self, *, type: Literal['terminal/titleChanged'] = 'terminal/titleChanged', title: str) -> None:
+        if type != 'terminal/titleChanged':
+            raise ValueError("type must be 'terminal/titleChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'title', title)
+
+
+class TerminalCwdChangedAction(Model):
+    __slots__ = ('type', 'cwd')
+    __fields__ = (
+        ('type', _C, 'terminal/cwdChanged'),
+        ('cwd', _R, None),
+    )
+    type: Literal['terminal/cwdChanged']
+    cwd: URI
+
+    def __init__(self, *, type: Literal['terminal/cwdChanged'] = 'terminal/cwdChanged', cwd: URI) -> None:
+        if type != 'terminal/cwdChanged':
+            raise ValueError("type must be 'terminal/cwdChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'cwd', cwd)
+
+
+class TerminalExitedAction(Model):
+    __slots__ = ('type', 'exitCode')
+    __fields__ = (
+        ('type', _C, 'terminal/exited'),
+        ('exitCode', _O, None),
+    )
+    type: Literal['terminal/exited']
+    exitCode: Number | None
+
+    def __init__(self, *, type: Literal['terminal/exited'] = 'terminal/exited', exitCode: Number | None = None) -> None:
+        if type != 'terminal/exited':
+            raise ValueError("type must be 'terminal/exited', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'exitCode', exitCode)
+
+
+class TerminalClearedAction(Model):
+    __slots__ = ('type',)
+    __fields__ = (
+        ('type', _C, 'terminal/cleared'),
+    )
+    type: Literal['terminal/cleared']
+
+    def __init__(self, *, type: Literal['terminal/cleared'] = 'terminal/cleared') -> None:
+        if type != 'terminal/cleared':
+            raise ValueError("type must be 'terminal/cleared', got " + repr(type))
+        _set(self, 'type', type)
+
+
+class TerminalCommandDetectionAvailableAction(Model):
+    __slots__ = ('type',)
+    __fields__ = (
+        ('type', _C, 'terminal/commandDetectionAvailable'),
+    )
+    type: Literal['terminal/commandDetectionAvailable']
+
+    def __init__(self, *, type: Literal['terminal/commandDetectionAvailable'] = 'terminal/commandDetectionAvailable') -> None:
+        if type != 'terminal/commandDetectionAvailable':
+            raise ValueError("type must be 'terminal/commandDetectionAvailable', got " + repr(type))
+        _set(self, 'type', type)
+
+
+class TerminalCommandExecutedAction(Model):
+    __slots__ = ('type', 'commandId', 'commandLine', 'timestamp')
+    __fields__ = (
+        ('type', _C, 'terminal/commandExecuted'),
+        ('commandId', _R, None),
+        ('commandLine', _R, None),
+        ('timestamp', _R, None),
+    )
+    type: Literal['terminal/commandExecuted']
+    commandId: str
+    commandLine: str
+    timestamp: Number
+
+    def __init__(self, *, type: Literal['terminal/commandExecuted'] = 'terminal/commandExecuted', commandId: str, commandLine: str, timestamp: Number) -> None:
+        if type != 'terminal/commandExecuted':
+            raise ValueError("type must be 'terminal/commandExecuted', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'commandId', commandId)
+        _set(self, 'commandLine', commandLine)
+        _set(self, 'timestamp', timestamp)
+
+
+class TerminalCommandFinishedAction(Model):
+    __slots__ = ('type', 'commandId', 'exitCode', 'durationMs')
+    __fields__ = (
+        ('type', _C, 'terminal/commandFinished'),
+        ('commandId', _R, None),
+        ('exitCode', _O, None),
+        ('durationMs', _O, None),
+    )
+    type: Literal['terminal/commandFinished']
+    commandId: str
+    exitCode: Number | None
+    durationMs: Number | None
+
+    def __init__(self, *, type: Literal['terminal/commandFinished'] = 'terminal/commandFinished', commandId: str, exitCode: Number | None = None, durationMs: Number | None = None) -> None:
+        if type != 'terminal/commandFinished':
+            raise ValueError("type must be 'terminal/commandFinished', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'commandId', commandId)
+        _set(self, 'exitCode', exitCode)
+        _set(self, 'durationMs', durationMs)
+
+
+class ResourceWatchChangedActionChanges(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[ResourceChange]
+
+    def __init__(self, *, items: list[ResourceChange]) -> None:
+        _set(self, 'items', items)
+
+
+class ResourceWatchChangedAction(Model):
+    __slots__ = ('type', 'changes')
+    __fields__ = (
+        ('type', _C, 'resourceWatch/changed'),
+        ('changes', _R, None),
+    )
+    type: Literal['resourceWatch/changed']
+    changes: ResourceWatchChangedActionChanges
+
+    def __init__(self, *, type: Literal['resourceWatch/changed'] = 'resourceWatch/changed', changes: ResourceWatchChangedActionChanges) -> None:
+        if type != 'resourceWatch/changed':
+            raise ValueError("type must be 'resourceWatch/changed', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'changes', changes)
+
+
+class AutomationCreateRequestedAction(Model):
+    __slots__ = ('type', 'resource', 'definition')
+    __fields__ = (
+        ('type', _C, 'automation/createRequested'),
+        ('resource', _R, None),
+        ('definition', _R, None),
+    )
+    type: Literal['automation/createRequested']
+    resource: URI
+    definition: AutomationDefinition
+
+    def __init__(self, *, type: Literal['automation/createRequested'] = 'automation/createRequested', resource: URI, definition: AutomationDefinition) -> None:
+        if type != 'automation/createRequested':
+            raise ValueError("type must be 'automation/createRequested', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'resource', resource)
+        _set(self, 'definition', definition)
+
+
+class AutomationDefinitionPatch(Model):
+    __slots__ = ('title', 'message', 'session', 'enabled', 'triggers', 'disableConditions', '_meta')
+    __fields__ = (
+        ('title', _O, None),
+        ('message', _O, None),
+        ('session', _O, None),
+        ('enabled', _O, None),
+        ('triggers', _O, None),
+        ('disableConditions', _O, None),
+        ('_meta', _O, None),
+    )
+    title: str | None
+    message: Message | None
+    session: AutomationSessionTemplate | None
+    enabled: bool | None
+    triggers: list[AutomationTrigger] | None
+    disableConditions: list[AutomationDisableCondition] | None
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, title: str | None = None, message: Message | None = None, session: AutomationSessionTemplate | None = None, enabled: bool | None = None, triggers: list[AutomationTrigger] | None = None, disableConditions: list[AutomationDisableCondition] | None = None, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'title', title)
+        _set(self, 'message', message)
+        _set(self, 'session', session)
+        _set(self, 'enabled', enabled)
+        _set(self, 'triggers', triggers)
+        _set(self, 'disableConditions', disableConditions)
+        _set(self, '_meta', meta)
+
+
+class AutomationUpdateRequestedAction(Model):
+    __slots__ = ('type', 'resource', 'changes')
+    __fields__ = (
+        ('type', _C, 'automation/updateRequested'),
+        ('resource', _R, None),
+        ('changes', _R, None),
+    )
+    type: Literal['automation/updateRequested']
+    resource: URI
+    changes: AutomationDefinitionPatch
+
+    def __init__(self, *, type: Literal['automation/updateRequested'] = 'automation/updateRequested', resource: URI, changes: AutomationDefinitionPatch) -> None:
+        if type != 'automation/updateRequested':
+            raise ValueError("type must be 'automation/updateRequested', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'resource', resource)
+        _set(self, 'changes', changes)
+
+
+class AutomationSetAction(Model):
+    __slots__ = ('type', 'automation')
+    __fields__ = (
+        ('type', _C, 'automation/set'),
+        ('automation', _R, None),
+    )
+    type: Literal['automation/set']
+    automation: AutomationEntry
+
+    def __init__(self, *, type: Literal['automation/set'] = 'automation/set', automation: AutomationEntry) -> None:
+        if type != 'automation/set':
+            raise ValueError("type must be 'automation/set', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'automation', automation)
+
+
+class AutomationRemovedAction(Model):
+    __slots__ = ('type', 'resource')
+    __fields__ = (
+        ('type', _C, 'automation/removed'),
+        ('resource', _R, None),
+    )
+    type: Literal['automation/removed']
+    resource: URI
+
+    def __init__(self, *, type: Literal['automation/removed'] = 'automation/removed', resource: URI) -> None:
+        if type != 'automation/removed':
+            raise ValueError("type must be 'automation/removed', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'resource', resource)
+
+
+class AutomationRunLifecycleChangedAction(Model):
+    __slots__ = ('type', 'lifecycle')
+    __fields__ = (
+        ('type', _C, 'automationRun/lifecycleChanged'),
+        ('lifecycle', _R, None),
+    )
+    type: Literal['automationRun/lifecycleChanged']
+    lifecycle: AutomationRunLifecycle
+
+    def __init__(self, *, type: Literal['automationRun/lifecycleChanged'] = 'automationRun/lifecycleChanged', lifecycle: AutomationRunLifecycle) -> None:
+        if type != 'automationRun/lifecycleChanged':
+            raise ValueError("type must be 'automationRun/lifecycleChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'lifecycle', lifecycle)
+
+
+class AutomationRunSessionSetAction(Model):
+    __slots__ = ('type', 'session')
+    __fields__ = (
+        ('type', _C, 'automationRun/sessionSet'),
+        ('session', _R, None),
+    )
+    type: Literal['automationRun/sessionSet']
+    session: URI
+
+    def __init__(self, *, type: Literal['automationRun/sessionSet'] = 'automationRun/sessionSet', session: URI) -> None:
+        if type != 'automationRun/sessionSet':
+            raise ValueError("type must be 'automationRun/sessionSet', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'session', session)
+
+
+class AutomationRunSessionRemovedAction(Model):
+    __slots__ = ('type', 'session')
+    __fields__ = (
+        ('type', _C, 'automationRun/sessionRemoved'),
+        ('session', _R, None),
+    )
+    type: Literal['automationRun/sessionRemoved']
+    session: URI
+
+    def __init__(self, *, type: Literal['automationRun/sessionRemoved'] = 'automationRun/sessionRemoved', session: URI) -> None:
+        if type != 'automationRun/sessionRemoved':
+            raise ValueError("type must be 'automationRun/sessionRemoved', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'session', session)
+
+
+class AutomationRunPrimarySessionChangedAction(Model):
+    __slots__ = ('type', 'primarySession')
+    __fields__ = (
+        ('type', _C, 'automationRun/primarySessionChanged'),
+        ('primarySession', _O, None),
+    )
+    type: Literal['automationRun/primarySessionChanged']
+    primarySession: URI | None
+
+    def __init__(self, *, type: Literal['automationRun/primarySessionChanged'] = 'automationRun/primarySessionChanged', primarySession: URI | None = None) -> None:
+        if type != 'automationRun/primarySessionChanged':
+            raise ValueError("type must be 'automationRun/primarySessionChanged', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'primarySession', primarySession)
+
+
+class AutomationRunCancelRequestedAction(Model):
+    __slots__ = ('type',)
+    __fields__ = (
+        ('type', _C, 'automationRun/cancelRequested'),
+    )
+    type: Literal['automationRun/cancelRequested']
+
+    def __init__(self, *, type: Literal['automationRun/cancelRequested'] = 'automationRun/cancelRequested') -> None:
+        if type != 'automationRun/cancelRequested':
+            raise ValueError("type must be 'automationRun/cancelRequested', got " + repr(type))
+        _set(self, 'type', type)
+
+
+class ActionEnvelope(Model):
+    __slots__ = ('channel', 'action', 'serverSeq', 'origin', 'rejectionReason')
+    __fields__ = (
+        ('channel', _R, None),
+        ('action', _R, None),
+        ('serverSeq', _R, None),
+        ('origin', _O, None),
+        ('rejectionReason', _O, None),
+    )
+    channel: URI
+    action: StateAction
+    serverSeq: Number
+    origin: ActionOrigin | None
+    rejectionReason: str | None
+
+    def __init__(self, *, channel: URI, action: StateAction, serverSeq: Number, origin: ActionOrigin | None = None, rejectionReason: str | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'action', action)
+        _set(self, 'serverSeq', serverSeq)
+        _set(self, 'origin', origin)
+        _set(self, 'rejectionReason', rejectionReason)
+
+
+class ToolCallActionBase(Model):
+    __slots__ = ('turnId', 'toolCallId', '_meta')
+    __fields__ = (
+        ('turnId', _R, None),
+        ('toolCallId', _R, None),
+        ('_meta', _O, None),
+    )
+    turnId: str
+    toolCallId: str
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, turnId: str, toolCallId: str, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'turnId', turnId)
+        _set(self, 'toolCallId', toolCallId)
+        _set(self, '_meta', meta)
+
+
+class BaseParams(Model):
+    __slots__ = ('channel', '_meta')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+
+
+class PaginatedParams(Model):
+    __slots__ = ('limit', 'cursor')
+    __fields__ = (
+        ('limit', _O, None),
+        ('cursor', _O, None),
+    )
+    limit: Number | None
+    cursor: str | None
+
+    def __init__(self, *, limit: Number | None = None, cursor: str | None = None) -> None:
+        _set(self, 'limit', limit)
+        _set(self, 'cursor', cursor)
+
+
+class PaginatedResult(Model):
+    __slots__ = ('nextCursor',)
+    __fields__ = (
+        ('nextCursor', _O, None),
+    )
+    nextCursor: str | None
+
+    def __init__(self, *, nextCursor: str | None = None) -> None:
+        _set(self, 'nextCursor', nextCursor)
+
+
+class Implementation(Model):
+    __slots__ = ('name', 'version', 'title')
+    __fields__ = (
+        ('name', _R, None),
+        ('version', _O, None),
+        ('title', _O, None),
+    )
+    name: str
+    version: str | None
+    title: str | None
+
+    def __init__(self, *, name: str, version: str | None = None, title: str | None = None) -> None:
+        _set(self, 'name', name)
+        _set(self, 'version', version)
+        _set(self, 'title', title)
+
+
+class ClientCapabilities(Model):
+    __slots__ = ('mcpApps',)
+    __fields__ = (
+        ('mcpApps', _O, None),
+    )
+    mcpApps: dict[str, Any] | None
+
+    def __init__(self, *, mcpApps: dict[str, Any] | None = None) -> None:
+        _set(self, 'mcpApps', mcpApps)
+
+
+class InitializeParams(Model):
+    __slots__ = ('channel', '_meta', 'protocolVersions', 'clientId', 'clientInfo', 'initialSubscriptions', 'locale', 'capabilities')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('protocolVersions', _R, None),
+        ('clientId', _R, None),
+        ('clientInfo', _O, None),
+        ('initialSubscriptions', _O, None),
+        ('locale', _O, None),
+        ('capabilities', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    protocolVersions: list[str]
+    clientId: str
+    clientInfo: Implementation | None
+    initialSubscriptions: list[URI] | None
+    locale: str | None
+    capabilities: ClientCapabilities | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, protocolVersions: list[str], clientId: str, clientInfo: Implementation | None = None, initialSubscriptions: list[URI] | None = None, locale: str | None = None, capabilities: ClientCapabilities | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'protocolVersions', protocolVersions)
+        _set(self, 'clientId', clientId)
+        _set(self, 'clientInfo', clientInfo)
+        _set(self, 'initialSubscriptions', initialSubscriptions)
+        _set(self, 'locale', locale)
+        _set(self, 'capabilities', capabilities)
+
+
+class AutomationCreateCapability(Model):
+    __slots__ = ()
+
+
+class AutomationScheduleCapabilities(Model):
+    __slots__ = ('minIntervalMinutes',)
+    __fields__ = (
+        ('minIntervalMinutes', _O, None),
+    )
+    minIntervalMinutes: Number | None
+
+    def __init__(self, *, minIntervalMinutes: Number | None = None) -> None:
+        _set(self, 'minIntervalMinutes', minIntervalMinutes)
+
+
+class AutomationRunCancellationCapability(Model):
+    __slots__ = ()
+
+
+class AutomationCustomizationsCapability(Model):
+    __slots__ = ()
+
+
+class AutomationCapabilities(Model):
+    __slots__ = ('create', 'schedules', 'runCancellation', 'runHistoryLimit', 'customizations')
+    __fields__ = (
+        ('create', _O, None),
+        ('schedules', _O, None),
+        ('runCancellation', _O, None),
+        ('runHistoryLimit', _O, None),
+        ('customizations', _O, None),
+    )
+    create: AutomationCreateCapability | None
+    schedules: AutomationScheduleCapabilities | None
+    runCancellation: AutomationRunCancellationCapability | None
+    runHistoryLimit: Number | None
+    customizations: AutomationCustomizationsCapability | None
+
+    def __init__(self, *, create: AutomationCreateCapability | None = None, schedules: AutomationScheduleCapabilities | None = None, runCancellation: AutomationRunCancellationCapability | None = None, runHistoryLimit: Number | None = None, customizations: AutomationCustomizationsCapability | None = None) -> None:
+        _set(self, 'create', create)
+        _set(self, 'schedules', schedules)
+        _set(self, 'runCancellation', runCancellation)
+        _set(self, 'runHistoryLimit', runHistoryLimit)
+        _set(self, 'customizations', customizations)
+
+
+class InitializeResult(Model):
+    __slots__ = ('protocolVersion', 'serverSeq', 'serverInfo', '_meta', 'snapshots', 'defaultDirectory', 'completionTriggerCharacters', 'terminalCommandPrefix', 'telemetry', 'automations', 'tcpConnections')
+    __fields__ = (
+        ('protocolVersion', _R, None),
+        ('serverSeq', _R, None),
+        ('serverInfo', _O, None),
+        ('_meta', _O, None),
+        ('snapshots', _R, None),
+        ('defaultDirectory', _O, None),
+        ('completionTriggerCharacters', _O, None),
+        ('terminalCommandPrefix', _O, None),
+        ('telemetry', _O, None),
+        ('automations', _O, None),
+        ('tcpConnections', _O, None),
+    )
+    protocolVersion: str
+    serverSeq: Number
+    serverInfo: Implementation | None
+    _meta: dict[str, Any] | None
+    snapshots: list[Snapshot]
+    defaultDirectory: URI | None
+    completionTriggerCharacters: list[str] | None
+    terminalCommandPrefix: str | None
+    telemetry: TelemetryCapabilities | None
+    automations: AutomationCapabilities | None
+    tcpConnections: TcpConnectionsCapability | None
+
+    def __init__(self, *, protocolVersion: str, serverSeq: Number, serverInfo: Implementation | None = None, meta: dict[str, Any] | None = None, snapshots: list[Snapshot], defaultDirectory: URI | None = None, completionTriggerCharacters: list[str] | None = None, terminalCommandPrefix: str | None = None, telemetry: TelemetryCapabilities | None = None, automations: AutomationCapabilities | None = None, tcpConnections: TcpConnectionsCapability | None = None) -> None:
+        _set(self, 'protocolVersion', protocolVersion)
+        _set(self, 'serverSeq', serverSeq)
+        _set(self, 'serverInfo', serverInfo)
+        _set(self, '_meta', meta)
+        _set(self, 'snapshots', snapshots)
+        _set(self, 'defaultDirectory', defaultDirectory)
+        _set(self, 'completionTriggerCharacters', completionTriggerCharacters)
+        _set(self, 'terminalCommandPrefix', terminalCommandPrefix)
+        _set(self, 'telemetry', telemetry)
+        _set(self, 'automations', automations)
+        _set(self, 'tcpConnections', tcpConnections)
+
+
+class PingParams(Model):
+    __slots__ = ('channel', '_meta')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+
+
+class ChannelDeliveryResumeParams(Model):
+    __slots__ = ('channel', 'lastAppliedServerSeq')
+    __fields__ = (
+        ('channel', _R, None),
+        ('lastAppliedServerSeq', _O, {'minimum': 0, 'maximum': 9007199254740991}),
+    )
+    channel: URI
+    lastAppliedServerSeq: int | None
+
+    def __init__(self, *, channel: URI, lastAppliedServerSeq: int | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'lastAppliedServerSeq', lastAppliedServerSeq)
+
+
+class ChannelDeliveryResumeOptions(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[ChannelDeliveryResumeParams]
+
+    def __init__(self, *, items: list[ChannelDeliveryResumeParams]) -> None:
+        _set(self, 'items', items)
+
+
+class ReconnectParams(Model):
+    __slots__ = ('channel', '_meta', 'clientId', 'lastSeenServerSeq', 'subscriptions', 'windows')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('clientId', _R, None),
+        ('lastSeenServerSeq', _R, None),
+        ('subscriptions', _R, None),
+        ('windows', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    clientId: str
+    lastSeenServerSeq: Number
+    subscriptions: list[URI]
+    windows: ChannelDeliveryResumeOptions | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, clientId: str, lastSeenServerSeq: Number, subscriptions: list[URI], windows: ChannelDeliveryResumeOptions | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'clientId', clientId)
+        _set(self, 'lastSeenServerSeq', lastSeenServerSeq)
+        _set(self, 'subscriptions', subscriptions)
+        _set(self, 'windows', windows)
+
+
+class ChannelDeliveryResumeResult(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[ResumedChannelSubscription]
+
+    def __init__(self, *, items: list[ResumedChannelSubscription]) -> None:
+        _set(self, 'items', items)
+
+
+class ReconnectReplayResult(Model):
+    __slots__ = ('type', 'actions', 'missing', 'windows')
+    __fields__ = (
+        ('type', _C, 'replay'),
+        ('actions', _R, None),
+        ('missing', _R, None),
+        ('windows', _O, None),
+    )
+    type: Literal['replay']
+    actions: list[ActionEnvelope]
+    missing: list[URI]
+    windows: ChannelDeliveryResumeResult | None
+
+    def __init__(self, *, type: Literal['replay'] = 'replay', actions: list[ActionEnvelope], missing: list[URI], windows: ChannelDeliveryResumeResult | None = None) -> None:
+        if type != 'replay':
+            raise ValueError("type must be 'replay', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'actions', actions)
+        _set(self, 'missing', missing)
+        _set(self, 'windows', windows)
+
+
+class ReconnectSnapshotResult(Model):
+    __slots__ = ('type', 'snapshots', 'windows')
+    __fields__ = (
+        ('type', _C, 'snapshot'),
+        ('snapshots', _R, None),
+        ('windows', _O, None),
+    )
+    type: Literal['snapshot']
+    snapshots: list[Snapshot]
+    windows: ChannelDeliveryResumeResult | None
+
+    def __init__(self, *, type: Literal['snapshot'] = 'snapshot', snapshots: list[Snapshot], windows: ChannelDeliveryResumeResult | None = None) -> None:
+        if type != 'snapshot':
+            raise ValueError("type must be 'snapshot', got " + repr(type))
+        _set(self, 'type', type)
+        _set(self, 'snapshots', snapshots)
+        _set(self, 'windows', windows)
+
+
+class SubscriptionDeliveryOptions(Model):
+    __slots__ = ('maxLatencyMs',)
+    __fields__ = (
+        ('maxLatencyMs', _O, None),
+    )
+    maxLatencyMs: Number | None
+
+    def __init__(self, *, maxLatencyMs: Number | None = None) -> None:
+        _set(self, 'maxLatencyMs', maxLatencyMs)
+
+
+class SubscribeView(Model):
+    __slots__ = ('turns',)
+    __fields__ = (
+        ('turns', _O, None),
+    )
+    turns: Number | None
+
+    def __init__(self, *, turns: Number | None = None) -> None:
+        _set(self, 'turns', turns)
+
+
+class SubscriptionFlowControlOptions(Model):
+    __slots__ = ('receive',)
+    __fields__ = (
+        ('receive', _R, None),
+    )
+    receive: ChannelReceiveLimits
+
+    def __init__(self, *, receive: ChannelReceiveLimits) -> None:
+        _set(self, 'receive', receive)
+
+
+class SubscribeParams(Model):
+    __slots__ = ('channel', '_meta', 'delivery', 'view', 'flowControl')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('delivery', _O, None),
+        ('view', _O, None),
+        ('flowControl', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+    delivery: SubscriptionDeliveryOptions | None
+    view: SubscribeView | None
+    flowControl: SubscriptionFlowControlOptions | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None, delivery: SubscriptionDeliveryOptions | None = None, view: SubscribeView | None = None, flowControl: SubscriptionFlowControlOptions | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'delivery', delivery)
+        _set(self, 'view', view)
+        _set(self, 'flowControl', flowControl)
+
+
+class SubscribeResult(Model):
+    __slots__ = ('snapshot', 'flowControl')
+    __fields__ = (
+        ('snapshot', _O, None),
+        ('flowControl', _O, None),
+    )
+    snapshot: Snapshot | None
+    flowControl: ChannelFlowControl | None
+
+    def __init__(self, *, snapshot: Snapshot | None = None, flowControl: ChannelFlowControl | None = None) -> None:
+        _set(self, 'snapshot', snapshot)
+        _set(self, 'flowControl', flowControl)
+
+
+class UnsubscribeParams(Model):
+    __slots__ = ('channel',)
+    __fields__ = (
+        ('channel', _R, None),
+    )
+    channel: URI
+
+    def __init__(self, *, channel: URI) -> None:
+        _set(self, 'channel', channel)
+
+
+class DispatchActionParams(Model):
+    __slots__ = ('channel', 'clientSeq', 'action')
+    __fields__ = (
+        ('channel', _R, None),
+        ('clientSeq', _R, None),
+        ('action', _R, None),
+    )
+    channel: URI
+    clientSeq: Number
+    action: StateAction
+
+    def __init__(self, *, channel: URI, clientSeq: Number, action: StateAction) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'clientSeq', clientSeq)
+        _set(self, 'action', action)
 
 
 class ContentEncoding(enum.StrEnum):
@@ -2827,19 +7234,41 @@ class ContentEncoding(enum.StrEnum):
     UTF_8 = 'utf-8'
 
 
-@model
-class ResourceReadParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    uri: str = _b.required()
-    encoding: ContentEncoding | None = _b.optional()
+class ResourceReadParams(Model):
+    __slots__ = ('channel', '_meta', 'uri', 'encoding')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('uri', _R, None),
+        ('encoding', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    uri: str
+    encoding: ContentEncoding | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, uri: str, encoding: ContentEncoding | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'uri', uri)
+        _set(self, 'encoding', encoding)
 
 
-@model
-class ResourceReadResult:
-    data: str = _b.required()
-    encoding: ContentEncoding = _b.required()
-    contentType: str | None = _b.optional()
+class ResourceReadResult(Model):
+    __slots__ = ('data', 'encoding', 'contentType')
+    __fields__ = (
+        ('data', _R, None),
+        ('encoding', _R, None),
+        ('contentType', _O, None),
+    )
+    data: str
+    encoding: ContentEncoding
+    contentType: str | None
+
+    def __init__(self, *, data: str, encoding: ContentEncoding, contentType: str | None = None) -> None:
+        _set(self, 'data', data)
+        _set(self, 'encoding', encoding)
+        _set(self, 'contentType', contentType)
 
 
 class ResourceWriteMode(enum.StrEnum):
@@ -2848,104 +7277,213 @@ class ResourceWriteMode(enum.StrEnum):
     INSERT = 'insert'
 
 
-@model
-class ResourceWriteParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    uri: URI = _b.required()
-    data: str = _b.required()
-    encoding: ContentEncoding = _b.required()
-    contentType: str | None = _b.optional()
-    createOnly: bool | None = _b.optional()
-    mode: ResourceWriteMode | None = _b.optional()
-    position: Number | None = _b.optional()
-    ifMatch: str | None = _b.optional()
+class ResourceWriteParams(Model):
+    __slots__ = ('channel', '_meta', 'uri', 'data', 'encoding', 'contentType', 'createOnly', 'mode', 'position', 'ifMatch')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('uri', _R, None),
+        ('data', _R, None),
+        ('encoding', _R, None),
+        ('contentType', _O, None),
+        ('createOnly', _O, None),
+        ('mode', _O, None),
+        ('position', _O, None),
+        ('ifMatch', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    uri: URI
+    data: str
+    encoding: ContentEncoding
+    contentType: str | None
+    createOnly: bool | None
+    mode: ResourceWriteMode | None
+    position: Number | None
+    ifMatch: str | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, uri: URI, data: str, encoding: ContentEncoding, contentType: str | None = None, createOnly: bool | None = None, mode: ResourceWriteMode | None = None, position: Number | None = None, ifMatch: str | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'uri', uri)
+        _set(self, 'data', data)
+        _set(self, 'encoding', encoding)
+        _set(self, 'contentType', contentType)
+        _set(self, 'createOnly', createOnly)
+        _set(self, 'mode', mode)
+        _set(self, 'position', position)
+        _set(self, 'ifMatch', ifMatch)
 
 
-@model
-class ResourceWriteResult:
-    pass
+class ResourceWriteResult(Model):
+    __slots__ = ()
 
 
-@model
-class ResourceListParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    uri: URI = _b.required()
+class ResourceListParams(Model):
+    __slots__ = ('channel', '_meta', 'uri')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('uri', _R, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    uri: URI
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, uri: URI) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'uri', uri)
 
 
-@model
-class DirectoryEntry:
-    name: str = _b.required()
-    type: Literal['file', 'directory'] = _b.required()
+class DirectoryEntry(Model):
+    __slots__ = ('name', 'type')
+    __fields__ = (
+        ('name', _R, None),
+        ('type', _R, None),
+    )
+    name: str
+    type: Literal['file', 'directory']
+
+    def __init__(self, *, name: str, type: Literal['file', 'directory']) -> None:
+        _set(self, 'name', name)
+        _set(self, 'type', type)
 
 
-@model
-class ResourceListResult:
-    entries: list[DirectoryEntry] = _b.required()
+class ResourceListResult(Model):
+    __slots__ = ('entries',)
+    __fields__ = (
+        ('entries', _R, None),
+    )
+    entries: list[DirectoryEntry]
+
+    def __init__(self, *, entries: list[DirectoryEntry]) -> None:
+        _set(self, 'entries', entries)
 
 
-@model
-class ResourceCopyParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    source: URI = _b.required()
-    destination: URI = _b.required()
-    failIfExists: bool | None = _b.optional()
+class ResourceCopyParams(Model):
+    __slots__ = ('channel', '_meta', 'source', 'destination', 'failIfExists')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('source', _R, None),
+        ('destination', _R, None),
+        ('failIfExists', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    source: URI
+    destination: URI
+    failIfExists: bool | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, source: URI, destination: URI, failIfExists: bool | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'source', source)
+        _set(self, 'destination', destination)
+        _set(self, 'failIfExists', failIfExists)
 
 
-@model
-class ResourceCopyResult:
-    pass
+class ResourceCopyResult(Model):
+    __slots__ = ()
 
 
-@model
-class ResourceDeleteParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    uri: URI = _b.required()
-    recursive: bool | None = _b.optional()
+class ResourceDeleteParams(Model):
+    __slots__ = ('channel', '_meta', 'uri', 'recursive')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('uri', _R, None),
+        ('recursive', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    uri: URI
+    recursive: bool | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, uri: URI, recursive: bool | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'uri', uri)
+        _set(self, 'recursive', recursive)
 
 
-@model
-class ResourceDeleteResult:
-    pass
+class ResourceDeleteResult(Model):
+    __slots__ = ()
 
 
-@model
-class ResourceRequestParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    uri: URI = _b.required()
-    read: bool | None = _b.optional()
-    write: bool | None = _b.optional()
+class ResourceRequestParams(Model):
+    __slots__ = ('channel', '_meta', 'uri', 'read', 'write')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('uri', _R, None),
+        ('read', _O, None),
+        ('write', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    uri: URI
+    read: bool | None
+    write: bool | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, uri: URI, read: bool | None = None, write: bool | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'uri', uri)
+        _set(self, 'read', read)
+        _set(self, 'write', write)
 
 
-@model
-class ResourceRequestResult:
-    pass
+class ResourceRequestResult(Model):
+    __slots__ = ()
 
 
-@model
-class ResourceMoveParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    source: URI = _b.required()
-    destination: URI = _b.required()
-    failIfExists: bool | None = _b.optional()
+class ResourceMoveParams(Model):
+    __slots__ = ('channel', '_meta', 'source', 'destination', 'failIfExists')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('source', _R, None),
+        ('destination', _R, None),
+        ('failIfExists', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    source: URI
+    destination: URI
+    failIfExists: bool | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, source: URI, destination: URI, failIfExists: bool | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'source', source)
+        _set(self, 'destination', destination)
+        _set(self, 'failIfExists', failIfExists)
 
 
-@model
-class ResourceMoveResult:
-    pass
+class ResourceMoveResult(Model):
+    __slots__ = ()
 
 
-@model
-class ResourceResolveParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    uri: URI = _b.required()
-    followSymlinks: bool | None = _b.optional()
+class ResourceResolveParams(Model):
+    __slots__ = ('channel', '_meta', 'uri', 'followSymlinks')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('uri', _R, None),
+        ('followSymlinks', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    uri: URI
+    followSymlinks: bool | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, uri: URI, followSymlinks: bool | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'uri', uri)
+        _set(self, 'followSymlinks', followSymlinks)
 
 
 class ResourceType(enum.StrEnum):
@@ -2954,329 +7492,775 @@ class ResourceType(enum.StrEnum):
     SYMLINK = 'symlink'
 
 
-@model
-class ResourceResolveResult:
-    uri: URI = _b.required()
-    type: ResourceType = _b.required()
-    size: Number | None = _b.optional()
-    mtime: str | None = _b.optional()
-    ctime: str | None = _b.optional()
-    contentType: str | None = _b.optional()
-    etag: str | None = _b.optional()
+class ResourceResolveResult(Model):
+    __slots__ = ('uri', 'type', 'size', 'mtime', 'ctime', 'contentType', 'etag')
+    __fields__ = (
+        ('uri', _R, None),
+        ('type', _R, None),
+        ('size', _O, None),
+        ('mtime', _O, None),
+        ('ctime', _O, None),
+        ('contentType', _O, None),
+        ('etag', _O, None),
+    )
+    uri: URI
+    type: ResourceType
+    size: Number | None
+    mtime: str | None
+    ctime: str | None
+    contentType: str | None
+    etag: str | None
+
+    def __init__(self, *, uri: URI, type: ResourceType, size: Number | None = None, mtime: str | None = None, ctime: str | None = None, contentType: str | None = None, etag: str | None = None) -> None:
+        _set(self, 'uri', uri)
+        _set(self, 'type', type)
+        _set(self, 'size', size)
+        _set(self, 'mtime', mtime)
+        _set(self, 'ctime', ctime)
+        _set(self, 'contentType', contentType)
+        _set(self, 'etag', etag)
 
 
-@model
-class ResourceMkdirParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    uri: URI = _b.required()
+class ResourceMkdirParams(Model):
+    __slots__ = ('channel', '_meta', 'uri')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('uri', _R, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    uri: URI
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, uri: URI) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'uri', uri)
 
 
-@model
-class ResourceMkdirResult:
-    pass
+class ResourceMkdirResult(Model):
+    __slots__ = ()
 
 
-@model
-class AuthenticateParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    resource: str = _b.required()
-    token: str = _b.required()
-    expiresIn: int | None = _b.optional(schema={'minimum': 1})
-    scopes: list[str] | None = _b.optional()
+class AuthenticateParams(Model):
+    __slots__ = ('channel', '_meta', 'resource', 'token', 'expiresIn', 'scopes')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('resource', _R, None),
+        ('token', _R, None),
+        ('expiresIn', _O, {'minimum': 1}),
+        ('scopes', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    resource: str
+    token: str
+    expiresIn: int | None
+    scopes: list[str] | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, resource: str, token: str, expiresIn: int | None = None, scopes: list[str] | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'resource', resource)
+        _set(self, 'token', token)
+        _set(self, 'expiresIn', expiresIn)
+        _set(self, 'scopes', scopes)
 
 
-@model
-class AuthenticateResult:
-    pass
+class AuthenticateResult(Model):
+    __slots__ = ()
 
 
-@model
-class ListSessionsParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    limit: Number | None = _b.optional()
-    cursor: str | None = _b.optional()
+class ListSessionsParams(Model):
+    __slots__ = ('channel', '_meta', 'limit', 'cursor')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('limit', _O, None),
+        ('cursor', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    limit: Number | None
+    cursor: str | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, limit: Number | None = None, cursor: str | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'limit', limit)
+        _set(self, 'cursor', cursor)
 
 
-@model
-class ListSessionsResult:
-    nextCursor: str | None = _b.optional()
-    items: list[SessionSummary] = _b.required()
+class ListSessionsResult(Model):
+    __slots__ = ('nextCursor', 'items')
+    __fields__ = (
+        ('nextCursor', _O, None),
+        ('items', _R, None),
+    )
+    nextCursor: str | None
+    items: list[SessionSummary]
+
+    def __init__(self, *, nextCursor: str | None = None, items: list[SessionSummary]) -> None:
+        _set(self, 'nextCursor', nextCursor)
+        _set(self, 'items', items)
 
 
-@model
-class ResolveSessionConfigParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    provider: str | None = _b.optional()
-    workingDirectory: URI | None = _b.optional()
-    config: dict[str, Any] | None = _b.optional()
+class ResolveSessionConfigParams(Model):
+    __slots__ = ('channel', '_meta', 'provider', 'workingDirectory', 'config')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('provider', _O, None),
+        ('workingDirectory', _O, None),
+        ('config', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    provider: str | None
+    workingDirectory: URI | None
+    config: dict[str, Any] | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, provider: str | None = None, workingDirectory: URI | None = None, config: dict[str, Any] | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'provider', provider)
+        _set(self, 'workingDirectory', workingDirectory)
+        _set(self, 'config', config)
 
 
-@model
-class ResolveSessionConfigResult:
-    schema: SessionConfigSchema = _b.required()
-    values: dict[str, Any] = _b.required()
+class ResolveSessionConfigResult(Model):
+    __slots__ = ('schema', 'values')
+    __fields__ = (
+        ('schema', _R, None),
+        ('values', _R, None),
+    )
+    schema: SessionConfigSchema
+    values: dict[str, Any]
+
+    def __init__(self, *, schema: SessionConfigSchema, values: dict[str, Any]) -> None:
+        _set(self, 'schema', schema)
+        _set(self, 'values', values)
 
 
-@model
-class SessionConfigValueItem:
-    value: str = _b.required()
-    label: str = _b.required()
-    description: str | None = _b.optional()
+class SessionConfigValueItem(Model):
+    __slots__ = ('value', 'label', 'description')
+    __fields__ = (
+        ('value', _R, None),
+        ('label', _R, None),
+        ('description', _O, None),
+    )
+    value: str
+    label: str
+    description: str | None
+
+    def __init__(self, *, value: str, label: str, description: str | None = None) -> None:
+        _set(self, 'value', value)
+        _set(self, 'label', label)
+        _set(self, 'description', description)
 
 
-@model
-class SessionConfigCompletionsParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    provider: str | None = _b.optional()
-    workingDirectory: URI | None = _b.optional()
-    config: dict[str, Any] | None = _b.optional()
-    property: str = _b.required()
-    query: str | None = _b.optional()
+class SessionConfigCompletionsParams(Model):
+    __slots__ = ('channel', '_meta', 'provider', 'workingDirectory', 'config', 'property', 'query')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('provider', _O, None),
+        ('workingDirectory', _O, None),
+        ('config', _O, None),
+        ('property', _R, None),
+        ('query', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    provider: str | None
+    workingDirectory: URI | None
+    config: dict[str, Any] | None
+    property: str
+    query: str | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, provider: str | None = None, workingDirectory: URI | None = None, config: dict[str, Any] | None = None, property: str, query: str | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'provider', provider)
+        _set(self, 'workingDirectory', workingDirectory)
+        _set(self, 'config', config)
+        _set(self, 'property', property)
+        _set(self, 'query', query)
 
 
-@model
-class SessionConfigCompletionsResult:
-    items: list[SessionConfigValueItem] = _b.required()
+class SessionConfigCompletionsResult(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[SessionConfigValueItem]
+
+    def __init__(self, *, items: list[SessionConfigValueItem]) -> None:
+        _set(self, 'items', items)
 
 
-@model
-class CreateSessionParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    provider: str | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
-    config: dict[str, Any] | None = _b.optional()
-    activeClient: SessionActiveClient | None = _b.optional()
-    progressToken: str | None = _b.optional()
+class CreateSessionParams(Model):
+    __slots__ = ('channel', '_meta', 'provider', 'workingDirectories', 'config', 'activeClient', 'progressToken')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('provider', _O, None),
+        ('workingDirectories', _O, None),
+        ('config', _O, None),
+        ('activeClient', _O, None),
+        ('progressToken', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+    provider: str | None
+    workingDirectories: list[URI] | None
+    config: dict[str, Any] | None
+    activeClient: SessionActiveClient | None
+    progressToken: str | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None, provider: str | None = None, workingDirectories: list[URI] | None = None, config: dict[str, Any] | None = None, activeClient: SessionActiveClient | None = None, progressToken: str | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'provider', provider)
+        _set(self, 'workingDirectories', workingDirectories)
+        _set(self, 'config', config)
+        _set(self, 'activeClient', activeClient)
+        _set(self, 'progressToken', progressToken)
 
 
-@model
-class DisposeSessionParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class DisposeSessionParams(Model):
+    __slots__ = ('channel', '_meta')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
 
 
-@model
-class FetchTurnsParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    cursor: str | None = _b.optional()
+class FetchTurnsParams(Model):
+    __slots__ = ('channel', '_meta', 'cursor')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('cursor', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+    cursor: str | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None, cursor: str | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'cursor', cursor)
 
 
-@model
-class FetchTurnsResult:
-    pass
+class FetchTurnsResult(Model):
+    __slots__ = ()
 
 
 class CompletionItemKind(enum.StrEnum):
     USER_MESSAGE = 'userMessage'
 
 
-@model
-class CompletionsParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    kind: CompletionItemKind = _b.required()
-    text: str = _b.required()
-    offset: Number = _b.required()
+class CompletionsParams(Model):
+    __slots__ = ('channel', '_meta', 'kind', 'text', 'offset')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('kind', _R, None),
+        ('text', _R, None),
+        ('offset', _R, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+    kind: CompletionItemKind
+    text: str
+    offset: Number
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None, kind: CompletionItemKind, text: str, offset: Number) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'kind', kind)
+        _set(self, 'text', text)
+        _set(self, 'offset', offset)
 
 
-@model
-class CompletionItem:
-    insertText: str = _b.required()
-    rangeStart: Number | None = _b.optional()
-    rangeEnd: Number | None = _b.optional()
-    attachment: MessageAttachment = _b.required()
+class CompletionItem(Model):
+    __slots__ = ('insertText', 'rangeStart', 'rangeEnd', 'attachment')
+    __fields__ = (
+        ('insertText', _R, None),
+        ('rangeStart', _O, None),
+        ('rangeEnd', _O, None),
+        ('attachment', _R, None),
+    )
+    insertText: str
+    rangeStart: Number | None
+    rangeEnd: Number | None
+    attachment: MessageAttachment
+
+    def __init__(self, *, insertText: str, rangeStart: Number | None = None, rangeEnd: Number | None = None, attachment: MessageAttachment) -> None:
+        _set(self, 'insertText', insertText)
+        _set(self, 'rangeStart', rangeStart)
+        _set(self, 'rangeEnd', rangeEnd)
+        _set(self, 'attachment', attachment)
 
 
-@model
-class CompletionsResult:
-    items: list[CompletionItem] = _b.required()
+class CompletionsResult(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[CompletionItem]
+
+    def __init__(self, *, items: list[CompletionItem]) -> None:
+        _set(self, 'items', items)
 
 
-@model
-class ForkChatSource:
-    kind: Literal['fork'] = _b.const('fork')
-    chat: URI = _b.required()
-    turnId: str = _b.required()
+class ForkChatSource(Model):
+    __slots__ = ('kind', 'chat', 'turnId')
+    __fields__ = (
+        ('kind', _C, 'fork'),
+        ('chat', _R, None),
+        ('turnId', _R, None),
+    )
+    kind: Literal['fork']
+    chat: URI
+    turnId: str
+
+    def __init__(self, *, kind: Literal['fork'] = 'fork', chat: URI, turnId: str) -> None:
+        if kind != 'fork':
+            raise ValueError("kind must be 'fork', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'chat', chat)
+        _set(self, 'turnId', turnId)
 
 
-@model
-class SideChatSource:
-    kind: Literal['sideChat'] = _b.const('sideChat')
-    chat: URI = _b.required()
-    turnId: str = _b.required()
-    selection: SideChatSelection | None = _b.optional()
+class SideChatSource(Model):
+    __slots__ = ('kind', 'chat', 'turnId', 'selection')
+    __fields__ = (
+        ('kind', _C, 'sideChat'),
+        ('chat', _R, None),
+        ('turnId', _R, None),
+        ('selection', _O, None),
+    )
+    kind: Literal['sideChat']
+    chat: URI
+    turnId: str
+    selection: SideChatSelection | None
+
+    def __init__(self, *, kind: Literal['sideChat'] = 'sideChat', chat: URI, turnId: str, selection: SideChatSelection | None = None) -> None:
+        if kind != 'sideChat':
+            raise ValueError("kind must be 'sideChat', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'chat', chat)
+        _set(self, 'turnId', turnId)
+        _set(self, 'selection', selection)
 
 
-@model
-class CreateChatParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    chat: URI = _b.required()
-    initialMessage: Message | None = _b.optional()
-    source: ChatSource | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
+class CreateChatParams(Model):
+    __slots__ = ('channel', '_meta', 'chat', 'initialMessage', 'source', 'workingDirectories')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('chat', _R, None),
+        ('initialMessage', _O, None),
+        ('source', _O, None),
+        ('workingDirectories', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+    chat: URI
+    initialMessage: Message | None
+    source: ChatSource | None
+    workingDirectories: list[URI] | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None, chat: URI, initialMessage: Message | None = None, source: ChatSource | None = None, workingDirectories: list[URI] | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'chat', chat)
+        _set(self, 'initialMessage', initialMessage)
+        _set(self, 'source', source)
+        _set(self, 'workingDirectories', workingDirectories)
 
 
-@model
-class ChatMoveToSessionDestination:
-    kind: Literal['session'] = _b.const('session')
-    session: URI = _b.required()
-    after: URI | None = _b.optional()
+class ChatMoveToSessionDestination(Model):
+    __slots__ = ('kind', 'session', 'after')
+    __fields__ = (
+        ('kind', _C, 'session'),
+        ('session', _R, None),
+        ('after', _O, None),
+    )
+    kind: Literal['session']
+    session: URI
+    after: URI | None
+
+    def __init__(self, *, kind: Literal['session'] = 'session', session: URI, after: URI | None = None) -> None:
+        if kind != 'session':
+            raise ValueError("kind must be 'session', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'session', session)
+        _set(self, 'after', after)
 
 
-@model
-class ChatMoveToNewSessionDestination:
-    kind: Literal['newSession'] = _b.const('newSession')
+class ChatMoveToNewSessionDestination(Model):
+    __slots__ = ('kind',)
+    __fields__ = (
+        ('kind', _C, 'newSession'),
+    )
+    kind: Literal['newSession']
+
+    def __init__(self, *, kind: Literal['newSession'] = 'newSession') -> None:
+        if kind != 'newSession':
+            raise ValueError("kind must be 'newSession', got " + repr(kind))
+        _set(self, 'kind', kind)
 
 
-@model
-class MoveChatParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    destination: ChatMoveDestination = _b.required()
+class MoveChatParams(Model):
+    __slots__ = ('channel', '_meta', 'destination')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('destination', _R, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+    destination: ChatMoveDestination
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None, destination: ChatMoveDestination) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'destination', destination)
 
 
-@model
-class MoveChatResult:
-    session: URI = _b.required()
+class MoveChatResult(Model):
+    __slots__ = ('session',)
+    __fields__ = (
+        ('session', _R, None),
+    )
+    session: URI
+
+    def __init__(self, *, session: URI) -> None:
+        _set(self, 'session', session)
 
 
-@model
-class DisposeChatParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class DisposeChatParams(Model):
+    __slots__ = ('channel', '_meta')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
 
 
-@model
-class CreateTerminalParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    claim: TerminalClaim = _b.required()
-    name: str | None = _b.optional()
-    cwd: URI | None = _b.optional()
-    cols: Number | None = _b.optional()
-    rows: Number | None = _b.optional()
+class CreateTerminalParams(Model):
+    __slots__ = ('channel', '_meta', 'claim', 'name', 'cwd', 'cols', 'rows')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('claim', _R, None),
+        ('name', _O, None),
+        ('cwd', _O, None),
+        ('cols', _O, None),
+        ('rows', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+    claim: TerminalClaim
+    name: str | None
+    cwd: URI | None
+    cols: Number | None
+    rows: Number | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None, claim: TerminalClaim, name: str | None = None, cwd: URI | None = None, cols: Number | None = None, rows: Number | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'claim', claim)
+        _set(self, 'name', name)
+        _set(self, 'cwd', cwd)
+        _set(self, 'cols', cols)
+        _set(self, 'rows', rows)
 
 
-@model
-class DisposeTerminalParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
+class DisposeTerminalParams(Model):
+    __slots__ = ('channel', '_meta')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
 
 
-@model
-class ChangesetOperationFollowUp:
-    content: ContentRef = _b.required()
-    external: bool | None = _b.optional()
+class ChangesetOperationFollowUp(Model):
+    __slots__ = ('content', 'external')
+    __fields__ = (
+        ('content', _R, None),
+        ('external', _O, None),
+    )
+    content: ContentRef
+    external: bool | None
+
+    def __init__(self, *, content: ContentRef, external: bool | None = None) -> None:
+        _set(self, 'content', content)
+        _set(self, 'external', external)
 
 
-@model
-class ChangesetOperationTargetResource:
-    kind: Literal['resource'] = _b.const('resource')
-    resource: URI = _b.required()
-    side: Literal['before', 'after'] | None = _b.optional()
+class ChangesetOperationTargetResource(Model):
+    __slots__ = ('kind', 'resource', 'side')
+    __fields__ = (
+        ('kind', _C, 'resource'),
+        ('resource', _R, None),
+        ('side', _O, None),
+    )
+    kind: Literal['resource']
+    resource: URI
+    side: Literal['before', 'after'] | None
+
+    def __init__(self, *, kind: Literal['resource'] = 'resource', resource: URI, side: Literal['before', 'after'] | None = None) -> None:
+        if kind != 'resource':
+            raise ValueError("kind must be 'resource', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'resource', resource)
+        _set(self, 'side', side)
 
 
-@model
-class ChangesetOperationTargetRange:
-    kind: Literal['range'] = _b.const('range')
-    resource: URI = _b.required()
-    side: Literal['before', 'after'] | None = _b.optional()
-    range: TextRange = _b.required()
+class ChangesetOperationTargetRange(Model):
+    __slots__ = ('kind', 'resource', 'side', 'range')
+    __fields__ = (
+        ('kind', _C, 'range'),
+        ('resource', _R, None),
+        ('side', _O, None),
+        ('range', _R, None),
+    )
+    kind: Literal['range']
+    resource: URI
+    side: Literal['before', 'after'] | None
+    range: TextRange
+
+    def __init__(self, *, kind: Literal['range'] = 'range', resource: URI, side: Literal['before', 'after'] | None = None, range: TextRange) -> None:
+        if kind != 'range':
+            raise ValueError("kind must be 'range', got " + repr(kind))
+        _set(self, 'kind', kind)
+        _set(self, 'resource', resource)
+        _set(self, 'side', side)
+        _set(self, 'range', range)
 
 
-@model
-class InvokeChangesetOperationParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    operationId: str = _b.required()
-    target: ChangesetOperationTarget | None = _b.optional()
+class InvokeChangesetOperationParams(Model):
+    __slots__ = ('channel', '_meta', 'operationId', 'target')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('operationId', _R, None),
+        ('target', _O, None),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+    operationId: str
+    target: ChangesetOperationTarget | None
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None, operationId: str, target: ChangesetOperationTarget | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'operationId', operationId)
+        _set(self, 'target', target)
 
 
-@model
-class InvokeChangesetOperationResult:
-    message: StringOrMarkdown | None = _b.optional()
-    followUp: ChangesetOperationFollowUp | None = _b.optional()
+class InvokeChangesetOperationResult(Model):
+    __slots__ = ('message', 'followUp')
+    __fields__ = (
+        ('message', _O, None),
+        ('followUp', _O, None),
+    )
+    message: StringOrMarkdown | None
+    followUp: ChangesetOperationFollowUp | None
+
+    def __init__(self, *, message: StringOrMarkdown | None = None, followUp: ChangesetOperationFollowUp | None = None) -> None:
+        _set(self, 'message', message)
+        _set(self, 'followUp', followUp)
 
 
-@model
-class CreateResourceWatchParamsExcludes:
-    items: list[str] = _b.required()
+class CreateResourceWatchParamsExcludes(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[str]
+
+    def __init__(self, *, items: list[str]) -> None:
+        _set(self, 'items', items)
 
 
-@model
-class CreateResourceWatchParamsIncludes:
-    items: list[str] = _b.required()
+class CreateResourceWatchParamsIncludes(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[str]
+
+    def __init__(self, *, items: list[str]) -> None:
+        _set(self, 'items', items)
 
 
-@model
-class CreateResourceWatchParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    uri: URI = _b.required()
-    recursive: bool | None = _b.optional()
-    excludes: CreateResourceWatchParamsExcludes | None = _b.optional()
-    includes: CreateResourceWatchParamsIncludes | None = _b.optional()
+class CreateResourceWatchParams(Model):
+    __slots__ = ('channel', '_meta', 'uri', 'recursive', 'excludes', 'includes')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('uri', _R, None),
+        ('recursive', _O, None),
+        ('excludes', _O, None),
+        ('includes', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    uri: URI
+    recursive: bool | None
+    excludes: CreateResourceWatchParamsExcludes | None
+    includes: CreateResourceWatchParamsIncludes | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, uri: URI, recursive: bool | None = None, excludes: CreateResourceWatchParamsExcludes | None = None, includes: CreateResourceWatchParamsIncludes | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'uri', uri)
+        _set(self, 'recursive', recursive)
+        _set(self, 'excludes', excludes)
+        _set(self, 'includes', includes)
 
 
-@model
-class CreateResourceWatchResult:
-    channel: URI = _b.required()
+class CreateResourceWatchResult(Model):
+    __slots__ = ('channel',)
+    __fields__ = (
+        ('channel', _R, None),
+    )
+    channel: URI
+
+    def __init__(self, *, channel: URI) -> None:
+        _set(self, 'channel', channel)
 
 
-@model
-class ListAutomationTriggerDefinitionsParams:
-    channel: Literal['ahp-root://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    provider: str | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
-    sessionConfig: dict[str, Any] | None = _b.optional()
+class ListAutomationTriggerDefinitionsParams(Model):
+    __slots__ = ('channel', '_meta', 'provider', 'workingDirectories', 'sessionConfig')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('provider', _O, None),
+        ('workingDirectories', _O, None),
+        ('sessionConfig', _O, None),
+    )
+    channel: Literal['ahp-root://']
+    _meta: dict[str, Any] | None
+    provider: str | None
+    workingDirectories: list[URI] | None
+    sessionConfig: dict[str, Any] | None
+
+    def __init__(self, *, channel: Literal['ahp-root://'], meta: dict[str, Any] | None = None, provider: str | None = None, workingDirectories: list[URI] | None = None, sessionConfig: dict[str, Any] | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'provider', provider)
+        _set(self, 'workingDirectories', workingDirectories)
+        _set(self, 'sessionConfig', sessionConfig)
 
 
-@model
-class ListAutomationTriggerDefinitionsResult:
-    items: list[AutomationTriggerDefinition] = _b.required()
+class ListAutomationTriggerDefinitionsResult(Model):
+    __slots__ = ('items',)
+    __fields__ = (
+        ('items', _R, None),
+    )
+    items: list[AutomationTriggerDefinition]
+
+    def __init__(self, *, items: list[AutomationTriggerDefinition]) -> None:
+        _set(self, 'items', items)
 
 
-@model
-class RunAutomationParams:
-    channel: Literal['ahp-automations://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    automation: URI = _b.required()
-    requestId: str = _b.required()
+class RunAutomationParams(Model):
+    __slots__ = ('channel', '_meta', 'automation', 'requestId')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('automation', _R, None),
+        ('requestId', _R, None),
+    )
+    channel: Literal['ahp-automations://']
+    _meta: dict[str, Any] | None
+    automation: URI
+    requestId: str
+
+    def __init__(self, *, channel: Literal['ahp-automations://'], meta: dict[str, Any] | None = None, automation: URI, requestId: str) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'automation', automation)
+        _set(self, 'requestId', requestId)
 
 
-@model
-class RunAutomationResult:
-    resource: URI = _b.required()
+class RunAutomationResult(Model):
+    __slots__ = ('resource',)
+    __fields__ = (
+        ('resource', _R, None),
+    )
+    resource: URI
+
+    def __init__(self, *, resource: URI) -> None:
+        _set(self, 'resource', resource)
 
 
-@model
-class FetchAutomationRunsParams:
-    channel: Literal['ahp-automations://'] = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    automation: URI = _b.required()
-    cursor: str | None = _b.optional()
+class FetchAutomationRunsParams(Model):
+    __slots__ = ('channel', '_meta', 'automation', 'cursor')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('automation', _R, None),
+        ('cursor', _O, None),
+    )
+    channel: Literal['ahp-automations://']
+    _meta: dict[str, Any] | None
+    automation: URI
+    cursor: str | None
+
+    def __init__(self, *, channel: Literal['ahp-automations://'], meta: dict[str, Any] | None = None, automation: URI, cursor: str | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'automation', automation)
+        _set(self, 'cursor', cursor)
 
 
-@model
-class FetchAutomationRunsResult:
-    pass
+class FetchAutomationRunsResult(Model):
+    __slots__ = ()
 
 
-@model
-class CreateTcpConnectionParams:
-    channel: URI = _b.required()
-    _meta: dict[str, Any] | None = _b.optional()
-    host: str = _b.required()
-    port: int = _b.required(schema={'minimum': 1, 'maximum': 65535})
+class CreateTcpConnectionParams(Model):
+    __slots__ = ('channel', '_meta', 'host', 'port')
+    __fields__ = (
+        ('channel', _R, None),
+        ('_meta', _O, None),
+        ('host', _R, None),
+        ('port', _R, {'minimum': 1, 'maximum': 65535}),
+    )
+    channel: URI
+    _meta: dict[str, Any] | None
+    host: str
+    port: int
+
+    def __init__(self, *, channel: URI, meta: dict[str, Any] | None = None, host: str, port: int) -> None:
+        _set(self, 'channel', channel)
+        _set(self, '_meta', meta)
+        _set(self, 'host', host)
+        _set(self, 'port', port)
 
 
 class AuthRequiredReason(enum.StrEnum):
@@ -3284,116 +8268,276 @@ class AuthRequiredReason(enum.StrEnum):
     EXPIRED = 'expired'
 
 
-@model
-class AuthRequiredParams:
-    channel: URI = _b.required()
-    resource: ProtectedResourceMetadata = _b.required()
-    reason: AuthRequiredReason | None = _b.optional()
+class AuthRequiredParams(Model):
+    __slots__ = ('channel', 'resource', 'reason')
+    __fields__ = (
+        ('channel', _R, None),
+        ('resource', _R, None),
+        ('reason', _O, None),
+    )
+    channel: URI
+    resource: ProtectedResourceMetadata
+    reason: AuthRequiredReason | None
+
+    def __init__(self, *, channel: URI, resource: ProtectedResourceMetadata, reason: AuthRequiredReason | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'resource', resource)
+        _set(self, 'reason', reason)
 
 
-@model
-class ChannelFrameParams:
-    channel: URI = _b.required()
-    data: str = _b.required(schema={'minLength': 1})
-    final: bool | None = _b.optional()
+class ChannelFrameParams(Model):
+    __slots__ = ('channel', 'data', 'final')
+    __fields__ = (
+        ('channel', _R, None),
+        ('data', _R, {'minLength': 1}),
+        ('final', _O, None),
+    )
+    channel: URI
+    data: str
+    final: bool | None
+
+    def __init__(self, *, channel: URI, data: str, final: bool | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'data', data)
+        _set(self, 'final', final)
 
 
-@model
-class ChannelCreditParams:
-    channel: URI = _b.required()
-    consumedBytes: int = _b.required(schema={'minimum': 0, 'maximum': 9007199254740991})
+class ChannelCreditParams(Model):
+    __slots__ = ('channel', 'consumedBytes')
+    __fields__ = (
+        ('channel', _R, None),
+        ('consumedBytes', _R, {'minimum': 0, 'maximum': 9007199254740991}),
+    )
+    channel: URI
+    consumedBytes: int
+
+    def __init__(self, *, channel: URI, consumedBytes: int) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'consumedBytes', consumedBytes)
 
 
-@model
-class ChannelReadyParams:
-    channel: URI = _b.required()
+class ChannelReadyParams(Model):
+    __slots__ = ('channel',)
+    __fields__ = (
+        ('channel', _R, None),
+    )
+    channel: URI
+
+    def __init__(self, *, channel: URI) -> None:
+        _set(self, 'channel', channel)
 
 
-@model
-class ChannelResetParams:
-    channel: URI = _b.required()
+class ChannelResetParams(Model):
+    __slots__ = ('channel',)
+    __fields__ = (
+        ('channel', _R, None),
+    )
+    channel: URI
+
+    def __init__(self, *, channel: URI) -> None:
+        _set(self, 'channel', channel)
 
 
-@model
-class ChannelSnapshotParams:
-    channel: URI = _b.required()
-    snapshot: Snapshot = _b.required()
+class ChannelSnapshotParams(Model):
+    __slots__ = ('channel', 'snapshot')
+    __fields__ = (
+        ('channel', _R, None),
+        ('snapshot', _R, None),
+    )
+    channel: URI
+    snapshot: Snapshot
+
+    def __init__(self, *, channel: URI, snapshot: Snapshot) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'snapshot', snapshot)
 
 
-@model
-class SessionAddedParams:
-    channel: URI = _b.required()
-    summary: SessionSummary = _b.required()
+class SessionAddedParams(Model):
+    __slots__ = ('channel', 'summary')
+    __fields__ = (
+        ('channel', _R, None),
+        ('summary', _R, None),
+    )
+    channel: URI
+    summary: SessionSummary
+
+    def __init__(self, *, channel: URI, summary: SessionSummary) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'summary', summary)
 
 
-@model
-class SessionRemovedParams:
-    channel: URI = _b.required()
-    session: URI = _b.required()
+class SessionRemovedParams(Model):
+    __slots__ = ('channel', 'session')
+    __fields__ = (
+        ('channel', _R, None),
+        ('session', _R, None),
+    )
+    channel: URI
+    session: URI
+
+    def __init__(self, *, channel: URI, session: URI) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'session', session)
 
 
-@model
-class SessionSummaryChangedParamsChanges:
-    provider: str | None = _b.optional()
-    title: str | None = _b.optional()
-    status: SessionStatus | None = _b.optional()
-    activity: str | None = _b.optional()
-    origin: SessionOrigin | None = _b.optional()
-    project: ProjectInfo | None = _b.optional()
-    workingDirectories: list[URI] | None = _b.optional()
-    annotations: AnnotationsSummary | None = _b.optional()
-    resource: URI | None = _b.optional()
-    createdAt: str | None = _b.optional()
-    modifiedAt: str | None = _b.optional()
-    changes: ChangesSummary | None = _b.optional()
-    _meta: dict[str, Any] | None = _b.optional()
-    chats: list[SessionChatSummary] | None = _b.optional()
-    defaultChat: URI | None = _b.optional()
+class SessionSummaryChangedParamsChanges(Model):
+    __slots__ = ('provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations', 'resource', 'createdAt', 'modifiedAt', 'changes', '_meta', 'chats', 'defaultChat')
+    __fields__ = (
+        ('provider', _O, None),
+        ('title', _O, None),
+        ('status', _O, None),
+        ('activity', _O, None),
+        ('origin', _O, None),
+        ('project', _O, None),
+        ('workingDirectories', _O, None),
+        ('annotations', _O, None),
+        ('resource', _O, None),
+        ('createdAt', _O, None),
+        ('modifiedAt', _O, None),
+        ('changes', _O, None),
+        ('_meta', _O, None),
+        ('chats', _O, None),
+        ('defaultChat', _O, None),
+    )
+    provider: str | None
+    title: str | None
+    status: SessionStatus | None
+    activity: str | None
+    origin: SessionOrigin | None
+    project: ProjectInfo | None
+    workingDirectories: list[URI] | None
+    annotations: AnnotationsSummary | None
+    resource: URI | None
+    createdAt: str | None
+    modifiedAt: str | None
+    changes: ChangesSummary | None
+    _meta: dict[str, Any] | None
+    chats: list[SessionChatSummary] | None
+    defaultChat: URI | None
+
+    def __init__(self, *, provider: str | None = None, title: str | None = None, status: SessionStatus | None = None, activity: str | None = None, origin: SessionOrigin | None = None, project: ProjectInfo | None = None, workingDirectories: list[URI] | None = None, annotations: AnnotationsSummary | None = None, resource: URI | None = None, createdAt: str | None = None, modifiedAt: str | None = None, changes: ChangesSummary | None = None, meta: dict[str, Any] | None = None, chats: list[SessionChatSummary] | None = None, defaultChat: URI | None = None) -> None:
+        _set(self, 'provider', provider)
+        _set(self, 'title', title)
+        _set(self, 'status', status)
+        _set(self, 'activity', activity)
+        _set(self, 'origin', origin)
+        _set(self, 'project', project)
+        _set(self, 'workingDirectories', workingDirectories)
+        _set(self, 'annotations', annotations)
+        _set(self, 'resource', resource)
+        _set(self, 'createdAt', createdAt)
+        _set(self, 'modifiedAt', modifiedAt)
+        _set(self, 'changes', changes)
+        _set(self, '_meta', meta)
+        _set(self, 'chats', chats)
+        _set(self, 'defaultChat', defaultChat)
 
 
-@model
-class SessionSummaryChangedParams:
-    channel: URI = _b.required()
-    session: URI = _b.required()
-    changes: SessionSummaryChangedParamsChanges = _b.required()
+class SessionSummaryChangedParams(Model):
+    __slots__ = ('channel', 'session', 'changes')
+    __fields__ = (
+        ('channel', _R, None),
+        ('session', _R, None),
+        ('changes', _R, None),
+    )
+    channel: URI
+    session: URI
+    changes: SessionSummaryChangedParamsChanges
+
+    def __init__(self, *, channel: URI, session: URI, changes: SessionSummaryChangedParamsChanges) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'session', session)
+        _set(self, 'changes', changes)
 
 
-@model
-class ProgressParams:
-    channel: URI = _b.required()
-    progressToken: str = _b.required()
-    progress: Number = _b.required()
-    total: Number | None = _b.optional()
-    message: str | None = _b.optional()
+class ProgressParams(Model):
+    __slots__ = ('channel', 'progressToken', 'progress', 'total', 'message')
+    __fields__ = (
+        ('channel', _R, None),
+        ('progressToken', _R, None),
+        ('progress', _R, None),
+        ('total', _O, None),
+        ('message', _O, None),
+    )
+    channel: URI
+    progressToken: str
+    progress: Number
+    total: Number | None
+    message: str | None
+
+    def __init__(self, *, channel: URI, progressToken: str, progress: Number, total: Number | None = None, message: str | None = None) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'progressToken', progressToken)
+        _set(self, 'progress', progress)
+        _set(self, 'total', total)
+        _set(self, 'message', message)
 
 
-@model
-class OtlpExportLogsParams:
-    channel: URI = _b.required()
-    payload: dict[str, Any] = _b.required()
+class OtlpExportLogsParams(Model):
+    __slots__ = ('channel', 'payload')
+    __fields__ = (
+        ('channel', _R, None),
+        ('payload', _R, None),
+    )
+    channel: URI
+    payload: dict[str, Any]
+
+    def __init__(self, *, channel: URI, payload: dict[str, Any]) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'payload', payload)
 
 
-@model
-class OtlpExportTracesParams:
-    channel: URI = _b.required()
-    payload: dict[str, Any] = _b.required()
+class OtlpExportTracesParams(Model):
+    __slots__ = ('channel', 'payload')
+    __fields__ = (
+        ('channel', _R, None),
+        ('payload', _R, None),
+    )
+    channel: URI
+    payload: dict[str, Any]
+
+    def __init__(self, *, channel: URI, payload: dict[str, Any]) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'payload', payload)
 
 
-@model
-class OtlpExportMetricsParams:
-    channel: URI = _b.required()
-    payload: dict[str, Any] = _b.required()
+class OtlpExportMetricsParams(Model):
+    __slots__ = ('channel', 'payload')
+    __fields__ = (
+        ('channel', _R, None),
+        ('payload', _R, None),
+    )
+    channel: URI
+    payload: dict[str, Any]
+
+    def __init__(self, *, channel: URI, payload: dict[str, Any]) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'payload', payload)
 
 
-@model
-class TcpDataParams:
-    channel: URI = _b.required()
-    data: str = _b.required(schema={'minLength': 1})
+class TcpDataParams(Model):
+    __slots__ = ('channel', 'data')
+    __fields__ = (
+        ('channel', _R, None),
+        ('data', _R, {'minLength': 1}),
+    )
+    channel: URI
+    data: str
+
+    def __init__(self, *, channel: URI, data: str) -> None:
+        _set(self, 'channel', channel)
+        _set(self, 'data', data)
 
 
-@model
-class TcpEofParams:
-    channel: URI = _b.required()
+class TcpEofParams(Model):
+    __slots__ = ('channel',)
+    __fields__ = (
+        ('channel', _R, None),
+    )
+    channel: URI
+
+    def __init__(self, *, channel: URI) -> None:
+        _set(self, 'channel', channel)
 
 
 class JsonRpcErrorCode(enum.IntEnum):
@@ -3417,19 +8561,37 @@ class AhpErrorCode(enum.IntEnum):
     Conflict = -32011
 
 
-@model
-class AuthRequiredErrorData:
-    resources: list[ProtectedResourceMetadata] = _b.required()
+class AuthRequiredErrorData(Model):
+    __slots__ = ('resources',)
+    __fields__ = (
+        ('resources', _R, None),
+    )
+    resources: list[ProtectedResourceMetadata]
+
+    def __init__(self, *, resources: list[ProtectedResourceMetadata]) -> None:
+        _set(self, 'resources', resources)
 
 
-@model
-class PermissionDeniedErrorData:
-    request: ResourceRequestParams | None = _b.optional()
+class PermissionDeniedErrorData(Model):
+    __slots__ = ('request',)
+    __fields__ = (
+        ('request', _O, None),
+    )
+    request: ResourceRequestParams | None
+
+    def __init__(self, *, request: ResourceRequestParams | None = None) -> None:
+        _set(self, 'request', request)
 
 
-@model
-class UnsupportedProtocolVersionErrorData:
-    supportedVersions: list[str] = _b.required()
+class UnsupportedProtocolVersionErrorData(Model):
+    __slots__ = ('supportedVersions',)
+    __fields__ = (
+        ('supportedVersions', _R, None),
+    )
+    supportedVersions: list[str]
+
+    def __init__(self, *, supportedVersions: list[str]) -> None:
+        _set(self, 'supportedVersions', supportedVersions)
 
 
 # -- aliases --------------------------------------------------------------
@@ -3686,8 +8848,3 @@ SKIPPED: dict[str, str] = {
 }
 
 #: Counts, for the record: 414 classes, 27 enums, 38 aliases.
-
-# Annotations are strings until resolved; resolve them once, here.
-for _cls in [c for c in globals().values() if isinstance(c, type) and attrs.has(c)]:
-    attrs.resolve_types(_cls, globals(), globals())
-del _cls

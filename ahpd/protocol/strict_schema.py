@@ -2,7 +2,7 @@
 
 The published schemas leave every object open, so a field under the wrong
 name, or beside its object rather than inside it, validates there and is
-still unreadable to a client. This schema is built by walking the attrs
+still unreadable to a client. This schema is built by walking the
 model, not by copying the published one, and closes every object
 (``additionalProperties: false``) except the declared open bags such as
 ``_meta``. It is therefore also a check on the model: whatever the model
@@ -22,10 +22,9 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-import attrs
 
 from ahpd.protocol import model
-from ahpd.protocol._base import CONST, SCHEMA
+from ahpd.protocol._base import CONST, SCHEMA, fields, has
 
 SCHEMA_ID = "urn:ahpd:ahp-strict"
 _NONE = type(None)
@@ -77,7 +76,7 @@ class _Builder:
             return self.union(tp)
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
             return self.enum(tp)
-        if attrs.has(tp):
+        if has(tp):
             return self.cls(tp)
         raise TypeError(f"no schema for {tp!r}")
 
@@ -113,7 +112,7 @@ class _Builder:
             self.defs[name] = {}  # reserve against recursion
             properties = {}
             required = []
-            for f in attrs.fields(tp):
+            for f in fields(tp):
                 ftype = f.type
                 optional = f.default is None and not f.metadata.get(CONST)
                 if optional and typing.get_origin(ftype) in (Union, types.UnionType):
@@ -149,7 +148,7 @@ def strict_schema() -> dict[str, Any]:
     notifications = {m: b.of(p) for m, p in model.SERVER_NOTIFICATIONS.items()}
     # Every other definition of the model, so every state type is named.
     for value in vars(model).values():
-        if isinstance(value, type) and (attrs.has(value) or issubclass(value, enum.Enum)):
+        if isinstance(value, type) and (has(value) or issubclass(value, enum.Enum)):
             b.of(value)
     for union in b.union_names:
         b.of(union)

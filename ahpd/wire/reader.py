@@ -18,19 +18,22 @@ same problems.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import orjson
 
-#: A run of digits orjson may read differently from ``json.loads``.
-_LONG_NUMBER = re.compile(rb"\d{19}")
+#: Every ASCII digit to ``0``, every other byte to ``.``: a run of nineteen
+#: digits (which orjson may read differently from ``json.loads``) is then a
+#: plain substring search, several times cheaper than a regular expression
+#: scanning every line.
+_DIGITS = bytes(48 if 48 <= b <= 57 else 46 for b in range(256))
+_LONG_NUMBER = b"0" * 19
 
 
 def loads(raw: bytes) -> Any:
     """``json.loads(raw)``, faster."""
-    if _LONG_NUMBER.search(raw) is None:
+    if _LONG_NUMBER not in raw.translate(_DIGITS):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

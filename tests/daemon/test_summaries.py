@@ -8,8 +8,8 @@ from __future__ import annotations
 import typing
 import uuid
 
-import attrs
 
+from ahpd import protocol
 from ahpd.protocol import model
 
 from ..gitrepo import make_repo
@@ -177,7 +177,7 @@ async def test_read_archived_titles_activity_and_meta_reach_every_subscriber(tmp
 def _literal_commands() -> dict[str, str]:
     out = {}
     for method, (cls, *_) in model.COMMANDS.items():
-        field = attrs.fields_dict(cls).get("channel")
+        field = protocol.fields_dict(cls).get("channel")
         if field is not None and typing.get_origin(field.type) is typing.Literal:
             (out[method],) = typing.get_args(field.type)
     return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
@@ -180,3 +181,19 @@ def test_facts_and_branches(tmp_path) -> None:
     }
     git(clone, "branch", "older", "HEAD~1")
     assert gitport.Repo(clone).branches() == ["main", "older"]
+
+
+def test_a_plain_folder_is_no_repository_without_loading_libgit2(tmp_path) -> None:
+    # libgit2 is ~8 MB of the daemon: a session in a folder outside any repository does not load it.
+    plain = tmp_path / "plain" / "deeper"
+    plain.mkdir(parents=True)
+    code = (
+        "import sys\nfrom ahpd.ports import git\n"
+        f"try:\n    git.Repo({str(plain)!r})\nexcept git.NotARepository as exc:\n    print('refused:', exc)\n"
+        "print('pygit2' in sys.modules)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert run.stdout.splitlines() == [f"refused: {plain} is not in a git repository", "False"]
+    # A .git anywhere above is libgit2's to judge: a repository around the folder is found.
+    make_repo(tmp_path / "plain")
+    assert gitport.Repo(plain).root == (tmp_path / "plain").resolve()

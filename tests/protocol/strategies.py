@@ -12,11 +12,10 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-import attrs
 from hypothesis import strategies as st
 
 from ahpd.protocol import model
-from ahpd.protocol._base import CONST, SCHEMA
+from ahpd.protocol._base import CONST, SCHEMA, fields, has
 
 MAX_DEPTH = 3
 _NONE = type(None)
@@ -79,14 +78,14 @@ def for_type(tp: Any, depth: int = 0, schema: dict[str, Any] | None = None) -> s
         )
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return st.sampled_from(list(tp))
-    if attrs.has(tp):
+    if has(tp):
         return for_class(tp, depth)
     raise TypeError(f"no strategy for {tp!r}")
 
 
 def for_class(cls: type, depth: int = 0) -> st.SearchStrategy[Any]:
     kwargs = {}
-    for f in attrs.fields(cls):
+    for f in fields(cls):
         if f.metadata.get(CONST):
             continue
         meta = f.metadata.get(SCHEMA, {})
@@ -107,4 +106,4 @@ def _strip_none(tp: Any) -> Any:
 
 
 def model_classes() -> list[type]:
-    return [v for v in vars(model).values() if isinstance(v, type) and attrs.has(v)]
+    return [v for v in vars(model).values() if isinstance(v, type) and has(v)]

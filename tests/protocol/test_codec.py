@@ -187,3 +187,36 @@ def test_no_coercion() -> None:
             codec.decode(model.ChannelReceiveLimits, {**limits, "windowBytes": bad})
     with pytest.raises(DecodeError):  # a string is not an array of characters
         codec.decode(model.UnsupportedProtocolVersionErrorData, {"supportedVersions": "1.0.0"})
+
+
+def test_an_optional_number_is_a_json_number() -> None:
+    # Through cattrs, an optional number fell back on float(): "1.5" and true were read as 1.5 and 1.0.
+    for bad in ("1.5", True):
+        with pytest.raises(DecodeError) as err:
+            codec.decode(model.UsageInfo, {"inputTokens": bad})
+        assert err.value.path == "$.inputTokens"
+        with pytest.raises(DecodeError):
+            codec.check(model.UsageInfo, {"inputTokens": bad})
+    assert codec.decode(model.UsageInfo, {"inputTokens": 2.0}).inputTokens == 2.0
+    assert codec.encode(codec.decode(model.UsageInfo, {"inputTokens": 7})) == {"inputTokens": 7}
+
+
+def test_check_builds_nothing_and_agrees_with_decode() -> None:
+    good = {"type": "chat/delta", "turnId": "t", "partId": "p", "content": "x"}
+    assert codec.check(model.ChatDeltaAction, good) is None
+    for bad in ({**good, "extra": 1}, {**good, "content": 3}, {"type": "chat/delta"}):
+        with pytest.raises(DecodeError) as decoded:
+            codec.decode(model.ChatDeltaAction, bad)
+        with pytest.raises(DecodeError) as checked:
+            codec.check(model.ChatDeltaAction, bad)
+        assert (checked.value.path, checked.value.reason) == (decoded.value.path, decoded.value.reason)
+
+
+def test_model_objects_are_immutable_values() -> None:
+    a = model.TextPosition(line=1, character=2)
+    assert a == model.TextPosition(line=1, character=2) and hash(a) == hash(model.TextPosition(line=1, character=2))
+    with pytest.raises(AttributeError):
+        a.line = 3  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        model.ChatDeltaAction(type="chat/reasoning", turnId="t", partId="p", content="x")  # type: ignore[arg-type]
+    assert repr(a) == "TextPosition(line=1, character=2)"

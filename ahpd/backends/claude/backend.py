@@ -25,8 +25,10 @@ this module: it is about a second of a daemon's start-up otherwise
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -39,7 +41,7 @@ from ahpd.backends.claude.conversation import ClaudeConversation, configured_ser
 from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
 from ahpd.backends.claude.offers import available_commands, models_from_init
 from ahpd.backends._paths import ignore, scratch_root, working_root
-from ahpd.backends.port import BackendError, Conversation, EventSink, StoredConversation, Update
+from ahpd.backends.port import BackendError, Conversation, EventSink, HistoryTurn, StoredConversation, Update
 
 if TYPE_CHECKING:
     from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
@@ -97,6 +99,8 @@ class ClaudeBackend:
         #: does not tell a skill from a prompt), or None before any turn.
         self.skills: list[str] | None = None
         self._models: list[dict[str, Any]] = []
+        #: A conversation of this backend has started: the SDK is loaded in this process.
+        self._conversed = False
 
     # -- AgentInfo ----------------------------------------------------------------
 
@@ -158,7 +162,26 @@ class ClaudeBackend:
         """The boot probe: start a CLI, read what ``initialize`` answers
         (models, commands, agents), and stop it. No model is called. True
         when :meth:`agent_info` changed, so the host sends
-        ``root/agentsChanged`` again. Failure is logged, never raised."""
+        ``root/agentsChanged`` again. Failure is logged, never raised.
+
+        Asked of a child process (``catalogue``) while no conversation of
+        this backend has loaded the SDK here, in this process after."""
+        if self._sdk_here():
+            return await self.probe_here(cwd)
+        learned = await self._ask("probe", cwd=cwd)
+        if not isinstance(learned, dict):
+            return False
+        changed = self._learn(learned.get("serverInfo"))
+        servers = learned.get("mcpServers")
+        if isinstance(servers, list) and servers != self.mcp_servers:
+            self.mcp_servers = servers
+            changed = True
+        if isinstance(learned.get("plugins"), list):
+            self.plugins = learned["plugins"]
+        return changed
+
+    async def probe_here(self, cwd: Path | None = None) -> bool:
+        """:meth:`probe`, in this process (the SDK is imported here)."""
         root = working_root(cwd or scratch_root())
         conversation = ClaudeConversation(str(uuid.uuid4()), ignore, root, self.provider)
         options = self._options(root, conversation, resume_id=None, session_id=None, api_key=None)
@@ -269,6 +292,7 @@ class ClaudeBackend:
         the CLI takes directories only when it starts. ``resume_at`` is a
         :attr:`ClaudeConversation.rewind_point` to resume ``resume_id`` at
         (a rewind still to be made), said back as ``resumed_at``."""
+        self._conversed = True  # the SDK is imported here from now on
         root = working_root(cwd)
         if session_id is not None and not _is_uuid(session_id):
             raise BackendError(f"a Claude session id must be a UUID, not {session_id!r}")
@@ -366,7 +390,9 @@ class ClaudeBackend:
 
     async def list_conversations(self) -> list[StoredConversation]:
         """Past sessions, from the CLI's transcripts (a file read, no CLI)."""
-        return await _claude_transcripts.list_conversations()
+        if self._sdk_here():
+            return await _claude_transcripts.list_conversations()
+        return [StoredConversation(**row) for row in await self._ask("list") or []]
 
     def state_file(self, backend_id: str) -> Path | None:
         """The CLI's own transcript of a conversation (the window's debug view)."""
@@ -374,18 +400,62 @@ class ClaudeBackend:
 
     async def delete_conversation(self, backend_id: str) -> bool:
         """Delete the session's transcript; False when there is none."""
-        return await _claude_transcripts.delete_conversation(backend_id)
+        if self._sdk_here():
+            return await _claude_transcripts.delete_conversation(backend_id)
+        return await self._ask("delete", backend_id) is True
 
     async def read_subagents(self, backend_id: str) -> dict[str, _claude_transcripts.HistoryTurn]:
         """A past session's subagents, each as its worker chat's one turn, by
         the call that spawned it (a file read, no CLI)."""
-        return await _claude_transcripts.read_subagents(backend_id)
+        if self._sdk_here():
+            return await _claude_transcripts.read_subagents(backend_id)
+        answer = await self._ask("subagents", backend_id)
+        return {call: HistoryTurn(**turn) for call, turn in (answer or {}).items()}
 
     async def read_history(self, backend_id: str) -> list[_claude_transcripts.HistoryTurn]:
         """A past session's turns as a live one would have streamed them
         (a file read, no CLI): feed each turn's updates to a
         ``TurnTranslator`` to rebuild the same turn shapes."""
-        return await _claude_transcripts.read_history(backend_id)
+        if self._sdk_here():
+            return await _claude_transcripts.read_history(backend_id)
+        return [HistoryTurn(**turn) for turn in await self._ask("history", backend_id) or []]
+
+    # -- the SDK's questions, asked of a child process while it is not loaded here ----
+
+    def _sdk_here(self) -> bool:
+        """Whether to ask in this process: a test's transport is here, or a
+        conversation has loaded the SDK here already."""
+        return self.transport_factory is not None or self._conversed
+
+    async def _ask(self, *argv: str, cwd: Path | None = None) -> Any:
+        """Run ``catalogue`` as a child process and read its JSON answer;
+        None when it failed (said on the daemon's standard error by the child)."""
+        spec = {
+            "provider": self.provider,
+            "cli_path": None if self.cli_path is None else str(self.cli_path),
+            "env": self.env,
+            "model": self.model,
+            "start_timeout": self.start_timeout,
+            "shutdown_timeout": self.shutdown_timeout,
+            "cwd": None if cwd is None else str(cwd),
+        }
+        try:
+            with trio.fail_after(self.start_timeout + self.shutdown_timeout + 30):
+                done = await trio.run_process(
+                    [sys.executable, "-m", "ahpd.backends.claude.catalogue", *argv],
+                    stdin=json.dumps(spec).encode(),
+                    capture_stdout=True,
+                    stderr=None,
+                    check=False,
+                )
+            answer = json.loads(done.stdout or b"null")
+        except (OSError, ValueError, trio.TooSlowError) as exc:
+            log.warning("%s: asking for %s failed: %s", self.provider, argv[0], exc)
+            return None
+        if done.returncode != 0:
+            log.warning("%s: asking for %s failed (exit status %s)", self.provider, argv[0], done.returncode)
+            return None
+        return answer
 
 
 def _is_uuid(value: str) -> bool:

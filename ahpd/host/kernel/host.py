@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 import trio
 
 from ahpd.host.kernel import commands as kernel_commands
@@ -26,6 +25,7 @@ from ahpd.host.kernel.forward import Outgoing
 from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
 from ahpd.host.kernel.seqstore import MemorySeqStore, Sequencer
+from ahpd import protocol
 from ahpd.protocol import DecodeError, codec, model
 
 log = logging.getLogger("ahpd.host")
@@ -348,7 +348,7 @@ def _not_served(method: str) -> str:
 def _check_literal_channel(method: str, cls: type, params: dict[str, Any]) -> dict[str, Any]:
     """A command that declares ``channel`` as a literal is refused when it
     names another; one that names none has named nothing wrong."""
-    field = attrs.fields_dict(cls).get("channel")
+    field = protocol.fields_dict(cls).get("channel")
     if field is None or typing.get_origin(field.type) is not typing.Literal:
         return params
     (expected,) = typing.get_args(field.type)

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
-from watchfiles._rust_notify import RustNotify
 
 from ahpd.host.kernel import dispatch
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, RpcError
@@ -52,6 +51,15 @@ if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
 
 log = logging.getLogger("ahpd.host")
+
+
+def _rust_notify() -> Any:
+    """watchfiles' notifier module, imported by the first watch: ~20 ms of
+    start-up that a daemon nobody asked to watch a folder should not pay."""
+    from watchfiles import _rust_notify
+
+    return _rust_notify
+
 
 SCHEME = "ahp-resource-watch:/"
 #: Milliseconds of quiet that close a batch, and the most a batch waits.
@@ -196,7 +204,7 @@ class Watches:
         started = False
         try:
             notify = await trio.to_thread.run_sync(
-                lambda: RustNotify([watch.path], False, False, 300, watch.recursive, True)
+                lambda: _rust_notify().RustNotify([watch.path], False, False, 300, watch.recursive, True)
             )
             with notify:
                 task_status.started()

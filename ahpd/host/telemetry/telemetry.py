@@ -38,21 +38,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
-from opentelemetry import trace
-from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry._logs import LogRecord, SeverityNumber
-from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
-from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ahpd import __version__
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports import otlp
 
 if TYPE_CHECKING:
+    from opentelemetry.metrics import CallbackOptions, Counter, Observation
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Tracer
+
     from ahpd.host.kernel.host import Host, Peer
 
 log = logging.getLogger("ahpd.host")
@@ -64,6 +62,8 @@ METRICS = "ahp-otlp://metrics"
 LEVELS = {"trace": 1, "debug": 5, "info": 9, "warn": 13, "error": 17, "fatal": 21}
 METRICS_INTERVAL = 10.0
 _LOGS_PREFIX = LOGS.removesuffix("{level}")
+#: The actions that count or open a span, and so start the SDK.
+_COUNTED = frozenset({"chat/turnStarted", "chat/toolCallStart", "chat/usage"})
 
 
 class Counts:
@@ -84,48 +84,56 @@ class Counts:
 COUNTS = Counts()
 
 
-class _Forward(SpanProcessor, LogRecordProcessor):
-    """Hands each ended span, or each emitted log record, to ``deliver``."""
+def _forward(deliver: Any) -> Any:
+    """A span and log record processor that hands each ended span, or each
+    emitted log record, to ``deliver``."""
+    from opentelemetry.sdk._logs import LogRecordProcessor
+    from opentelemetry.sdk.trace import SpanProcessor
 
-    def __init__(self, deliver: Any) -> None:
-        self.deliver = deliver
+    class Forward(SpanProcessor, LogRecordProcessor):
+        def on_end(self, span: Any) -> None:
+            deliver(span)
 
-    def on_end(self, span: Any) -> None:
-        self.deliver(span)
+        def on_emit(self, log_record: Any) -> None:
+            deliver(log_record)
 
-    def on_emit(self, log_record: Any) -> None:
-        self.deliver(log_record)
+        def shutdown(self) -> None:
+            pass
 
-    def shutdown(self) -> None:
-        pass
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
 
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+    return Forward()
 
 
+#: (logging level, OTLP SeverityNumber member, its text), highest first.
 _SEVERITY = (
-    (logging.CRITICAL, SeverityNumber.FATAL, "FATAL"),
-    (logging.ERROR, SeverityNumber.ERROR, "ERROR"),
-    (logging.WARNING, SeverityNumber.WARN, "WARN"),
-    (logging.INFO, SeverityNumber.INFO, "INFO"),
-    (logging.DEBUG, SeverityNumber.DEBUG, "DEBUG"),
+    (logging.CRITICAL, "FATAL", "FATAL"),
+    (logging.ERROR, "ERROR", "ERROR"),
+    (logging.WARNING, "WARN", "WARN"),
+    (logging.INFO, "INFO", "INFO"),
+    (logging.DEBUG, "DEBUG", "DEBUG"),
 )
 
 
 class LogLines(logging.Handler):
     """The daemon's log lines, each an OTel log record of the SDK's logger:
     the same records its other handlers write, timestamped when they were
-    made, with the logger's name and any traceback as attributes."""
+    made, with the logger's name and any traceback as attributes. Until the
+    SDK is started (see ``Telemetry.start``) nobody can be watching, and a
+    line goes nowhere."""
 
-    def __init__(self, provider: LoggerProvider) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.logger = provider.get_logger("ahpd", __version__)
+        self.logger: Any = None
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self.logger is None:
+            return
         try:
-            number, text = next(
-                ((n, t) for level, n, t in _SEVERITY if record.levelno >= level), (SeverityNumber.TRACE, "TRACE")
-            )
+            from opentelemetry._logs import LogRecord, SeverityNumber
+
+            name, text = next(((n, t) for level, n, t in _SEVERITY if record.levelno >= level), ("TRACE", "TRACE"))
             attributes = {"logger.name": record.name}
             if record.exc_info:
                 attributes["exception.stacktrace"] = logging.Formatter().formatException(record.exc_info)
@@ -133,7 +141,7 @@ class LogLines(logging.Handler):
                 LogRecord(
                     timestamp=int(record.created * 1e9),
                     observed_timestamp=time.time_ns(),
-                    severity_number=number,
+                    severity_number=SeverityNumber[name],
                     severity_text=text,
                     body=record.getMessage(),
                     attributes=attributes,
@@ -143,14 +151,59 @@ class LogLines(logging.Handler):
             self.handleError(record)
 
 
+def _trace() -> Any:
+    """``opentelemetry.trace``, imported when a span is first made (see ``Telemetry``)."""
+    from opentelemetry import trace
+
+    return trace
+
+
 def _observer(read: Callable[[], int]) -> Callable[[CallbackOptions], list[Observation]]:
     """An observable counter's callback: what ``read`` says when it is collected."""
+    from opentelemetry.metrics import Observation
+
     return lambda _options: [Observation(read())]
 
 
 class Telemetry:
+    """The OpenTelemetry SDK is started (:meth:`start`) when first needed: a
+    subscription to a telemetry channel, a turn or a tool call to count, or a
+    collector named at start-up. Its import is ~50 ms and ~8 MB that a daemon
+    nobody has used yet should not pay; the metrics are still cumulative since
+    the process started, because nothing they count happens before."""
+
+    tracer_provider: TracerProvider
+    tracer: Tracer
+    logger_provider: LoggerProvider
+    reader: InMemoryMetricReader
+    meter_provider: MeterProvider
+    turns: Counter
+    tool_calls: Counter
+    tokens: Counter
+
     def __init__(self, environ: dict[str, str] | None = None) -> None:
         environ = dict(os.environ if environ is None else environ)
+        self.host: Host | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._turns: dict[tuple[str, str], Any] = {}  # (chat, turnId) -> span
+        self._tools: dict[tuple[str, str], Any] = {}  # (chat, toolCallId) -> span
+        self.collector = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+        self.handler = LogLines()
+        self.started = False
+        if self.collector:
+            self.start()
+
+    def start(self) -> None:
+        """Make the SDK's providers (once)."""
+        if self.started:
+            return
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+
+        self.started = True
         resource = Resource.create(
             {
                 "service.name": "ahpd",
@@ -158,18 +211,11 @@ class Telemetry:
                 "host.name": socket.gethostname(),
             }
         )
-        self.host: Host | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._turns: dict[tuple[str, str], Any] = {}  # (chat, turnId) -> span
-        self._tools: dict[tuple[str, str], Any] = {}  # (chat, toolCallId) -> span
-        self.collector = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
-
         self.tracer_provider = TracerProvider(resource=resource)
-        self.tracer_provider.add_span_processor(_Forward(lambda span: self._soon(self._send_span, span)))
+        self.tracer_provider.add_span_processor(_forward(lambda span: self._soon(self._send_span, span)))
         self.tracer = self.tracer_provider.get_tracer("ahpd", __version__)
         self.logger_provider = LoggerProvider(resource=resource)
-        self.logger_provider.add_log_record_processor(_Forward(self._log_emitted))
-        self.handler = LogLines(self.logger_provider)
+        self.logger_provider.add_log_record_processor(_forward(self._log_emitted))
         self.reader = InMemoryMetricReader()
         readers: list[MetricReader] = [self.reader]
         if self.collector:
@@ -188,6 +234,7 @@ class Telemetry:
             ("ahpd.queue_closes", "{connection}", "clients closed for falling behind", lambda: COUNTS.queue_closes),
         ):
             meter.create_observable_counter(name, callbacks=[_observer(read)], unit=unit, description=description)
+        self.handler.logger = self.logger_provider.get_logger("ahpd", __version__)
 
     def _to_collector(self) -> MetricReader:
         """The SDK's own OTLP/HTTP exporters, for the collector the standard
@@ -229,6 +276,8 @@ class Telemetry:
         """Stop delivering, and flush what the collector is still owed."""
         logging.getLogger().removeHandler(self.handler)
         self._token = None
+        if not self.started:
+            return
         for provider in (self.tracer_provider, self.logger_provider, self.meter_provider):
             try:
                 provider.shutdown()
@@ -252,6 +301,7 @@ class Telemetry:
         problem = self.malformed(uri)
         if problem is not None:
             raise RpcError(INVALID_PARAMS, problem, {"path": "$.channel", "channel": uri})
+        self.start()
         peer.subscriptions.add(uri)
         if uri == METRICS:
             self._soon(self.send_metrics)
@@ -309,13 +359,15 @@ class Telemetry:
         kind = action.get("type", "")
         if not kind.startswith("chat/"):
             return
+        if kind in _COUNTED:
+            self.start()
         if kind == "chat/turnStarted":
             self.turns.add(1)
             owner = self.host.sessions.chat_owner.get(channel) if self.host and self.host.sessions else None
             session = owner.session.uri if owner is not None else ""
             self._turns[(channel, action["turnId"])] = self.tracer.start_span(
                 "turn",
-                kind=SpanKind.SERVER,
+                kind=_trace().SpanKind.SERVER,
                 attributes={
                     "ahp.session": session,
                     "ahp.session.id": session.rpartition("/")[2],
@@ -326,10 +378,10 @@ class Telemetry:
         elif kind == "chat/toolCallStart":
             self.tool_calls.add(1, {"tool.name": action.get("toolName") or ""})
             parent = self._turns.get((channel, action["turnId"]))
-            context = trace.set_span_in_context(parent) if parent is not None else None
+            context = _trace().set_span_in_context(parent) if parent is not None else None
             self._tools[(channel, action["toolCallId"])] = self.tracer.start_span(
                 f"tool {action.get('toolName') or action['toolCallId']}",
-                kind=SpanKind.CLIENT,
+                kind=_trace().SpanKind.CLIENT,
                 context=context,
                 attributes={
                     "ahp.chat": channel,
@@ -342,7 +394,7 @@ class Telemetry:
             span = self._tools.pop((channel, action["toolCallId"]), None)
             if span is not None:
                 if not (action.get("result") or {}).get("success", True):
-                    span.set_status(Status(StatusCode.ERROR, "the tool call failed"))
+                    span.set_status(_trace().Status(_trace().StatusCode.ERROR, "the tool call failed"))
                 span.end()
         elif kind == "chat/usage":
             usage = action.get("usage") or {}
@@ -360,7 +412,8 @@ class Telemetry:
                 self._tools.pop(key).end()  # a call the ending cut short ends with its turn
             if span is not None:
                 if kind == "chat/error":
-                    span.set_status(Status(StatusCode.ERROR, str((action.get("part") or {}).get("message", ""))))
+                    message = str((action.get("part") or {}).get("message", ""))
+                    span.set_status(_trace().Status(_trace().StatusCode.ERROR, message))
                 span.set_attribute("ahp.turn.ending", kind)
                 span.end()
 
@@ -368,7 +421,7 @@ class Telemetry:
 
     def send_metrics(self) -> None:
         peers = self._watching(METRICS)
-        if not peers:
+        if not peers or not self.started:
             return
         data = self.reader.get_metrics_data()
         if data is not None:

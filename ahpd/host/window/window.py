@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import atexit
 import base64
-import http.client
 import json
 import logging
 import math
@@ -44,9 +43,7 @@ import socket
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,11 +122,6 @@ def managed_settings(host: Host, peer: Peer, params: Any) -> list[Any]:
     return []
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None  # the redirect is the answer: its target is a URL nobody gave
-
-
 def _lookup(hostname: str, family: int) -> dict[str, Any]:
     started = time.monotonic()
     try:
@@ -142,12 +134,22 @@ def _lookup(hostname: str, family: int) -> dict[str, Any]:
 
 
 def _fetch(url: str, hostname: str) -> dict[str, Any]:
+    # Imported here: urllib's HTTP client (http.client, email, ssl) is ~20 ms of
+    # start-up that only a client asking for a diagnostics fetch should pay.
+    import http.client
+    import urllib.error
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None  # the redirect is the answer: its target is a URL nobody gave
+
     result: dict[str, Any] = {
         "url": url,
         "dnsIpv4": _lookup(hostname, socket.AF_INET),
         "dnsIpv6": _lookup(hostname, socket.AF_INET6),
     }
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect())
     request = urllib.request.Request(url, headers={"User-Agent": f"ahpd/{__version__} diagnosticsFetch"})
     started = time.monotonic()
     try:
