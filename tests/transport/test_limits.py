@@ -9,7 +9,6 @@ import logging
 import pytest
 import trio
 
-from ahpd.transport import websocket
 from ahpd.transport.websocket import Limits
 
 from .conftest import LIMIT, EchoHandler, serving, ws_client
