@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import trio
 
 from ahpd.host.kernel import forward
 
