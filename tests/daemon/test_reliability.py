@@ -6,13 +6,16 @@ not stall the event loop."""
 from __future__ import annotations
 
 import json
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import trio
 
 from ahpd.host.kernel import forward
+from ahpd.host.window import window
 
-from .helpers import Rpc, daemon_in_process, rpc
+from .helpers import Rpc, daemon_in_process, eventually, rpc
 
 ROOT = "ahp-root://"
 
@@ -73,3 +76,93 @@ async def test_requests_waiting_on_other_clients_are_capped_per_connection(tmp_p
             assert f"{cap} requests of this connection already wait" in refused["error"]["message"]
             assert refused["error"]["data"] == {"limit": cap}
             assert "result" in await asker.call("ping", {}, timeout=10)
+
+
+# -- attack 2: worker threads starved ---------------------------------------------------
+
+
+async def _trickling_server(task_status: trio.TaskStatus[tuple[int, list[int]]] = trio.TASK_STATUS_IGNORED) -> None:
+    """An HTTP server that answers every request a byte every 0.2 s, for ever."""
+    held = [0]
+
+    async def trickle(stream: trio.SocketStream) -> None:
+        held[0] += 1
+        try:
+            await stream.receive_some(4096)
+            await stream.send_all(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            while True:
+                await stream.send_all(b"a")
+                await trio.sleep(0.2)  # the server's pace, not a wait
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, trickle, listeners)
+        task_status.started((listeners[0].socket.getsockname()[1], held))
+
+
+async def test_fetches_from_a_trickling_server_do_not_starve_file_reads(tmp_path: Path, monkeypatch) -> None:
+    """42 ``diagnosticsFetch`` of a server that trickles for ever (one per
+    connection, as many as the shared thread pool holds and more), then a
+    read of a small file: answered at once (before: not until the server
+    stopped, since every fetch's thread kept reading and kept its token)."""
+    monkeypatch.setattr(window, "FETCH_TIMEOUT", 3.0)
+    small = tmp_path / "small.txt"
+    small.write_text("small")
+    async with daemon_in_process(tmp_path / "data", "--sessions", "memory") as daemon, trio.open_nursery() as nursery:
+        port, held = await nursery.start(_trickling_server)
+        async with AsyncExitStack() as stack:
+            fetchers = [await stack.enter_async_context(rpc(daemon.url)) for _ in range(42)]
+            for n, fetcher in enumerate(fetchers):
+                await fetcher.initialize(f"fetcher-{n}", subscriptions=())
+                await _send(fetcher, "fetch", "diagnosticsFetch", url=f"http://127.0.0.1:{port}/{n}")
+            await eventually(lambda: held[0] >= 40)
+            async with rpc(daemon.url) as reader:
+                await reader.initialize("reader")
+                # the wait itself is the question: the fetches hold the server for ever
+                read = await reader.call("resourceRead", {"channel": ROOT, "uri": small.as_uri()}, timeout=15)
+                assert read["result"]["data"] == "small", read
+            assert trio.to_thread.current_default_thread_limiter().borrowed_tokens < 40
+            # and each fetch is answered at its deadline, naming it
+            answer = (await _answers(fetchers[0], {"fetch"}))["fetch"]["result"]
+            assert answer["statusCode"] == 200 and "no complete answer in 3 seconds" in answer["error"], answer
+        nursery.cancel_scope.cancel()
+
+
+async def _watch(client: Rpc, folder: Path) -> dict[str, Any]:
+    return await client.call("createResourceWatch", {"channel": ROOT, "uri": folder.as_uri(), "recursive": False})
+
+
+async def test_many_watches_hold_no_thread_another_family_needs_and_are_capped(tmp_path: Path) -> None:
+    """100 watches from two connections (more than trio's shared pool of 40
+    threads): none of the shared pool's threads is held (before: all 40,
+    and every file read, git call and store write queued behind the
+    watchers), a file read is answered; the 65th watch of one connection is
+    refused, naming the key that caps it."""
+    folders = []
+    for n in range(65):
+        folder = tmp_path / "w" / str(n)
+        folder.mkdir(parents=True)
+        folders.append(folder)
+    small = tmp_path / "small.txt"
+    small.write_text("small")
+    async with daemon_in_process(tmp_path / "data", "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as one, rpc(daemon.url) as two:
+            await one.initialize("one")
+            await two.initialize("two")
+            for folder in folders[:50]:
+                for client in (one, two):
+                    reply = await _watch(client, folder)
+                    assert "result" in reply, reply
+            assert len(daemon.host.watches.watches) == 100
+            assert trio.to_thread.current_default_thread_limiter().borrowed_tokens == 0
+            read = await one.call("resourceRead", {"channel": ROOT, "uri": small.as_uri()}, timeout=15)
+            assert read["result"]["data"] == "small", read
+            for folder in folders[50:64]:
+                assert "result" in await _watch(one, folder)
+            refused = await _watch(one, folders[64])
+            assert refused["error"]["code"] == -32009, refused
+            assert "resourceWatchesPerConnection = 64" in refused["error"]["message"]
+            assert folders[64].as_uri() in refused["error"]["message"]
+            assert "result" in await _watch(two, folders[64])  # the other connection is under its own cap

@@ -41,13 +41,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import trio
 
 from ahpd.backends.translate import PENDING_EDIT
 from ahpd.host.kernel import forward, jsonrpc
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.ports import fs
 from ahpd.protocol import codec, model
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -174,7 +174,7 @@ async def _on_port(uri: str, work: Callable[[fs.Fence], Any]) -> Any:
             return work(fence)
 
     try:
-        return await trio.to_thread.run_sync(run)
+        return await threads.run("files", run)
     except fs.FsError as exc:
         raise _refusal(uri, exc) from None
 
@@ -391,7 +391,7 @@ async def _two_ends(
         return await forward.forward(host, peer, source.owner, method, _forwarded(params), params.source)
     assert isinstance(source, File) and isinstance(target, File)
     try:
-        await trio.to_thread.run_sync(_both, source.path, target.path, work)
+        await threads.run("files", _both, source.path, target.path, work)
     except fs.FsError as exc:
         raise _refusal(params.destination if exc.path == target.path else params.source, exc) from None
     _touched(host, source.path, target.path)
