@@ -126,7 +126,7 @@ async def test_fetches_from_a_trickling_server_do_not_starve_file_reads(tmp_path
             assert trio.to_thread.current_default_thread_limiter().borrowed_tokens < 40
             # and each fetch is answered at its deadline, naming it
             answer = (await _answers(fetchers[0], {"fetch"}))["fetch"]["result"]
-            assert answer["statusCode"] == 200 and "no complete answer in 3 seconds" in answer["error"], answer
+            assert "no complete answer in 3 seconds" in answer["error"], answer
         nursery.cancel_scope.cancel()
 
 

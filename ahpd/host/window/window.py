@@ -146,6 +146,9 @@ def _reason(exc: BaseException) -> str:
         seen.add(id(cause))
         if isinstance(cause, OSError) and cause.strerror:
             return cause.strerror
+        if isinstance(cause, BaseExceptionGroup):  # trio's "all attempts to connect failed"
+            cause = cause.exceptions[0]
+            continue
         if str(cause):
             said = str(cause)
         cause = cause.__cause__ or cause.__context__
