@@ -69,8 +69,8 @@ from ahpd.transport.base import (
     logger,
     run_connection,
 )
-from ahpd.host.kernel.frame import SharedFrame
-from ahpd.transport.frames import PIECE, BatchBytes, text_frame_pieces
+from ahpd.host.kernel.frame import SharedFrame, Utf8Frame
+from ahpd.transport.frames import PIECE, BatchBytes, text_frame_pieces, utf8_frame_pieces
 
 #: What one read from a client's socket asks for: trio-websocket's 4 KiB
 #: would take a large frame (a ``resourceWrite`` of megabytes) thousands of
@@ -271,11 +271,14 @@ class WebSocketConnection(Connection):
     async def _write_frames(self, frames: list[str]) -> None:
         assert self._ws is not None
         last = frames[-1]
-        if len(last) > PIECE and type(last) is not SharedFrame:
+        if type(last) is Utf8Frame:  # made in pieces off the loop; large, so it ends its batch
+            head = [self._batches.of(frames[:-1])] if len(frames) > 1 else []
+            pieces: Iterable[bytes] = itertools.chain(head, utf8_frame_pieces(last.pieces, last.size))
+        elif len(last) > PIECE and type(last) is not SharedFrame:
             # A large frame ends its batch (it reaches the batch's cap): the
             # frames before it go as one write, it a piece at a time.
             head = [self._batches.of(frames[:-1])] if len(frames) > 1 else []
-            pieces: Iterable[bytes] = itertools.chain(head, text_frame_pieces(last))
+            pieces = itertools.chain(head, text_frame_pieces(last))
         else:
             pieces = (self._batches.of(frames),)
         try:

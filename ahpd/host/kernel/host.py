@@ -26,6 +26,7 @@ from ahpd.host.kernel import jsonrpc, rootconfig
 from ahpd.host.kernel.bus import ROOT, ActionBus
 from ahpd.host.kernel import forward
 from ahpd.host.kernel.forward import Outgoing
+from ahpd.host.kernel.frame import Utf8Frame
 from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
 from ahpd.host.kernel.seqstore import MemorySeqStore, Sequencer
@@ -75,7 +76,9 @@ class Peer:
         who = f" client {self.client_id}" if self.client_id else ""
         return f"{self.conn.name}{who}"
 
-    def send(self, text: str, size: int | None = None) -> bool:
+    def send(self, text: str | Utf8Frame, size: int | None = None) -> bool:
+        if isinstance(text, Utf8Frame):
+            return self.conn.send(text, text.size)
         if size is None and text.isascii():  # measured without a copy: a 50 MB read is one frame
             size = len(text)
         return self.conn.send(text, size)
@@ -290,7 +293,7 @@ class Host:
         finally:
             turn.done()
 
-    async def _answer(self, peer: Peer, request: jsonrpc.Request) -> str:
+    async def _answer(self, peer: Peer, request: jsonrpc.Request) -> str | Utf8Frame:
         try:
             result = await self._call(self.commands, peer, request.method, request.params)
         except RpcError as err:
@@ -314,7 +317,9 @@ class Host:
             result = await result
         # Handlers answer wire JSON (states are held as wire JSON), or one
         # already encoded (a file's content); a model object is encoded.
-        return result if result is None or isinstance(result, (dict, jsonrpc.Encoded)) else codec.encode(result)
+        if result is None or isinstance(result, (dict, jsonrpc.Encoded, jsonrpc.EncodedBytes)):
+            return result
+        return codec.encode(result)
 
     def decode_params(self, method: str, params: Any) -> Any:
         if params is None:
