@@ -166,3 +166,103 @@ async def test_many_watches_hold_no_thread_another_family_needs_and_are_capped(t
             assert "resourceWatchesPerConnection = 64" in refused["error"]["message"]
             assert folders[64].as_uri() in refused["error"]["message"]
             assert "result" in await _watch(two, folders[64])  # the other connection is under its own cap
+
+
+# -- attack 7: large reads --------------------------------------------------------------
+
+
+class _RawClient:
+    """A WebSocket client by hand, which reads its socket only when told to."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = bytearray()
+
+    @classmethod
+    async def connect(cls, url: str) -> _RawClient:
+        host, port = url.removeprefix("ws://").split("/")[0].rsplit(":", 1)
+        client = cls(await trio.open_tcp_stream(host, int(port)))
+        await client.stream.send_all(
+            f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n".encode()
+        )
+        while b"\r\n\r\n" not in client.buffer:
+            client.buffer += await client.stream.receive_some(65536)
+        head, _, client.buffer[:] = bytes(client.buffer).partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101"), head
+        return client
+
+    async def send(self, ident: int, method: str, **params: Any) -> None:
+        payload = json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}).encode()
+        n = len(payload)
+        head = bytes([0x81, 0x80 | n]) if n < 126 else bytes([0x81, 0x80 | 126]) + n.to_bytes(2, "big")
+        await self.stream.send_all(head + b"\0\0\0\0" + payload)  # masked with zeros
+
+    async def _exactly(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            chunk = await self.stream.receive_some(1 << 20)
+            if not chunk:
+                raise EOFError("closed by the daemon")
+            self.buffer += chunk
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return data
+
+    async def answer(self, ident: int) -> dict[str, Any]:
+        while True:
+            first, second = await self._exactly(2)
+            n = second & 0x7F
+            if n == 126:
+                n = int.from_bytes(await self._exactly(2), "big")
+            elif n == 127:
+                n = int.from_bytes(await self._exactly(8), "big")
+            payload = await self._exactly(n)
+            if first == 0x88:
+                raise EOFError(f"closed by the daemon: {payload[2:].decode(errors='replace')}")
+            frame = json.loads(payload)
+            if frame.get("id") == ident and "method" not in frame:
+                return frame
+
+
+async def test_large_reads_wait_for_room_in_the_queues_rather_than_close_anybody(tmp_path: Path) -> None:
+    """Six 20 MiB reads by clients that are not reading yet, against 60 MiB
+    of queue for all clients together: two answers are made and queued, the
+    other four wait for room before they are made, and once the clients
+    read, every one gets its file (before: all six were made at once and
+    queued, 120 MiB against a budget of 60, since an empty queue takes any
+    frame)."""
+    big = tmp_path / "big.txt"
+    line = b"the quick brown fox jumps over the lazy dog 0123456789\n"
+    big.write_bytes((line * (20 * 2**20 // len(line) + 1))[: 20 * 2**20])
+    args = ("--sessions", "memory", "--without-connection-token", "--max-queued-bytes", str(60 * 2**20))
+    async with daemon_in_process(tmp_path / "data", *args) as daemon:
+        clients = [await _RawClient.connect(daemon.url) for _ in range(6)]
+        for n, client in enumerate(clients):
+            await client.send(1, "initialize", channel=ROOT, protocolVersions=["1.0.0"], clientId=f"reader-{n}")
+            assert "result" in await client.answer(1)
+        for client in clients:
+            await client.send(2, "resourceRead", channel=ROOT, uri=big.as_uri())
+
+        def settled() -> int:
+            """Reads answered (queued), waiting for room, or whose connection is gone."""
+            conns = [peer.conn for peer in daemon.host.peers if (peer.client_id or "").startswith("reader-")]
+            budget = next((c._budget for c in conns if c._budget is not None), None)
+            waiting = len(getattr(budget, "freed", ()))
+            return 6 - len(conns) + sum(1 for c in conns if c.queued_bytes > 0 or c.closed) + waiting
+
+        await eventually(lambda: settled() >= 6)
+        queued = sum(peer.conn.queued_bytes for peer in daemon.host.peers)
+        assert 40 * 2**20 < queued <= 60 * 2**20  # two answers; the other four are not made yet
+        async with trio.open_nursery() as nursery:
+            sizes: list[int] = []
+
+            async def read(client: _RawClient) -> None:
+                answer = await client.answer(2)
+                assert "result" in answer, answer["error"]
+                sizes.append(len(answer["result"]["data"]))
+
+            for client in clients:
+                nursery.start_soon(read, client)
+        assert sizes == [20 * 2**20] * 6
+        for client in clients:
+            await client.stream.aclose()
