@@ -420,7 +420,7 @@ class _Server:
         try:
             with door:  # cancelled when a newer connection needs the slot
                 request = await self._admit(stream, name)
-            if door.cancelled_caught:
+            if door.cancelled_caught or key not in self.heads:  # dropped, maybe after its last wait
                 logger.debug("%s: dropped before it was admitted, for a newer connection", name)
                 return
             if request is None:
