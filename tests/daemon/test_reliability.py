@@ -266,3 +266,16 @@ async def test_large_reads_wait_for_room_in_the_queues_rather_than_close_anybody
         assert sizes == [20 * 2**20] * 6
         for client in clients:
             await client.stream.aclose()
+
+
+async def test_a_read_larger_than_the_whole_queue_budget_is_refused_naming_it(tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * (12 * 2**20))
+    args = ("--sessions", "memory", "--max-queued-bytes", str(8 * 2**20))
+    async with daemon_in_process(tmp_path / "data", *args) as daemon, rpc(daemon.url) as client:
+        await client.initialize("reader")
+        refused = await client.call("resourceRead", {"channel": ROOT, "uri": big.as_uri()})
+        assert refused["error"]["code"] == -32009, refused
+        message = refused["error"]["message"]
+        assert big.as_uri() in message and f"more than the {8 * 2**20} bytes" in message, message
+        assert "result" in await client.call("ping", {})
