@@ -22,9 +22,8 @@ import attrs
 import trio
 
 from ahpd.host.kernel import commands as kernel_commands
-from ahpd.host.kernel import jsonrpc, rootconfig
+from ahpd.host.kernel import forward, jsonrpc, rootconfig
 from ahpd.host.kernel.bus import ROOT, ActionBus
-from ahpd.host.kernel import forward
 from ahpd.host.kernel.forward import Outgoing
 from ahpd.host.kernel.frame import Utf8Frame
 from ahpd.host.kernel.hooks import KernelHooks
