@@ -6,7 +6,8 @@ it holds for clients that never read.
 
 1. Silent flood: N TCP connections that never send a byte, against a daemon
    whose soft open-file limit is 1024 (so its defaults are 512 connections,
-   64 in their request head). Printed: how many were answered 503, the
+   as many pending, a newcomer dropping the oldest). Printed: how many were
+   answered 503 or dropped, the
    daemon's peak descriptor count, and whether a real client is served once
    the flood leaves.
 2. WebSocket flood: N clients that complete the handshake and stay. Printed:
