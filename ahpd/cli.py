@@ -181,15 +181,16 @@ def _add_limit_options(run: argparse.ArgumentParser) -> None:
         type=_positive,
         default=None,
         metavar="N",
-        help="answer 503 to connections beyond N open at once (default: half the open-file limit, at most 1024)",
+        help="at most N connections open at once; a newcomer drops the oldest not yet admitted, "
+        "or is answered 503 when all are WebSockets (default: half the open-file limit, at most 1024)",
     )
     run.add_argument(
         "--max-pending-connections",
         type=_positive,
         default=None,
         metavar="N",
-        help="answer 503 to a connection while N others are still sending their request head "
-        "(default: an eighth of --max-connections)",
+        help="at most N connections not yet admitted (in their request head); a newcomer beyond "
+        "them drops the oldest (default: --max-connections)",
     )
     run.add_argument(
         "--max-queued-bytes",

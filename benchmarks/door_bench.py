@@ -2,10 +2,12 @@
 it holds for clients that never read.
 
     python benchmarks/door_bench.py [--silent N] [--sockets N] [--draft-kib K] [--drafts N]
+                                    [--tricklers N] [--only silent|websocket|memory|trickle]
 
 1. Silent flood: N TCP connections that never send a byte, against a daemon
    whose soft open-file limit is 1024 (so its defaults are 512 connections,
-   64 in their request head). Printed: how many were answered 503, the
+   as many pending, a newcomer dropping the oldest). Printed: how many were
+   answered 503 or dropped, the
    daemon's peak descriptor count, and whether a real client is served once
    the flood leaves.
 2. WebSocket flood: N clients that complete the handshake and stay. Printed:
@@ -16,6 +18,12 @@ it holds for clients that never read.
    Printed: the daemon's VmRSS before, at its peak and after, and which limit
    closed the 30 (the per-client ``clientQueueBytes`` or the budget over all).
 
+4. Trickle: N local connections without the token (1,000 by default) that
+   send a request head a byte a second and come back whenever dropped, from
+   a process of their own, against a daemon with a token and the same 1024
+   open-file limit; then 20 real clients one after another. Printed: how
+   many were served and the slowest connect + ``initialize``.
+
 No pass/fail: the figures are for the closing note.
 """
 
@@ -23,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import resource
@@ -57,7 +66,7 @@ def masked(text: str) -> bytes:
 
 
 class Daemon:
-    def __init__(self, work: Path, nofile: int | None) -> None:
+    def __init__(self, work: Path, nofile: int | None, token: bool = False) -> None:
         def lower() -> None:
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -76,7 +85,7 @@ class Daemon:
                 str(work / "d"),
                 "--sessions",
                 "memory",
-                "--without-connection-token",
+                *([] if token else ["--without-connection-token"]),
             ],
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -86,7 +95,7 @@ class Daemon:
         line = self.proc.stdout.readline().decode()
         assert line.startswith("ahpd ready: "), line
         self.url = line.split(": ", 1)[1].strip()
-        self.port = int(self.url.rsplit(":", 1)[1].strip("/"))
+        self.port = int(self.url.split("/")[2].rsplit(":", 1)[1])
 
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
@@ -320,24 +329,90 @@ async def never_readers(work: Path, clients: int, draft_kib: int, drafts: int) -
     print(f"  exit status on SIGTERM: {daemon.stop()}")
 
 
+async def _trickler(port: int, stop: trio.Event, reopened: list[int]) -> None:
+    """One connection without the token, sending a head a byte a second, again whenever dropped."""
+    while not stop.is_set():
+        try:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+        except OSError:
+            await trio.sleep(0.05)
+            continue
+        try:
+            async with stream:
+                await stream.send_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                while not stop.is_set():
+                    await stream.send_all(b"a")
+                    with trio.move_on_after(1):
+                        await stream.receive_some(4096)  # dropped or answered: come back
+                        break
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        reopened[0] += 1
+
+
+async def tricklers(port: int, count: int) -> None:
+    """The attack, in a process of its own (``--trickle-at PORT``), until its stdin closes."""
+    stop, reopened = trio.Event(), [0]
+    async with trio.open_nursery() as nursery:
+        for _ in range(count):
+            nursery.start_soon(_trickler, port, stop, reopened)
+        await trio.to_thread.run_sync(sys.stdin.read)
+        stop.set()
+        nursery.cancel_scope.cancel()
+    print(reopened[0], flush=True)
+
+
+async def trickle(work: Path, count: int) -> None:
+    daemon = Daemon(work, nofile=1024, token=True)
+    attack = subprocess.Popen(  # noqa: ASYNC220 - the attack's own process, started once
+        [sys.executable, __file__, "--trickle-at", str(daemon.port), "--tricklers", str(count)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    await trio.sleep(5)  # the flood at full strength: every slot taken, the rest coming back
+    took: list[float] = []
+    for _ in range(20):
+        start = time.monotonic()
+        ok = await served(daemon.url)
+        took.append(time.monotonic() - start if ok else math.inf)
+    out, _ = attack.communicate(b"")
+    print(f"trickle: {count} connections without the token, a header byte a second, back whenever dropped")
+    print(
+        f"  real clients served: {sum(t < math.inf for t in took)} of 20; within 1 s: "
+        f"{sum(t <= 1 for t in took)}; slowest {max(took):.2f} s, median {sorted(took)[10]:.3f} s"
+    )
+    print(f"  trickling connections dropped or refused and reopened: {out.decode().strip()}")
+    log = daemon.stderr()
+    print(f"  503 log lines: {log.count('refused with 503')}; drop spells: {log.count('dropping the oldest')}")
+    print(f"  exit status on SIGTERM: {daemon.stop()}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--silent", type=int, default=2000)
     parser.add_argument("--sockets", type=int, default=800)
     parser.add_argument("--draft-kib", type=int, default=64)
     parser.add_argument("--drafts", type=int, default=600)
+    parser.add_argument("--tricklers", type=int, default=1000)
+    parser.add_argument("--only", choices=["silent", "websocket", "memory", "trickle"])
+    parser.add_argument("--trickle-at", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))  # our side of the floods
+    if args.trickle_at:
+        await tricklers(args.trickle_at, args.tricklers)
+        return
+    parts = {
+        "silent": lambda w: silent_flood(w, args.silent),
+        "websocket": lambda w: websocket_flood(w, args.sockets),
+        "memory": lambda w: never_readers(w, 30, args.draft_kib, args.drafts),
+        "trickle": lambda w: trickle(w, args.tricklers),
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        for part, run in enumerate(
-            (
-                lambda w: silent_flood(w, args.silent),
-                lambda w: websocket_flood(w, args.sockets),
-                lambda w: never_readers(w, 30, args.draft_kib, args.drafts),
-            )
-        ):
-            work = Path(tmp) / str(part)
+        for name, run in parts.items():
+            if args.only and name != args.only:
+                continue
+            work = Path(tmp) / name
             work.mkdir()
             await run(work)
 

@@ -7,7 +7,8 @@ client. Prints numbers only:
 
 - ``resourceRead`` of a 10 MiB file, as text (utf-8) and as bytes (base64),
   against a plain ``open().read()`` of the same file in this process, in the
-  same run (medians): the time until the answer's frame has reached a raw
+  same run (medians), and its CPU against ``open().read()`` plus base64 of
+  the bytes in this process (the anchor of the read's own cost): the time until the answer's frame has reached a raw
   socket client (a WebSocket handshake and frame header read by hand, the
   payload read with ``recv_into`` into one buffer: the daemon's own cost plus
   the loopback copy), and separately the time until a trio-websocket client
@@ -16,6 +17,9 @@ client. Prints numbers only:
   ``schedstat``: what the read costs it, however loaded the machine is).
   The daemon's peak RSS rise during one read
   (``/proc/<pid>/clear_refs`` then ``VmHWM``) against the file's size.
+- Six clients reading a 60 MiB file in base64 at once (30 MiB with
+  ``--quick``) while another client pings every 10 ms: the longest a ping
+  waited, and the daemon's peak RSS rise against the files' sizes.
 - A 50 MB file written with ``resourceWrite`` in base64 and read back with
   ``resourceRead`` in base64: the daemon's peak RSS rise over the round trip
   against the file's size.
@@ -93,10 +97,18 @@ def _plain_read(path: Path) -> float:
     return time.perf_counter() - start
 
 
+def _read_and_base64(path: Path) -> float:
+    """The anchor of a read's CPU: ``open().read()`` and its base64, in this process."""
+    start = time.process_time()
+    with open(path, "rb") as f:
+        base64.b64encode(f.read())
+    return time.process_time() - start
+
+
 class RawClient:
     """A WebSocket client by hand: the least a client can do to receive a frame."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, buffer: int = 64 * 2**20) -> None:
         host, port = url.removeprefix("ws://").rstrip("/").rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)))
         key = base64.b64encode(os.urandom(16)).decode()
@@ -111,7 +123,7 @@ class RawClient:
             head += self.sock.recv(1)
         assert head.startswith(b"HTTP/1.1 101"), head
         self.ids = 0
-        self.buffer = bytearray(64 * 2**20)
+        self.buffer = bytearray(buffer)
 
     def send(self, method: str, **params) -> int:
         self.ids += 1
@@ -159,6 +171,7 @@ async def bench_read(client: Client, raw: RawClient, pid: int, work: Path, runs:
     print(f"resourceRead of a {SIZE // 2**20} MiB file, medians of {runs} (open().read(): of {runs * 5}):")
     for path, encoding in ((text, "utf-8"), (binary, "base64")):
         plain = statistics.median(_plain_read(path) for _ in range(runs * 5))
+        anchor = statistics.median(_read_and_base64(path) for _ in range(runs * 5))
         wire, parsed, cpu = [], [], []
         for _ in range(runs):
             start, used = time.perf_counter(), _cpu(pid)
@@ -174,12 +187,54 @@ async def bench_read(client: Client, raw: RawClient, pid: int, work: Path, runs:
         rise = _memory(pid, "VmHWM") - before
         took, full, spent = statistics.median(wire), statistics.median(parsed), statistics.median(cpu)
         print(
-            f"  {encoding:7} open().read() {plain * 1e3:6.2f} ms | daemon CPU per read {spent * 1e3:6.1f} ms "
-            f"({spent / plain:5.1f}x) | frame at a raw socket client "
+            f"  {encoding:7} open().read() {plain * 1e3:6.2f} ms, +base64 CPU {anchor * 1e3:6.2f} ms | "
+            f"daemon CPU per read {spent * 1e3:6.1f} ms ({spent / anchor:4.1f}x read+base64) | "
+            "frame at a raw socket client "
             f"{took * 1e3:7.1f} ms ({took / plain:5.1f}x) | trio-websocket client + json.loads "
             f"{full * 1e3:7.1f} ms ({full / plain:6.1f}x) | daemon peak RSS rise {rise / 2**20:5.1f} MiB "
             f"({rise / SIZE:.1f}x the file)"
         )
+
+
+async def bench_concurrent(client: Client, url: str, pid: int, work: Path, readers: int, mib: int) -> None:
+    """``readers`` clients read a ``mib`` MiB file at once while another pings:
+    the longest a ping waited, and the daemon's peak RSS rise."""
+    path = work / "concurrent.bin"
+    path.write_bytes(os.urandom(mib * 2**20))
+    raws = []
+    for n in range(readers):
+        raw = RawClient(url, buffer=mib * 2**20 * 4 // 3 + 2**20)
+        raw.call("initialize", protocolVersions=["1.0.0"], clientId=f"bench-reader-{n}")
+        raws.append(raw)
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # noqa: ASYNC240 - /proc: answered at once
+    before = _memory(pid, "VmRSS")
+    pings: list[float] = []
+    done = trio.Event()
+
+    async def ping() -> None:
+        while not done.is_set():
+            start = time.perf_counter()
+            await client.call("ping")
+            pings.append(time.perf_counter() - start)
+            await trio.sleep(0.01)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ping)
+        async with trio.open_nursery() as reads:
+            for raw in raws:
+                reads.start_soon(
+                    trio.to_thread.run_sync,
+                    lambda raw=raw: raw.call("resourceRead", uri=path.as_uri(), encoding="base64"),
+                )
+        done.set()
+    rise = _memory(pid, "VmHWM") - before
+    for raw in raws:
+        raw.sock.close()
+    print(
+        f"{readers} concurrent base64 resourceReads of {mib} MiB while another client pings: longest ping "
+        f"{max(pings) * 1e3:.0f} ms (median {statistics.median(pings) * 1e3:.1f} ms, {len(pings)} pings); "
+        f"daemon peak RSS rise {rise / 2**20:.0f} MiB = {rise / (readers * mib * 2**20):.2f}x the files"
+    )
 
 
 async def bench_round_trip(client: Client, pid: int, work: Path) -> None:
@@ -285,6 +340,7 @@ async def main(quick: bool) -> None:
                 await client.call("initialize", protocolVersions=["1.0.0"], clientId="bench")
                 await bench_read(client, raw, process.pid, work, runs=3 if quick else 10)
                 raw.sock.close()
+                await bench_concurrent(client, url, process.pid, work, readers=6, mib=30 if quick else 60)
                 await bench_round_trip(client, process.pid, work)
                 await bench_watch(client, work, files=10_000, writes=30 if quick else 200)
         finally:

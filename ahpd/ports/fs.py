@@ -290,6 +290,26 @@ class Fence:
             raise TooLarge(path, f"{path} is larger than {max_bytes} bytes")
         return data
 
+    def read_chunks(self, path: str, chunk: int, max_bytes: int = MAX_READ_BYTES) -> Iterator[bytes]:
+        """The file ``chunk`` bytes at a time, never held whole; ``TooLarge``
+        past ``max_bytes`` as ``read_bytes``."""
+        fd, info = self._open_file(path)
+        with open(fd, "rb") as f:
+            if info.st_size > max_bytes:
+                raise TooLarge(path, f"{path} is larger than {max_bytes} bytes")
+            total = 0
+            while True:
+                try:
+                    data = f.read(chunk)
+                except OSError as exc:
+                    raise error_of(path, exc) from None
+                if not data:
+                    return
+                total += len(data)
+                if total > max_bytes:
+                    raise TooLarge(path, f"{path} is larger than {max_bytes} bytes")
+                yield data
+
     def read_lines(self, path: str, line: int = 1, limit: int | None = None, max_bytes: int = MAX_READ_BYTES) -> bytes:
         """At most ``limit`` lines from 1-based ``line`` (each with its
         ``\\n``). Lines before ``line`` are skipped a chunk at a time and the

@@ -58,6 +58,7 @@ import trio
 from trio.testing import wait_all_tasks_blocked
 
 from ahpd.host.telemetry import telemetry
+from ahpd.host.kernel.frame import NoRoom
 from ahpd.host.kernel.supervise import supervised
 
 logger = logging.getLogger("ahpd.transport")
@@ -98,6 +99,10 @@ class QueueBudget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.total = 0
+        #: Bytes promised to large frames being made (``Connection.room_for``).
+        self.reserved = 0
+        #: Who waits for bytes to be written, to promise some.
+        self.freed = trio.lowlevel.ParkingLot()
         self.members: set[Connection] = set()
 
     def make_room(self, conn: Connection, size: int) -> bool:
@@ -215,6 +220,8 @@ class Connection:
         self._receive_scope: trio.CancelScope | None = None
         self._io_scope: trio.CancelScope | None = None
         self._close_deadline = math.inf
+        self._reserved = 0  # promised to large frames being made for this connection
+        self._freed = trio.lowlevel.ParkingLot()  # who waits for room here (room_for)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} closed={self.closed}>"
@@ -282,6 +289,61 @@ class Connection:
         telemetry.COUNTS.sent(size)
         return True
 
+    async def room_for(self, size: int, patience: float) -> Callable[[], None]:
+        """Wait until a frame of about ``size`` bytes, not yet made, would be
+        queued without closing anybody: this connection's queue empty or
+        with room under its limit, and the shared budget with room beside
+        what is queued and promised. The room is promised to it until the
+        returned function is called (just before the frame is sent).
+
+        For a large answer made off the event loop (a file's content): it
+        is counted before it is made, so a client that does not read, or
+        many large reads at once, wait here rather than hold the memory.
+        ``NoRoom`` with the reason when it never fits, the connection
+        closes, or ``patience`` seconds pass."""
+        budget = self._budget
+        if budget is not None and size > budget.limit:
+            raise NoRoom(
+                f"a frame of about {size} bytes is more than the {budget.limit} bytes "
+                "this host queues for all clients together"
+            )
+        lot = budget.freed if budget is not None else self._freed
+        with trio.move_on_after(patience):
+            while not self.closed and not self._fits(size):
+                await lot.park()  # the writers wake it as bytes go out
+            if self.closed:
+                raise NoRoom(f"{self.name} is closing")
+            self._reserved += size
+            if budget is not None:
+                budget.reserved += size
+            promised = [budget]
+
+            def release() -> None:
+                if promised:
+                    held = promised.pop()
+                    self._reserved -= size
+                    if held is not None:
+                        held.reserved -= size
+
+            return release
+        queued = f"{budget.total + budget.reserved} bytes queued or promised for all clients, " if budget else ""
+        raise NoRoom(
+            f"no room for a frame of about {size} bytes within {patience:g} s: {queued}{self.queued_bytes} for this one"
+        )
+
+    def _fits(self, size: int) -> bool:
+        mine = self.queued_bytes + self._reserved
+        if mine and self._queue_limit is not None and mine + size > self._queue_limit():
+            return False
+        budget = self._budget
+        return budget is None or budget.total + budget.reserved + size <= budget.limit
+
+    def _wake_waiters(self) -> None:
+        if self._freed:
+            self._freed.unpark_all()
+        if self._budget is not None and self._budget.freed:
+            self._budget.freed.unpark_all()
+
     def close(self, code: int = NORMAL, reason: str = "") -> None:
         """Start closing: frames already queued are still written, then the
         transport closes with ``code``. Idempotent; ``receive()`` returns None."""
@@ -298,6 +360,7 @@ class Connection:
         if discard:
             self._drop_queue()
         self._writer_idle.unpark_all()  # the writer drains what is queued, then stops
+        self._wake_waiters()  # nothing more is promised room here
         if self._receive_scope is not None:
             self._receive_scope.cancel()
         self._close_deadline = trio.current_time() + CLOSE_TIMEOUT
@@ -317,6 +380,7 @@ class Connection:
 
     def _leave_budget(self) -> None:
         if self._budget is not None:
+            self._wake_waiters()
             self._budget.total -= self.queued_bytes
             self._budget.members.discard(self)
             self._budget = None
@@ -379,6 +443,7 @@ class Connection:
                 self.queued_bytes -= size
                 if self._budget is not None:
                     self._budget.total -= size
+                self._wake_waiters()
 
     def _take_batch(self) -> tuple[list[str], int]:
         """The frames at the head of the queue, up to ``BATCH_BYTES`` (all of

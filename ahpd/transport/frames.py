@@ -64,6 +64,13 @@ def text_frame_pieces(text: str) -> Iterator[bytes]:
         yield text[i : i + PIECE].encode()
 
 
+def utf8_frame_pieces(pieces: list[bytes], size: int) -> Iterator[bytes]:
+    """The bytes of a frame whose payload is ``pieces`` (UTF-8, ``size``
+    bytes in all): its header, then the pieces as they are."""
+    yield _header(size)
+    yield from pieces
+
+
 class BatchBytes:
     """The bytes of a batch of text frames, reused while the batches asked for are equal.
 

@@ -16,6 +16,7 @@ import math
 import trio
 
 from ahpd.transport.base import NORMAL, Connection, Handler, PeerGone, run_connection
+from ahpd.host.kernel.frame import Utf8Frame
 
 _ids = itertools.count(1)
 
@@ -73,7 +74,7 @@ class InProcessConnection(Connection):
 
     async def _write_frame(self, text: str) -> None:
         try:
-            self._to_client.send_nowait(text)
+            self._to_client.send_nowait(text.text() if isinstance(text, Utf8Frame) else text)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             raise PeerGone from None
         await trio.lowlevel.checkpoint()

@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import trio
 
-from ahpd.host.kernel.frame import SharedFrame
+from ahpd.host.kernel.frame import SharedFrame, Utf8Frame
 from ahpd.transport.base import Connection, Handler, PeerGone, logger, run_connection
 
 _CHUNK = 65536
@@ -125,7 +125,14 @@ class StdioConnection(Connection):
 
     async def _write_frames(self, frames: list[str]) -> None:
         data = b"".join(
-            [text.encoded(_line) if isinstance(text, SharedFrame) else _line(text.encode()) for text in frames]
+            [
+                text.encoded(_line)
+                if isinstance(text, SharedFrame)
+                else _line(b"".join(text.pieces))
+                if isinstance(text, Utf8Frame)
+                else _line(text.encode())
+                for text in frames
+            ]
         )
         try:
             await self._stdout.send_all(data)

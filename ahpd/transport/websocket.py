@@ -24,13 +24,21 @@ whose one lock keeps the two from interleaving mid-frame; a batch is not written
 says the connection is closing (it then has sent, or is sending, a close
 frame, and nothing may follow it) or has closed the socket.
 
-Resources: a connection beyond ``Limits.connections``, or one arriving while
-``Limits.pending`` others are still sending their request head, is answered
-503 with ``Retry-After`` and closed; a head must be complete within
-``HANDSHAKE_TIMEOUT`` seconds and ``_http.MAX_HEAD_BYTES`` bytes. The defaults
-stay below the process's open-file limit, and when ``accept`` fails for lack
-of file descriptors anyway the listener waits a moment and goes on. All
-connections share one ``QueueBudget`` (``Limits.queued_bytes``).
+Resources: a connection is *pending* from its accept until it is admitted
+as a WebSocket (its request head read and ``_http.decide`` satisfied); a
+refusal lingering on its socket is still pending. When a new connection
+finds ``Limits.pending`` others pending, or ``Limits.connections`` open, the
+oldest pending one is dropped to make room (its socket closed, nothing
+said): a local process without the token cannot hold the door shut by
+trickling heads a byte at a time, since every newcomer pushes the oldest
+trickler out, and a real client sends its head at once, so it is admitted
+long before it becomes the oldest. Only when every open connection is an
+admitted WebSocket is a newcomer answered 503 with ``Retry-After``. A head
+must still be complete within ``HANDSHAKE_TIMEOUT`` seconds and
+``_http.MAX_HEAD_BYTES`` bytes. The defaults stay below the process's
+open-file limit, and when ``accept`` fails for lack of file descriptors
+anyway the listener waits a moment and goes on. All connections share one
+``QueueBudget`` (``Limits.queued_bytes``).
 
 Frames: text frames are the protocol; a binary frame is ignored with a log
 line (a client bug should not cost its session). A frame over
@@ -64,8 +72,8 @@ from ahpd.transport.base import (
     logger,
     run_connection,
 )
-from ahpd.host.kernel.frame import SharedFrame
-from ahpd.transport.frames import PIECE, BatchBytes, text_frame_pieces
+from ahpd.host.kernel.frame import SharedFrame, Utf8Frame
+from ahpd.transport.frames import PIECE, BatchBytes, text_frame_pieces, utf8_frame_pieces
 
 #: What one read from a client's socket asks for: trio-websocket's 4 KiB
 #: would take a large frame (a ``resourceWrite`` of megabytes) thousands of
@@ -103,8 +111,9 @@ class Listening:
 class Limits:
     """How much the WebSocket listener takes on at once.
 
-    ``connections``: open TCP connections, WebSocket or still in their head;
-    ``pending``: connections still sending their request head; ``queued_bytes``:
+    ``connections``: open TCP connections, WebSocket or not yet admitted;
+    ``pending``: connections not yet admitted (sending their request head,
+    or being told why not); ``queued_bytes``:
     bytes queued for all clients together (see ``base.QueueBudget``).
     """
 
@@ -118,13 +127,16 @@ class Limits:
     ) -> Limits:
         """The given values, the others derived from the open-file limit: half of
         it (the rest is for agents, terminals, stores), at most 1024, for
-        connections; an eighth of that for pending heads."""
+        connections; as many for pending ones. A pending connection can be
+        dropped for a newer one, so the more of them there may be, the longer
+        a newcomer has to send its head before it is the oldest, however fast
+        a flood churns."""
         if connections is None:
             soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
             fds = 2**20 if soft == resource.RLIM_INFINITY else soft
             connections = max(1, min(1024, fds // 2))
         if pending is None:
-            pending = max(1, connections // 8)
+            pending = connections
         return cls(connections, pending, 256 * 2**20 if queued_bytes is None else queued_bytes)
 
 
@@ -263,11 +275,14 @@ class WebSocketConnection(Connection):
     async def _write_frames(self, frames: list[str]) -> None:
         assert self._ws is not None
         last = frames[-1]
-        if len(last) > PIECE and type(last) is not SharedFrame:
+        if type(last) is Utf8Frame:  # made in pieces off the loop; large, so it ends its batch
+            head = [self._batches.of(frames[:-1])] if len(frames) > 1 else []
+            pieces: Iterable[bytes] = itertools.chain(head, utf8_frame_pieces(last.pieces, last.size))
+        elif len(last) > PIECE and type(last) is not SharedFrame:
             # A large frame ends its batch (it reaches the batch's cap): the
             # frames before it go as one write, it a piece at a time.
             head = [self._batches.of(frames[:-1])] if len(frames) > 1 else []
-            pieces: Iterable[bytes] = itertools.chain(head, text_frame_pieces(last))
+            pieces = itertools.chain(head, text_frame_pieces(last))
         else:
             pieces = (self._batches.of(frames),)
         try:
@@ -348,48 +363,78 @@ class _Server:
     budget: QueueBudget
     batches: BatchBytes = field(default_factory=BatchBytes)
     gate: WriteGate = field(default_factory=WriteGate)  # run in serve_websocket's nursery
-    connections: int = 0  # open, whether still in their head or not
-    pending: int = 0  # still in their head
+    admitted: int = 0  # open WebSockets
     refused: int = 0  # answered 503 since the last one admitted
+    dropped: int = 0  # pending ones dropped for newer ones in the current spell
+    #: The connections not yet admitted, oldest first, each with the scope
+    #: that drops it.
+    heads: dict[object, trio.CancelScope] = field(default_factory=dict)
+
+    @property
+    def connections(self) -> int:
+        """Open connections, admitted or not (one being dropped no longer counts)."""
+        return self.admitted + len(self.heads)
+
+    @property
+    def pending(self) -> int:
+        return len(self.heads)
+
+    def _make_room(self, name: str) -> bool:
+        """Drop the oldest pending connections until a newcomer fits under both
+        caps; False when it cannot (every open connection is a WebSocket).
+
+        A dropped connection stops counting at once; its socket closes when
+        its task next runs, so the descriptors in use may pass the cap by
+        the few dropped in one turn of the scheduler."""
+        limits = self.limits
+        while self.heads and (len(self.heads) >= limits.pending or self.connections >= limits.connections):
+            oldest = next(iter(self.heads))
+            self.heads.pop(oldest).cancel()
+            if not self.dropped:
+                logger.warning(
+                    "%s: %d connections open (limit %d), %d not yet admitted (limit %d): "
+                    "dropping the oldest not yet admitted to make room",
+                    name,
+                    self.connections + 1,
+                    limits.connections,
+                    len(self.heads) + 1,
+                    limits.pending,
+                )
+            self.dropped += 1
+        if self.connections >= limits.connections:
+            return False
+        return True
 
     async def serve_stream(self, stream: trio.SocketStream) -> None:
         """One TCP connection, from request head to closed socket. Never raises
         (except Cancelled): a failure here is this connection's alone."""
         name = _peer_name(stream)
-        if self.connections >= self.limits.connections or self.pending >= self.limits.pending:
+        crowded = len(self.heads) >= self.limits.pending or self.connections >= self.limits.connections
+        if not crowded and self.dropped:
+            logger.info("room again after dropping %d connections that had not been admitted", self.dropped)
+            self.dropped = 0
+        if not self._make_room(name):
             await self._busy(stream, name)
             return
         if self.refused:
             logger.info("accepting connections again after refusing %d", self.refused)
             self.refused = 0
-        self.connections += 1
-        self.pending += 1
-        in_head = True
+        key = object()
+        door = self.heads[key] = trio.CancelScope()
+        admitted = False
         try:
-            request, raw = None, b""
-            with trio.move_on_after(HANDSHAKE_TIMEOUT):
-                try:
-                    request, raw = await _read_head(stream)
-                except h11.RemoteProtocolError as exc:
-                    status = exc.error_status_hint
-                    logger.info("%s: bad HTTP request (%s)", name, exc)
-                    await self._refuse(
-                        stream,
-                        name,
-                        _http.Refusal(status, "bad request" if status != 431 else "request head too large"),
-                    )
-                    return
-            self.pending -= 1
-            in_head = False
+            with door:  # cancelled when a newer connection needs the slot
+                request = await self._admit(stream, name)
+            if door.cancelled_caught or key not in self.heads:  # dropped, maybe after its last wait
+                logger.debug("%s: dropped before it was admitted, for a newer connection", name)
+                return
             if request is None:
-                logger.debug("%s: no complete request head", name)
                 return
-            refusal = _http.decide(request, self.token, self.listen_host)
-            if refusal is not None:
-                await self._refuse(stream, name, refusal)
-                return
+            del self.heads[key]
+            self.admitted += 1
+            admitted = True
             conn = WebSocketConnection(
-                _ReplayStream(stream, raw),
+                _ReplayStream(stream, request),
                 name,
                 max_message_size=self.max_message_size,
                 queue_limit=self.queue_limit,
@@ -407,10 +452,34 @@ class _Server:
         except Exception:  # noqa: BLE001 - one connection's failure, logged, must not end the server's others
             logger.exception("%s: transport failure", name)
         finally:
-            self.connections -= 1
-            if in_head:
-                self.pending -= 1
+            self.heads.pop(key, None)
+            if admitted:
+                self.admitted -= 1
             await trio.aclose_forcefully(stream)
+
+    async def _admit(self, stream: trio.SocketStream, name: str) -> bytes | None:
+        """Read the request head and decide on it: the bytes read if the
+        upgrade is admitted, None once the connection has been answered
+        (a refusal) or has nothing to say (EOF, the head deadline)."""
+        request, raw = None, b""
+        with trio.move_on_after(HANDSHAKE_TIMEOUT):
+            try:
+                request, raw = await _read_head(stream)
+            except h11.RemoteProtocolError as exc:
+                status = exc.error_status_hint
+                logger.info("%s: bad HTTP request (%s)", name, exc)
+                await self._refuse(
+                    stream, name, _http.Refusal(status, "bad request" if status != 431 else "request head too large")
+                )
+                return None
+        if request is None:
+            logger.debug("%s: no complete request head", name)
+            return None
+        refusal = _http.decide(request, self.token, self.listen_host)
+        if refusal is not None:
+            await self._refuse(stream, name, refusal)
+            return None
+        return raw
 
     async def _refuse(self, stream: trio.SocketStream, name: str, refusal: _http.Refusal) -> None:
         logger.info("%s: answered HTTP %d (%s)", name, refusal.status, refusal.message)

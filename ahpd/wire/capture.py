@@ -306,7 +306,8 @@ class RecordingConnection:
     def send(self, text: str, size: int | None = None) -> bool:
         sent = self._conn.send(text, size)
         if sent:
-            self._capture.write(text, "s2c", self.connection_id, self.client_id)
+            shown = text if isinstance(text, str) else text.text()  # a frame made as bytes (a large read)
+            self._capture.write(shown, "s2c", self.connection_id, self.client_id)
         return sent
 
     def close(self, *args: Any, **kwargs: Any) -> None:

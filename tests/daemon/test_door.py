@@ -65,7 +65,7 @@ async def _served_again(url: str, client_id: str) -> None:
             await trio.sleep(0.1)
 
 
-async def test_defaults_fit_the_open_file_limit_and_a_flood_gets_503(tmp_path) -> None:
+async def test_defaults_fit_the_open_file_limit_and_a_silent_flood_is_pushed_out(tmp_path) -> None:
     log = tmp_path / "stderr"
     with open(log, "wb") as stderr:  # noqa: ASYNC230 - the child's log file, opened before it starts
         async with running_daemon(
@@ -74,8 +74,8 @@ async def test_defaults_fit_the_open_file_limit_and_a_flood_gets_503(tmp_path) -
             port = urlsplit(daemon.url).port
             flood = await _flood(port, SILENT)
             assert len(flood) == SILENT
-            # every pending slot (256 // 2 // 8 = 16) is held by a silent one: a client is turned away
-            assert await _first_line(port) == b"HTTP/1.1 503 Service Unavailable"
+            # every slot (256 // 2 = 128) is held by a silent one: the oldest makes room for a client
+            assert await _first_line(port) == b"HTTP/1.1 101 Switching Protocols"
             for stream in flood:
                 await stream.aclose()
             await _served_again(daemon.url, "after-the-flood")
@@ -83,8 +83,61 @@ async def test_defaults_fit_the_open_file_limit_and_a_flood_gets_503(tmp_path) -
             daemon.terminate()
             assert await daemon.wait() == 0
     text = log.read_text()
-    assert "at most 128 connections, 16 in their request head" in text
-    assert "refused with 503" in text
+    assert "at most 128 connections, 128 in their request head" in text
+    assert "dropping the oldest not yet admitted to make room" in text
+
+
+TRICKLERS = 200
+LEGIT = 20
+
+
+async def _trickle(port: int, reopened: list[int]) -> None:
+    """A local process without the token: one connection sending a request
+    head that never ends, a byte at a time, opened again whenever it is
+    dropped or refused."""
+    while True:
+        try:
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+        except OSError:
+            await trio.sleep(0.05)
+            continue
+        try:
+            async with stream:
+                await stream.send_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                while True:
+                    await stream.send_all(b"a")
+                    with trio.move_on_after(0.2):  # the attack's pace: a byte every 0.2 s
+                        await stream.receive_some(4096)  # dropped, or answered (503): go again
+                        break
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        reopened[0] += 1
+
+
+async def test_tokenless_tricklers_cannot_shut_the_door(tmp_path) -> None:
+    """Attack: more connections than there are slots (256 // 2 = 128 here)
+    trickle an endless request head; each newcomer of theirs pushes out the
+    oldest, so every real client is admitted at its first try (before: every
+    one was answered 503 while the flood lasted)."""
+    async with running_daemon(tmp_path / "d", "--sessions", "memory", preexec_fn=_nofile(256)) as daemon:
+        port = urlsplit(daemon.url).port
+        reopened = [0]
+        async with trio.open_nursery() as flood:
+            for _ in range(TRICKLERS):
+                flood.start_soon(_trickle, port, reopened)
+            # the flood is at full strength once its connections are turned away and come back
+            await eventually(lambda: reopened[0] >= TRICKLERS)
+            served = 0
+            for n in range(LEGIT):
+                async with rpc(daemon.url) as client:  # a 503 here raises: refused at its first try
+                    await client.initialize(f"legit-{n}")
+                    assert "result" in await client.call("ping", {})
+                    served += 1
+            assert reopened[0] >= 2 * TRICKLERS  # still under attack throughout
+            flood.cancel_scope.cancel()
+        assert served == LEGIT
+        daemon.terminate()
+        assert await daemon.wait() == 0
 
 
 async def test_out_of_file_descriptors_on_accept_the_daemon_waits_and_lives(tmp_path) -> None:

@@ -18,7 +18,6 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import trio
 import trio_asyncio
 from acp.exceptions import RequestError
 from acp.schema import (
@@ -31,6 +30,7 @@ from acp.schema import (
 from ahpd.backends.acp import files as _acp_files
 from ahpd.backends.acp.wire import elicitation_content, elicitation_questions, wire
 from ahpd.backends.port import Event, EventSink, InputRequest, PermissionOption, PermissionRequest, Update
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from acp.schema import PermissionOption as AcpPermissionOption
@@ -171,11 +171,11 @@ class Client:
     async def read_text_file(
         self, path: str, session_id: str, limit: int | None = None, line: int | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        content = await self._trio(trio.to_thread.run_sync, _acp_files.read_text, self._root, path, line, limit)
+        content = await self._trio(threads.run, "agents", _acp_files.read_text, self._root, path, line, limit)
         return {"content": content}
 
     async def write_text_file(self, content: str, path: str, session_id: str, **kwargs: Any) -> dict[str, Any]:
-        await self._trio(trio.to_thread.run_sync, _acp_files.write_text, self._root, path, content)
+        await self._trio(threads.run, "agents", _acp_files.write_text, self._root, path, content)
         return {}
 
     # -- terminals -------------------------------------------------------------------

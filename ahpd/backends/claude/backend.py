@@ -42,6 +42,7 @@ from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
 from ahpd.backends.claude.offers import available_commands, models_from_init
 from ahpd.backends._paths import ignore, scratch_root, working_root
 from ahpd.backends.port import BackendError, Conversation, EventSink, HistoryTurn, StoredConversation, Update
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
@@ -297,7 +298,7 @@ class ClaudeBackend:
         if session_id is not None and not _is_uuid(session_id):
             raise BackendError(f"a Claude session id must be a UUID, not {session_id!r}")
         backend_id = resume_id or session_id or str(uuid.uuid4())
-        if resume_id is not None and await trio.to_thread.run_sync(_claude_transcripts.state_file, resume_id) is None:
+        if resume_id is not None and await threads.run("agents", _claude_transcripts.state_file, resume_id) is None:
             # A CLI that never had a turn wrote no transcript, and the CLI
             # refuses to resume one it cannot find ("No conversation found"):
             # there is nothing to resume, so it starts anew under the same id.

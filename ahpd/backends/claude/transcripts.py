@@ -15,11 +15,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import trio
 
 from ahpd.backends.claude.wire import StreamMapper, usage_info
 from ahpd.backends.port import HistoryTurn, StoredConversation
 from ahpd.backends.translate import repair
+from ahpd.ports import threads
 
 log = logging.getLogger("ahpd.backends.claude.backend")
 
@@ -70,7 +70,7 @@ def state_file(session_id: str) -> Path | None:
 
 async def list_conversations() -> list[StoredConversation]:
     try:
-        return await trio.to_thread.run_sync(_list)
+        return await threads.run("agents", _list)
     except (OSError, ValueError) as exc:
         log.warning("claude: listing transcripts failed: %s", exc)
         return []
@@ -78,7 +78,7 @@ async def list_conversations() -> list[StoredConversation]:
 
 async def delete_conversation(session_id: str) -> bool:
     try:
-        return await trio.to_thread.run_sync(_delete, session_id)
+        return await threads.run("agents", _delete, session_id)
     except (OSError, ValueError) as exc:
         log.warning("claude: deleting transcript %s failed: %s", session_id, exc)
         return False
@@ -179,7 +179,7 @@ async def read_subagents(session_id: str) -> dict[str, HistoryTurn]:
     """The subagents of a past session, by spawning call; empty when there
     are none or they cannot be read."""
     try:
-        return await trio.to_thread.run_sync(_subagents, session_id)
+        return await threads.run("agents", _subagents, session_id)
     except Exception as exc:  # noqa: BLE001 - a subagent the SDK cannot read leaves its call unlinked
         log.warning("claude: reading the subagents of %s failed: %s", session_id, exc)
         return {}
@@ -189,7 +189,7 @@ async def read_history(session_id: str) -> list[HistoryTurn]:
     """A past session's turns, read off its transcript (no CLI); empty when
     there is none or it cannot be read."""
     try:
-        return await trio.to_thread.run_sync(_history, session_id)
+        return await threads.run("agents", _history, session_id)
     except Exception as exc:  # noqa: BLE001 - a transcript the SDK cannot read is an empty history
         log.warning("claude: reading transcript %s failed: %s", session_id, exc)
         return []

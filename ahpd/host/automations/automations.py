@@ -30,6 +30,7 @@ ride on the Automation client and are copied as a client's are.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ from ahpd.host.kernel.bus import utc_now
 from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError
 from ahpd.ports.automation_store import AutomationStore
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -70,7 +72,7 @@ class Automations:
     ) -> None:
         self.host = host
         self.store = store
-        self.catalogue = Catalogue(host, store, offload or trio.to_thread.run_sync)
+        self.catalogue = Catalogue(host, store, offload or functools.partial(threads.run, "store"))
         self.runner = Runner(host, self.catalogue)  # settles the runs the daemon left behind
         self.scheduler = Scheduler(host, self.catalogue, self.runner, clock or WallClock())
         self.catalogue.open_channels()

@@ -20,10 +20,10 @@ import logging
 import weakref
 from typing import TYPE_CHECKING, Any
 
-import trio
 
 from ahpd.host.sessions.summaries import set_meta
 from ahpd.ports import git as gitport
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.sessions.session import Session
@@ -35,7 +35,7 @@ MARK = "/changeset/"
 
 def run_off_loop(fn: Any, *args: Any) -> Any:
     """``fn(*args)`` in a thread: git blocks."""
-    return trio.to_thread.run_sync(functools.partial(fn, *args))
+    return threads.run("git", functools.partial(fn, *args))
 
 
 def split(uri: str) -> tuple[str, str] | None:

@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import trio
 
 from ahpd.host.sessions import worktrees  # the same trees, and the removal a disposed session gets
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.ports import git as gitport
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -216,11 +216,11 @@ async def set_archived(host: Host, peer: Peer, params: Any) -> None:
     item.archived = archived
     try:
         if not archived:
-            await trio.to_thread.run_sync(put_back, item.worktree)
+            await threads.run("git", put_back, item.worktree)
         elif _session_open(host, item.session):
             log.info("worktree %s stays at archive: session %s is still open in it", item.tree, item.session)
         else:
-            await trio.to_thread.run_sync(take_down, item.worktree)
+            await threads.run("git", take_down, item.worktree)
     except gitport.GitError as exc:
         raise RpcError(INTERNAL_ERROR, f"worktree {item.tree}: {exc}") from None
 
@@ -230,7 +230,7 @@ async def delete_worktree(host: Host, peer: Peer, params: Any) -> None:
     if _session_open(host, item.session):
         raise RpcError(SESSION_RUNNING, f"session {item.session} is still open in {item.tree}: dispose of it first")
     try:
-        await trio.to_thread.run_sync(delete, item.worktree)
+        await threads.run("git", delete, item.worktree)
     except gitport.GitError as exc:
         raise RpcError(INTERNAL_ERROR, f"worktree {item.tree}: {exc}") from None
     handles(host).pop(item.handle, None)
@@ -242,7 +242,7 @@ async def reconcile(host: Host, peer: Peer, params: Any) -> None:
     if not all(isinstance(name, str) for name in active):
         raise RpcError(INVALID_PARAMS, "activeHandles must hold only strings", {"path": "$.activeHandles"})
     open_sessions = {h.session for h in handles(host).values() if _session_open(host, h.session)}
-    gone = await trio.to_thread.run_sync(reap, handles(host), scope, active, time.time(), open_sessions)
+    gone = await threads.run("git", reap, handles(host), scope, active, time.time(), open_sessions)
     for item in gone:
         log.info("worktree %s let go of at reconcile (branch %s kept)", item.tree, item.worktree.get("branch"))
 

@@ -34,6 +34,7 @@ from ahpd.host.sessions.catalogue import mcp_state
 from ahpd.host.kernel.supervise import spawn
 from ahpd.host.sessions.common import path_of
 from ahpd.host.sessions.common import session_id
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -493,5 +494,5 @@ async def _copy(host: Host, session: Session, client_id: str, plugin: dict[str, 
             shutil.rmtree(target)
         shutil.copytree(source, target, symlinks=True)
 
-    await trio.to_thread.run_sync(copy)
+    await threads.run("files", copy)
     return target

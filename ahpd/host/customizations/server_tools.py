@@ -155,6 +155,8 @@ async def ahp_resource(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     answer = await host.commands[method](host, AgentPeer(chat), decoded)  # the resources feature's, as joined
     if isinstance(answer, jsonrpc.Encoded):  # a read answered in its JSON form already
         answer = json.loads("".join(answer.parts))
+    elif isinstance(answer, jsonrpc.EncodedBytes):  # a large one, as bytes
+        answer = json.loads(b"".join(answer.pieces))
     return dump(answer if answer is None or isinstance(answer, dict) else codec.encode(answer))
 
 

@@ -46,7 +46,7 @@ class AgentPeer(Peer):
     def name(self) -> str:
         return f"the agent of {self.chat.uri}"
 
-    def send(self, text: str, size: int | None = None) -> bool:
+    def send(self, text: Any, size: int | None = None) -> bool:
         return True  # nothing is sent to an agent this way (a progress note, say)
 
 

@@ -29,6 +29,7 @@ from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports.users import RESOURCE as USERS_RESOURCE
 from ahpd.ports.users import UsersError
 from ahpd.protocol import model
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -133,7 +134,7 @@ async def _sign_in(host: Host, peer: Peer, token: str) -> dict[str, Any]:
         peer.user = None
         return {}
     try:
-        peer.user = await trio.to_thread.run_sync(host.users.verify, token)
+        peer.user = await threads.run("auth", host.users.verify, token)
     except UsersError as exc:
         raise RpcError(AUTH_REQUIRED, str(exc), {"resources": [USERS_RECORD]}) from None
     return {}

@@ -14,10 +14,20 @@ four are seen together.
 fresh id per request, the answer routed back by id, a timeout, and every
 request still waiting failed when the connection goes, so an asker is never
 left waiting on a client that is no longer there.
+
+A connection's frames are handled in the order they come, each request to
+its end before the next frame is read (``Turn``), so what a client sends
+after a request sees what that request did. A request that is about to wait
+on another party (a forward, a web server) lets go of its turn first
+(``let_go``): its connection reads on, answers pings and takes dispatches,
+and the answer goes out under the request's id whenever it comes. At most
+``WAITING_PER_CONNECTION`` of one connection's requests may wait so; past
+that a request is refused, naming the limit.
 """
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import logging
 from typing import TYPE_CHECKING, Any
@@ -34,6 +44,51 @@ log = logging.getLogger("ahpd.host")
 
 #: How long a forwarded request waits for the publishing client's answer.
 TIMEOUT = 60.0
+#: How many of one connection's requests may wait on other parties at once.
+WAITING_PER_CONNECTION = 16
+
+
+class Turn:
+    """One request's hold on its connection's frame loop, released when it
+    ends or lets go (``let_go``)."""
+
+    def __init__(self, peer: Peer) -> None:
+        self.peer = peer
+        self.released = trio.Event()
+        self._waiting = False
+
+    def let_go(self, what: str) -> None:
+        if self.released.is_set():
+            return
+        if self.peer.waiting >= WAITING_PER_CONNECTION:
+            raise RpcError(
+                INTERNAL_ERROR,
+                f"{WAITING_PER_CONNECTION} requests of this connection already wait on other "
+                f"clients or servers; {what} is refused until one of them is answered",
+                {"limit": WAITING_PER_CONNECTION},
+            )
+        self.peer.waiting += 1
+        self._waiting = True
+        self.released.set()
+
+    def done(self) -> None:
+        if self._waiting:
+            self.peer.waiting -= 1
+            self._waiting = False
+        self.released.set()
+
+
+#: The turn of the request the current task is answering, if any.
+TURN: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("ahpd_request_turn", default=None)
+
+
+def let_go(what: str) -> None:
+    """The request this task answers is about to wait on another party
+    (``what``, for the refusal): its connection's next frames are read
+    meanwhile. -32603 past ``WAITING_PER_CONNECTION``."""
+    turn = TURN.get()
+    if turn is not None:
+        turn.let_go(what)
 
 
 class Outgoing:
@@ -122,6 +177,7 @@ async def forward(host: Host, asker: Peer, owner: Peer, method: str, params: dic
             f"({owner.client_id}): it cannot answer {method} while it waits for the answer",
             {"uri": uri},
         )
+    let_go(f"{method} of {uri}")
     try:
         return await owner.outgoing.request(method, params)
     except RpcError as err:

@@ -40,3 +40,26 @@ class SharedFrame(str):
         except KeyError:
             data = self._encoded[encode] = encode(self.utf8)
             return data
+
+
+class Utf8Frame:
+    """A frame made as its UTF-8 bytes, in pieces, off the event loop (a
+    large file's content): never held as one text, never joined. Each
+    transport writes the pieces in order (a WebSocket after one header);
+    ``size`` is their total, what a connection's queue counts.
+
+    Not a ``str``: whatever would read it as text must ask for ``text()``,
+    which builds the whole of it (the wire capture does)."""
+
+    __slots__ = ("pieces", "size")
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+        self.size = sum(len(piece) for piece in pieces)
+
+    def text(self) -> str:
+        return b"".join(self.pieces).decode()
+
+
+class NoRoom(Exception):
+    """A large frame that cannot be queued now (a transport's ``room_for``): the reason."""

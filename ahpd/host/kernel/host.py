@@ -2,7 +2,9 @@
 
 ``Host.serve_connection`` is the transport handler: it reads frames, answers
 requests by method through the command table (``ahpd.host.kernel.commands``) and
-hands client actions to ``ahpd.host.kernel.dispatch``. Each connection is a
+hands client actions to ``ahpd.host.kernel.dispatch``, in the order they
+come; a request that waits on another party lets the next frames in
+meanwhile (``ahpd.host.kernel.forward.let_go``). Each connection is a
 ``Peer``; its sends go to the transport's writer queue and never wait.
 A fault in one handler is answered -32603 and logged with its traceback; it
 never reaches another connection.
@@ -19,9 +21,10 @@ from typing import Any
 import trio
 
 from ahpd.host.kernel import commands as kernel_commands
-from ahpd.host.kernel import jsonrpc, rootconfig
+from ahpd.host.kernel import forward, jsonrpc, rootconfig
 from ahpd.host.kernel.bus import ROOT, ActionBus
 from ahpd.host.kernel.forward import Outgoing
+from ahpd.host.kernel.frame import Utf8Frame
 from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RpcError
 from ahpd.host.kernel.seqstore import MemorySeqStore, Sequencer
@@ -60,6 +63,10 @@ class Peer:
         self.user: str | None = None
         #: Requests this host sent the client that wait for its answer.
         self.outgoing = Outgoing(self)
+        #: Where this connection's requests run (``serve_connection``), and
+        #: how many of them wait on another party (``forward.let_go``).
+        self.requests: trio.Nursery | None = None
+        self.waiting = 0
 
     @property
     def initialized(self) -> bool:
@@ -70,7 +77,9 @@ class Peer:
         who = f" client {self.client_id}" if self.client_id else ""
         return f"{self.conn.name}{who}"
 
-    def send(self, text: str, size: int | None = None) -> bool:
+    def send(self, text: str | Utf8Frame, size: int | None = None) -> bool:
+        if isinstance(text, Utf8Frame):
+            return self.conn.send(text, text.size)
         if size is None and text.isascii():  # measured without a copy: a 50 MB read is one frame
             size = len(text)
         return self.conn.send(text, size)
@@ -233,10 +242,13 @@ class Host:
         self.peers.add(peer)
         log.info("connected: %s", peer.name)
         try:
-            while (text := await conn.receive()) is not None:
-                handling = self.handle_frame(peer, text)
-                text = None  # held by the handler alone, which lets go of it once parsed (a large write)
-                await handling
+            async with trio.open_nursery() as requests:
+                peer.requests = requests
+                while (text := await conn.receive()) is not None:
+                    handling = self.handle_frame(peer, text)
+                    text = None  # held by the handler alone, which lets go of it once parsed (a large write)
+                    await handling
+                requests.cancel_scope.cancel()  # a request still waiting on another party ends with its asker
         finally:
             self.peers.discard(peer)
             peer.outgoing.fail_all(f"client {peer.client_id} disconnected")
@@ -264,14 +276,27 @@ class Host:
         if isinstance(message, jsonrpc.Invalid):
             peer.send(message.reply)
         elif isinstance(message, jsonrpc.Request):
-            reply = await self._answer(peer, message)
-            peer.send(reply)
+            if peer.requests is None:  # not in a connection's loop: nothing else to read meanwhile
+                peer.send(await self._answer(peer, message))
+                return
+            turn = forward.Turn(peer)
+            peer.requests.start_soon(self._answer_in_turn, peer, message, turn)
+            await turn.released.wait()
         elif isinstance(message, jsonrpc.Notification):
             await self._notification(peer, message)
         elif not peer.outgoing.settle(message):
             log.debug("%s: response to nothing we asked (id %r)", peer.name, message.id)
 
-    async def _answer(self, peer: Peer, request: jsonrpc.Request) -> str:
+    async def _answer_in_turn(self, peer: Peer, request: jsonrpc.Request, turn: forward.Turn) -> None:
+        """Answer ``request`` in a task of its own; the frame loop waits for
+        it unless it lets go of its turn (``forward.let_go``)."""
+        forward.TURN.set(turn)  # this task's context alone
+        try:
+            peer.send(await self._answer(peer, request))
+        finally:
+            turn.done()
+
+    async def _answer(self, peer: Peer, request: jsonrpc.Request) -> str | Utf8Frame:
         try:
             result = await self._call(self.commands, peer, request.method, request.params)
         except RpcError as err:
@@ -295,7 +320,9 @@ class Host:
             result = await result
         # Handlers answer wire JSON (states are held as wire JSON), or one
         # already encoded (a file's content); a model object is encoded.
-        return result if result is None or isinstance(result, (dict, jsonrpc.Encoded)) else codec.encode(result)
+        if result is None or isinstance(result, (dict, jsonrpc.Encoded, jsonrpc.EncodedBytes)):
+            return result
+        return codec.encode(result)
 
     def decode_params(self, method: str, params: Any) -> Any:
         if params is None:

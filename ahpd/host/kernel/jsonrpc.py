@@ -27,6 +27,8 @@ from typing import Any, TypeGuard
 import attrs
 import orjson
 
+from ahpd.host.kernel.frame import Utf8Frame
+
 log = logging.getLogger("ahpd.host")
 
 PARSE_ERROR = -32700
@@ -172,6 +174,20 @@ class Encoded:
         self.parts = parts
 
 
+class EncodedBytes:
+    """A result already in its JSON form as UTF-8 bytes, in pieces, made off
+    the event loop (a large file's content). Its frame is those pieces
+    behind the frame's head (``frame.Utf8Frame``), never joined, unless it
+    is small enough that joining costs nothing."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+
+#: An answer made as bytes below this many is sent as text (joined once).
+LARGE = 1 << 20
+
+
 def encoded_string(text: str) -> str:
     """``text`` as a JSON string literal, quotes included, by orjson (SIMD;
     the stdlib's encoder takes tens of times longer on megabytes). A lone
@@ -182,9 +198,14 @@ def encoded_string(text: str) -> str:
         raise NotJson(str(exc), "$") from None
 
 
-def result_frame(id: int | str, result: Any) -> str:
+def result_frame(id: int | str, result: Any) -> str | Utf8Frame:
     """The answer to one request; a result that cannot be encoded answers
     -32603 for that request alone."""
+    if isinstance(result, EncodedBytes):
+        pieces, result.pieces = result.pieces, []
+        head = f'{{"jsonrpc":"2.0","id":{dumps(id)},"result":'.encode()
+        made = Utf8Frame([head, *pieces, b"}"])
+        return made if made.size >= LARGE else made.text()
     if isinstance(result, Encoded):
         parts, result.parts = result.parts, []
         return "".join([f'{{"jsonrpc":"2.0","id":{dumps(id)},"result":', *parts, "}"])

@@ -39,6 +39,8 @@ CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
 #: express: below the floor a client could starve itself of its own frames,
 #: above the ceiling one push could let the host hold memory without limit.
 BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB), "terminalScrollback": (64 * 1024, 64 * MIB)}
+#: Host keys' bounds as counts: each watch holds a thread for its life.
+COUNT_BOUNDS = {"resourceWatches": (1, 4096), "resourceWatchesPerConnection": (1, 4096)}
 #: Host keys' bounds in seconds: an idle agent is kept at most a week (0: never stopped).
 SECONDS_BOUNDS = {"agentIdleTimeout": (0, 7 * 24 * 3600)}
 
@@ -97,6 +99,20 @@ SCHEMA: dict[str, Any] = {
             "description": "An agent process with no turn for this long is stopped; the next turn "
             "resumes its conversation. 0 keeps it running. At most 604800 (a week).",
             "default": 600,
+        },
+        "resourceWatches": {
+            "type": "number",
+            "title": "Resource watches (all clients)",
+            "description": "How many resource watches this host keeps at once, for all clients together; "
+            "a createResourceWatch past it is refused, naming this key. Each holds a thread. From 1 to 4096.",
+            "default": 256,
+        },
+        "resourceWatchesPerConnection": {
+            "type": "number",
+            "title": "Resource watches per connection",
+            "description": "How many resource watches one connection may have created and keep at once; "
+            "a createResourceWatch past it is refused, naming this key. From 1 to 4096.",
+            "default": 64,
         },
         "changeWords": {
             "type": "object",
@@ -209,6 +225,8 @@ def check_value(key: str, value: Any) -> str | None:
         return f"{key} must be 0 (wait for ever) or a number of seconds"
     if (seconds := SECONDS_BOUNDS.get(key)) is not None and not seconds[0] <= value <= seconds[1]:
         return f"{key} must be from {seconds[0]} (never) to {seconds[1]} seconds, not {value}"
+    if (count := COUNT_BOUNDS.get(key)) is not None and not (value == int(value) and count[0] <= value <= count[1]):
+        return f"{key} must be a whole number from {count[0]} to {count[1]}, not {value}"
     bounds = BOUNDS.get(key)
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
         unit = "characters" if key == "terminalScrollback" else "bytes"

@@ -34,6 +34,7 @@ import trio
 
 from ahpd.host.kernel.writes import FIRST_RETRY, LAST_RETRY, set_aside
 from ahpd.ports.atomic import write_atomic
+from ahpd.ports import threads
 
 log = logging.getLogger("ahpd.host")
 
@@ -149,7 +150,7 @@ class Sequencer:
                     continue
                 upto = self.current + BLOCK
                 try:
-                    await trio.to_thread.run_sync(self._store.reserve, upto)
+                    await threads.run("store", self._store.reserve, upto)
                 except OSError as exc:
                     self._failed(exc)
                     await trio.sleep(delay)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from ahpd.ports import threads
 
 log = logging.getLogger("ahpd.host")
 
@@ -119,7 +120,7 @@ class PendingWrites:
                 if write is None:
                     continue
                 try:
-                    then = await trio.to_thread.run_sync(write)
+                    then = await threads.run("store", write)
                 except OSError as exc:
                     self._failed(exc, key)
                     # Another file may be luckier (a file-descriptor

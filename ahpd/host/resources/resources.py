@@ -32,6 +32,7 @@ names the URI and the reason.
 from __future__ import annotations
 
 import binascii
+import codecs
 import datetime as _dt
 import errno
 import logging
@@ -41,13 +42,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import trio
+import orjson
 
 from ahpd.backends.translate import PENDING_EDIT
 from ahpd.host.kernel import forward, jsonrpc
+from ahpd.host.kernel.frame import NoRoom
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from ahpd.ports import fs
 from ahpd.protocol import codec, model
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -174,7 +177,7 @@ async def _on_port(uri: str, work: Callable[[fs.Fence], Any]) -> Any:
             return work(fence)
 
     try:
-        return await trio.to_thread.run_sync(run)
+        return await threads.run("files", run)
     except fs.FsError as exc:
         raise _refusal(uri, exc) from None
 
@@ -222,6 +225,81 @@ def _encoded(held: list[bytes], encoding: str | None, content_type: str) -> json
     return jsonrpc.Encoded(['{"data":"', coded, '","encoding":"base64"', tail])
 
 
+#: Bytes of a file read and encoded at a time: the C calls on each (read,
+#: decode, escape, base64) are short, so the worker thread gives the GIL
+#: back to the event loop between them; a multiple of 3, so the base64 of
+#: the pieces is the base64 of the whole.
+CHUNK = 3 * 2**18
+#: Seconds a large read waits for room in the send queues before it is refused.
+ROOM_PATIENCE = 30.0
+
+
+def _utf8_pieces(fence: fs.Fence, path: str) -> list[bytes] | None:
+    """The file as the inside of a JSON string, a chunk at a time; None
+    when it is not UTF-8 (seen as soon as the first bad byte is)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pieces = []
+    try:
+        for data in fence.read_chunks(path, CHUNK):
+            text = decoder.decode(data)
+            if text:
+                pieces.append(orjson.dumps(text)[1:-1])  # escaped by orjson; the quotes left off
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return None
+    return pieces
+
+
+def _base64_pieces(fence: fs.Fence, path: str, check: bool) -> tuple[list[bytes], bool]:
+    """The file in base64, a chunk at a time, and (when ``check``) whether it is UTF-8 text."""
+    decoder = codecs.getincrementaldecoder("utf-8")() if check else None
+    pieces = []
+    for data in fence.read_chunks(path, CHUNK):
+        pieces.append(binascii.b2a_base64(data, newline=False))
+        if decoder is not None:
+            try:
+                decoder.decode(data)
+            except UnicodeDecodeError:
+                decoder = None
+    if decoder is not None:
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            decoder = None
+    return pieces, check and decoder is not None
+
+
+def _file_answer(fence: fs.Fence, path: str, encoding: str | None) -> jsonrpc.EncodedBytes:
+    """A file's ``resourceRead`` answer, made as UTF-8 bytes a chunk at a
+    time in the worker thread: the file is never held whole, nor its text,
+    nor the frame as one string; what is held is the answer's pieces, about
+    the file's size (its base64: a third more)."""
+    guessed, _ = mimetypes.guess_type(path, strict=False)
+    if encoding != "base64" and (pieces := _utf8_pieces(fence, path)) is not None:
+        coding, content_type = "utf-8", guessed or "text/plain"
+    else:
+        pieces, text = _base64_pieces(fence, path, check=guessed is None)
+        coding = "base64"
+        content_type = guessed or ("text/plain" if text else "application/octet-stream")
+    tail = f'","encoding":"{coding}","contentType":{jsonrpc.dumps(content_type)}}}'.encode()
+    return jsonrpc.EncodedBytes([b'{"data":"', *pieces, tail])
+
+
+async def _room(peer: Peer, size: int, uri: str) -> Callable[[], None]:
+    """Room in the send queues promised for an answer of about ``size``
+    bytes, before it is made (a small one needs none); the function that
+    lets go of the promise, called just before the answer is sent. -32009
+    naming why when there is none."""
+    room_for = getattr(peer.conn, "room_for", None)
+    if room_for is None or size < jsonrpc.LARGE:
+        return lambda: None
+    try:
+        release: Callable[[], None] = await room_for(size, ROOM_PATIENCE)
+    except NoRoom as exc:
+        raise RpcError(PERMISSION_DENIED, f"{uri} is not read now: {exc}", {"uri": uri}) from None
+    return release
+
+
 def _forwarded(params: Any) -> dict[str, Any]:
     return codec.encode(params)
 
@@ -246,11 +324,12 @@ async def resource_read(host: Host, peer: Peer, params: model.ResourceReadParams
     if isinstance(where, Client):
         return await forward.forward(host, peer, where.owner, "resourceRead", _forwarded(params), params.uri)
 
-    def read(fence: fs.Fence) -> jsonrpc.Encoded:
-        data = [fence.read_bytes(where.path)]
-        return _encoded(data, params.encoding, _content_type(where.path, data[0]))
-
-    return await _on_port(params.uri, read)
+    size = await _on_port(params.uri, lambda fence: fence.stat(where.path).size)
+    release = await _room(peer, size * 4 // 3 + 1024, params.uri)  # base64's size: the most it is, for text too
+    try:
+        return await _on_port(params.uri, lambda fence: _file_answer(fence, where.path, params.encoding))
+    finally:
+        release()  # nothing runs between this and the answer's being queued
 
 
 async def resource_list(host: Host, peer: Peer, params: model.ResourceListParams) -> dict[str, Any]:
@@ -391,7 +470,7 @@ async def _two_ends(
         return await forward.forward(host, peer, source.owner, method, _forwarded(params), params.source)
     assert isinstance(source, File) and isinstance(target, File)
     try:
-        await trio.to_thread.run_sync(_both, source.path, target.path, work)
+        await threads.run("files", _both, source.path, target.path, work)
     except fs.FsError as exc:
         raise _refusal(params.destination if exc.path == target.path else params.source, exc) from None
     _touched(host, source.path, target.path)

@@ -18,6 +18,14 @@ goes without anybody having subscribed, and when the host shuts down.
 Release sets the watcher's stop event, which its thread sees within ``STEP``
 ms (cancelling alone would leave the thread waiting out its timeout).
 
+Each watcher's loop holds a thread of the ``watch`` family
+(``ahpd.ports.threads``) for its life, never one of the threads files, git
+or the stores use, and the family is as large as the cap on watches:
+``resourceWatches`` for all clients together and
+``resourceWatchesPerConnection`` for the watches one connection created
+(root config keys). A ``createResourceWatch`` past either is refused with
+-32009, naming the key and its value.
+
 A watch on a client's resources (``<scheme>://<clientId>/...``) is created
 on that client: the channel it mints is opened here as a relay, whose state
 is the watch as asked. The owner subscribes to it like any channel, only it
@@ -42,10 +50,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ahpd.host.kernel import dispatch
+from ahpd.host.kernel import dispatch, rootconfig
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, RpcError
 from ahpd.ports import fs
 from ahpd.host.kernel.forward import forward
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -70,6 +79,8 @@ DEBOUNCE = 150
 RUST_TIMEOUT = 1000
 
 _ADDED, _MODIFIED, _DELETED = 1, 2, 3
+#: The code a watch past a cap is refused with: what this host will not do.
+REFUSED = -32009
 #: The temporary file a write through the filesystem port renames into place.
 _PORT_TEMP = re.compile(r"^\..*\.[0-9a-f]{12}\.tmp$")
 
@@ -173,6 +184,32 @@ class Watches:
         """How many watcher tasks are running (for tests and status)."""
         return len(self._nursery.child_tasks) if self._nursery is not None else 0
 
+    def _cap(self, key: str) -> int:
+        value = self._host.config(key)
+        return int(value if value is not None else rootconfig.SCHEMA["properties"][key]["default"])
+
+    def check_room(self, peer: Peer, uri: str) -> None:
+        """Refuse a new watch for ``peer`` past either cap, naming it."""
+        total, mine = self._cap("resourceWatches"), self._cap("resourceWatchesPerConnection")
+        if len(self.watches) >= total:
+            raise RpcError(
+                REFUSED,
+                f"cannot watch {uri}: this host keeps {len(self.watches)} watches, its limit "
+                f"(resourceWatches = {total}); release one first",
+                {"uri": uri, "limit": total},
+            )
+        held = sum(1 for w in self.watches.values() if w.creator is peer)
+        if held >= mine:
+            raise RpcError(
+                REFUSED,
+                f"cannot watch {uri}: this connection keeps {held} watches, its limit "
+                f"(resourceWatchesPerConnection = {mine}); release one first",
+                {"uri": uri, "limit": mine},
+            )
+        loops = threads.limiter("watch")
+        if loops.total_tokens < total:
+            loops.total_tokens = total  # a thread for every watch the cap allows
+
     # -- this host's own -------------------------------------------------------------
 
     async def create(
@@ -181,7 +218,8 @@ class Watches:
         """Open a watch over the folder or file at ``path`` (``uri`` as asked)."""
         if self._nursery is None:
             raise RpcError(INTERNAL_ERROR, "this host runs no watchers: it is not running or is shutting down")
-        real = await trio.to_thread.run_sync(_real_path, path)
+        real = await threads.run("files", _real_path, path)
+        self.check_room(peer, uri)  # after the last wait: nothing else is added before this one
         channel = f"{SCHEME}{secrets.token_hex(8)}"
         watch = Watch(channel, uri, path, real, recursive, includes, excludes, peer)
         self.watches[channel] = watch
@@ -203,14 +241,14 @@ class Watches:
         """One watch's task and failure boundary: a failing watcher ends here."""
         started = False
         try:
-            notify = await trio.to_thread.run_sync(
-                lambda: _rust_notify().RustNotify([watch.path], False, False, 300, watch.recursive, True)
+            notify = await threads.run(
+                "files", lambda: _rust_notify().RustNotify([watch.path], False, False, 300, watch.recursive, True)
             )
             with notify:
                 task_status.started()
                 started = True
                 while not watch.stop.is_set():
-                    raw = await trio.to_thread.run_sync(notify.watch, DEBOUNCE, STEP, RUST_TIMEOUT, watch.stop)
+                    raw = await threads.run("watch", notify.watch, DEBOUNCE, STEP, RUST_TIMEOUT, watch.stop)
                     if isinstance(raw, set):
                         self._changed(watch, raw)
         except Exception as exc:  # noqa: BLE001 - one watch fails, the host goes on
@@ -235,6 +273,7 @@ class Watches:
 
     async def relay(self, asker: Peer, owner: Peer, params: dict[str, Any], uri: str) -> str:
         """Create the watch on ``owner`` and open the channel it mints here."""
+        self.check_room(asker, uri)
         result = await forward(self._host, asker, owner, "createResourceWatch", params, uri)
         channel = result.get("channel") if isinstance(result, dict) else None
         if not isinstance(channel, str) or not channel.startswith(SCHEME):

@@ -52,6 +52,7 @@ from ahpd.ports.atomic import write_atomic
 from ahpd.protocol import DecodeError
 from ahpd.protocol import codec
 from ahpd.protocol import model
+from ahpd.ports import threads
 
 log = logging.getLogger("ahpd.host")
 
@@ -315,8 +316,8 @@ class MemorySessionStore:
         if lo >= chat.base or chat.path is None:
             return list(chat.written[max(0, lo - chat.base) : max(0, before - chat.base)])
         path, length, index = chat.moved_from or chat.path, chat.length, chat.index
-        turns, chat.index = await trio.to_thread.run_sync(
-            journal.read_turns, path, length, lo, min(before, chat.base), index
+        turns, chat.index = await threads.run(
+            "store", journal.read_turns, path, length, lo, min(before, chat.base), index
         )
         return turns + chat.written[: max(0, before - chat.base)]
 

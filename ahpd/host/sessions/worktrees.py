@@ -34,10 +34,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import trio
 
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports import git as gitport
+from ahpd.ports import threads
 
 log = logging.getLogger("ahpd.host")
 
@@ -296,12 +296,12 @@ async def prepare(
     """The worktree for a new session, when its config asks for one."""
     if not config or config.get(ISOLATION) != "worktree":
         return None
-    return await trio.to_thread.run_sync(make, folder, session_id, config, root)
+    return await threads.run("git", make, folder, session_id, config, root)
 
 
 async def dispose(record: dict[str, Any] | None) -> None:
     if record:
         try:
-            await trio.to_thread.run_sync(remove_if_clean, record)
+            await threads.run("git", remove_if_clean, record)
         except Exception:  # noqa: BLE001 - a tree that cannot be removed is a tree kept
             log.exception("worktree %s could not be removed; kept", record.get("tree"))

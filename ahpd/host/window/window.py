@@ -51,7 +51,9 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd import __version__
+from ahpd.host.kernel import forward
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, string_param
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -133,38 +135,60 @@ def _lookup(hostname: str, family: int) -> dict[str, Any]:
     return out
 
 
-def _fetch(url: str, hostname: str) -> dict[str, Any]:
-    # Imported here: urllib's HTTP client (http.client, email, ssl) is ~20 ms of
-    # start-up that only a client asking for a diagnostics fetch should pay.
-    import http.client
-    import urllib.error
-    import urllib.request
+def _reason(exc: BaseException) -> str:
+    """What went wrong, in the words of the deepest cause that has some (an
+    httpx error wraps the system's ``Connection refused``)."""
+    said = str(exc) or type(exc).__name__
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        if isinstance(cause, BaseExceptionGroup):  # trio's "all attempts to connect failed"
+            cause = cause.exceptions[0]
+            continue
+        if str(cause):
+            said = str(cause)
+        cause = cause.__cause__ or cause.__context__
+    return said
 
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None  # the redirect is the answer: its target is a URL nobody gave
 
-    result: dict[str, Any] = {
-        "url": url,
-        "dnsIpv4": _lookup(hostname, socket.AF_INET),
-        "dnsIpv6": _lookup(hostname, socket.AF_INET6),
-    }
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect())
-    request = urllib.request.Request(url, headers={"User-Agent": f"ahpd/{__version__} diagnosticsFetch"})
+async def _fetch(url: str, hostname: str) -> dict[str, Any]:
+    """The answer of one GET, on trio's own sockets: a server that trickles
+    holds no thread, and the whole exchange ends at ``FETCH_TIMEOUT``."""
+    import httpx  # when first asked: the HTTP client is start-up only a diagnostics fetch should pay
+
+    result: dict[str, Any] = {"url": url}
+    for key, family in (("dnsIpv4", socket.AF_INET), ("dnsIpv6", socket.AF_INET6)):
+        with trio.move_on_after(FETCH_TIMEOUT):
+            # a lookup that hangs is given up, and its thread counted in its own family
+            result[key] = await threads.run("net", _lookup, hostname, family, abandon_on_cancel=True)
+        result.setdefault(key, {"error": f"no answer in {FETCH_TIMEOUT:g} seconds"})
     started = time.monotonic()
-    try:
-        response: http.client.HTTPResponse | urllib.error.HTTPError
+    with trio.move_on_after(FETCH_TIMEOUT) as deadline:
         try:
-            response = opener.open(request, timeout=FETCH_TIMEOUT)
-        except urllib.error.HTTPError as answered:  # 3xx, 4xx, 5xx: still an answer
-            response = answered
-        with response:
-            result["statusCode"] = response.status  # an HTTPError's is its code
-            result["statusMessage"] = response.reason or ""
-            result["body"] = response.read(BODY_BYTES).decode("utf-8", errors="replace")
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        result["error"] = str(reason) or type(exc).__name__
+            async with (
+                httpx.AsyncClient(
+                    trust_env=False,  # a direct connection: no proxy in between
+                    follow_redirects=False,  # the redirect is the answer: its target is a URL nobody gave
+                    timeout=FETCH_TIMEOUT,
+                    headers={"User-Agent": f"ahpd/{__version__} diagnosticsFetch"},
+                ) as client,
+                client.stream("GET", url) as response,
+            ):
+                result["statusCode"] = response.status_code
+                result["statusMessage"] = response.reason_phrase or ""
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body += chunk
+                    if len(body) >= BODY_BYTES:
+                        break
+                result["body"] = body[:BODY_BYTES].decode("utf-8", errors="replace")
+        except (httpx.HTTPError, httpx.InvalidURL, OSError) as exc:
+            result["error"] = _reason(exc)
+    if deadline.cancelled_caught:
+        result["error"] = f"no complete answer in {FETCH_TIMEOUT:g} seconds"
     result["durationMs"] = round((time.monotonic() - started) * 1000)
     return result
 
@@ -175,10 +199,8 @@ async def diagnostics_fetch(host: Host, peer: Peer, params: Any) -> dict[str, An
     hostname = parts.hostname
     if parts.scheme not in ("http", "https") or not hostname:
         raise RpcError(INVALID_PARAMS, f"{url!r} is not an http or https URL", {"path": "$.url"})
-    with trio.move_on_after(FETCH_TIMEOUT * 2) as scope:
-        return await trio.to_thread.run_sync(_fetch, url, hostname, abandon_on_cancel=True)
-    assert scope.cancelled_caught
-    return {"url": url, "error": f"no answer in {FETCH_TIMEOUT * 2:g} seconds"}
+    forward.let_go(f"diagnosticsFetch of {url}")  # a web server's answer: the connection reads on meanwhile
+    return await _fetch(url, hostname)
 
 
 # -- the backend's own record ------------------------------------------------------------
@@ -279,14 +301,14 @@ async def collect_debug_logs(host: Host, peer: Peer, params: Any) -> dict[str, A
         record = session.record()
         lines = [{k: v for k, v in record.items() if k != "chats"}, *(record.get("chats") or [])]
         files["events.jsonl"] = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode()
-        transcript = await trio.to_thread.run_sync(_state_file, session, chat)
+        transcript = await threads.run("agents", _state_file, session, chat)
         if transcript is not None and transcript.is_file():
             files[f"provider/{transcript.name}"] = transcript
             provider = True
     _let_go(time.monotonic())
     if not _made:
         atexit.register(_let_go, math.inf)  # a daemon stopping sooner takes them with it
-    made = await trio.to_thread.run_sync(_collect, files, kind)
+    made = await threads.run("files", _collect, files, kind)
     path = made.pop("_path")
     _made[made["resource"]] = (path, time.monotonic() + LEASE_SECONDS)
     log.info("%s: debug logs collected as %s (%d entries)", peer.name, made["resource"], len(made["entries"]))

@@ -25,6 +25,7 @@ from ahpd.host.kernel.auth import signed
 from ahpd.host.kernel.auth import who
 from ahpd.host.sessions.chats import workers
 from ahpd.host.sessions.chats.turns import start_turn
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -293,7 +294,7 @@ async def _files(chat: Chat, query: str, start: int, end: int, sigil: str) -> li
     deadline = time.monotonic() + WALK_SECONDS
     root = chat.session.cwd
     with trio.move_on_after(WALK_SECONDS + 1):  # in case one listing itself hangs
-        await trio.to_thread.run_sync(_walk, root, query.lower(), deadline, found, abandon_on_cancel=True)
+        await threads.run("search", _walk, root, query.lower(), deadline, found, abandon_on_cancel=True)
     out = []
     for relative in list(found[:COMPLETION_LIMIT]):
         uri = f"file://{os.path.join(root, relative)}"
@@ -358,7 +359,7 @@ async def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSe
         agent = session_config.initial(host.sessions.backends[provider], params.config)
         schema = agent["schema"]
     if params.workingDirectory is not None:
-        facts = await trio.to_thread.run_sync(worktrees.repository_facts, path)
+        facts = await threads.run("git", worktrees.repository_facts, path)
         if facts is not None:
             schema = {**schema, "properties": {**schema["properties"], **worktrees.properties(*facts)}}
     # Iterative: what was answered comes back answered (the agent's keys only
@@ -382,7 +383,7 @@ async def session_config_completions(
         folder = path_of(params.workingDirectory)
     except ValueError as exc:
         raise RpcError(INVALID_PARAMS, str(exc), {"path": "$.workingDirectory"}) from None
-    found = await trio.to_thread.run_sync(worktrees.complete_branch, folder, params.query or "")
+    found = await threads.run("git", worktrees.complete_branch, folder, params.query or "")
     return {"items": [{"value": b, "label": b} for b in found]}
 
 
