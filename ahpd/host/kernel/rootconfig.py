@@ -41,6 +41,8 @@ CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
 BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB), "terminalScrollback": (64 * 1024, 64 * MIB)}
 #: Host keys' bounds in seconds: an idle agent is kept at most a week (0: never stopped).
 SECONDS_BOUNDS = {"agentIdleTimeout": (0, 7 * 24 * 3600)}
+#: Host keys that count things, and their bounds: a person's laptop runs a few agents at once.
+COUNT_BOUNDS = {"automationRunLimit": (1, 64), "agentProcessLimit": (1, 256)}
 
 
 def _bool(title: str, default: bool) -> dict[str, Any]:
@@ -77,12 +79,20 @@ SCHEMA: dict[str, Any] = {
             "asked anything) ends with an error saying so, and the agent is stopped. 0 waits for ever.",
             "default": 300,
         },
-        "automationTestSeconds": {
-            "type": "boolean",
-            "title": "Automations: seconds in schedules (tests only)",
-            "description": "For tests: a schedule expression may carry a sixth field, seconds, and the "
-            "minimum interval is counted in seconds. Not for real schedules.",
-            "default": False,
+        "automationRunLimit": {
+            "type": "number",
+            "title": "Automation runs at once",
+            "description": "How many automation runs may be under way at once; a run due beyond it "
+            "fails at once, saying so. From 1 to 64.",
+            "default": 4,
+        },
+        "agentProcessLimit": {
+            "type": "number",
+            "title": "Agent processes at once",
+            "description": "How many agent processes may run at once. A turn that needs one more stops "
+            "an agent that has no turn first; if every agent is busy, the turn ends with an error "
+            "saying so. From 1 to 256.",
+            "default": 8,
         },
         "terminalScrollback": {
             "type": "number",
@@ -167,6 +177,8 @@ DEFAULT_VALUES: dict[str, Any] = {
     "agentSilenceTimeout": 300,
     "terminalScrollback": MIB,
     "agentIdleTimeout": 600,
+    "automationRunLimit": 4,
+    "agentProcessLimit": 8,
 }
 
 _JSON_TYPES = {
@@ -209,6 +221,8 @@ def check_value(key: str, value: Any) -> str | None:
         return f"{key} must be 0 (wait for ever) or a number of seconds"
     if (seconds := SECONDS_BOUNDS.get(key)) is not None and not seconds[0] <= value <= seconds[1]:
         return f"{key} must be from {seconds[0]} (never) to {seconds[1]} seconds, not {value}"
+    if (count := COUNT_BOUNDS.get(key)) is not None and not (value == int(value) and count[0] <= value <= count[1]):
+        return f"{key} must be a whole number from {count[0]} to {count[1]}, not {value}"
     bounds = BOUNDS.get(key)
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
         unit = "characters" if key == "terminalScrollback" else "bytes"
