@@ -28,6 +28,7 @@ from ahpd.backends.registry import ConfigError, build_backends
 from ahpd.cli_errors import EXIT_INTERRUPTED, CliError
 from ahpd.host.assembly import Host
 from ahpd.host.automations.automations import Automations
+from ahpd.host.automations.catalogue import TEST_SECONDS_ENV
 from ahpd.host.customizations.decisions import DecisionStore
 from ahpd.host.kernel.rootconfig import RootConfigStore
 from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore
@@ -103,7 +104,9 @@ def make_host(
         terminals=PtyPort(),
     )
     automations_file = data_dir / "automations.sqlite3" if sessions == "file" else None
-    host.automations = Automations(host, AutomationStore(automations_file))
+    host.automations = Automations(
+        host, AutomationStore(automations_file), seconds=os.environ.get(TEST_SECONDS_ENV) == "1"
+    )
     host.plugins_root = data_dir / "plugins"
     host.decisions = decisions
     host.worktrees_root = worktrees_root.expanduser().resolve() if worktrees_root is not None else None

@@ -491,10 +491,13 @@ class Repo:
         """A new worktree at ``path`` on a new ``branch`` from ``base`` (HEAD
         when None). libgit2 checks a worktree out only onto an existing
         reference, so the porcelain does this one."""
+        for name in (branch, base):
+            if name is not None and not valid_branch_name(name):
+                raise Refused(f"{name!r} is not a branch name git allows")
         if branch in self.repo.branches.local:
-            _git(self.root, "worktree", "add", str(path), branch)
+            _git(self.root, "worktree", "add", "--", str(path), branch)
         else:
-            _git(self.root, "worktree", "add", "-b", branch, str(path), *([base] if base else []))
+            _git(self.root, "worktree", "add", "-b", branch, "--", str(path), *([base] if base else []))
 
     def set_upstream(self, branch: str, upstream: str) -> None:
         """Make ``upstream`` (a local branch, else a remote-tracking one) the
@@ -507,7 +510,7 @@ class Repo:
 
     def remove_worktree(self, path: Path, force: bool = False) -> None:
         """``force`` removes a tree with work in it too (a person asked for it)."""
-        _git(self.root, "worktree", "remove", *(["--force", "--force"] if force else []), str(path))
+        _git(self.root, "worktree", "remove", *(["--force", "--force"] if force else []), "--", str(path))
 
     def prune_worktrees(self) -> None:
         """Forget the worktrees whose folder is gone (removed by hand), so one
@@ -522,7 +525,10 @@ class Repo:
 
 
 def valid_branch_name(name: str) -> bool:
-    return pygit2.reference_is_valid_name(f"refs/heads/{name}")
+    """A name git takes for a branch: libgit2's reference-name check, and
+    what git's ``branch`` adds to it (no leading ``-``, which a command line
+    would read as an option, and not ``HEAD``)."""
+    return not name.startswith("-") and name != "HEAD" and pygit2.reference_is_valid_name(f"refs/heads/{name}")
 
 
 def is_clean(folder: Path) -> bool:
@@ -531,7 +537,9 @@ def is_clean(folder: Path) -> bool:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    """The ``git`` command, for what libgit2 cannot do (see the module's docstring)."""
+    """The ``git`` command, for what libgit2 cannot do (see the module's docstring).
+    Every caller puts ``--`` before its paths and names, so that none is
+    read as an option, whatever it starts with."""
     if shutil.which("git") is None:
         raise GitError("the git command is needed for worktrees and is not on PATH")
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)

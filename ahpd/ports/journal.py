@@ -27,8 +27,11 @@ rewrites the file with only the live ones (atomically: a temporary file,
 fsynced, renamed over), which the store does in the background when the
 journal has grown past twice what it holds.
 
-Every function blocks; a trio caller runs it in a thread. Nothing here
-knows the host.
+A journal is opened only if it is a regular file (``ahpd.ports.regular``:
+a folder, a symlink or a FIFO in its place is ``NotRegular``), and what a
+record holds is text a client can be sent (no NaN; a lone surrogate is
+U+FFFD). Every function blocks; a trio caller runs it in a thread. Nothing
+here knows the host.
 """
 
 from __future__ import annotations
@@ -40,12 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ahpd.ports import regular
 from ahpd.ports.atomic import fsync_dir, write_atomic
 
 log = logging.getLogger("ahpd.store")
 
 #: How much of the end of a journal is read at a time when reading its tail.
 BLOCK = 64 * 1024
+
+#: A turn's position past this is damage, not a chat (and would not fit a client's number).
+MAX_POSITION = 2**31
 
 _TURN = b'{"n":'
 _CUT = b'{"cut":'
@@ -73,20 +80,21 @@ def cut_line(n: int) -> bytes:
 def _record(line: bytes) -> dict[str, Any] | None:
     """A line's record, or None when it is not one of ours, whole."""
     try:
-        record = json.loads(line)
+        record = regular.loads(line)  # NaN refused, lone surrogates made U+FFFD
     except (ValueError, RecursionError):
         return None
     if not isinstance(record, dict):
         return None
     if isinstance(record.get("chat"), dict) and len(record) == 1:
         return record
-    if isinstance(record.get("cut"), int) and len(record) == 1 and record["cut"] >= 0:
+    cut = record.get("cut")
+    if isinstance(cut, int) and not isinstance(cut, bool) and len(record) == 1 and 0 <= cut < MAX_POSITION:
         return record
     n = record.get("n")
     if (
         isinstance(n, int)
         and not isinstance(n, bool)
-        and n >= 0
+        and 0 <= n < MAX_POSITION
         and isinstance(record.get("turn"), dict)
         and len(record) == 2
     ):
@@ -189,7 +197,7 @@ def read_tail(path: Path, window: int) -> Tail:
     """The chat's fields and its newest ``window`` turns, reading the journal
     from its end back only as far as it must."""
     tail = Tail()
-    with path.open("rb") as f:
+    with regular.open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         tail.length, tail.dropped = good_end(f, size)
         if tail.dropped:
@@ -300,7 +308,7 @@ def read_turns(
 ) -> tuple[list[dict[str, Any]], Index]:
     """The live turns at positions ``lo`` to ``hi`` (exclusive), and the index
     used to find them (``known`` again when it still fits the file)."""
-    with path.open("rb") as f:
+    with regular.open_regular(path) as f:
         stat = os.fstat(f.fileno())
         if known is None or known.inode != stat.st_ino or known.length > stat.st_size:
             known = index(f, min(length, stat.st_size), stat.st_ino)
@@ -323,7 +331,7 @@ def compact(path: Path, length: int) -> tuple[int, int]:
     copied as it is, then the last ``chat`` record (last, so that reading
     the tail finds it at once). Returns (the new length, the inode of the
     new file)."""
-    with path.open("rb") as f:
+    with regular.open_regular(path) as f:
         stat = os.fstat(f.fileno())
         found = index(f, min(length, stat.st_size), stat.st_ino)
         parts = []

@@ -5,7 +5,7 @@ clients see one catalogue and the same runs; a run is cancelled through its
 turn; a session that cannot be made is ``session/creationFailed`` and a
 failed run; the daemon is killed (SIGKILL) between an occurrence's claim
 and its run, and the restarted daemon runs it once per the misfire policy
-(a real short schedule, in seconds, behind the test-only root config key).
+(a real short schedule, in seconds, behind the daemon's test-only environment variable).
 The traffic of the first test is a capture ``ahpd wire-check`` reads clean.
 """
 
@@ -33,6 +33,8 @@ from .helpers import (
 )
 
 CAT = "ahp-automations://"
+#: The daemon's test-only switch: schedules take a sixth field, seconds.
+SECONDS = {"AHPD_TEST_SCHEDULE_SECONDS": "1"}
 
 
 def definition(text: str, work, **extra: Any) -> dict[str, Any]:
@@ -252,16 +254,9 @@ async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(
         "misfirePolicy": policy,
         "schedule": {"expression": "* * * * * */10", "timeZone": "UTC"},
     }
-    async with running_daemon(data, "--sessions", "file") as daemon:
+    async with running_daemon(data, "--sessions", "file", env=SECONDS) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("c", subscriptions=["ahp-root://", CAT])
-            await dispatch(
-                client,
-                {"type": "root/configChanged", "config": {"automationTestSeconds": True}},
-                1,
-                channel="ahp-root://",
-            )
-            await answered(client, 1)
             await dispatch(
                 client,
                 {
@@ -295,7 +290,7 @@ async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(
     due = dt.datetime.fromisoformat(claim.scheduled_for.replace("Z", "+00:00"))
     await trio.sleep(max(0.0, (due - dt.datetime.now(dt.UTC)).total_seconds()) + 1)
     restarted_at = _stamp_now()
-    async with daemon_in_process(data, "--sessions", "file") as daemon:
+    async with daemon_in_process(data, "--sessions", "file", env=SECONDS) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("c", subscriptions=["ahp-root://", CAT])
 
@@ -331,3 +326,74 @@ async def test_killed_between_claim_and_run_the_occurrence_runs_once_per_policy(
     stored = AutomationStore(data / "automations.sqlite3").load()
     started = [c for c in stored.claims if c.started]
     assert len({(c.trigger_id, c.scheduled_for) for c in started}) == len(started)
+
+
+# -- a schedule that never fires (issue 25, attack 3) ----------------------------------
+
+
+async def test_a_schedule_that_never_fires_is_refused_by_name(tmp_path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    never = {"id": "feb30", "kind": "schedule", "schedule": {"expression": "0 0 30 2 *", "timeZone": "UTC"}}
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("c", subscriptions=["ahp-root://", CAT])
+            await dispatch(
+                client,
+                {
+                    "type": "automation/createRequested",
+                    "resource": "ahp-automation:/never",
+                    "definition": definition("never", work, triggers=[never]),
+                },
+                1,
+            )
+            reason = (await answered(client, 1)).get("rejectionReason", "")
+            assert "'0 0 30 2 *'" in reason and "never fires" in reason, reason
+            assert await catalogue(client) == []
+        daemon.terminate()
+        await daemon.wait()
+
+
+async def test_a_stored_schedule_that_never_fires_fails_alone_and_the_others_run(tmp_path) -> None:
+    """Written by an older host: the bad one is first in the store, so the
+    scheduler meets it before the good one at every tick."""
+    data = tmp_path / "d"
+    data.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    store = AutomationStore(data / "automations.sqlite3")
+    long_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    for name, expression in (("a-never", "0 0 30 2 *"), ("b-hourly", "0 * * * *")):
+        trigger = {"id": "t", "kind": "schedule", "schedule": {"expression": expression, "timeZone": "UTC"}}
+        resource = f"ahp-automation:/{name}"
+        record = {
+            "resource": resource,
+            "definition": definition(name, work, triggers=[trigger]),
+            "createdAt": long_ago,
+            "modifiedAt": long_ago,
+        }
+        store.put_automation(resource, record)
+        store.set_cursor(resource, "t", long_ago)  # the hourly one missed occurrences: one catch-up run
+    store.close()
+    async with daemon_in_process(data, "--sessions", "file") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("c", subscriptions=["ahp-root://", CAT])
+            state = await snapshot_until(
+                client,
+                CAT,
+                lambda state: (
+                    any(e["runs"] for e in state["entries"])
+                    and any((e.get("_meta") or {}).get("ahpd.error") for e in state["entries"])
+                ),
+            )
+            fits("/$defs/AutomationState", state)
+            never, hourly = state["entries"]
+            assert never["resource"] == "ahp-automation:/a-never"
+            assert "0 0 30 2 *" in never["_meta"]["ahpd.error"]["message"]
+            assert "nextRunAt" not in never and never["runs"] == []
+            assert [r["origin"].get("catchUp") for r in hourly["runs"]] == [True]
+            assert "_meta" not in hourly and hourly["nextRunAt"]
+            run = await run_state(client, hourly["runs"][0]["resource"], finished)
+            assert run["lifecycle"]["status"] == "completed", run
+        daemon.terminate()
+        await daemon.wait()

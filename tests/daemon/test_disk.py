@@ -284,3 +284,47 @@ async def test_out_of_file_descriptors_is_retried_and_said(tmp_path, capfd) -> N
             await logged(capfd, "takes writes again", said)
         daemon.terminate()
         assert await daemon.wait() == 0
+
+
+async def test_no_server_seq_is_handed_out_past_a_reservation_the_disk_refused(tmp_path) -> None:
+    """Issue 25, attack 11: on a read-only disk the host numbers actions up to
+    its reservation and then refuses them, saying why; killed there, the
+    restarted host numbers above everything it handed out."""
+    with small_disk(tmp_path / "d", size="1m") as disk:
+        data = mount_data(tmp_path, disk)
+        async with running_daemon(data) as daemon:
+            async with rpc(daemon.url) as client:
+                await client.initialize("eli")
+                disk.read_only()
+                count = 1500  # more than a block of the reservation (1024)
+                for n in range(count):
+                    await dispatch(
+                        client, ROOT, {"type": "root/configChanged", "config": {"autoReplyEnabled": n % 2 == 0}}, n + 1
+                    )
+                numbered: list[int] = []
+                refused: list[str] = []
+                while True:
+                    params = (await client.next_note()).get("params") or {}
+                    seq = (params.get("origin") or {}).get("clientSeq")
+                    if seq is None:
+                        continue
+                    if "rejectionReason" in params:
+                        refused.append(params["rejectionReason"])
+                    else:
+                        numbered.append(params["serverSeq"])
+                    if seq == count:
+                        break
+                assert refused, "every action was numbered, past the reservation on disk"
+                assert "serverSeq reservation cannot be written" in refused[-1], refused[-1]
+                assert len(set(numbered)) == len(numbered)
+                highest = max(numbered)
+                daemon.process.send_signal(signal.SIGKILL)
+                await daemon.wait()
+        disk.writable()
+        async with running_daemon(data) as daemon:
+            async with rpc(daemon.url) as client:
+                result = await client.initialize("eli")
+                assert result["serverSeq"] >= highest
+                assert await toggle(client, 1) > highest
+            daemon.terminate()
+            assert await daemon.wait() == 0

@@ -4,6 +4,8 @@ repository, the ``git`` command to look at what happened."""
 from __future__ import annotations
 
 import uuid
+
+import pytest
 from pathlib import Path
 
 
@@ -235,5 +237,31 @@ async def test_branch_prefix_track_and_the_base_branch_itself(tmp_path) -> None:
                 assert bad["error"]["code"] == -32602, (key, value, bad)
                 assert key in bad["error"]["message"] and bad["error"]["data"]["path"] == f"$.config.{key}"
             assert set(git(repo, "branch", "--format=%(refname:short)").split()) >= before
+        daemon.terminate()
+        await daemon.wait()
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        ("branch", "--lock"),
+        ("branch", "--no-checkout"),
+        ("branch", "-b"),
+        ("worktreeBranchName", "--detach"),
+        ("worktreeBranchName", "bad..name"),
+    ],
+)
+async def test_a_branch_that_reads_as_an_option_is_refused_by_name(tmp_path, key, name) -> None:
+    """Issue 25, attack 10: a branch name from a client never reaches git as an option."""
+    repo = _repo(tmp_path)
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("eve")
+            _, reply = await _tree_of(client, {"_repo": repo.as_uri(), "isolation": "worktree", key: name})
+            assert reply.get("error", {}).get("code") == -32602, reply
+            assert repr(name) in reply["error"]["message"] and key in reply["error"]["message"]
+            assert reply["error"]["data"] == {"path": f"$.config.{key}"}
+            assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1  # none was made
+            assert "locked" not in git(repo, "worktree", "list", "--porcelain")
         daemon.terminate()
         await daemon.wait()

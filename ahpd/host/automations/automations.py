@@ -46,7 +46,6 @@ from ahpd.host.automations.catalogue import (
     Offload,
     after_runs,
     cursor_of,
-    in_seconds,
 )
 from ahpd.host.automations.runs import NOT_FOUND, Runner
 from ahpd.host.automations.scheduler import Clock, Scheduler, WallClock
@@ -68,11 +67,19 @@ MIN_INTERVAL_MINUTES = 5
 
 class Automations:
     def __init__(
-        self, host: Host, store: AutomationStore, clock: Clock | None = None, offload: Offload | None = None
+        self,
+        host: Host,
+        store: AutomationStore,
+        clock: Clock | None = None,
+        offload: Offload | None = None,
+        *,
+        seconds: bool = False,
     ) -> None:
+        """``seconds``: schedules take a sixth field, seconds (the daemon's
+        ``TEST_SECONDS_ENV``, for tests; never a client's to set)."""
         self.host = host
         self.store = store
-        self.catalogue = Catalogue(host, store, offload or functools.partial(threads.run, "store"))
+        self.catalogue = Catalogue(host, store, offload or functools.partial(threads.run, "store"), seconds=seconds)
         self.runner = Runner(host, self.catalogue)  # settles the runs the daemon left behind
         self.scheduler = Scheduler(host, self.catalogue, self.runner, clock or WallClock())
         self.catalogue.open_channels()
@@ -103,7 +110,7 @@ class Automations:
         if origin != "automation":
             return f"the message's origin must be automation, not {origin!r}"
         ids: set[str] = set()
-        seconds = in_seconds(self.host)
+        seconds = self.catalogue.seconds
         minimum = MIN_INTERVAL_MINUTES * (1 if seconds else 60)
         for trigger in definition.get("triggers") or []:
             if trigger["id"] in ids:
@@ -211,6 +218,8 @@ class Automations:
             try:
                 await catalogue.forget_triggers(resource, before, definition)
                 await catalogue.save_record(resource, new)
+                catalogue.problems.pop(resource, None)  # a new definition: the scheduler tries it afresh
+                catalogue.stuck.discard(resource)
             except Exception as exc:  # noqa: BLE001 - refused; what was kept stays
                 log.exception("%s could not be stored", resource)
                 return Refuse(f"the automation could not be stored: {exc}")

@@ -79,17 +79,19 @@ def changed_triggers(before: dict[str, Any], after: dict[str, Any]) -> list[str]
     return [i for i, t in old.items() if new.get(i) != t]
 
 
-def in_seconds(host: Host) -> bool:
-    """Whether schedules count seconds, not minutes (a test's setting)."""
-    return bool(host.config("automationTestSeconds"))
+#: The daemon's environment variable that lets schedules count seconds, for
+#: tests only. Not a root config key: no client may switch it on.
+TEST_SECONDS_ENV = "AHPD_TEST_SCHEDULE_SECONDS"
 
 
 class Catalogue:
     """The automations and their runs as the store keeps them, and their entries."""
 
-    def __init__(self, host: Host, store: AutomationStore, offload: Offload) -> None:
+    def __init__(self, host: Host, store: AutomationStore, offload: Offload, *, seconds: bool = False) -> None:
         self.host = host
         self.store = store
+        #: Whether schedules take a sixth field, seconds (``TEST_SECONDS_ENV``; tests only).
+        self.seconds = seconds
         #: How a blocking call (the store, checking a schedule) is run: in a
         #: thread, off the event loop. A test on trio's autojump clock runs
         #: them inline, so that its clock never jumps over a write.
@@ -106,6 +108,12 @@ class Catalogue:
             if not claim.started:
                 self.claims[(claim.automation, claim.trigger_id)] = claim
         self.shown: dict[str, int] = {}
+        #: resource -> why the scheduler could not keep it (its schedule never
+        #: fires, a store write failed): that automation's failure alone,
+        #: shown on its entry until a tick for it succeeds.
+        self.problems: dict[str, str] = {}
+        #: Automations whose schedule never fires: not looked at again until their definition changes.
+        self.stuck: set[str] = set()
         #: Mutations take this one lock, so patches apply in the order the
         #: host took them and compose.
         self.lock = trio.Lock()
@@ -140,13 +148,18 @@ class Catalogue:
             entry["nextRunAt"] = schedule.stamp(upcoming)
         if after_runs(record["definition"]) is not None:
             entry["runCount"] = record.get("runCount", 0)
+        meta: dict[str, Any] = {}
         if record.get("owner"):  # whose work it is; absent on a host with no users directory
-            entry["_meta"] = {"ahpd.owner": record["owner"]}
+            meta["ahpd.owner"] = record["owner"]
+        if resource in self.problems:  # the protocol's entry has no error field; a client can show this
+            meta["ahpd.error"] = {"errorType": "ScheduleFailed", "message": self.problems[resource]}
+        if meta:
+            entry["_meta"] = meta
         return entry
 
     def next_run(self, resource: str) -> dt.datetime | None:
         definition = self.records[resource]["definition"]
-        if not definition["enabled"]:
+        if not definition["enabled"] or resource in self.stuck:
             return None
         times = []
         for trigger in schedules(definition):
@@ -200,3 +213,5 @@ class Catalogue:
         for key in [k for k in self.requests if k[0] == resource]:
             del self.requests[key]
         self.shown.pop(resource, None)
+        self.problems.pop(resource, None)
+        self.stuck.discard(resource)

@@ -59,6 +59,8 @@ class Runner:
         self.catalogue = catalogue
         #: run resource -> what a running run needs to be stopped
         self.active: dict[str, dict[str, Any]] = {}
+        #: Runs past the ``automationRunLimit`` check and not yet ended.
+        self.admitted: set[str] = set()
         self._run_lock = trio.Lock()
         self.nursery: trio.Nursery | None = None
         self._resume: list[dict[str, Any]] = []
@@ -191,6 +193,7 @@ class Runner:
                 await self._finish(resource, "failed", error={"errorType": type(exc).__name__, "message": str(exc)})
         finally:
             self.active.pop(resource, None)
+            self.admitted.discard(resource)
 
     async def _execute_inner(self, resource: str) -> None:
         run = self.catalogue.run_state(resource)
@@ -204,6 +207,16 @@ class Runner:
             await self._finish(resource, "cancelled")
             return
         definition = record["definition"]
+        limit = int(self.host.config("automationRunLimit"))
+        if len(self.admitted) >= limit:
+            log.warning("automation run %s not started: %d runs are under way", resource, len(self.admitted))
+            message = (
+                f"{len(self.admitted)} automation runs are under way, this host's limit "
+                f"(root config automationRunLimit {limit}); this run was not started"
+            )
+            await self._finish(resource, "failed", error={"errorType": "RunLimitReached", "message": message})
+            return
+        self.admitted.add(resource)
         try:
             chat = await self._open_session(f"ahp-session:/{uuid.uuid4()}", run, definition)
         except CreationFailed as failed:

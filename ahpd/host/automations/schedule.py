@@ -4,10 +4,11 @@ croniter evaluates the expression against local calendar time in the
 trigger's IANA zone (``zoneinfo``); this module only holds croniter to the
 protocol's grammar, which is narrower: exactly five fields, no macros, no
 Quartz extensions (``?``, ``L``, ``W``, ``#``), steps only over ``*`` or a
-range. With the test-only root config key ``automationTestSeconds`` a sixth
-field, seconds (croniter's own sixth field), is taken as well, so a real
-daemon can be driven through several occurrences in a test; the minimum
-interval is then counted in seconds rather than minutes.
+range. With the daemon's test-only environment variable
+``AHPD_TEST_SCHEDULE_SECONDS=1`` a sixth field, seconds (croniter's own sixth
+field), is taken as well, so a real daemon can be driven through several
+occurrences in a test; the minimum interval is then counted in seconds rather
+than minutes. A schedule with no occurrence in the next years is refused.
 
 Times are timezone-aware datetimes; occurrences are said in UTC as the
 protocol's timestamps (``...T08:00:00.000Z``), whose string order is their
@@ -30,9 +31,9 @@ def _croniter() -> Any:
     return croniter
 
 
-def croniter(*args: Any) -> Any:
+def croniter(*args: Any, **kwargs: Any) -> Any:
     """croniter's iterator (see :func:`_croniter`)."""
-    return _croniter().croniter(*args)
+    return _croniter().croniter(*args, **kwargs)
 
 
 _VALUE = r"(?:\d+|[A-Za-z]{3})"
@@ -44,6 +45,14 @@ _NAMED = {"month", "day of week"}
 _COUNTED = 100
 #: Candidates croniter offers that a daylight-saving change made unreal, at most, in a row.
 _SKIPS = 8
+#: A schedule with no occurrence within this many years is refused (``0 0 30 2 *``):
+#: one that would never fire is a mistake, not a plan. Nine years are more than
+#: the longest gap between leap days (eight, across 2100, which has none).
+HORIZON_YEARS = 9
+
+
+class NeverFires(ValueError):
+    """A schedule with no occurrence after a time (croniter found none)."""
 
 
 def stamp(when: dt.datetime) -> str:
@@ -79,6 +88,10 @@ def problem(expression: str, time_zone: str, *, seconds: bool = False, min_inter
     tz = zone(time_zone)
     if tz is None:
         return f"time zone {time_zone!r} is not an IANA time zone this host knows"
+    try:
+        croniter(expression, dt.datetime.now(tz), max_years_between_matches=HORIZON_YEARS).get_next(dt.datetime)
+    except _croniter().CroniterBadDateError:
+        return f"schedule expression {expression!r} never fires in the next {HORIZON_YEARS} years"
     if min_interval > 0:
         shortest = shortest_interval(expression, tz)
         if shortest is not None and shortest < min_interval:
@@ -113,11 +126,14 @@ def next_after(expression: str, time_zone: str, after: dt.datetime) -> dt.dateti
     """The first occurrence strictly after ``after``. A local minute that a
     daylight-saving change skips is no occurrence (croniter would move it
     to the next hour, which the expression may not name); a repeated one is
-    each of its instants."""
+    each of its instants. ``NeverFires`` when there is none."""
     tz = zone(time_zone) or dt.UTC
     it = croniter(expression, after.astimezone(tz))
     for _ in range(_SKIPS):
-        when = it.get_next(dt.datetime)
+        try:
+            when = it.get_next(dt.datetime)
+        except _croniter().CroniterBadDateError as exc:
+            raise NeverFires(f"schedule expression {expression!r} has no occurrence after {stamp(after)}") from exc
         if _real(expression, when, tz):
             break
     return when.astimezone(dt.UTC)

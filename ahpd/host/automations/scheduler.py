@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from ahpd.host.automations import schedule
-from ahpd.host.automations.catalogue import RUN_PREFIX, Catalogue, after_runs, in_seconds, schedules
+from ahpd.host.automations.catalogue import RUN_PREFIX, Catalogue, after_runs, schedules
 from ahpd.host.automations.runs import Runner
 from ahpd.host.kernel.bus import utc_now
 from ahpd.host.kernel.supervise import supervised
@@ -104,59 +104,76 @@ class Scheduler:
         """Handle what is due at ``now``; when to look again."""
         catalogue = self.catalogue
         wake: list[dt.datetime] = []
-        tolerance = dt.timedelta(seconds=10 if in_seconds(self.host) else 60)
+        tolerance = dt.timedelta(seconds=10 if catalogue.seconds else 60)
         for resource in list(catalogue.records):
-            record = catalogue.records.get(resource)
-            if record is None:
+            if resource not in catalogue.records or resource in catalogue.stuck:
                 continue
-            date = after_date(record["definition"])
-            if record["definition"]["enabled"] and date is not None:
-                if date <= now:
-                    await self._disable(resource, "afterDate")
-                    continue
-                wake.append(date)
-            if not record["definition"]["enabled"]:
-                continue
-            for trigger in schedules(record["definition"]):
-                key = (resource, trigger["id"])
-                expression, zone_name = trigger["schedule"]["expression"], trigger["schedule"]["timeZone"]
-                cursor = catalogue.cursors.get(key)
-                if cursor is None:
-                    cursor = catalogue.cursors[key] = now
-                    await catalogue.write(catalogue.store.set_cursor, resource, trigger["id"], schedule.stamp(now))
-                count, latest = schedule.missed(expression, zone_name, cursor, now)
-                if latest is not None:
-                    on_time = not startup and count == 1 and now - latest <= tolerance
-                    if on_time or (trigger.get("misfirePolicy") or "runOnce") == "runOnce":
-                        await self._fire(resource, trigger, latest, catch_up=not on_time)
-                    else:
-                        log.info(
-                            "%s: trigger %s skips %s missed occurrence(s) up to %s",
-                            resource,
-                            trigger["id"],
-                            count,
-                            schedule.stamp(latest),
-                        )
-                        await catalogue.write(catalogue.store.skip, resource, trigger["id"], schedule.stamp(latest))
-                        catalogue.cursors[key] = latest
-                        catalogue.claims.pop(key, None)
-                    if resource not in catalogue.records or not catalogue.records[resource]["definition"]["enabled"]:
-                        break  # disabled by this run (afterRuns)
-                upcoming = schedule.next_after(expression, zone_name, catalogue.cursors[key])
-                claim = catalogue.claims.get(key)
-                if claim is None or claim.scheduled_for != schedule.stamp(upcoming):
-                    claim = await catalogue.write(
-                        catalogue.store.claim,
-                        resource,
-                        trigger["id"],
-                        schedule.stamp(upcoming),
-                        f"{RUN_PREFIX}{uuid.uuid4()}",
-                    )
-                    catalogue.claims[key] = claim
-                wake.append(upcoming)
+            try:
+                await self._tick_one(resource, now, wake, startup=startup, tolerance=tolerance)
+                catalogue.problems.pop(resource, None)
+            except schedule.NeverFires as exc:  # until its definition changes
+                log.error("%s: %s; it is not run, the other automations are", resource, exc)
+                catalogue.problems[resource] = f"{exc}; this automation is not run until its schedule changes"
+                catalogue.stuck.add(resource)
+            except Exception as exc:  # noqa: BLE001 - this automation's failure, never the loop's
+                log.exception("%s: its schedule failed; tried again shortly, the other automations go on", resource)
+                catalogue.problems[resource] = f"its schedule could not be kept (tried again shortly): {exc}"
+                wake.append(now + dt.timedelta(seconds=LOOK_AGAIN))
             if resource in catalogue.records:
                 catalogue.publish(resource)
         return min(wake, default=None)
+
+    async def _tick_one(
+        self, resource: str, now: dt.datetime, wake: list[dt.datetime], *, startup: bool, tolerance: dt.timedelta
+    ) -> None:
+        """One automation's part of a tick; ``wake`` gains when it needs looking at again."""
+        catalogue = self.catalogue
+        record = catalogue.records[resource]
+        date = after_date(record["definition"])
+        if record["definition"]["enabled"] and date is not None:
+            if date <= now:
+                await self._disable(resource, "afterDate")
+                return
+            wake.append(date)
+        if not record["definition"]["enabled"]:
+            return
+        for trigger in schedules(record["definition"]):
+            key = (resource, trigger["id"])
+            expression, zone_name = trigger["schedule"]["expression"], trigger["schedule"]["timeZone"]
+            cursor = catalogue.cursors.get(key)
+            if cursor is None:
+                cursor = catalogue.cursors[key] = now
+                await catalogue.write(catalogue.store.set_cursor, resource, trigger["id"], schedule.stamp(now))
+            count, latest = schedule.missed(expression, zone_name, cursor, now)
+            if latest is not None:
+                on_time = not startup and count == 1 and now - latest <= tolerance
+                if on_time or (trigger.get("misfirePolicy") or "runOnce") == "runOnce":
+                    await self._fire(resource, trigger, latest, catch_up=not on_time)
+                else:
+                    log.info(
+                        "%s: trigger %s skips %s missed occurrence(s) up to %s",
+                        resource,
+                        trigger["id"],
+                        count,
+                        schedule.stamp(latest),
+                    )
+                    await catalogue.write(catalogue.store.skip, resource, trigger["id"], schedule.stamp(latest))
+                    catalogue.cursors[key] = latest
+                    catalogue.claims.pop(key, None)
+                if resource not in catalogue.records or not catalogue.records[resource]["definition"]["enabled"]:
+                    break  # disabled by this run (afterRuns)
+            upcoming = schedule.next_after(expression, zone_name, catalogue.cursors[key])
+            claim = catalogue.claims.get(key)
+            if claim is None or claim.scheduled_for != schedule.stamp(upcoming):
+                claim = await catalogue.write(
+                    catalogue.store.claim,
+                    resource,
+                    trigger["id"],
+                    schedule.stamp(upcoming),
+                    f"{RUN_PREFIX}{uuid.uuid4()}",
+                )
+                catalogue.claims[key] = claim
+            wake.append(upcoming)
 
     async def _fire(self, resource: str, trigger: dict[str, Any], when: dt.datetime, *, catch_up: bool) -> None:
         catalogue, runner = self.catalogue, self.runner

@@ -114,7 +114,8 @@ class ActionBus:
         """Apply ``action`` to channel ``uri`` and tell its subscribers.
 
         Returns the serverSeq it was given, or None when it changed nothing
-        or cannot be encoded, or its channel is gone (then nobody is told,
+        or cannot be encoded, or its channel is gone, or no serverSeq can be
+        handed out (the reservation on disk is spent; then nobody is told,
         nothing moves and no number is spent). ``new_state`` is the already reduced state, when
         the caller had to look at it first.
         """
@@ -127,6 +128,9 @@ class ActionBus:
         if new_state is None:
             new_state = reducers.reduce(channel.kind, channel.state, action)
         if new_state is channel.state:
+            return None
+        if self.sequencer.unavailable() is not None:  # no number it could not repeat: logged there
+            log.debug("%s on %s dropped: no serverSeq can be handed out", action.get("type"), uri)
             return None
         seq = self.sequencer.current + 1  # framed before anything moves
         envelope: dict[str, Any] = {"channel": uri, "action": action, "serverSeq": seq}

@@ -111,7 +111,8 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         host.bus.answer(peer, channel, decision.action, origin)
     else:
         if host.bus.emit(channel, decision.action, origin, new_state=new_state) is None:
-            _refuse(host, peer, channel, action, client_seq, "the action has no JSON form this host can send")
+            why = host.bus.sequencer.unavailable() or "the action has no JSON form this host can send"
+            _refuse(host, peer, channel, action, client_seq, why)
             return
         if decision.after is not None:
             decision.after()
@@ -121,6 +122,8 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
 
 
 def _why_not(host: Host, action_type: str, channel: str) -> str | None:
+    if (unnumbered := host.bus.sequencer.unavailable()) is not None:  # a full disk: nothing can move
+        return unnumbered
     if action_type in model.EXPERIMENTAL:
         return f"{action_type} is experimental AHP surface this host does not serve"
     if not reducers.CLIENT_DISPATCHABLE.get(action_type, False) and action_type not in OWNER_DISPATCHED:

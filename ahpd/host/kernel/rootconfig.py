@@ -43,6 +43,8 @@ BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB), "terminalSc
 COUNT_BOUNDS = {"resourceWatches": (1, 4096), "resourceWatchesPerConnection": (1, 4096)}
 #: Host keys' bounds in seconds: an idle agent is kept at most a week (0: never stopped).
 SECONDS_BOUNDS = {"agentIdleTimeout": (0, 7 * 24 * 3600)}
+#: Host keys that count things, and their bounds: a person's laptop runs a few agents at once.
+COUNT_BOUNDS = {"automationRunLimit": (1, 64), "agentProcessLimit": (1, 256)}
 
 
 def _bool(title: str, default: bool) -> dict[str, Any]:
@@ -79,12 +81,20 @@ SCHEMA: dict[str, Any] = {
             "asked anything) ends with an error saying so, and the agent is stopped. 0 waits for ever.",
             "default": 300,
         },
-        "automationTestSeconds": {
-            "type": "boolean",
-            "title": "Automations: seconds in schedules (tests only)",
-            "description": "For tests: a schedule expression may carry a sixth field, seconds, and the "
-            "minimum interval is counted in seconds. Not for real schedules.",
-            "default": False,
+        "automationRunLimit": {
+            "type": "number",
+            "title": "Automation runs at once",
+            "description": "How many automation runs may be under way at once; a run due beyond it "
+            "fails at once, saying so. From 1 to 64.",
+            "default": 4,
+        },
+        "agentProcessLimit": {
+            "type": "number",
+            "title": "Agent processes at once",
+            "description": "How many agent processes may run at once. A turn that needs one more stops "
+            "an agent that has no turn first; if every agent is busy, the turn ends with an error "
+            "saying so. From 1 to 256.",
+            "default": 8,
         },
         "terminalScrollback": {
             "type": "number",
@@ -183,6 +193,8 @@ DEFAULT_VALUES: dict[str, Any] = {
     "agentSilenceTimeout": 300,
     "terminalScrollback": MIB,
     "agentIdleTimeout": 600,
+    "automationRunLimit": 4,
+    "agentProcessLimit": 8,
 }
 
 _JSON_TYPES = {

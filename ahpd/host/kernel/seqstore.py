@@ -11,9 +11,11 @@ The reservation is renewed off the event loop when less than half a block
 is left, and the host believes in a reservation only once its write
 succeeded. A disk that refuses the write is retried with a backoff while
 the counter runs on in the block already reserved. Should that block run
-out before the disk takes a write, the host keeps numbering - it serves
-from memory rather than stop - and says loudly that a crash now could
-repeat numbers; the next successful write ends that.
+out before the disk takes a write, the host hands out no number above it:
+a client's action is refused with the reason (``Sequencer.unavailable``),
+and a change the host itself would say is dropped and logged, until the
+disk takes the write. A number handed out is always below a reservation
+on disk, so a crash can never make one repeat.
 
 A ``serverSeq`` file that is not a count (damaged by hand or by the disk)
 is set aside as ``serverSeq.damaged``, and numbering resumes at the
@@ -111,20 +113,33 @@ class Sequencer:
         self._beyond = False
         self._reserve_now()
 
+    def unavailable(self) -> str | None:
+        """Why no number can be handed out now, or None when one can: the
+        next one would pass the reservation on disk, which cannot be written."""
+        if self.current < self.reserved:
+            return None
+        if self._wake is None:  # no renewal task (yet): write it here
+            self._reserve_now()
+            if self.current < self.reserved:
+                return None
+        if not self._beyond:
+            self._beyond = True
+            log.error(
+                "serverSeq %d is the last one reserved on disk (%s): no action is numbered, "
+                "so none is taken, until the reservation can be written",
+                self.reserved,
+                self.failing or "its write is still under way",
+            )
+        return (
+            "this host cannot number actions now: its serverSeq reservation cannot be written "
+            f"({self.failing or 'the write is still under way'}); try again once the disk takes writes"
+        )
+
     def next(self) -> int:
+        """The next number; only after ``unavailable()`` said None."""
+        if self.unavailable() is not None:
+            raise RuntimeError("serverSeq asked for past the reservation on disk")
         self.current += 1
-        if self.current > self.reserved:
-            if self._wake is None:
-                self._reserve_now()
-            if self.current > self.reserved and not self._beyond:
-                self._beyond = True
-                log.error(
-                    "serverSeq %d is past the reservation on disk (%d; %s): a crash now could "
-                    "repeat numbers clients already hold",
-                    self.current,
-                    self.reserved,
-                    self.failing or "its write is still under way",
-                )
         if self._wake is not None and self.current > self.reserved - BLOCK // 2:
             self._wake.set()
         return self.current
@@ -164,16 +179,17 @@ class Sequencer:
     def _written(self, upto: int) -> None:
         self.reserved = max(self.reserved, upto)
         if self.failing is not None:
-            log.warning("the serverSeq reservation is written again (after: %s)", self.failing)
+            log.warning("the serverSeq reservation is written again (after: %s); actions are numbered", self.failing)
             self.failing = None
-        if self.current <= self.reserved:
+        if self.current < self.reserved:
             self._beyond = False
 
     def _failed(self, exc: OSError) -> None:
         reason = exc.strerror or str(exc) or type(exc).__name__
         if self.failing is None:
             log.error(
-                "the serverSeq reservation cannot be written (%s); numbering goes on up to %d and the write is retried",
+                "the serverSeq reservation cannot be written (%s); numbering goes on up to %d, "
+                "then stops until the retried write succeeds",
                 reason,
                 self.reserved,
             )

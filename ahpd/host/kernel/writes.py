@@ -17,7 +17,6 @@ Every store shares these steps: the serverSeq reservation
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Any
 
 import trio
 from ahpd.ports import threads
+
+from ahpd.ports import regular
 
 log = logging.getLogger("ahpd.host")
 
@@ -53,9 +54,12 @@ def set_aside(path: Path, reason: str) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """The JSON in ``path``; ValueError naming what is wrong with it."""
+    """The JSON in ``path``; ValueError naming what is wrong with it (also
+    when what lies there is not a regular file: a folder, a symlink, a FIFO).
+    A lone surrogate in a string comes back as U+FFFD; NaN is refused."""
+    data = regular.read_regular(path)  # NotRegular is a ValueError
     try:
-        return json.loads(path.read_bytes())
+        return regular.loads(data)
     except RecursionError:
         raise ValueError("nested deeper than a record can be") from None
     except UnicodeDecodeError as exc:

@@ -64,6 +64,8 @@ class Chat:
         self._gone: Conversation | None = None  # the conversation whose task ended last
         #: The idle clock's scope while an agent runs (see :meth:`rest`).
         self._idle: trio.CancelScope | None = None
+        #: When its agent last had a turn (trio time), the oldest stopped first at ``agentProcessLimit``.
+        self._last_turn = 0.0
 
     @property
     def host(self) -> Host:
@@ -89,6 +91,8 @@ class Chat:
             return self.conversation
         if self.closed:
             raise BackendError("the chat was closed", "ChatClosed")
+        if await self._make_room():
+            return await self.ensure_agent()  # time passed: look again
         self._starting = trio.Event()
         try:
             self.conversation = await self.session.nursery.start(
@@ -111,6 +115,31 @@ class Chat:
         finally:
             self._starting.set()
             self._starting = None
+
+    async def _make_room(self) -> bool:
+        """Hold the host to ``agentProcessLimit`` agent processes: at the
+        limit, stop the agent that has had no turn for longest (True: one
+        was stopped) or, if every one is busy, refuse with the reason."""
+        limit = int(self.host.config("agentProcessLimit"))
+        running = [
+            chat
+            for session in self.session.manager.sessions.values()
+            for chat in session.chats.values()
+            if chat.conversation is not None or chat._starting is not None
+        ]
+        if len(running) < limit:
+            return False
+        idle = [chat for chat in running if chat.conversation is not None and not chat._in_use()]
+        if not idle:
+            raise BackendError(
+                f"{len(running)} agent processes are running, each with a turn, which is this host's limit "
+                f"(root config agentProcessLimit {limit}); try again when one has finished",
+                "AgentLimitReached",
+            )
+        oldest = min(idle, key=lambda chat: chat._last_turn)
+        log.info("%s: %d agents run, the limit; stopping the idle one of %s first", self.uri, len(running), oldest.uri)
+        await oldest.stop_agent()
+        return True
 
     async def _run_agent(self, task_status: trio.TaskStatus[Conversation]) -> None:
         """The agent's task, supervised once it started: an agent that fails
@@ -195,6 +224,7 @@ class Chat:
         if self._idle is None:
             return
         timeout = float(self.host.config("agentIdleTimeout") or 0)
+        self._last_turn = trio.current_time()
         self._idle.deadline = math.inf if self._in_use() or timeout <= 0 else trio.current_time() + timeout
 
     async def _stop_when_idle(self, conversation: Conversation, ended: trio.Event) -> None:

@@ -209,8 +209,11 @@ async def _delete_copies(sessions: Any, backend: Any, provider: str, uri: str, b
 
 
 def _row(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored session's row. A chat whose journal was set aside has no
+    state (it starts empty when the session opens)."""
     chats = record.get("chats") or []
-    modified = max((c.get("state", {}).get("modifiedAt", "") for c in chats), default="") or record["createdAt"]
+    states = {c["uri"]: c.get("state") or {} for c in chats}
+    modified = max((s.get("modifiedAt") or "" for s in states.values()), default="") or record["createdAt"]
     row = {
         "resource": record["uri"],
         "provider": record["provider"],
@@ -224,8 +227,8 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
         row["chats"] = [
             {
                 "resource": c["uri"],
-                "title": c.get("state", {}).get("title", ""),
-                "status": c.get("state", {}).get("status", IDLE),
+                "title": states[c["uri"]].get("title", ""),
+                "status": states[c["uri"]].get("status", IDLE),
             }
             for c in chats
         ]

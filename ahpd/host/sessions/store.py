@@ -27,9 +27,13 @@ there whole. What is still pending when the host stops is written on the
 way out.
 
 A damaged file found at start (not JSON, nested past what the parser can
-follow, a record missing what the host reads or holding the wrong types) is
-set aside as ``<name>.damaged`` with a logged reason, and every other
-session is still listed and opened.
+follow, a record missing what the host reads or holding the wrong types, a
+journal holding no chat record, a folder, symlink or FIFO where a file
+should be) is set aside as ``<name>.damaged`` with a logged reason, and
+every other session is still listed and opened; a damaged record inside a
+journal is skipped and said (``ahpd.ports.journal``). Files are opened only
+if they are regular ones (``ahpd.ports.regular``), and a lone surrogate
+read from disk becomes U+FFFD, so nothing listed can fail to encode.
 """
 
 from __future__ import annotations
@@ -436,8 +440,14 @@ class FileSessionStore(MemorySessionStore):
             except OSError as exc:
                 log.error("the journal of %s cannot be read (%s); the chat starts empty", chat["uri"], disk_reason(exc))
                 continue
+            except ValueError as exc:  # a folder, a symlink, a FIFO in its place
+                set_aside(path, str(exc))
+                continue
             state = {**(tail.chat or {}), "turns": tail.turns}
-            problem = _shape_problem(chat["uri"], "ChatState", state) if tail.chat is not None else None
+            if tail.chat is None:  # empty (a crash before its first write), or nothing whole
+                problem: str | None = f"{chat['uri']}: the journal holds no record of the chat"
+            else:
+                problem = _shape_problem(chat["uri"], "ChatState", state)
             if problem is None:
                 problem = next((p for p in (_shape_problem(chat["uri"], "Turn", t) for t in tail.turns) if p), None)
             if problem is not None:

@@ -221,8 +221,11 @@ def validate(config: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(prefix, str) or (prefix and not gitport.valid_branch_name(prefix + "x")):
         raise _refuse(PREFIX, f"must be text a branch name can start with, not {prefix!r}")
     for key in (BRANCH, NEW_BRANCH):
-        if config.get(key) is not None and not isinstance(config.get(key), str):
-            raise _refuse(key, f"must be a branch name, not {config.get(key)!r}")
+        value = config.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _refuse(key, f"must be a branch name, not {value!r}")
+        if isinstance(value, str) and value.strip() and not gitport.valid_branch_name(value.strip()):
+            raise _refuse(key, f"{value!r} is not a branch name git allows")
     return {**config, CREATE_NEW: _flag(config, CREATE_NEW, True), TRACK: _flag(config, TRACK, False)}
 
 

@@ -180,12 +180,18 @@ async def test_the_reservation_moves_only_once_written_and_a_crash_never_repeats
             assert errors(caplog, "past the reservation") == []
             # ...so a crash now resumes above every number handed out.
             assert Sequencer(_ReadOnly(path)).current >= max(handed)
-            # Past the block, the counter runs on (said loudly, once).
-            handed += [sequencer.next() for _ in range(10)]
-            assert len(errors(caplog, "past the reservation")) == 1
+            # Past the block, no number is handed out: the reason is said (loudly, once).
+            for _ in range(3):
+                assert "cannot be written (Read-only file system)" in (sequencer.unavailable() or "")
+            with pytest.raises(RuntimeError):
+                sequencer.next()
+            assert sequencer.current == max(handed)
+            assert len(errors(caplog, "the last one reserved on disk")) == 1
             assert len(errors(caplog, "cannot be written")) == 1
             disk.writable()
-            await until_step(lambda: sequencer.failing is None and sequencer.reserved > max(handed))
+            await until_step(lambda: sequencer.failing is None and sequencer.unavailable() is None)
+            handed += [sequencer.next() for _ in range(10)]
+            assert sequencer.reserved > max(handed)
             nursery.cancel_scope.cancel()
         crashed = Sequencer(FileSeqStore(path))  # no close(): a crash
         assert crashed.current > max(handed)
