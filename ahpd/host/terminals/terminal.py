@@ -7,9 +7,11 @@ said), is logged, and reaches nothing else. Its tasks:
 * the reader: pty bytes -> shell marks cut out (``ahpd.ports.shell_marks``)
   -> text coalesced into ``terminal/data`` chunks of at most ``CHUNK`` bytes or
   ``COALESCE`` seconds, so ``yes`` is a few actions per screenful rather
-  than one per read. Before each read it waits while a watcher has more than
-  ``BEHIND`` bytes queued: a terminal nobody keeps up with is not read, and
-  its program blocks on a full pty as it would under a slow terminal;
+  than one per read. Before each read it waits while every watcher has more
+  than ``BEHIND`` bytes queued: a terminal nobody keeps up with is not read,
+  and its program blocks on a full pty as it would under a slow terminal;
+  one watcher that stops reading holds up neither the program nor the
+  others (its connection's queue limit cuts it);
 * the writer: ``terminal/input`` bytes to the pty, in order;
 * the reaper: ``terminal/exited`` with the exit code once the output has
   drained (or ``DRAIN`` seconds after the shell went, when a background
@@ -56,7 +58,7 @@ log = logging.getLogger("ahpd.host")
 CHUNK = 64 * 1024
 #: ...or this many seconds after its first byte.
 COALESCE = 0.004
-#: A watcher with more than this queued and unwritten pauses the reading.
+#: While every watcher has more than this queued and unwritten, the reading pauses.
 BEHIND = 4 * 2**20
 #: Seconds the output gets to drain after the shell exited.
 DRAIN = 1.0
@@ -140,12 +142,22 @@ class Terminal:
             self._drained.set()
 
     async def _keep_pace(self) -> None:
-        """Wait while somebody watching has fallen ``BEHIND``."""
-        channel = self.host.bus.channels.get(self.uri)
-        while channel is not None and any(  # noqa: ASYNC110 - polled: a queue says nothing as it drains
-            getattr(getattr(s, "conn", None), "queued_bytes", 0) > BEHIND for s in channel.subscribers
-        ):
+        """Wait while everybody watching has fallen ``BEHIND``: the program
+        goes at the pace of its fastest watcher, as it would in the slowest
+        terminal showing it alone. A watcher that another outpaces is not
+        waited for: its queue grows until its connection's own limit
+        (``clientQueueBytes``) cuts it (1008, saying how far behind it was),
+        and it catches up by reconnecting. A terminal a session holds waits
+        for nobody: its agent reads the host's own copy, which never lags,
+        and its command must not hang on a socket somebody stopped reading."""
+        while self._everyone_behind():  # noqa: ASYNC110 - polled: a queue says nothing as it drains
             await trio.sleep(COALESCE)
+
+    def _everyone_behind(self) -> bool:
+        channel = self.host.bus.channels.get(self.uri)
+        if channel is None or not channel.subscribers or channel.state["claim"].get("kind") == "session":
+            return False
+        return all(getattr(getattr(s, "conn", None), "queued_bytes", 0) > BEHIND for s in channel.subscribers)
 
     def _text(self, text: str) -> None:
         if self._typing is not None:
