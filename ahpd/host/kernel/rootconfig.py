@@ -39,6 +39,9 @@ CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
 #: express: below the floor a client could starve itself of its own frames,
 #: above the ceiling one push could let the host hold memory without limit.
 BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB), "terminalScrollback": (64 * 1024, 64 * MIB)}
+BOUNDS["terminalInputBytes"] = (4096, 64 * MIB)
+#: Host keys that count things (terminals), and their bounds.
+COUNT_BOUNDS = {"terminalsPerClient": (1, 1024), "terminalsRunning": (1, 4096)}
 #: Host keys' bounds in seconds: an idle agent is kept at most a week (0: never stopped).
 SECONDS_BOUNDS = {"agentIdleTimeout": (0, 7 * 24 * 3600)}
 
@@ -90,6 +93,28 @@ SCHEMA: dict[str, Any] = {
             "description": "How much of each terminal's output is kept for a client that subscribes "
             "late; the oldest goes first. From 64 KiB to 64 MiB.",
             "default": MIB,
+        },
+        "terminalInputBytes": {
+            "type": "number",
+            "title": "Terminal input queue (bytes)",
+            "description": "How much typed input may wait for a terminal's program to read it; input "
+            "past it is refused (a program that reads nothing cannot make the host hold more). "
+            "From 4 KiB to 64 MiB.",
+            "default": MIB,
+        },
+        "terminalsPerClient": {
+            "type": "number",
+            "title": "Running terminals per client",
+            "description": "How many running terminals one client may hold; createTerminal past it is "
+            "refused. From 1 to 1024.",
+            "default": 32,
+        },
+        "terminalsRunning": {
+            "type": "number",
+            "title": "Running terminals in all",
+            "description": "How many terminals may run at once on this host, clients' and agents' "
+            "together; a terminal past it is refused. From 1 to 4096.",
+            "default": 128,
         },
         "agentIdleTimeout": {
             "type": "number",
@@ -167,6 +192,9 @@ DEFAULT_VALUES: dict[str, Any] = {
     "agentSilenceTimeout": 300,
     "terminalScrollback": MIB,
     "agentIdleTimeout": 600,
+    "terminalInputBytes": MIB,
+    "terminalsPerClient": 32,
+    "terminalsRunning": 128,
 }
 
 _JSON_TYPES = {
@@ -209,6 +237,8 @@ def check_value(key: str, value: Any) -> str | None:
         return f"{key} must be 0 (wait for ever) or a number of seconds"
     if (seconds := SECONDS_BOUNDS.get(key)) is not None and not seconds[0] <= value <= seconds[1]:
         return f"{key} must be from {seconds[0]} (never) to {seconds[1]} seconds, not {value}"
+    if (count := COUNT_BOUNDS.get(key)) is not None and not (value == int(value) and count[0] <= value <= count[1]):
+        return f"{key} must be a whole number from {count[0]} to {count[1]}, not {value}"
     bounds = BOUNDS.get(key)
     if bounds is not None and not bounds[0] <= value <= bounds[1]:
         unit = "characters" if key == "terminalScrollback" else "bytes"

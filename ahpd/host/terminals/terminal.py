@@ -12,7 +12,9 @@ said), is logged, and reaches nothing else. Its tasks:
   and its program blocks on a full pty as it would under a slow terminal;
   one watcher that stops reading holds up neither the program nor the
   others (its connection's queue limit cuts it);
-* the writer: ``terminal/input`` bytes to the pty, in order;
+* the writer: ``terminal/input`` bytes to the pty, in order; at most the
+  root config's ``terminalInputBytes`` wait for a program that does not read
+  (more is refused), and what still waits is dropped when the terminal ends;
 * the reaper: ``terminal/exited`` with the exit code once the output has
   drained (or ``DRAIN`` seconds after the shell went, when a background
   child still holds the pty open).
@@ -84,7 +86,12 @@ class Terminal:
         #: Says the root's terminal list again (this one exited).
         self._publish = publish
         self.scope = trio.CancelScope()
+        # Unbounded as a channel, bounded by ``input``: the bytes taken and
+        # not yet written to the pty are counted, and input past the root
+        # config's ``terminalInputBytes`` is refused.
         self._input_send, self._input_receive = trio.open_memory_channel[bytes](math.inf)
+        #: Bytes of input taken and not yet written to the pty.
+        self.input_pending = 0
         self._marks = shell_marks.MarkReader()
         self._pending: list[str] = []
         self._pending_bytes = 0
@@ -249,6 +256,17 @@ class Terminal:
     async def _write(self) -> None:
         async for data in self._input_receive:
             await self.pty.send(data)
+            self.input_pending -= len(data)
+
+    def _drop_input(self) -> None:
+        """What was typed and never read goes with the terminal, now."""
+        self._input_send.close()
+        while True:
+            try:
+                self._input_receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+        self.input_pending = 0
 
     async def _reap(self) -> None:
         await self.pty.wait()
@@ -258,6 +276,7 @@ class Terminal:
     async def _end(self) -> None:
         """Kill what is left of the group, reap it, and say it exited."""
         self.pty.signal_group(signal.SIGKILL)
+        self._drop_input()
         with trio.move_on_after(REAP):
             await self.pty.wait()
         self.flush()
@@ -277,8 +296,23 @@ class Terminal:
 
     # -- what clients and sessions ask -----------------------------------------
 
-    def input(self, data: str) -> None:
-        self._input_send.send_nowait(data.encode("utf-8", "surrogateescape"))
+    def input(self, data: str) -> str | None:
+        """Queue ``data`` for the program; why not, when its program has left
+        more than ``terminalInputBytes`` unread (nothing is taken then)."""
+        raw = data.encode("utf-8", "surrogateescape")
+        limit = int(self.host.config("terminalInputBytes"))
+        if self.input_pending + len(raw) > limit:
+            return (
+                f"{self.uri}: its program has not read {self.input_pending} bytes typed before, and this "
+                f"input of {len(raw)} bytes would take it past {limit} (root config terminalInputBytes); "
+                "nothing of it was typed"
+            )
+        try:
+            self._input_send.send_nowait(raw)
+        except trio.ClosedResourceError:
+            return f"{self.uri} has ended: there is nothing to type into"
+        self.input_pending += len(raw)
+        return None
 
     def kill(self) -> None:
         self.pty.signal_group(signal.SIGKILL)
