@@ -6,12 +6,13 @@ said), is logged, and reaches nothing else. Its tasks:
 
 * the reader: pty bytes -> shell marks cut out (``ahpd.ports.shell_marks``)
   -> text coalesced into ``terminal/data`` chunks of at most ``CHUNK`` bytes or
-  ``COALESCE`` seconds, so ``yes`` is a few actions per screenful rather
-  than one per read. Before each read it waits while every watcher has more
-  than ``BEHIND`` bytes queued: a terminal nobody keeps up with is not read,
-  and its program blocks on a full pty as it would under a slow terminal;
-  one watcher that stops reading holds up neither the program nor the
-  others (its connection's queue limit cuts it);
+  ``COALESCE`` seconds (larger and longer while it floods), so ``yes`` is
+  tens of actions a second rather than one per 4 KiB read. After output was
+  sent it waits while every watcher has more than ``BEHIND`` bytes queued: a
+  terminal nobody keeps up with is not read, and its program blocks on a
+  full pty as it would under a slow terminal; one watcher that stops
+  reading holds up neither the program nor the others (its connection's
+  queue limit cuts it);
 * the writer: ``terminal/input`` bytes to the pty, in order; at most the
   root config's ``terminalInputBytes`` wait for a program that does not read
   (more is refused), and what still waits is dropped when the terminal ends;
@@ -60,6 +61,17 @@ log = logging.getLogger("ahpd.host")
 CHUNK = 64 * 1024
 #: ...or this many seconds after its first byte.
 COALESCE = 0.004
+#: While a terminal floods (its last chunk held at least ``FLOOD`` bytes), a
+#: chunk is sent at ``FLOOD_CHUNK`` bytes or ``FLOOD_COALESCE`` seconds: each
+#: ``terminal/data`` costs the host a reduce that copies the scrollback's
+#: tail, a JSON encoding and a write per watcher, so a flood is a few large
+#: actions a second rather than hundreds of small ones, and its watchers see
+#: it a screen refresh later at most. A quiet terminal's echo stays at
+#: ``COALESCE``. 128 KiB of the worst text (control bytes, six characters
+#: each in JSON) is still a frame under the 1 MiB clients commonly accept.
+FLOOD = 16 * 1024
+FLOOD_CHUNK = 128 * 1024
+FLOOD_COALESCE = 0.025
 #: While every watcher has more than this queued and unwritten, the reading pauses.
 BEHIND = 4 * 2**20
 #: Seconds the output gets to drain after the shell exited.
@@ -95,6 +107,9 @@ class Terminal:
         self._marks = shell_marks.MarkReader()
         self._pending: list[str] = []
         self._pending_bytes = 0
+        self._flooding = False
+        self._chunk = CHUNK
+        self._flushed = False  # since the pace was last checked
         self._wake = trio.Event()
         self._drained = trio.Event()
         self._size = 0
@@ -157,6 +172,9 @@ class Terminal:
         and it catches up by reconnecting. A terminal a session holds waits
         for nobody: its agent reads the host's own copy, which never lags,
         and its command must not hang on a socket somebody stopped reading."""
+        if not self._flushed:
+            return  # queues grow only when output is sent
+        self._flushed = False
         while self._everyone_behind():  # noqa: ASYNC110 - polled: a queue says nothing as it drains
             await trio.sleep(COALESCE)
 
@@ -171,7 +189,7 @@ class Terminal:
             self._typing.append(text)
         self._pending.append(text)
         self._pending_bytes += len(text)
-        if self._pending_bytes >= CHUNK:
+        if self._pending_bytes >= self._chunk:
             self.flush()
         else:
             self._wake.set()
@@ -180,7 +198,7 @@ class Terminal:
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
-            await trio.sleep(COALESCE)
+            await trio.sleep(FLOOD_COALESCE if self._flooding else COALESCE)
             self.flush()
 
     def flush(self) -> None:
@@ -188,7 +206,10 @@ class Terminal:
             return
         data = "".join(self._pending)
         self._pending.clear()
+        self._flooding = self._pending_bytes >= FLOOD
+        self._chunk = FLOOD_CHUNK if self._flooding else CHUNK
         self._pending_bytes = 0
+        self._flushed = True
         self.emit({"type": "terminal/data", "data": data})
         self._size += len(data)
         cap = int(self.host.config("terminalScrollback"))
