@@ -39,12 +39,19 @@ CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
 #: express: below the floor a client could starve itself of its own frames,
 #: above the ceiling one push could let the host hold memory without limit.
 BOUNDS = {"clientQueueBytes": (MIB, GIB), "replayBytes": (MIB, GIB), "terminalScrollback": (64 * 1024, 64 * MIB)}
-#: Host keys' bounds as counts: each watch holds a thread for its life.
-COUNT_BOUNDS = {"resourceWatches": (1, 4096), "resourceWatchesPerConnection": (1, 4096)}
+BOUNDS["terminalInputBytes"] = (4096, 64 * MIB)
 #: Host keys' bounds in seconds: an idle agent is kept at most a week (0: never stopped).
 SECONDS_BOUNDS = {"agentIdleTimeout": (0, 7 * 24 * 3600)}
-#: Host keys that count things, and their bounds: a person's laptop runs a few agents at once.
-COUNT_BOUNDS = {"automationRunLimit": (1, 64), "agentProcessLimit": (1, 256)}
+#: Host keys that count things, and their bounds: a person's laptop runs a
+#: few agents at once; each watch holds a notify thread for its life.
+COUNT_BOUNDS = {
+    "automationRunLimit": (1, 64),
+    "agentProcessLimit": (1, 256),
+    "resourceWatches": (1, 4096),
+    "resourceWatchesPerConnection": (1, 4096),
+    "terminalsPerClient": (1, 1024),
+    "terminalsRunning": (1, 4096),
+}
 
 
 def _bool(title: str, default: bool) -> dict[str, Any]:
@@ -102,6 +109,28 @@ SCHEMA: dict[str, Any] = {
             "description": "How much of each terminal's output is kept for a client that subscribes "
             "late; the oldest goes first. From 64 KiB to 64 MiB.",
             "default": MIB,
+        },
+        "terminalInputBytes": {
+            "type": "number",
+            "title": "Terminal input queue (bytes)",
+            "description": "How much typed input may wait for a terminal's program to read it; input "
+            "past it is refused (a program that reads nothing cannot make the host hold more). "
+            "From 4 KiB to 64 MiB.",
+            "default": MIB,
+        },
+        "terminalsPerClient": {
+            "type": "number",
+            "title": "Running terminals per client",
+            "description": "How many running terminals one client may hold; createTerminal past it is "
+            "refused. From 1 to 1024.",
+            "default": 32,
+        },
+        "terminalsRunning": {
+            "type": "number",
+            "title": "Running terminals in all",
+            "description": "How many terminals may run at once on this host, clients' and agents' "
+            "together; a terminal past it is refused. From 1 to 4096.",
+            "default": 128,
         },
         "agentIdleTimeout": {
             "type": "number",
@@ -195,6 +224,9 @@ DEFAULT_VALUES: dict[str, Any] = {
     "agentIdleTimeout": 600,
     "automationRunLimit": 4,
     "agentProcessLimit": 8,
+    "terminalInputBytes": MIB,
+    "terminalsPerClient": 32,
+    "terminalsRunning": 128,
 }
 
 _JSON_TYPES = {

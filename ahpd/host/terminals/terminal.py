@@ -6,11 +6,16 @@ said), is logged, and reaches nothing else. Its tasks:
 
 * the reader: pty bytes -> shell marks cut out (``ahpd.ports.shell_marks``)
   -> text coalesced into ``terminal/data`` chunks of at most ``CHUNK`` bytes or
-  ``COALESCE`` seconds, so ``yes`` is a few actions per screenful rather
-  than one per read. Before each read it waits while a watcher has more than
-  ``BEHIND`` bytes queued: a terminal nobody keeps up with is not read, and
-  its program blocks on a full pty as it would under a slow terminal;
-* the writer: ``terminal/input`` bytes to the pty, in order;
+  ``COALESCE`` seconds (larger and longer while it floods), so ``yes`` is
+  tens of actions a second rather than one per 4 KiB read. After output was
+  sent it waits while every watcher has more than ``BEHIND`` bytes queued: a
+  terminal nobody keeps up with is not read, and its program blocks on a
+  full pty as it would under a slow terminal; one watcher that stops
+  reading holds up neither the program nor the others (its connection's
+  queue limit cuts it);
+* the writer: ``terminal/input`` bytes to the pty, in order; at most the
+  root config's ``terminalInputBytes`` wait for a program that does not read
+  (more is refused), and what still waits is dropped when the terminal ends;
 * the reaper: ``terminal/exited`` with the exit code once the output has
   drained (or ``DRAIN`` seconds after the shell went, when a background
   child still holds the pty open).
@@ -56,7 +61,18 @@ log = logging.getLogger("ahpd.host")
 CHUNK = 64 * 1024
 #: ...or this many seconds after its first byte.
 COALESCE = 0.004
-#: A watcher with more than this queued and unwritten pauses the reading.
+#: While a terminal floods (its last chunk held at least ``FLOOD`` bytes), a
+#: chunk is sent at ``FLOOD_CHUNK`` bytes or ``FLOOD_COALESCE`` seconds: each
+#: ``terminal/data`` costs the host a reduce that copies the scrollback's
+#: tail, a JSON encoding and a write per watcher, so a flood is a few large
+#: actions a second rather than hundreds of small ones, and its watchers see
+#: it a screen refresh later at most. A quiet terminal's echo stays at
+#: ``COALESCE``. 128 KiB of the worst text (control bytes, six characters
+#: each in JSON) is still a frame under the 1 MiB clients commonly accept.
+FLOOD = 16 * 1024
+FLOOD_CHUNK = 128 * 1024
+FLOOD_COALESCE = 0.025
+#: While every watcher has more than this queued and unwritten, the reading pauses.
 BEHIND = 4 * 2**20
 #: Seconds the output gets to drain after the shell exited.
 DRAIN = 1.0
@@ -82,10 +98,18 @@ class Terminal:
         #: Says the root's terminal list again (this one exited).
         self._publish = publish
         self.scope = trio.CancelScope()
+        # Unbounded as a channel, bounded by ``input``: the bytes taken and
+        # not yet written to the pty are counted, and input past the root
+        # config's ``terminalInputBytes`` is refused.
         self._input_send, self._input_receive = trio.open_memory_channel[bytes](math.inf)
+        #: Bytes of input taken and not yet written to the pty.
+        self.input_pending = 0
         self._marks = shell_marks.MarkReader()
         self._pending: list[str] = []
         self._pending_bytes = 0
+        self._flooding = False
+        self._chunk = CHUNK
+        self._flushed = False  # since the pace was last checked
         self._wake = trio.Event()
         self._drained = trio.Event()
         self._size = 0
@@ -140,19 +164,32 @@ class Terminal:
             self._drained.set()
 
     async def _keep_pace(self) -> None:
-        """Wait while somebody watching has fallen ``BEHIND``."""
-        channel = self.host.bus.channels.get(self.uri)
-        while channel is not None and any(  # noqa: ASYNC110 - polled: a queue says nothing as it drains
-            getattr(getattr(s, "conn", None), "queued_bytes", 0) > BEHIND for s in channel.subscribers
-        ):
+        """Wait while everybody watching has fallen ``BEHIND``: the program
+        goes at the pace of its fastest watcher, as it would in the slowest
+        terminal showing it alone. A watcher that another outpaces is not
+        waited for: its queue grows until its connection's own limit
+        (``clientQueueBytes``) cuts it (1008, saying how far behind it was),
+        and it catches up by reconnecting. A terminal a session holds waits
+        for nobody: its agent reads the host's own copy, which never lags,
+        and its command must not hang on a socket somebody stopped reading."""
+        if not self._flushed:
+            return  # queues grow only when output is sent
+        self._flushed = False
+        while self._everyone_behind():  # noqa: ASYNC110 - polled: a queue says nothing as it drains
             await trio.sleep(COALESCE)
+
+    def _everyone_behind(self) -> bool:
+        channel = self.host.bus.channels.get(self.uri)
+        if channel is None or not channel.subscribers or channel.state["claim"].get("kind") == "session":
+            return False
+        return all(getattr(getattr(s, "conn", None), "queued_bytes", 0) > BEHIND for s in channel.subscribers)
 
     def _text(self, text: str) -> None:
         if self._typing is not None:
             self._typing.append(text)
         self._pending.append(text)
         self._pending_bytes += len(text)
-        if self._pending_bytes >= CHUNK:
+        if self._pending_bytes >= self._chunk:
             self.flush()
         else:
             self._wake.set()
@@ -161,7 +198,7 @@ class Terminal:
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
-            await trio.sleep(COALESCE)
+            await trio.sleep(FLOOD_COALESCE if self._flooding else COALESCE)
             self.flush()
 
     def flush(self) -> None:
@@ -169,7 +206,10 @@ class Terminal:
             return
         data = "".join(self._pending)
         self._pending.clear()
+        self._flooding = self._pending_bytes >= FLOOD
+        self._chunk = FLOOD_CHUNK if self._flooding else CHUNK
         self._pending_bytes = 0
+        self._flushed = True
         self.emit({"type": "terminal/data", "data": data})
         self._size += len(data)
         cap = int(self.host.config("terminalScrollback"))
@@ -237,6 +277,17 @@ class Terminal:
     async def _write(self) -> None:
         async for data in self._input_receive:
             await self.pty.send(data)
+            self.input_pending -= len(data)
+
+    def _drop_input(self) -> None:
+        """What was typed and never read goes with the terminal, now."""
+        self._input_send.close()
+        while True:
+            try:
+                self._input_receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel):
+                break
+        self.input_pending = 0
 
     async def _reap(self) -> None:
         await self.pty.wait()
@@ -246,6 +297,7 @@ class Terminal:
     async def _end(self) -> None:
         """Kill what is left of the group, reap it, and say it exited."""
         self.pty.signal_group(signal.SIGKILL)
+        self._drop_input()
         with trio.move_on_after(REAP):
             await self.pty.wait()
         self.flush()
@@ -265,8 +317,23 @@ class Terminal:
 
     # -- what clients and sessions ask -----------------------------------------
 
-    def input(self, data: str) -> None:
-        self._input_send.send_nowait(data.encode("utf-8", "surrogateescape"))
+    def input(self, data: str) -> str | None:
+        """Queue ``data`` for the program; why not, when its program has left
+        more than ``terminalInputBytes`` unread (nothing is taken then)."""
+        raw = data.encode("utf-8", "surrogateescape")
+        limit = int(self.host.config("terminalInputBytes"))
+        if self.input_pending + len(raw) > limit:
+            return (
+                f"{self.uri}: its program has not read {self.input_pending} bytes typed before, and this "
+                f"input of {len(raw)} bytes would take it past {limit} (root config terminalInputBytes); "
+                "nothing of it was typed"
+            )
+        try:
+            self._input_send.send_nowait(raw)
+        except trio.ClosedResourceError:
+            return f"{self.uri} has ended: there is nothing to type into"
+        self.input_pending += len(raw)
+        return None
 
     def kill(self) -> None:
         self.pty.signal_group(signal.SIGKILL)

@@ -70,6 +70,9 @@ async def create_terminal(host: Host, peer: Peer, params: model.CreateTerminalPa
     if problem:
         raise RpcError(INVALID_PARAMS, problem, {"path": "$.cols" if "cols" in problem else "$.rows"})
     folder = terminals.folder(params.cwd)
+    problem = terminals.cap_problem(claim)
+    if problem:
+        raise RpcError(INVALID_PARAMS, problem, {"channel": params.channel})
     shell = peer.config.get("defaultShell") or os.environ.get("SHELL") or "/bin/sh"
     try:
         terminals.open_shell(
@@ -119,8 +122,8 @@ def terminal_input(host: Host, peer: Peer, channel: str, action: dict[str, Any])
         return terminal
     if not running(terminal.state()):
         return Refuse(f"{channel} has exited: there is nothing to type into")
-    terminal.input(action["data"])
-    return Apply(action)
+    problem = terminal.input(action["data"])
+    return Refuse(problem) if problem else Apply(action)
 
 
 def terminal_resized(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:

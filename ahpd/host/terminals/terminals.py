@@ -17,6 +17,7 @@ its agent's commands in them. One terminal's own reading and writing is
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import os
@@ -30,7 +31,7 @@ import trio
 
 from ahpd.host.kernel.bus import ROOT
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
-from ahpd.host.terminals.terminal import Terminal
+from ahpd.host.terminals.terminal import Terminal, running
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host
@@ -130,6 +131,33 @@ class Terminals:
                 {"path": "$.channel"},
             )
 
+    def cap_problem(self, claim: dict[str, Any]) -> str | None:
+        """Why one more terminal claimed ``claim`` may not start: the host
+        runs ``terminalsRunning`` already, or the client that would hold it
+        ``terminalsPerClient``. Exited terminals (kept for their scrollback)
+        do not count: a running one costs a process and a pty."""
+        live = [t for t in self.terminals.values() if running(t.state())]
+        most = int(self.host.config("terminalsRunning"))
+        if len(live) >= most:
+            return (
+                f"this host already runs {len(live)} terminals, its most (root config terminalsRunning): "
+                "dispose one first"
+            )
+        if claim.get("kind") == "client":
+            most = int(self.host.config("terminalsPerClient"))
+            held = sum(
+                1
+                for t in live
+                if t.state()["claim"].get("kind") == "client"
+                and t.state()["claim"].get("clientId") == claim["clientId"]
+            )
+            if held >= most:
+                return (
+                    f"client {claim['clientId']} already holds {held} running terminals, its most (root config "
+                    "terminalsPerClient): dispose one first"
+                )
+        return None
+
     def open(
         self,
         uri: str,
@@ -143,8 +171,12 @@ class Terminals:
         env: Mapping[str, str] | None = None,
         integrated: bool = False,
     ) -> Terminal:
-        """Start ``argv`` under ``uri``; an ``OSError`` says why it could not."""
+        """Start ``argv`` under ``uri``; an ``OSError`` says why it could not
+        (a cap of the root config's among the reasons)."""
         assert self._nursery is not None, "the terminals' nursery is not running"
+        problem = self.cap_problem(claim)
+        if problem:
+            raise OSError(errno.EAGAIN, problem)
         environ = {**os.environ, "TERM": "xterm-256color", **(env or {})}
         pty = self.port.spawn(argv, cwd=folder, env=environ, cols=cols, rows=rows)
         state: dict[str, Any] = {
