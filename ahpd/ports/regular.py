@@ -71,9 +71,11 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def loads(data: bytes | str) -> Any:
-    """JSON from disk: ``NaN``/``Infinity`` refused (ValueError), lone surrogates made U+FFFD."""
-    return text_safe(json.loads(data, parse_constant=_no_constant))
+def loads(data: bytes | str, *, constants: bool = False) -> Any:
+    """JSON from disk: ``NaN``/``Infinity`` refused (ValueError) unless
+    ``constants`` (for a reader that checks each value itself), lone
+    surrogates made U+FFFD."""
+    return text_safe(json.loads(data, parse_constant=None if constants else _no_constant))
 
 
 def text_safe(value: Any) -> Any:

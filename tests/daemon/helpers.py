@@ -104,6 +104,14 @@ async def running_daemon(
             await process.wait()
 
 
+def _is_catalogue_helper(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except FileNotFoundError:  # gone meanwhile: no agent either
+        return True
+    return any(a.startswith(b"ahpd.backends.") and a.endswith(b".catalogue") for a in argv)
+
+
 def children_of(pid: int) -> list[int]:
     """The child processes of ``pid`` (a zombie not yet reaped counts)."""
     pids: list[int] = []
@@ -164,6 +172,11 @@ class InProcessDaemon:
         """The processes it has started and not yet reaped (agents, probes, shells): this
         process's children that were not already there when it started."""
         return [pid for pid in children_of(os.getpid()) if pid not in self._children_before]
+
+    def agents(self) -> list[int]:
+        """Its children but the catalogue helpers (``python -m ahpd.backends.<x>.catalogue``,
+        which answer a boot probe or a listing and end on their own): the agents and shells."""
+        return [pid for pid in self.children() if not _is_catalogue_helper(pid)]
 
 
 #: The in-process daemon whose ``run`` is under way in this task and its children.

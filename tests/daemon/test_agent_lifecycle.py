@@ -56,19 +56,19 @@ async def test_an_idle_agent_is_stopped_and_the_next_turn_continues_its_conversa
             await until(client, is_action("root/configChanged"))
             uri, chat = await create(client, work)
             # createSession waited for the boot probe, whose process is gone: no agent runs.
-            assert daemon.children() == []
+            assert daemon.agents() == []
 
             # A slow turn, so its agent is seen while it runs.
             await dispatch(client, chat, start_turn("slow first"), 2)
             await until(client, is_action("chat/responsePart", chat))
-            [agent] = daemon.children()
+            [agent] = daemon.agents()
             await until(client, is_action("chat/turnComplete", chat))
 
             # Idle for a second: the process ends (and is reaped), and clients hear nothing.
             heard = await heard_until_stopped(client, daemon.host.sessions.chat_owner[chat])
             assert not alive(agent)
             assert_nothing_but_idle(heard)
-            assert daemon.children() == []
+            assert daemon.agents() == []
 
             await dispatch(client, chat, start_turn("/echo second"), 3)
             notes = await until(
@@ -100,7 +100,7 @@ async def test_no_agent_runs_for_idle_sessions(tmp_path: Path) -> None:
             await client.initialize("many")
             for _ in range(5):
                 await create(client, tmp_path)
-            assert daemon.children() == []
+            assert daemon.agents() == []
             # The slash commands and models are what the boot probe learned.
             root = (await client.call("subscribe", {"channel": ROOT}))["result"]["snapshot"]["state"]
             [demo] = [a for a in root["agents"] if a["provider"] == "demo"]

@@ -291,7 +291,8 @@ class RootConfigStore:
         self.writes = PendingWrites(f"root config {path}", self._prepare)
 
     def load(self) -> dict[str, Any]:
-        values = read_kept(self.path, "the values") if self.path is not None else None
+        # NaN is read, so that check_value drops that one key and keeps what else a person set
+        values = read_kept(self.path, "the values", constants=True) if self.path is not None else None
         kept = {}
         for key, value in (values or {}).items():
             problem = check_value(key, value)

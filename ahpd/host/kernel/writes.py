@@ -53,13 +53,14 @@ def set_aside(path: Path, reason: str) -> None:
     log.error("%s is damaged (%s); set aside as %s", path, reason, target.name)
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, *, constants: bool = False) -> Any:
     """The JSON in ``path``; ValueError naming what is wrong with it (also
     when what lies there is not a regular file: a folder, a symlink, a FIFO).
-    A lone surrogate in a string comes back as U+FFFD; NaN is refused."""
+    A lone surrogate in a string comes back as U+FFFD; NaN is refused unless
+    ``constants`` (the caller checks each value and drops only that one)."""
     data = regular.read_regular(path)  # NotRegular is a ValueError
     try:
-        return regular.loads(data)
+        return regular.loads(data, constants=constants)
     except RecursionError:
         raise ValueError("nested deeper than a record can be") from None
     except UnicodeDecodeError as exc:
@@ -199,13 +200,13 @@ class PendingWrites:
         self.failing = disk_reason(exc)
 
 
-def read_kept(path: Path, what: str, expect: type = dict) -> Any:
+def read_kept(path: Path, what: str, expect: type = dict, *, constants: bool = False) -> Any:
     """What a store kept in ``path``, or None when there is nothing to read:
     missing, unreadable (logged), damaged or of the wrong kind (set aside,
     so that the next write does not cover what a person may want back).
     ``what`` names the content in the messages ("the decisions")."""
     try:
-        value = read_json(path)
+        value = read_json(path, constants=constants)
     except FileNotFoundError:
         return None
     except OSError as exc:
