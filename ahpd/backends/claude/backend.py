@@ -18,9 +18,11 @@ the caller) and handed to the CLI with ``--session-id``, so it is known
 before the first prompt and a resume after a restart finds the transcript
 under the same name.
 
-The SDK is imported on first use (a probe or a conversation), never with
-this module: it is about a second of a daemon's start-up otherwise
-(``python -X importtime -c 'import claude_agent_sdk'``).
+The SDK is imported on first use, never with this module: it is about a
+second of a daemon's start-up and ~60 MB otherwise (``python -X importtime
+-c 'import claude_agent_sdk'``). Until a conversation of this backend starts
+(and loads it here), the boot probe and the transcripts' catalogue ask it
+from a child process (``ahpd.backends.claude.catalogue``).
 """
 
 from __future__ import annotations
