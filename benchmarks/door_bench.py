@@ -100,6 +100,10 @@ class Daemon:
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def rss_mib(self) -> float:
         text = Path(f"/proc/{self.proc.pid}/status").read_text()
         return int(re.search(r"VmRSS:\s+(\d+)", text).group(1)) / 1024
@@ -370,11 +374,13 @@ async def trickle(work: Path, count: int) -> None:
         stdout=subprocess.PIPE,
     )
     await trio.sleep(5)  # the flood at full strength: every slot taken, the rest coming back
+    cpu = daemon.cpu_seconds()
     took: list[float] = []
     for _ in range(20):
         start = time.monotonic()
         ok = await served(daemon.url)
         took.append(time.monotonic() - start if ok else math.inf)
+    cpu = daemon.cpu_seconds() - cpu
     out, _ = attack.communicate(b"")
     print(f"trickle: {count} connections without the token, a header byte a second, back whenever dropped")
     print(
@@ -382,8 +388,10 @@ async def trickle(work: Path, count: int) -> None:
         f"{sum(t <= 1 for t in took)}; slowest {max(took):.2f} s, median {sorted(took)[10]:.3f} s"
     )
     print(f"  trickling connections dropped or refused and reopened: {out.decode().strip()}")
+    print(f"  daemon CPU while the 20 were served: {cpu:.2f} s in {sum(took):.2f} s")
     log = daemon.stderr()
     print(f"  503 log lines: {log.count('refused with 503')}; drop spells: {log.count('dropping the oldest')}")
+    print(f"  accept out of descriptors (spells): {log.count('accept failed')}")
     print(f"  exit status on SIGTERM: {daemon.stop()}")
 
 
