@@ -203,3 +203,58 @@ async def test_a_daemon_killed_mid_write_loses_only_the_torn_record(tmp_path) ->
         assert await daemon.wait() == 0
     tail = journal.read_tail(path, 50)
     assert [t["id"] for t in tail.turns] == ["turn-one", "turn-two", "turn-three"] and tail.dropped == 0
+
+
+async def test_a_turn_in_flight_at_a_crash_is_kept_with_what_was_said(tmp_path) -> None:
+    """Issue 25, attack 12: the prompt and the reply so far reach the journal
+    as the reply streams; killed (SIGKILL) mid-turn, the restarted daemon
+    shows the turn ended in error, saying the host stopped, with both."""
+    import shlex
+    import signal
+    import sys
+
+    data = tmp_path / "d"
+    slow = [sys.executable, "-m", "ahpd.demo_agent", "--home", str(tmp_path / "slow-home"), "--slow-delay", "1"]
+    prompt = "slow: tell me a long story"
+    async with running_daemon(data, "--sessions", "file", "--agent", "slow=" + shlex.join(slow)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("lu")
+            uri, chat = await create(client, tmp_path, provider="slow")
+            await dispatch(client, chat, start_turn(prompt, "turn-story"), 1)
+            await until(client, is_action("chat/responsePart", chat), timeout=60)
+            path = data / "sessions" / name(uri) / f"{name(chat)}.jsonl"
+            said: list[str] = []
+
+            def streamed_to_disk() -> bool:
+                if not path.exists():
+                    return False
+                turns = [t for t in journal.read_tail(path, 50).turns if t["id"] == "turn-story"]
+                parts = [p for t in turns for p in t["responseParts"] if p["kind"] == "markdown" and p["content"]]
+                said[:] = [p["content"] for p in parts]
+                return bool(said)
+
+            await eventually(streamed_to_disk)
+            await client.call("ping", {"channel": ROOT})  # every note sent before now is read
+            assert not any(
+                (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error") for n in client.notes
+            ), "the turn ended before the kill"
+            daemon.process.send_signal(signal.SIGKILL)
+            await daemon.wait()
+    async with daemon_in_process(data, "--sessions", "file", "--agent", "slow=" + shlex.join(slow)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("lu")
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            fits("/$defs/ChatState", state)
+            assert "activeTurn" not in state
+            [turn] = state["turns"]
+            assert turn["id"] == "turn-story" and turn["message"]["text"] == prompt
+            assert turn["state"] == "error"
+            markdown = [p["content"] for p in turn["responseParts"] if p["kind"] == "markdown"]
+            assert markdown and markdown[0].startswith(said[0]) and said[0]
+            [error] = [p["error"] for p in turn["responseParts"] if p["kind"] == "error"]
+            assert error["errorType"] == "HostStopped" and "host stopped" in error["message"]
+            # The chat goes on: a new turn after it.
+            await dispatch(client, chat, start_turn("/echo again", "turn-again"), 1)
+            assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
+        daemon.terminate()
+        assert await daemon.wait() == 0

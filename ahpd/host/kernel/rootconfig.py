@@ -3,7 +3,10 @@
 Three kinds of key are declared. The host's own (``clientQueueBytes``,
 ``replayBytes``) bound what it holds for a client that stops reading, and
 ``agentSilenceTimeout`` bounds how long a turn waits on a silent agent, and
-``agentIdleTimeout`` how long an agent with no turn keeps its process. The
+``agentIdleTimeout`` how long an agent with no turn keeps its process;
+``automationRunLimit`` and ``agentProcessLimit`` cap the automation runs and
+agent processes under way at once (test-only switches are never keys a
+client can set: they are the daemon's environment). The
 keys VS Code's agent-host client pushes are declared so that a client can
 draw them and a value pushed for one reads back as a setting rather than an
 unknown key; this host does not act on most of them. Two keys belong to the

@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ahpd.backends.port import Backend
-from ahpd.host.kernel.supervise import supervised
+from ahpd.host.kernel.supervise import spawn, supervised
 
 # Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
 from ahpd.host.sessions import annotations as session_annotations
 from ahpd.host.sessions.catalogue import command_customizations
 from ahpd.host.sessions.common import ACTIVITY_BITS, ERROR, IDLE, INPUT_NEEDED, IS_ARCHIVED, IS_READ
+
+#: Seconds between two saves of a session whose turn is in flight (its reply streaming).
+IN_FLIGHT_SAVE = 0.5
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host
@@ -59,6 +62,8 @@ class Session:
         #: its repo, branch, base and path), read back from its record by
         #: ``ahpd.host.changesets``, which keeps it; None: no tree of its own.
         self.worktree: dict[str, Any] | None = None
+        #: Whether a save of a turn in flight is already due (see :meth:`save_soon`).
+        self._save_due = False
 
     def announce(self) -> None:
         self.announced = True
@@ -209,6 +214,23 @@ class Session:
             **{k: v for hook in self.manager.hooks.session_record for k, v in hook(self).items()},
         }
 
+    def save_soon(self) -> None:
+        """Write the session down within ``IN_FLIGHT_SAVE`` seconds: what a
+        turn in flight has said so far reaches the disk in batches as it
+        streams, never one write per token, and a crash keeps all but the
+        last moments of it."""
+        if self._save_due or self._nursery is None:
+            return
+        self._save_due = True
+        spawn(self._nursery, f"saving {self.uri}", self._save_later)
+
+    async def _save_later(self) -> None:
+        try:
+            await trio.sleep(IN_FLIGHT_SAVE)  # a batching interval, not a wait for an event
+        finally:
+            self._save_due = False
+        self.save()
+
     def save(self) -> None:
         """Write the session down. A disposed session has nothing to write;
         a write that fails is the session's error (its summary says so until
@@ -227,11 +249,28 @@ class Session:
 
 
 def _resting(chat_state: dict[str, Any], older: list[dict[str, Any]]) -> dict[str, Any]:
-    """A chat as it is kept: none in flight, nobody being asked. Its turns
-    are those it holds, after its cursor's count of older ones the store
-    already keeps; those held here only (``older``) come first, whole."""
+    """A chat as it is kept: nobody being asked. Its turns are those it
+    holds, after its cursor's count of older ones the store already keeps;
+    those held here only (``older``) come first, whole. A turn in flight is
+    kept as it would read if the host stopped now (:func:`interrupted`); its
+    real ending replaces it at the next save."""
     drop = ("activeTurn", "activity", "turnsNextCursor") if older else ("activeTurn", "activity")
     state = {k: v for k, v in chat_state.items() if k not in drop}
     state["turns"] = older + list(chat_state.get("turns", []))
+    if isinstance(chat_state.get("activeTurn"), dict):
+        state["turns"].append(interrupted(chat_state["activeTurn"]))
     state["status"] = (chat_state.get("status", IDLE) & (IS_READ | IS_ARCHIVED)) | IDLE
     return state
+
+
+def interrupted(active: dict[str, Any]) -> dict[str, Any]:
+    """A turn in flight, ended the way a crash would end it: in error, with
+    its prompt and what was said so far, and the reason."""
+    error = {
+        "errorType": "HostStopped",
+        "message": "the host stopped while this turn ran; what was said so far is kept",
+    }
+    turn = {k: v for k, v in active.items() if k in ("id", "startedAt", "message", "usage")}
+    turn["responseParts"] = [*(active.get("responseParts") or []), {"kind": "error", "error": error}]
+    turn["state"] = "error"
+    return turn

@@ -102,6 +102,7 @@ class TurnRunner:
     def emit(self, action: dict[str, Any]) -> None:
         self.chat.host.bus.emit(self.chat.uri, action)
         workers.follow(self.chat, action)
+        self.chat.session.save_soon()  # what was said so far reaches the disk in batches
 
     def end(self, action: dict[str, Any]) -> None:
         """The one ending; anything after it is dropped."""
@@ -185,6 +186,7 @@ class TurnRunner:
     async def run(self, text: str, attachments: list[dict[str, Any]]) -> None:
         chat = self.chat
         chat.rest()  # no idle stop while a turn runs
+        chat.session.save_soon()  # its prompt, kept should the host stop before it ends
         with supervised(f"turn {self.turn_id} of {chat.uri}", self.failed):
             try:
                 with self.scope:
