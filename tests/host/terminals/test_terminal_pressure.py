@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import trio
@@ -24,8 +25,9 @@ import trio
 from ahpd.host.assembly import Host
 from ahpd.ports.pty import PtyPort
 from ahpd.transport.websocket import serve_websocket
-from tests.daemon.helpers import Rpc, rpc
+from tests.daemon.helpers import Rpc, action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until
 from tests.daemon.test_slow_client import masked_text_frame
+from tests.daemon.test_terminals import env_for
 from tests.transport.test_websocket import RawClient
 from tests.waits import eventually
 
@@ -214,3 +216,41 @@ async def test_running_terminals_are_capped_per_client_and_in_all(
         assert (await create(ann, "a3", "ann"))["error"]["code"] == -32602  # three run again
         assert "result" in await bob.call("disposeTerminal", {"channel": "ahp-terminal:/b1"})
         assert (await create(ann, "a3", "ann"))["result"] is None
+
+
+async def test_an_agents_command_finishes_though_its_only_watcher_stopped_reading(tmp_path: Path) -> None:
+    """A session's terminal (a ``!command``) waits for nobody: its one
+    watcher stops reading, and the command still runs to its end."""
+    env = env_for(tmp_path)
+    work = Path(env["HOME"]) / "work"
+    size = 24 * MIB
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            _, chat = await create(client, work)
+            # It waits for the watcher, then floods (Q is \121: the command line holds none).
+            line = f"!while [ ! -e go ]; do sleep 0.05; done; head -c {size} /dev/zero | tr '\\000' '\\121'"
+            await dispatch(client, chat, start_turn(line), 1)
+            notes = await until(client, is_action("chat/toolCallContentChanged", chat))
+            uri = action_of(notes[-1])["content"][0]["resource"]
+            split = urlsplit(daemon.url)
+            stalled = await RawClient.connect(split.port, f"{split.path}?{split.query}")
+            for ident, method, params in (
+                (1, "initialize", {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "stalled"}),
+                (2, "subscribe", {"channel": uri}),
+            ):
+                await stalled.sock.send(
+                    masked_text_frame(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}))
+                )
+            host = daemon.host
+            await eventually(lambda: any(p.client_id == "stalled" for p in host.bus.channels[uri].subscribers))
+            [peer] = [p for p in host.peers if p.client_id == "stalled"]
+            (work / "go").touch()
+            notes = await until(client, is_action("chat/turnComplete", chat))
+            done = next(action_of(n) for n in notes if (action_of(n) or {}).get("type") == "chat/toolCallComplete")
+            assert done["result"]["success"] is True
+            assert host.terminals.terminals[uri].text().count("Q") > 0  # the end of it, in the scrollback
+            assert peer.conn.close_code == 1008  # cut by its own queue limit, not waited for
+            stalled.close()
+        daemon.terminate()
+        assert await daemon.wait() == 0
