@@ -98,7 +98,9 @@ async def test_a_silent_agent_ends_its_turn_with_an_error(tmp_path: Path) -> Non
 
 async def test_talking_or_waiting_on_a_person_is_not_silence(tmp_path: Path) -> None:
     (tmp_path / "w").mkdir()
-    async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, rpc(live.url) as client:
+    # A chunk every 0.1 s against a 3 s timeout: thirty times the gap, so that
+    # an agent process a loaded machine starves for a second is not silent.
+    async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=3) as live, rpc(live.url) as client:
         await client.initialize("tia")
         uri, chat = await create(client, tmp_path / "w")
         # About four seconds of reply, a chunk every 0.1 s.
@@ -109,7 +111,7 @@ async def test_talking_or_waiting_on_a_person_is_not_silence(tmp_path: Path) -> 
         request = action_of(notes[-1])["request"]
         # The person takes twice the silence timeout to answer: what is tested is
         # that time passing while the agent waits on a person is not silence.
-        await trio.sleep(2)
+        await trio.sleep(6)
         await dispatch(
             client,
             chat,
