@@ -35,9 +35,13 @@ async def heard_until_stopped(client: Rpc, owner) -> list[dict]:
 
 def assert_nothing_but_idle(notes: list[dict]) -> None:
     """What a client heard says nothing but that the chat is idle: the
-    summary rows that trail a turn's end, never an error or a status change."""
+    summary rows that trail a turn's end, never an error or a status change.
+    Another provider's boot probe answering (``root/agentsChanged``, Claude's
+    probe runs in a child process and can end late) is not about this chat."""
     for note in notes:
         action = action_of(note) or {}
+        if action.get("type") == "root/agentsChanged":
+            continue
         assert action.get("type", "session/chatUpdated") == "session/chatUpdated", note
         assert note.get("method") in ("action", "root/sessionSummaryChanged"), note
         changes = action.get("changes") or note["params"].get("changes") or {}
