@@ -15,16 +15,14 @@ a chat of 10,000 turns writes one turn. A loaded session holds each chat's
 newest ``WINDOW`` turns; ``older_turns`` reads the rest from the journal,
 in a thread, when ``fetchTurns`` asks.
 
-A disk that refuses a write (read-only, full, out of file descriptors) must
-cost nothing a user set, and must not stop the daemon: a write is asked
-for, never awaited. :class:`PendingWrites` holds the latest record of each
-file until the disk takes it, writes off the event loop, and retries with
-a backoff, logging once when the writes start failing and once when they
-are taken again. A whole file is written atomically (a temporary file in
-the same folder, fsynced, renamed over the old one) and a journal is
-appended past its last whole record, so a failed write leaves what was
-there whole. What is still pending when the host stops is written on the
-way out.
+A disk that refuses a write (read-only, full, out of descriptors) must cost
+nothing a user set nor stop the daemon: a write is asked for, never awaited.
+:class:`PendingWrites` holds each file's latest record until the disk takes
+it, writes off the loop, retries with a backoff, and logs once when writes
+start failing and once when they are taken again. A whole file is written
+atomically (temporary file, fsync, rename) and a journal appended past its
+last whole record, so a failed write leaves what was there whole; what is
+pending when the host stops is written on the way out.
 
 A damaged file found at start (not JSON, nested past what the parser can
 follow, a record missing what the host reads or holding the wrong types, a
