@@ -8,12 +8,10 @@ fields in ``session.json``, and an append-only journal per chat, see
 :mod:`ahpd.ports.journal`) and the root config values a client pushed;
 ``--sessions memory`` keeps nothing across a restart.
 
-A save is told the session as the host holds it; the store works out what
-moved since the last one (a chat's fields, the turns past the last it
-wrote, a cut when turns were taken back) and appends only that: a turn on
-a chat of 10,000 turns writes one turn. A loaded session holds each chat's
-newest ``WINDOW`` turns; ``older_turns`` reads the rest from the journal,
-in a thread, when ``fetchTurns`` asks.
+A save is told the session as the host holds it; the store appends only what
+moved since the last (a chat's fields, new turns, a cut when turns were taken
+back): a turn on a chat of 10,000 turns writes one turn. A loaded session
+holds each chat's newest ``WINDOW`` turns; ``older_turns`` reads the rest.
 
 A disk that refuses a write (read-only, full, out of descriptors) must cost
 nothing a user set nor stop the daemon: a write is asked for, never awaited.
