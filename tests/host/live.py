@@ -42,9 +42,11 @@ class LiveHost:
 
 
 @asynccontextmanager
-async def live_host(tmp_path: Path, backends: dict[str, Any] | None = None, **config: Any) -> AsyncIterator[LiveHost]:
+async def live_host(
+    tmp_path: Path, backends: dict[str, Any] | None = None, terminals: Any = None, **config: Any
+) -> AsyncIterator[LiveHost]:
     backends = backends if backends is not None else {"demo": demo_backend(tmp_path / "demo-home")}
-    host = Host(backends=backends, config_values=config, session_store=MemorySessionStore())
+    host = Host(backends=backends, terminals=terminals, config_values=config, session_store=MemorySessionStore())
     live = LiveHost(host)
     async with trio.open_nursery() as nursery:
         await nursery.start(live.run_host)

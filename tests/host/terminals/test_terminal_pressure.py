@@ -14,17 +14,15 @@ import json
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-import trio
 
 from ahpd.host.assembly import Host
 from ahpd.ports.pty import PtyPort
-from ahpd.transport.websocket import serve_websocket
+from tests.host.live import live_host
 from tests.daemon.helpers import Rpc, action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until
 from tests.daemon.test_slow_client import masked_text_frame
 from tests.daemon.test_terminals import env_for
@@ -39,21 +37,8 @@ async def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **config: Any)
     """A host with real terminals behind a real WebSocket; its port."""
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("SHELL", "/bin/sh")
-    host = Host(terminals=PtyPort(), config_values=config)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(host.run)
-        listening = await nursery.start(
-            partial(
-                serve_websocket,
-                host.serve_connection,
-                host="127.0.0.1",
-                port=0,
-                token=None,
-                queue_limit=host.queue_limit,
-            )
-        )
-        yield host, listening.port
-        nursery.cancel_scope.cancel()
+    async with live_host(tmp_path, {}, terminals=PtyPort(), **config) as live:
+        yield live.host, urlsplit(live.url).port or 0
 
 
 async def open_terminal(client: Rpc, uri: str, client_id: str) -> None:
