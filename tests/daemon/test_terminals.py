@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from ahpd import state as reducers
+
 from .helpers import Rpc, action_of, daemon_in_process, eventually, fits, rpc, snapshot_until, until, wire_clean
 
 BASH = shutil.which("bash")
@@ -43,20 +45,36 @@ class Watcher:
         fits("/$defs/TerminalState", self.state)
         return self.state
 
-    async def wait_for(self, predicate) -> dict[str, Any]:
-        from ahpd import state as reducers
+    def _absorb(self, note: dict) -> dict[str, Any] | None:
+        """Reduce ``note`` into the mirror when it is an applied action on
+        this terminal; the action, or None."""
+        action = action_of(note)
+        if action and note["params"]["channel"] == self.uri and "rejectionReason" not in note["params"]:
+            self.actions.append(action)
+            if self.state is not None:
+                self.state = reducers.reduce("terminal", self.state, action)
+            return action
+        return None
 
+    async def wait_for(self, predicate) -> dict[str, Any]:
         def seen(note: dict) -> bool:
-            action = action_of(note)
-            if action and note["params"]["channel"] == self.uri and "rejectionReason" not in note["params"]:
-                self.actions.append(action)
-                if self.state is not None:
-                    self.state = reducers.reduce("terminal", self.state, action)
-                return bool(predicate(action))
-            return False
+            action = self._absorb(note)
+            return action is not None and bool(predicate(action))
 
         notes = await until(self.client, seen)
         return action_of(notes[-1])
+
+    async def refused(self) -> dict[str, Any]:
+        """The next refusal's params. What the shell prints meanwhile is
+        still reduced: a prompt that arrives while a test waits for a
+        refusal must not be lost to a later ``ready``."""
+
+        def seen(note: dict) -> bool:
+            self._absorb(note)
+            return note.get("method") == "action" and "rejectionReason" in note["params"]
+
+        notes = await until(self.client, seen)
+        return notes[-1]["params"]
 
     async def ready(self) -> None:
         """Until the shell's first prompt is out (its integration loaded)."""
@@ -295,16 +313,16 @@ async def test_refusals_and_exit(tmp_path) -> None:
             assert term.state["title"] == "bash"  # defaulted to the shell's name
 
             await term.dispatch({"type": "terminal/resized", "cols": 0, "rows": 5})
-            assert "cols must be" in (await refusal(client))["rejectionReason"]
+            assert "cols must be" in (await term.refused())["rejectionReason"]
             await term.dispatch(
                 {
                     "type": "terminal/claimed",
                     "claim": {"kind": "session", "session": "ahp-session:/none", "chat": "ahp-chat:/none"},
                 }
             )
-            assert "no session" in (await refusal(client))["rejectionReason"]
+            assert "no session" in (await term.refused())["rejectionReason"]
             await term.dispatch({"type": "terminal/data", "data": "forged"})
-            assert "host's to say" in (await refusal(client))["rejectionReason"]
+            assert "host's to say" in (await term.refused())["rejectionReason"]
 
             await term.ready()
             await term.type("exit 3\r")
@@ -314,7 +332,7 @@ async def test_refusals_and_exit(tmp_path) -> None:
             root = (await client.call("subscribe", {"channel": "ahp-root://"}))["result"]["snapshot"]["state"]
             assert root["terminals"][0]["lifecycle"] == {"status": "exited", "exitCode": 3}
             await term.type("echo hi\r")
-            assert "has exited" in (await refusal(client))["rejectionReason"]
+            assert "has exited" in (await term.refused())["rejectionReason"]
             # The daemon still serves everyone.
             assert "result" in await client.call("ping")
         daemon.terminate()
@@ -529,7 +547,7 @@ async def test_a_capture_of_terminals_is_clean_under_wire_check(tmp_path) -> Non
             await term.dispatch({"type": "terminal/titleChanged", "title": "w"})
             await term.dispatch({"type": "terminal/cleared"})
             await term.dispatch({"type": "terminal/resized", "cols": 0, "rows": 30})
-            await refusal(client)
+            await term.refused()
             await term.type("exit 2\r")
             await term.wait_for(kind("terminal/exited"))
             assert (await client.call("disposeTerminal", {"channel": "ahp-terminal:/w"}))["result"] is None
