@@ -5,8 +5,9 @@ leader of a new session (so it is its own process group, and a ``^C`` typed
 into the pty reaches whatever runs in the foreground through the line
 discipline, exactly as for a person). The master side is read and written
 through trio (``trio.lowlevel.FdStream``, which takes ownership of the fd it is
-given: it gets a ``dup`` and ptyprocess keeps its own), so a terminal costs a
-task, never a thread.
+given: it gets a ``dup`` and ptyprocess keeps its own), so a quiet terminal
+costs a task, never a thread; its output is read in a few shared threads
+(``Pty.receive`` says why).
 
 End of output on a pty master shows as an I/O error (EIO) once the last holder
 of the slave is gone, not as EOF: trio reports it as ``BrokenResourceError``,
@@ -46,6 +47,7 @@ class Pty:
         self.exit_signal: int | None = None
         self.reaped = False
         self._send_lock = trio.StrictFIFOLock()
+        self._eof = False
 
     @classmethod
     def spawn(
@@ -59,11 +61,47 @@ class Pty:
         return cls(process)
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        """The next output, or ``b""`` once nothing holds the slave side any more."""
-        try:
-            return await self._stream.receive_some(max_bytes)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        """The next output, or ``b""`` once nothing holds the slave side any more.
+
+        Waiting for output is the event loop's (no thread while a terminal is
+        quiet); reading it is a thread's: a pty master hands out at most
+        4 KiB per ``read``, and Linux makes each ``read`` wait for the
+        kernel worker that moves the slave's output across (0.4-1.7 ms
+        measured on this VM, O_NONBLOCK or not), which on the loop would
+        stall every other client for as long. The thread reads until the pty
+        has nothing more at once or ``max_bytes`` are in, so a flood costs
+        one hand-over per 64 KiB."""
+        if self._eof:
+            await trio.lowlevel.checkpoint()
             return b""
+        fd = self._stream.fileno()
+        while True:
+            try:
+                await trio.lowlevel.wait_readable(fd)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return b""
+            data = await trio.to_thread.run_sync(self._read_all, fd, max_bytes, limiter=_readers())
+            if data or self._eof:
+                return data
+
+    def _read_all(self, fd: int, max_bytes: int) -> bytes:
+        """In a thread: what the pty has now, up to ``max_bytes`` (non-blocking reads)."""
+        chunks: list[bytes] = []
+        size = 0
+        while size < max_bytes:
+            try:
+                data = os.read(fd, max_bytes - size)
+            except BlockingIOError:
+                break
+            except OSError:  # EIO: nothing holds the slave side any more (EBADF: closed)
+                self._eof = True
+                break
+            if not data:
+                self._eof = True
+                break
+            chunks.append(data)
+            size += len(data)
+        return b"".join(chunks)
 
     async def send(self, data: bytes) -> None:
         """Write keystrokes; a pty nobody reads any more swallows them."""
@@ -128,6 +166,21 @@ class Pty:
             return os.tcgetpgrp(self._process.fd)
         except OSError:
             return None
+
+
+#: The threads that read ptys, per trio run: a few at once, whatever the
+#: number of terminals (a read takes milliseconds at most, never blocks).
+READERS = 4
+_READERS: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("pty_readers")
+
+
+def _readers() -> trio.CapacityLimiter:
+    try:
+        return _READERS.get()
+    except LookupError:
+        limiter = trio.CapacityLimiter(READERS)
+        _READERS.set(limiter)
+        return limiter
 
 
 def session_members(sid: int) -> list[int]:
