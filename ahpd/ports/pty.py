@@ -32,6 +32,8 @@ from pathlib import Path
 import ptyprocess
 import trio
 
+from . import threads
+
 SHELL_DIR = Path(__file__).with_name("shell")
 
 
@@ -48,6 +50,7 @@ class Pty:
         self.reaped = False
         self._send_lock = trio.StrictFIFOLock()
         self._eof = False
+        self._read_lock = trio.Lock()
 
     @classmethod
     def spawn(
@@ -71,16 +74,19 @@ class Pty:
         stall every other client for as long. The thread reads until the pty
         has nothing more at once or ``max_bytes`` are in, so a flood costs
         one hand-over per 64 KiB."""
-        if self._eof:
-            await trio.lowlevel.checkpoint()
-            return b""
-        fd = self._stream.fileno()
         while True:
+            if self._eof:
+                await trio.lowlevel.checkpoint()
+                return b""
+            fd = self._stream.fileno()
             try:
                 await trio.lowlevel.wait_readable(fd)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return b""
-            data = await trio.to_thread.run_sync(self._read_all, fd, max_bytes, limiter=_readers())
+            async with self._read_lock:  # aclose waits for it: the fd is not closed under a read
+                if self._eof:
+                    return b""
+                data = await threads.run("pty", self._read_all, fd, max_bytes)
             if data or self._eof:
                 return data
 
@@ -148,8 +154,12 @@ class Pty:
 
     async def aclose(self) -> None:
         """Close the master side (which hangs up the terminal) and the pidfd.
-        The caller kills and reaps first."""
-        await self._stream.aclose()
+        The caller kills and reaps first. A read in its thread is let finish
+        first (it never blocks), so its fd number is never reused under it."""
+        with trio.CancelScope(shield=True):
+            async with self._read_lock:
+                self._eof = True
+                await self._stream.aclose()
         try:
             self._process.fileobj.close()
         except OSError:
@@ -166,21 +176,6 @@ class Pty:
             return os.tcgetpgrp(self._process.fd)
         except OSError:
             return None
-
-
-#: The threads that read ptys, per trio run: a few at once, whatever the
-#: number of terminals (a read takes milliseconds at most, never blocks).
-READERS = 4
-_READERS: trio.lowlevel.RunVar[trio.CapacityLimiter] = trio.lowlevel.RunVar("pty_readers")
-
-
-def _readers() -> trio.CapacityLimiter:
-    try:
-        return _READERS.get()
-    except LookupError:
-        limiter = trio.CapacityLimiter(READERS)
-        _READERS.set(limiter)
-        return limiter
 
 
 def session_members(sid: int) -> list[int]:

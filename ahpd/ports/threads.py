@@ -21,7 +21,9 @@ The families:
 - ``watch``: one thread per live resource watch, for its whole life; its
   size is the cap on watches (``Watches`` raises it with the config), so a
   watch never waits for another's thread;
-- ``net``: name lookups for ``diagnosticsFetch``.
+- ``net``: name lookups for ``diagnosticsFetch``;
+- ``pty``: reading a terminal's output (non-blocking reads, milliseconds
+  each, shared by every terminal).
 
 The limiters are per trio run (a ``RunVar``), as trio's own default is.
 """
@@ -45,6 +47,7 @@ SIZES: dict[str, int] = {
     "agents": 4,
     "watch": 256,
     "net": 4,
+    "pty": 4,
 }
 
 _LIMITERS: trio.lowlevel.RunVar[dict[str, trio.CapacityLimiter]] = trio.lowlevel.RunVar("ahpd_thread_limiters")
