@@ -98,9 +98,12 @@ def _folder(params: Any) -> str:
     return os.path.normpath(value)
 
 
-def _relay(peer: Peer, connection_id: str) -> Relay:
+def _relay(method: str, peer: Peer, connection_id: str) -> Relay:
+    """The relay ``connection_id`` names on this connection. Found, the
+    programs are not looked for again: a frame relayed costs no PATH walk."""
     relay = _relays.get(peer, {}).get(connection_id)
     if relay is None:
+        _tools(method)  # none can exist without them: say what is missing
         raise RpcError(
             NOT_FOUND, f"no dev container connection {connection_id!r} on this connection", {"path": "$.connectionId"}
         )
@@ -146,7 +149,7 @@ class Relay:
     def write(self, data: str) -> None:
         """Queue one frame for the host inside, as one line (a raw newline can
         only be JSON whitespace, so it becomes a space)."""
-        line = (data.replace("\r", " ").replace("\n", " ") + "\n").encode("utf-8", errors="surrogatepass")
+        line = (data.replace("\r", " ").replace("\n", " ") + "\n").encode("utf-8", errors="replace")
         if self._queued + len(line) > QUEUE_BYTES:
             raise RpcError(
                 INTERNAL_ERROR,
@@ -157,6 +160,8 @@ class Relay:
             self._send.send_nowait(line)
         except trio.WouldBlock:
             raise RpcError(INTERNAL_ERROR, f"the host inside {self.folder}'s container is not reading") from None
+        except trio.ClosedResourceError:
+            raise RpcError(NOT_FOUND, f"the relay {self.connection_id!r} has ended: its host inside is gone") from None
         self._queued += len(line)
 
     async def run(self, found: devcontainers.Tools, *, task_status: trio.TaskStatus[None]) -> None:
@@ -246,9 +251,9 @@ async def connect(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
         )
     if peer.requests is None:
         raise RpcError(INTERNAL_ERROR, f"{PREFIX}connect needs a connection that stays open to relay on")
+    forward.let_go(f"{PREFIX}connect of {folder}")  # an image may take minutes to build
     relay = Relay(peer, connection_id, folder)
     relay.own()
-    forward.let_go(f"{PREFIX}connect of {folder}")  # an image may take minutes to build
     try:
         with relay.connecting:
             made = await devcontainers.up(found, folder, relay._say)
@@ -282,13 +287,11 @@ async def connect(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
 
 
 def disconnect(host: Host, peer: Peer, params: Any) -> None:
-    _tools("disconnect")
-    _relay(peer, _connection_id(params)).end(by_client=True)
+    _relay("disconnect", peer, _connection_id(params)).end(by_client=True)
 
 
 def relay_send(host: Host, peer: Peer, params: Any) -> None:
-    _tools("relaySend")
-    relay = _relay(peer, _connection_id(params))
+    relay = _relay("relaySend", peer, _connection_id(params))
     data = params.get("data")
     if not isinstance(data, str):
         raise RpcError(INVALID_PARAMS, "data must be a string: one frame for the host inside", {"path": "$.data"})
