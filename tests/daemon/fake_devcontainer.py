@@ -15,7 +15,9 @@ A "container" is a JSON record under ``$FAKE_DEVCONTAINER_STATE``: its id,
 its folder, whether it runs, and the processes ``exec`` started in it, which
 ``stop`` and ``rm`` end as the engine would. ``$FAKE_DEVCONTAINER_PATH`` is
 the ``PATH`` inside. A ``devcontainer.json`` whose image starts with
-``no-such`` fails to come up, the way a pull of a missing image does.
+``no-such`` fails to come up, the way a pull of a missing image does; one
+whose image is ``wait-for:<path>`` writes its pid to ``<path>.pid`` and
+builds until ``<path>`` exists.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +95,12 @@ def up(args: list[str]) -> int:
             },
             1,
         )
+    if image.startswith("wait-for:"):  # a build that takes as long as the test wants
+        gate = Path(image.removeprefix("wait-for:"))
+        Path(f"{gate}.pid").write_text(str(os.getpid()))
+        _log(f"Start: Build: waiting for {gate}")
+        while not gate.exists():
+            time.sleep(0.05)
     record = next((r for r in _records() if r["folder"] == str(folder)), None)
     if record is None:
         made = len(_records())

@@ -266,3 +266,45 @@ async def test_stop_remove_and_what_is_refused(tmp_path) -> None:
             assert refused["error"]["code"] == -32602
         daemon.terminate()
         await daemon.wait()
+
+
+async def test_a_build_ends_with_the_connect_that_asked_for_it(tmp_path) -> None:
+    machine = _machine(tmp_path)
+    gate = tmp_path / "gate"
+    slow = _project(tmp_path / "slow", image=f"wait-for:{gate}")
+    building = tmp_path / "gate.pid"
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=machine) as daemon:
+        async with rpc(daemon.url) as ann:
+            await ann.initialize("ann")
+            params = {"connectionId": "slow", "workspaceFolder": str(slow), "name": "Slow"}
+            request = {"jsonrpc": "2.0", "id": 100, "method": PREFIX + "connect", "params": params}
+            await ann.ws.send_message(json.dumps(request))
+            # The connection reads on while the image builds: a ping is answered first.
+            assert (await ann.call("ping", {"channel": "ahp-root://"}))["result"] is None
+            assert not any(n.get("id") == 100 for n in ann.notes), ann.notes
+            await until(ann, lambda n: n.get("method") == PREFIX + "output" and "waiting for" in n["params"]["data"])
+            await eventually(lambda: building.exists() and building.read_text().isdigit())
+            pid = int(building.read_text())
+            # Disconnected while it builds: the build is stopped and connect says why.
+            assert (await ann.call(PREFIX + "disconnect", {"connectionId": "slow"}))["result"] is None
+            answer = (await until(ann, lambda n: n.get("id") == 100))[-1]
+            assert (
+                answer["error"]["code"] == -32008
+                and "disconnected before its container was up" in answer["error"]["message"]
+            )
+            await eventually(lambda: _gone(pid))
+            assert not _records(tmp_path)
+
+            # A client that goes while its container builds takes the build with it.
+            building.unlink()
+            request["id"] = 101
+            await ann.ws.send_message(json.dumps(request))
+            await eventually(lambda: building.exists() and building.read_text().isdigit())
+            pid = int(building.read_text())
+        await eventually(lambda: _gone(pid))
+        async with rpc(daemon.url) as bob:  # and the daemon serves on
+            await bob.initialize("bob")
+            gate.touch()
+            assert "result" in await bob.call(PREFIX + "connect", {**params, "connectionId": "after"})
+        daemon.terminate()
+        await daemon.wait()
