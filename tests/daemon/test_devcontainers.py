@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from tests.waits import eventually
 
 from .helpers import Rpc, daemon_in_process, rpc, until, wire_clean
@@ -264,6 +266,18 @@ async def test_stop_remove_and_what_is_refused(tmp_path) -> None:
             assert (await ann.call(PREFIX + "stop", {"workspaceFolder": str(plain)}))["result"] is True
             refused = await ann.call(PREFIX + "stop", {"workspaceFolder": "relative"})
             assert refused["error"]["code"] == -32602
+
+            # A container the CLI made before (by hand here) is found by the folder it is labelled with.
+            earlier = _project(tmp_path / "earlier")
+            await trio.run_process(
+                [str(tmp_path / "bin" / "devcontainer"), "up", "--workspace-folder", str(earlier)],
+                env={**os.environ, **machine},
+                capture_stdout=True,
+                capture_stderr=True,
+            )
+            assert [r["running"] for r in _records(tmp_path) if r["folder"] == str(earlier)] == [True]
+            assert (await ann.call(PREFIX + "stop", {"workspaceFolder": str(earlier)}))["result"] is True
+            assert [r["running"] for r in _records(tmp_path) if r["folder"] == str(earlier)] == [False]
         daemon.terminate()
         await daemon.wait()
 
