@@ -121,6 +121,7 @@ class Relay:
         self.connecting = trio.CancelScope()
         self.scope = trio.CancelScope()
         self.ended = False
+        self.how = ""
         #: The client ended it (``disconnect``): it is not told.
         self.ended_by_client = False
         self.running = False
@@ -139,11 +140,12 @@ class Relay:
 
     def end(self, *, by_client: bool) -> None:
         self.ended, self.ended_by_client = True, by_client
+        self.how = "disconnected" if by_client else "ended: its container was stopped or removed"
         self.disown()
         self.connecting.cancel()
         self.scope.cancel()
 
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         _notify(self.peer, "output", {"connectionId": self.connection_id, "data": text})
 
     def write(self, data: str) -> None:
@@ -216,11 +218,11 @@ class Relay:
             if text.startswith("{"):
                 _notify(self.peer, "relayMessage", {"connectionId": self.connection_id, "data": text})
             else:  # the CLI talking, not the host: a person may want to read it
-                self._say(text + "\n")
+                self.say(text + "\n")
 
     async def _logs(self, stderr: Any) -> None:
         async for line in devcontainers.lines(stderr):
-            self._say(line.decode("utf-8", errors="replace") + "\n")
+            self.say(line.decode("utf-8", errors="replace") + "\n")
 
 
 # -- the requests ---------------------------------------------------------------------
@@ -256,7 +258,7 @@ async def connect(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
     relay.own()
     try:
         with relay.connecting:
-            made = await devcontainers.up(found, folder, relay._say)
+            made = await devcontainers.up(found, folder, relay.say)
             _containers[folder] = made.container_id
             code, said = await devcontainers.run_in(found, folder, ["/bin/sh", "-c", f"command -v {INNER_HOST[0]}"])
             if code != 0:
@@ -266,7 +268,7 @@ async def connect(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
                     + (f" ({said})" if said else "")
                 )
         if relay.connecting.cancelled_caught:
-            raise RpcError(NOT_FOUND, f"{connection_id!r} was disconnected before its container was up")
+            raise RpcError(NOT_FOUND, f"{connection_id!r} was {relay.how} before its container was up")
         what = f"dev container relay {connection_id!r} of {peer.name}"
         await peer.requests.start(run_supervised, what, relay.run, found)
     except devcontainers.CliError as err:
