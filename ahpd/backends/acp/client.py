@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,11 +58,13 @@ class Client:
     asyncio-flavoured; the library's router calls these by name.
     """
 
-    def __init__(self, *, loop: Any, events: EventSink, root: Path, terminals: Terminals, label: str) -> None:
+    def __init__(
+        self, *, loop: Any, events: EventSink, roots: Sequence[Path], terminals: Terminals, label: str
+    ) -> None:
         self.session_id: str | None = None
         self._loop = loop
         self._events = events
-        self._root = root
+        self._roots = list(roots)  # the working directory, then the folders granted beside it
         self._terminals = terminals
         self._label = label
         self._ids = itertools.count(1)
@@ -171,11 +174,11 @@ class Client:
     async def read_text_file(
         self, path: str, session_id: str, limit: int | None = None, line: int | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        content = await self._trio(threads.run, "agents", _acp_files.read_text, self._root, path, line, limit)
+        content = await self._trio(threads.run, "agents", _acp_files.read_text, self._roots, path, line, limit)
         return {"content": content}
 
     async def write_text_file(self, content: str, path: str, session_id: str, **kwargs: Any) -> dict[str, Any]:
-        await self._trio(threads.run, "agents", _acp_files.write_text, self._root, path, content)
+        await self._trio(threads.run, "agents", _acp_files.write_text, self._roots, path, content)
         return {}
 
     # -- terminals -------------------------------------------------------------------

@@ -72,10 +72,11 @@ MAX_LIST_PAGES = 50
 
 @asynccontextmanager
 async def open_agent(
-    backend: AcpBackend, root: Path, events: EventSink, host_terminals: Any = None
+    backend: AcpBackend, root: Path, events: EventSink, host_terminals: Any = None, granted: Sequence[Path] = ()
 ) -> AsyncIterator[Link]:
     """A started agent and its connection, in their own asyncio loop;
-    on the way out everything is closed, killed and reaped."""
+    on the way out everything is closed, killed and reaped. Its files and
+    terminals reach ``root`` and the folders ``granted`` beside it."""
     env = {**os.environ, **backend.env}
     try:
         async with trio_asyncio.open_loop() as loop:
@@ -98,8 +99,9 @@ async def open_agent(
             try:
                 async with trio.open_nursery() as nursery:
                     agent.start(nursery)
-                    terminals = Terminals(nursery, root, env, host=host_terminals)
-                    client = Client(loop=loop, events=events, root=root, terminals=terminals, label=label)
+                    roots = [root, *granted]
+                    terminals = Terminals(nursery, roots, env, host=host_terminals)
+                    client = Client(loop=loop, events=events, roots=roots, terminals=terminals, label=label)
                     link = Link(loop, agent, client)
                     await link.connect()
                     try:
@@ -349,7 +351,8 @@ async def run_conversation(
     already raised :class:`BackendError` with the reason, which is also
     kept in ``conversation.end_reason`` and logged."""
     root = working_root(cwd)
-    async with open_agent(backend, root, events, terminals) as link:
+    granted = [working_root(d) for d in additional_directories]
+    async with open_agent(backend, root, events, terminals, granted) as link:
         try:
             with trio.fail_after(backend.start_timeout):
                 init = await link.initialize()
@@ -359,7 +362,7 @@ async def run_conversation(
                 params: dict[str, Any] = {"cwd": str(root), "mcpServers": servers}
                 if additional_directories:
                     if caps and caps.session_capabilities and caps.session_capabilities.additional_directories:
-                        params["additionalDirectories"] = [str(working_root(d)) for d in additional_directories]
+                        params["additionalDirectories"] = [str(d) for d in granted]
                     else:
                         log.info(
                             "%s: the agent takes no additional directories; it works in %s only", backend.provider, root

@@ -174,10 +174,10 @@ class _HostTerminal:
 class Terminals:
     """The terminals of one conversation (trio-flavoured methods)."""
 
-    def __init__(self, nursery: trio.Nursery, root: Path, env: Mapping[str, str], host: Any = None) -> None:
+    def __init__(self, nursery: trio.Nursery, roots: Sequence[Path], env: Mapping[str, str], host: Any = None) -> None:
         self._host = host
         self._nursery = nursery
-        self._root = root
+        self._roots = list(roots)  # the working directory, then the folders granted beside it
         self._env = dict(env)
         self._terminals: dict[str, _Terminal | _HostTerminal] = {}
         self._unreaped: list[_Terminal] = []
@@ -201,7 +201,7 @@ class Terminals:
     ) -> str:
         if self._closed:
             raise RequestError(-32603, "the conversation is ending", None)
-        folder = confine(self._root, cwd) if cwd else self._root
+        folder = confine(self._roots, cwd) if cwd else self._roots[0]
         if not folder.is_dir():
             raise RequestError(-32602, f"not a directory: {cwd}", {"cwd": cwd})
         argv = [command, *args] if args else ["/bin/sh", "-c", command]

@@ -26,7 +26,8 @@ was wrong.
   temporary folder, let go of after ten minutes;
   ``vscode/readAgentHostDebugLogsChunk`` reads such an archive back a
   megabyte at a time, and only an archive this host made.
-* ``vscode/devContainers/*`` is refused, each with what serving it would take.
+* ``vscode/devContainers/*``: the dev container relay, in its own module
+  (``ahpd.host.window.containers``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ import trio
 from ahpd import __version__
 from ahpd.host.kernel import forward
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RpcError, string_param
+from ahpd.host.window import containers
 from ahpd.ports import threads
 
 if TYPE_CHECKING:
@@ -341,23 +343,6 @@ def read_debug_logs_chunk(host: Host, peer: Peer, params: Any) -> dict[str, Any]
     return {"data": base64.b64encode(data).decode(), "eof": position + len(data) >= size}
 
 
-# -- dev containers ---------------------------------------------------------------------------
-
-_CONTAINERS = (
-    "this host runs no dev container relay. The reference window drives a container from its own "
-    "client and holds the relay itself; serving it here would take a container CLI (docker or the "
-    "devcontainer CLI) on this machine and a relay that carries the AHP frames of a host inside the "
-    "container over vscode/devContainers/relaySend and relayMessage"
-)
-
-
-def _containers(method: str) -> Any:
-    def refuse(host: Host, peer: Peer, params: Any) -> None:
-        raise RpcError(METHOD_NOT_FOUND, f"{method} is not served: {_CONTAINERS}")
-
-    return refuse
-
-
 COMMANDS = {
     "shutdown": shutdown,
     "getNetworkDiagnosticsInfo": network_info,
@@ -366,13 +351,13 @@ COMMANDS = {
     "vscode/getAgentHostSessionStateFile": session_state_file,
     "vscode/collectAgentHostDebugLogs": collect_debug_logs,
     "vscode/readAgentHostDebugLogsChunk": read_debug_logs_chunk,
-    **{
-        f"vscode/devContainers/{name}": _containers(f"vscode/devContainers/{name}")
-        for name in ("isDockerAvailable", "connect", "disconnect", "stop", "remove", "relaySend")
-    },
+    **containers.COMMANDS,
 }
 
 
 def capabilities_of(host: Any) -> dict[str, Any]:
-    """``InitializeResult._meta``: a chat's own record is served (``getAgentHostSessionStateFile``)."""
-    return {"_meta": {"vscode.getAgentHostSessionStateFile.chat": True}}
+    """``InitializeResult._meta``: a chat's own record is served
+    (``getAgentHostSessionStateFile``), and the dev container relay when it
+    can be (``ahpd.host.window.containers``)."""
+    meta = {"vscode.getAgentHostSessionStateFile.chat": True}
+    return {"_meta": {**meta, **containers.capabilities_of(host).get("_meta", {})}}
