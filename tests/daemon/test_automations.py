@@ -397,3 +397,23 @@ async def test_a_stored_schedule_that_never_fires_fails_alone_and_the_others_run
             assert run["lifecycle"]["status"] == "completed", run
         daemon.terminate()
         await daemon.wait()
+
+
+async def test_a_refusal_names_the_value_as_the_client_spelled_it(tmp_path) -> None:
+    """Issue 26, row 15: a wrong origin is named as its wire value, not a Python enum's repr."""
+    work = tmp_path / "work"
+    work.mkdir()
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("c", subscriptions=["ahp-root://", CAT])
+            wrong = definition("hello", work)
+            wrong["message"]["origin"] = {"kind": "user"}
+            await dispatch(
+                client,
+                {"type": "automation/createRequested", "resource": "ahp-automation:/u", "definition": wrong},
+                1,
+            )
+            reason = (await answered(client, 1)).get("rejectionReason", "")
+            assert reason.endswith("origin must be automation, not 'user'"), reason
+        daemon.terminate()
+        await daemon.wait()
