@@ -34,12 +34,15 @@ def cmd_users(args: argparse.Namespace) -> int:
     directory = _directory(args)
     try:
         if args.action == "add":
-            print(directory.add(args.user))
+            print(directory.add(args.user, args.scope or ()))
         elif args.action == "remove":
             directory.remove(args.user)
+        elif args.action in ("grant", "revoke"):
+            scopes = directory.grant(args.user, args.scopes, revoke=args.action == "revoke")
+            print(f"{args.user}\t{' '.join(scopes) or '-'}")
         else:
             for user in directory.list():
-                print(f"{user['id']}\t{user['createdAt']}")
+                print(f"{user['id']}\t{user['createdAt']}\t{' '.join(user['scopes']) or '-'}")
     except UsersError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     except OSError as exc:
@@ -55,15 +58,30 @@ def add_users_parser(subparsers: Any) -> argparse.ArgumentParser:
         "Argon2id hash of its token. A daemon started with the file present advertises the "
         "protected resource ahpd://users, verifies a token a client sends for it with "
         "`authenticate`, and names who sent each turn and owns each session "
-        "(_meta['ahpd.sender'], _meta['ahpd.owner']).",
+        "(_meta['ahpd.sender'], _meta['ahpd.owner']). With the file present, pushing the host's "
+        "own limits in the root config needs a user granted config:write, and workspaceTrust "
+        "one granted trust:push.",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     add = actions.add_parser("add", help="add a user and print its token (shown this once)")
     add.add_argument("user", metavar="USER", help="the user's id: letters, digits, '.', '_', '-'")
+    add.add_argument(
+        "--scope",
+        action="append",
+        metavar="SCOPE",
+        help="grant SCOPE (repeatable): config:write lets the user push the host's own limits "
+        "in the root config, trust:push a connection's workspaceTrust",
+    )
     remove = actions.add_parser("remove", help="remove a user; its token stops working")
     remove.add_argument("user", metavar="USER")
-    listing = actions.add_parser("list", help="print each user's id and when it was added")
-    for sub in (add, remove, listing):
+    grants = []
+    for name, verb in (("grant", "grant"), ("revoke", "take back")):
+        sub = actions.add_parser(name, help=f"{verb} a user's scopes (from its next sign-in)")
+        sub.add_argument("user", metavar="USER")
+        sub.add_argument("scopes", metavar="SCOPE", nargs="+", help="config:write or trust:push")
+        grants.append(sub)
+    listing = actions.add_parser("list", help="print each user's id, when it was added and its scopes")
+    for sub in (add, remove, *grants, listing):
         _add_data_dir(sub)
         sub.set_defaults(func=cmd_users)
     return p

@@ -22,6 +22,7 @@ import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 import functools
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ahpd.ports.atomic import write_atomic
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     import argon2
 
 USERS_FILE = "users.json"
+#: What a user may be granted beyond signing in: ``config:write`` pushes the
+#: host's own limits in the root config (what it holds for a client, how many
+#: agents it runs), ``trust:push`` a connection's ``workspaceTrust``.
+SCOPES = ("config:write", "trust:push")
 #: The protected resource whose token this host verifies itself.
 RESOURCE = "ahpd://users"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -83,10 +88,14 @@ class UserDirectory:
         write_atomic(self.path, json.dumps({"users": users}, indent=1, sort_keys=True))  # private: 0600
 
     def list(self) -> list[dict[str, Any]]:
-        return [{"id": uid, "createdAt": rec.get("createdAt", "")} for uid, rec in sorted(self._load().items())]
+        return [
+            {"id": uid, "createdAt": rec.get("createdAt", ""), "scopes": _scopes_of(rec)}
+            for uid, rec in sorted(self._load().items())
+        ]
 
-    def add(self, user_id: str) -> str:
-        """Add ``user_id`` and return its token (the only time it is shown)."""
+    def add(self, user_id: str, scopes: Iterable[str] = ()) -> str:
+        """Add ``user_id`` (granted ``scopes``) and return its token (the only time it is shown)."""
+        granted = _checked_scopes(scopes)
         if not valid_id(user_id):
             raise UsersError(
                 f"{user_id!r} is not a user id: use letters, digits, '.', '_' and '-' "
@@ -97,8 +106,23 @@ class UserDirectory:
             raise UsersError(f"user {user_id} already exists; remove it first to issue a new token")
         token = f"{user_id}:{secrets.token_urlsafe(32)}"
         users[user_id] = {"hash": _hasher().hash(token), "createdAt": datetime.now(UTC).isoformat(timespec="seconds")}
+        if granted:
+            users[user_id]["scopes"] = granted
         self._save(users)
         return token
+
+    def grant(self, user_id: str, scopes: Iterable[str], *, revoke: bool = False) -> tuple[str, ...]:
+        """Give ``user_id`` ``scopes`` (or take them back): its scopes after.
+        They count from the user's next sign-in."""
+        changed = set(_checked_scopes(scopes))
+        users = self._load()
+        record = users.get(user_id)
+        if record is None:
+            raise UsersError(f"no user {user_id} in {self.path}")
+        have = set(_scopes_of(record))
+        record["scopes"] = sorted(have - changed if revoke else have | changed)
+        self._save(users)
+        return tuple(record["scopes"])
 
     def remove(self, user_id: str) -> None:
         users = self._load()
@@ -106,8 +130,9 @@ class UserDirectory:
             raise UsersError(f"no user {user_id} in {self.path}")
         self._save(users)
 
-    def verify(self, token: str) -> str:
-        """The user ``token`` belongs to; ``UsersError`` saying why not."""
+    def verify(self, token: str) -> tuple[str, frozenset[str]]:
+        """The user ``token`` belongs to and the scopes it was granted;
+        ``UsersError`` saying why not."""
         user_id, sep, _ = token.rpartition(":")
         if not sep or not valid_id(user_id):
             raise UsersError("the token is not one this host's users directory issued (expected <user>:<secret>)")
@@ -118,4 +143,18 @@ class UserDirectory:
             _hasher().verify(record["hash"], token)
         except (_argon2().exceptions.VerificationError, _argon2().exceptions.InvalidHashError):
             raise UsersError(f"the token is not {user_id}'s") from None
-        return user_id
+        return user_id, frozenset(_scopes_of(record))
+
+
+def _scopes_of(record: dict[str, Any]) -> list[str]:
+    """A record's scopes: the ones this host knows (a hand-edited file's others are ignored)."""
+    scopes = record.get("scopes")
+    return sorted(s for s in scopes if s in SCOPES) if isinstance(scopes, list) else []
+
+
+def _checked_scopes(scopes: Iterable[str]) -> list[str]:
+    wanted = sorted(set(scopes))
+    for scope in wanted:
+        if scope not in SCOPES:
+            raise UsersError(f"{scope!r} is not a scope this host grants: it has {', '.join(SCOPES)}")
+    return wanted

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +214,41 @@ async def test_terminals_die_with_the_conversation(cwd: Path, tmp_path: Path) ->
     shell = int(pidfile.read_text())
     assert reaped(shell)
     assert reaped(conv.pid)
+
+
+def _running_with(marker: str) -> list[int]:
+    """The processes whose command line holds ``marker``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except (FileNotFoundError, ProcessLookupError, PermissionError):
+                pass
+    return found
+
+
+@pytest.mark.parametrize("module", ["probe", "catalogue"])
+async def test_a_helper_stopped_by_sigterm_ends_its_agent(tmp_path: Path, module: str) -> None:
+    """The boot probe's and the catalogue's helper process, stopped the way
+    the daemon stops it (``trio.run_process`` cancelled: SIGTERM), ends the
+    agent it started - here one that never answers - rather than leaving it
+    running with nobody to reap it."""
+    # Not ASCII, so the helper's own argument (JSON, escaped) does not hold it as the agent's does.
+    marker = f"mute-agent-\u00e9-{tmp_path.name}-{module}"
+    spec = {
+        "provider": "mute",
+        "command": sys.executable,
+        "args": ["-c", f"import time; time.sleep(3600)  # {marker}"],
+        "env": {},
+        "call_timeout": 3600,
+    }
+    argv = [sys.executable, "-m", f"ahpd.backends.acp.{module}", json.dumps(spec)]
+    if module == "catalogue":
+        argv.append("list")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(functools.partial(trio.run_process, argv, capture_stdout=True, check=False))
+        await eventually(lambda: _running_with(marker))  # the helper has started its agent
+        nursery.cancel_scope.cancel()  # SIGTERM to the helper, which run_process then waits out
+    assert _running_with(marker) == []

@@ -12,6 +12,8 @@ The traffic of the first test is a capture ``ahpd wire-check`` reads clean.
 from __future__ import annotations
 
 import datetime as dt
+import shlex
+import sys
 from typing import Any
 
 import pytest
@@ -395,5 +397,69 @@ async def test_a_stored_schedule_that_never_fires_fails_alone_and_the_others_run
             assert "_meta" not in hourly and hourly["nextRunAt"]
             run = await run_state(client, hourly["runs"][0]["resource"], finished)
             assert run["lifecycle"]["status"] == "completed", run
+        daemon.terminate()
+        await daemon.wait()
+
+
+async def test_a_refusal_names_the_value_as_the_client_spelled_it(tmp_path) -> None:
+    """Issue 26, row 15: a wrong origin is named as its wire value, not a Python enum's repr."""
+    work = tmp_path / "work"
+    work.mkdir()
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("c", subscriptions=["ahp-root://", CAT])
+            wrong = definition("hello", work)
+            wrong["message"]["origin"] = {"kind": "user"}
+            await dispatch(
+                client,
+                {"type": "automation/createRequested", "resource": "ahp-automation:/u", "definition": wrong},
+                1,
+            )
+            reason = (await answered(client, 1)).get("rejectionReason", "")
+            assert reason.endswith("origin must be automation, not 'user'"), reason
+        daemon.terminate()
+        await daemon.wait()
+
+
+async def test_a_cancelled_run_is_cancelled_at_once_whatever_its_agent_is_doing(tmp_path) -> None:
+    """Issue 26, row 11: ``automationRun/cancelRequested`` ends the run as
+    ``cancelled`` when it is answered, not when the agent gets round to it:
+    here one agent never finishes starting (a command that never speaks ACP)
+    and the other streams a reply an hour apart per chunk."""
+    work = tmp_path / "work"
+    work.mkdir()
+    mute = "mute=" + shlex.join([sys.executable, "-c", "import time; time.sleep(3600)"])
+    slow = "slow=" + shlex.join(
+        [sys.executable, "-m", "ahpd.demo_agent", "--home", str(tmp_path / "slow-home"), "--slow-delay", "3600"]
+    )
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--agent", mute, "--agent", slow) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("c", subscriptions=["ahp-root://", CAT])
+            seq = 0
+            for name, provider, text, stage in (
+                ("starting", "mute", "hello", lambda s: s.get("primarySession")),
+                ("streaming", "slow", "slow work", lambda s: s["lifecycle"]["status"] == "running"),
+            ):
+                seq += 1
+                chore = definition(text, work)
+                chore["session"]["provider"] = provider
+                await dispatch(
+                    client,
+                    {"type": "automation/createRequested", "resource": f"ahp-automation:/{name}", "definition": chore},
+                    seq,
+                )
+                assert "rejectionReason" not in await answered(client, seq)
+                run = (
+                    await client.call(
+                        "runAutomation", {"channel": CAT, "automation": f"ahp-automation:/{name}", "requestId": name}
+                    )
+                )["result"]["resource"]
+                await run_state(client, run, stage)
+                seq += 1
+                await dispatch(client, {"type": "automationRun/cancelRequested"}, seq, channel=run)
+                assert "rejectionReason" not in await answered(client, seq)
+                state = await run_state(client, run, finished)
+                assert state["lifecycle"]["status"] == "cancelled", (name, state)
+                assert state["lifecycle"]["completedAt"]
         daemon.terminate()
         await daemon.wait()

@@ -234,3 +234,25 @@ async def test_logs_traces_and_metrics_on_the_channels_and_at_a_collector(tmp_pa
         collector.shutdown()
 
     wire_clean(capture)
+
+
+async def test_telemetry_channels_named_at_initialize_are_subscribed(tmp_path) -> None:
+    """``initialSubscriptions`` takes an ``ahp-otlp:`` channel as ``subscribe``
+    does: no snapshot for it, its exports arriving after the answer; one that
+    is not a telemetry channel is left out and the rest still served."""
+    capture = tmp_path / "wire.jsonl"
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture)) as daemon:
+        async with rpc(daemon.url) as client:
+            init = await client.initialize(
+                "w1", subscriptions=("ahp-root://", METRICS, "ahp-otlp://logs/loud", "ahp-otlp://logs/warn")
+            )
+            assert [s["resource"] for s in init["snapshots"]] == ["ahp-root://"]
+            assert not any(n.get("method", "").startswith("otlp/") for n in client.notes)  # none before the answer
+            parse(await otlp_note(client, "otlp/exportMetrics", METRICS), ExportMetricsServiceRequest)
+            await client.notify("no/suchNotification", {})
+            warn = await otlp_note(client, "otlp/exportLogs", "ahp-otlp://logs/warn")
+            [record] = parse(warn, ExportLogsServiceRequest).resource_logs[0].scope_logs[0].log_records
+            assert "no/suchNotification" in record.body.string_value
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    wire_clean(capture)

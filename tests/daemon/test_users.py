@@ -17,6 +17,8 @@ from . import test_automations as automations
 from .helpers import action_of, create, daemon_in_process, dispatch, rpc, start_turn, until, wire_clean
 
 USERS = "ahpd://users"
+ROOT = "ahp-root://"
+MIB = 2**20
 
 
 def users(tmp_path, data_dir, *args: str) -> subprocess.CompletedProcess[str]:
@@ -186,3 +188,103 @@ async def test_a_host_without_a_directory_names_nobody(tmp_path) -> None:
             notes = await until(client, lambda n: (action_of(n) or {}).get("type") == "chat/turnComplete")
             started = next(action_of(n) for n in notes if (action_of(n) or {}).get("type") == "chat/turnStarted")
             assert "_meta" not in started and "_meta" not in started["message"]
+            # Nobody to tell apart: any connection pushes the host's limits.
+            await dispatch(client, ROOT, {"type": "root/configChanged", "config": {"clientQueueBytes": 2 * MIB}}, 2)
+            assert "rejectionReason" not in await automations.answered(client, 2)
+            assert (await root_values(client))["clientQueueBytes"] == 2 * MIB
+
+
+async def root_values(client) -> dict:
+    return (await client.call("subscribe", {"channel": ROOT}))["result"]["snapshot"]["state"]["config"]["values"]
+
+
+async def test_the_host_s_limits_need_config_write_and_workspace_trust_needs_trust_push(tmp_path) -> None:
+    """Issue 26, row 5: with a users directory, pushing clientQueueBytes,
+    replayBytes and the host's other limits needs a user granted
+    config:write, and workspaceTrust one granted trust:push; an anonymous
+    connection and a user with no scopes are refused by name, and the rest of
+    their push applies."""
+    data = tmp_path / "d"
+    alice = users(tmp_path, data, "add", "alice", "--scope", "config:write").stdout.strip()
+    bob = users(tmp_path, data, "add", "bob").stdout.strip()
+    listed = users(tmp_path, data, "list").stdout.splitlines()
+    assert [line.split("\t")[::2] for line in listed] == [["alice", "config:write"], ["bob", "-"]]
+    nonsense = users(tmp_path, data, "grant", "bob", "root:everything")
+    assert nonsense.returncode == 2 and "'root:everything' is not a scope" in nonsense.stderr
+
+    def push(config: dict, **extra) -> dict:
+        return {"type": "root/configChanged", "config": config, **extra}
+
+    capture = tmp_path / "wire.jsonl"
+    async with daemon_in_process(data, "--sessions", "memory", "--wire", str(capture)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("w1")
+            seq = 0
+
+            async def answer(action: dict, partly: bool = False) -> str | None:
+                """The refusal of ``action``, or None; ``partly``: a push whose
+                other keys applied (answered twice: applied, then refused)."""
+                nonlocal seq
+                seq += 1
+                await dispatch(client, ROOT, action, seq)
+                first = await automations.answered(client, seq)
+                if partly:
+                    assert "rejectionReason" not in first
+                    return (await automations.answered(client, seq)).get("rejectionReason")
+                return first.get("rejectionReason")
+
+            # Anonymous: the limit refused by name, the rest applied.
+            reason = await answer(push({"clientQueueBytes": 2 * MIB, "changeWords": {"mode": "forced"}}), partly=True)
+            assert reason is not None and "clientQueueBytes needs the config:write scope" in reason, reason
+            values = await root_values(client)
+            assert values["clientQueueBytes"] == 16 * MIB and values["changeWords"] == {"mode": "forced"}
+            reason = await answer(push({"workspaceTrust": True}))
+            assert reason is not None and "workspaceTrust needs the trust:push scope" in reason, reason
+            # Replacing the whole config does not move a key the connection may not push.
+            reason = await answer(
+                push({"agentProcessLimit": 2, "clientQueueBytes": 3 * MIB}, replace=True), partly=True
+            )
+            assert reason is not None and "agentProcessLimit needs the config:write scope" in reason, reason
+            values = await root_values(client)
+            assert values["agentProcessLimit"] == 8 and values["clientQueueBytes"] == 16 * MIB
+
+            # A user with no scopes: refused the same way.
+            signed = await client.call("authenticate", {"channel": ROOT, "resource": USERS, "token": bob})
+            assert signed["result"] == {}
+            reason = await answer(push({"replayBytes": 4 * MIB}))
+            assert reason is not None and "replayBytes needs the config:write scope" in reason, reason
+            assert (await root_values(client))["replayBytes"] == 32 * MIB
+
+            # A user granted config:write pushes them; workspaceTrust still needs trust:push.
+            signed = await client.call("authenticate", {"channel": ROOT, "resource": USERS, "token": alice})
+            assert signed["result"] == {}
+            assert await answer(push({"clientQueueBytes": 2 * MIB, "replayBytes": 4 * MIB})) is None
+            values = await root_values(client)
+            assert values["clientQueueBytes"] == 2 * MIB and values["replayBytes"] == 4 * MIB
+            reason = await answer(push({"workspaceTrust": True}))
+            assert reason is not None and "trust:push" in reason, reason
+
+            # Signed out, a replace keeps what only a granted user may set.
+            signed = await client.call("authenticate", {"channel": ROOT, "resource": USERS, "token": ""})
+            assert signed["result"] == {}
+            reason = await answer(push({}, replace=True))
+            assert reason is None, reason
+            assert (await root_values(client))["clientQueueBytes"] == 2 * MIB
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+    # A grant counts from the next sign-in.
+    granted = users(tmp_path, data, "grant", "bob", "trust:push")
+    assert granted.returncode == 0 and granted.stdout.strip() == "bob\ttrust:push", granted.stderr
+    async with daemon_in_process(data, "--sessions", "memory") as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("w2")
+            signed = await client.call("authenticate", {"channel": ROOT, "resource": USERS, "token": bob})
+            assert signed["result"] == {}
+            await dispatch(client, ROOT, push({"workspaceTrust": True}), 1)
+            assert "rejectionReason" not in await automations.answered(client, 1)
+        daemon.terminate()
+        assert await daemon.wait() == 0
+    revoked = users(tmp_path, data, "revoke", "bob", "trust:push")
+    assert revoked.returncode == 0 and revoked.stdout.strip() == "bob\t-"
+    wire_clean(capture)

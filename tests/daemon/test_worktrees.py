@@ -69,8 +69,23 @@ async def test_resolve_session_config_and_branch_completions(tmp_path) -> None:
                 "effortLevel": "medium",
                 "mode": "default",
             }
+            # A value the schema cannot take is refused naming its property, not answered with a schema.
+            for key, value in (
+                ("worktreeBranchPrefix", 7),
+                ("worktreeBranchPrefix", "bad..prefix"),
+                ("worktreeCreateNewBranch", "maybe"),
+                ("branch", ["main"]),
+            ):
+                refused = await client.call(
+                    "resolveSessionConfig",
+                    {"channel": "ahp-root://", "workingDirectory": repo.as_uri(), "config": {key: value}},
+                )
+                assert refused["error"]["code"] == -32602, refused
+                assert refused["error"]["message"].startswith(key) and repr(value) in refused["error"]["message"]
+                assert refused["error"]["data"] == {"path": f"$.config.{key}"}
             outside = await client.call(
-                "resolveSessionConfig", {"channel": "ahp-root://", "workingDirectory": plain.as_uri()}
+                "resolveSessionConfig",
+                {"channel": "ahp-root://", "workingDirectory": plain.as_uri(), "config": {"worktreeBranchPrefix": 7}},
             )
             assert "isolation" not in outside["result"]["schema"]["properties"]
             found = await client.call(

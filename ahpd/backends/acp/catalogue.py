@@ -23,6 +23,7 @@ import attrs
 import trio
 
 from ahpd.backends.acp.session import listed, open_agent
+from ahpd.backends import _child
 from ahpd.backends._paths import ignore, scratch_root
 from ahpd.backends.acp.backend import AcpBackend
 from ahpd.backends.port import BackendError, Event, HistoryTurn, StoredConversation, Update
@@ -105,9 +106,9 @@ def main() -> None:
     )
     try:
         if what == "list":
-            answer: Any = [attrs.asdict(c) for c in trio.run(list_stored, backend)]
+            answer: Any = [attrs.asdict(c) for c in _child.run(list_stored, backend)]
         else:
-            answer = [attrs.asdict(t) for t in trio.run(read_stored, backend, rest[0])]
+            answer = [attrs.asdict(t) for t in _child.run(read_stored, backend, rest[0])]
     except Exception as exc:  # noqa: BLE001 - a child's one answer to any failure is "could not", said
         why = (
             exc.message

@@ -10,8 +10,8 @@ import json
 import sys
 
 import attrs
-import trio
 
+from ahpd.backends import _child
 from ahpd.backends.acp.backend import AcpBackend
 
 
@@ -34,7 +34,7 @@ async def _learn(spec: dict) -> dict:
 
 
 def main() -> None:
-    learned = trio.run(_learn, json.loads(sys.argv[1]))
+    learned = _child.run(_learn, json.loads(sys.argv[1]))
     try:
         print(json.dumps(learned), flush=True)
     except BrokenPipeError:  # the daemon stopped meanwhile: nobody is waiting for the answer

@@ -229,10 +229,14 @@ class Runner:
         started = utc_now()
         await self.update_run(
             resource,
-            lambda r: {
-                **r,
-                "lifecycle": {"status": "running", "createdAt": r["lifecycle"]["createdAt"], "startedAt": started},
-            },
+            lambda r: (
+                r
+                if r["lifecycle"]["status"] in TERMINAL  # cancelled meanwhile
+                else {
+                    **r,
+                    "lifecycle": {"status": "running", "createdAt": r["lifecycle"]["createdAt"], "startedAt": started},
+                }
+            ),
         )
         if control["cancel"]:
             await self._finish(resource, "cancelled")
@@ -346,6 +350,12 @@ class Runner:
         chat, turn_id = control.get("chat"), control.get("turn_id")
         if chat is not None and turn_id is not None:
             self._cancel_turn(peer, chat, turn_id)
+        # The run ends now, whatever its agent is doing: one still starting,
+        # or slow to stop its turn, may take a minute, and the person who
+        # cancelled waits for none of it. What the run was doing stops at
+        # its next step (a session half made is finished as any other).
+        if self.nursery is not None:
+            spawn(self.nursery, f"cancelling automation run {channel}", self._finish, channel, "cancelled")
         return Apply(action)
 
     def _cancel_turn(self, peer: Peer, chat: Chat, turn_id: str) -> None:

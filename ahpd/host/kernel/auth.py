@@ -74,6 +74,13 @@ def who(host: Host, peer: Peer | None) -> str | None:
     return f"root:{socket.gethostname()}"
 
 
+def granted(host: Host, peer: Peer, scope: str) -> bool:
+    """Whether ``peer`` may do what ``scope`` names: anyone on a host with no
+    users directory (it has nobody to tell apart), otherwise only a
+    connection signed in as a user granted it."""
+    return host.users is None or scope in peer.scopes
+
+
 def signed(action: dict[str, Any], sender: str | None) -> dict[str, Any]:
     """``chat/turnStarted`` (or a pending message's action) saying who sent
     it: on the action's ``_meta`` when it has a turn, and on the message's,
@@ -131,10 +138,10 @@ async def _sign_in(host: Host, peer: Peer, token: str) -> dict[str, Any]:
     thread, it takes tens of milliseconds). A refusal leaves the connection
     as it was; an empty token signs out."""
     if not token:
-        peer.user = None
+        peer.user, peer.scopes = None, frozenset()
         return {}
     try:
-        peer.user = await threads.run("auth", host.users.verify, token)
+        peer.user, peer.scopes = await threads.run("auth", host.users.verify, token)
     except UsersError as exc:
         raise RpcError(AUTH_REQUIRED, str(exc), {"resources": [USERS_RECORD]}) from None
     return {}

@@ -45,11 +45,12 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
     peer.client_id = params.clientId
     peer.protocol_version = version
     snapshots = []
+    without_snapshot: list[str] = []
     for uri in _unique(params.initialSubscriptions or []):
         await host.ensure_channel(uri)
         snapshot = host.bus.subscribe(uri, peer)
         if snapshot is None:
-            log.info("%s: initial subscription %s names no channel; not subscribed", peer.name, uri)
+            without_snapshot.append(uri)  # a telemetry channel, or none at all: asked last
             continue
         peer.subscriptions.add(uri)
         snapshots.append(snapshot)
@@ -65,7 +66,27 @@ async def initialize(host: Host, peer: Peer, params: model.InitializeParams) -> 
     for capabilities in host.hooks.capabilities:  # telemetry, the window's extensions, automations, the `!` prefix
         for key, value in capabilities(host).items():
             result[key] = {**result[key], **value} if key == "_meta" and key in result else value
+    # Last, with nothing awaited after: a channel without a snapshot (telemetry)
+    # may send at once, and nothing it sends should reach the client before this answer.
+    for uri in without_snapshot:
+        try:
+            answer = _subscribe_stateless(host, peer, uri)
+        except RpcError as err:
+            log.info("%s: initial subscription %s refused (%s); not subscribed", peer.name, uri, err.message)
+            continue
+        if answer is None:
+            log.info("%s: initial subscription %s names no channel; not subscribed", peer.name, uri)
     return result
+
+
+def _subscribe_stateless(host: Host, peer: Peer, uri: str) -> dict[str, Any] | None:
+    """Subscribe ``peer`` to a channel that has no snapshot (telemetry), or
+    None when no feature has one by that name."""
+    for stateless in host.hooks.stateless:  # no snapshot, never replayed
+        answer = stateless(host, peer, uri)
+        if answer is not None:
+            return answer
+    return None
 
 
 def ping(host: Host, peer: Peer, params: model.PingParams) -> None:
@@ -73,10 +94,9 @@ def ping(host: Host, peer: Peer, params: model.PingParams) -> None:
 
 
 async def subscribe(host: Host, peer: Peer, params: model.SubscribeParams) -> dict[str, Any]:
-    for stateless in host.hooks.stateless:  # no snapshot, never replayed (telemetry)
-        answer = stateless(host, peer, params.channel)
-        if answer is not None:
-            return answer
+    answer = _subscribe_stateless(host, peer, params.channel)
+    if answer is not None:
+        return answer
     await host.ensure_channel(params.channel)
     snapshot = host.bus.subscribe(params.channel, peer)
     if snapshot is None:

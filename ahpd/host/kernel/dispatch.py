@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ahpd import state as reducers
-from ahpd.host.kernel import jsonrpc, rootconfig
+from ahpd.host.kernel import auth, jsonrpc, rootconfig
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.protocol import DecodeError, codec, model
 
@@ -170,10 +170,15 @@ def _lenient(params: dict[str, Any]) -> tuple[str, Any, dict[str, Any]] | None:
 
 def root_config_changed(host: Host, peer: Peer, channel: str, action: dict[str, Any]) -> Refuse | Apply:
     """Every declared key is kept; an undeclared one is refused by name and
-    the rest still applies. The connection's own keys stay on it."""
+    the rest still applies. The connection's own keys stay on it. A key that
+    needs a scope the connection was not granted is refused naming both."""
     shared: dict[str, Any] = {}
     refused: list[str] = []
+    withheld = {k for k, scope in rootconfig.NEEDS_SCOPE.items() if not auth.granted(host, peer, scope)}
     for key, value in action["config"].items():
+        if key in withheld:
+            refused.append(_needs_scope(key))
+            continue
         if key in rootconfig.CONNECTION_KEYS:
             peer.config[key] = value
             continue
@@ -189,9 +194,19 @@ def root_config_changed(host: Host, peer: Peer, channel: str, action: dict[str, 
         return Apply({**action, "config": {}})  # the connection's own: nothing shared moves
     narrowed = {**action, "config": shared}
     if action.get("replace"):
-        # Replacing never drops what the host needs to run.
-        narrowed["config"] = {**rootconfig.DEFAULT_VALUES, **shared}
+        # Replacing never drops what the host needs to run, nor moves a key
+        # this connection may not push.
+        current = host.bus.channels[channel].state.get("config", {}).get("values", {})
+        kept = {k: current[k] for k in withheld if k in current}
+        narrowed["config"] = {**rootconfig.DEFAULT_VALUES, **kept, **shared}
     return Apply(narrowed, refused=reason)
+
+
+def _needs_scope(key: str) -> str:
+    scope = rootconfig.NEEDS_SCOPE[key]
+    return (
+        f"{key} needs the {scope} scope: sign in to ahpd://users as a user granted it (ahpd users grant USER {scope})"
+    )
 
 
 CLIENT_ACTIONS = {"root/configChanged": root_config_changed}

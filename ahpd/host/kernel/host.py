@@ -61,6 +61,8 @@ class Peer:
         self.token_clocks: dict[str, trio.CancelScope] = {}
         #: The user this connection signed in as (``ahpd://users``), if any.
         self.user: str | None = None
+        #: What that user was granted (``config:write``, ``trust:push``).
+        self.scopes: frozenset[str] = frozenset()
         #: Requests this host sent the client that wait for its answer.
         self.outgoing = Outgoing(self)
         #: Where this connection's requests run (``serve_connection``), and

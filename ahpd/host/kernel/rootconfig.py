@@ -38,6 +38,11 @@ MIB = 2**20
 GIB = 2**30
 #: Keys that are the pushing connection's own, not the host's.
 CONNECTION_KEYS = frozenset({"defaultShell", "workspaceTrust"})
+#: Keys that need a scope to push when the host has a users directory
+#: (``ahpd.host.kernel.auth.granted``): the host's own limits, which set what
+#: it holds in memory and how much it runs for everyone, need ``config:write``;
+#: a connection's ``workspaceTrust`` needs ``trust:push``. Filled in below.
+NEEDS_SCOPE: dict[str, str] = {"workspaceTrust": "trust:push"}
 #: Host keys' bounds in bytes, which ``ConfigPropertySchema`` cannot
 #: express: below the floor a client could starve itself of its own frames,
 #: above the ceiling one push could let the host hold memory without limit.
@@ -55,6 +60,8 @@ COUNT_BOUNDS = {
     "terminalsPerClient": (1, 1024),
     "terminalsRunning": (1, 4096),
 }
+
+NEEDS_SCOPE.update(dict.fromkeys([*BOUNDS, *SECONDS_BOUNDS, *COUNT_BOUNDS, "agentSilenceTimeout"], "config:write"))
 
 
 def _bool(title: str, default: bool) -> dict[str, Any]:

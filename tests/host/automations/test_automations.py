@@ -297,7 +297,7 @@ BAD = [
     ({"session": {"provider": "nobody"}}, "provider 'nobody'"),
     ({"disableConditions": [{"kind": "afterRuns", "max": 1}, {"kind": "afterRuns", "max": 2}]}, "twice"),
     ({"disableConditions": [{"kind": "afterDate", "date": "tomorrow"}]}, "not a timestamp"),
-    ({"message": {"text": "x", "origin": {"kind": "user"}}}, "origin must be automation"),
+    ({"message": {"text": "x", "origin": {"kind": "user"}}}, "origin must be automation, not 'user'"),
     (
         {"session": {"customizations": [{"id": "p", "uri": "virtual://p", "name": "P", "type": "plugin"}]}},
         "no directory to copy",

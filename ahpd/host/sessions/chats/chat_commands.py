@@ -341,7 +341,8 @@ _SESSION_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 async def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSessionConfigParams) -> dict[str, Any]:
     """The schema a session of that provider takes, and what has been answered
     so far (answers to keys it does not declare are dropped, not refused);
-    in a repository, with this host's worktree properties."""
+    in a repository, with this host's worktree properties, a value one of
+    them cannot take refused naming it (as createSession would refuse it)."""
     if params.provider is not None and (host.sessions is None or params.provider not in host.sessions.backends):
         raise RpcError(PROVIDER_NOT_FOUND, f"no agent provider {params.provider!r} here")
     if params.workingDirectory is not None:
@@ -362,6 +363,7 @@ async def resolve_session_config(host: Host, peer: Peer, params: model.ResolveSe
         facts = await threads.run("git", worktrees.repository_facts, path)
         if facts is not None:
             schema = {**schema, "properties": {**schema["properties"], **worktrees.properties(*facts)}}
+            worktrees.validate(dict(params.config or {}))  # a value it cannot take is refused by name
     # Iterative: what was answered comes back answered (the agent's keys only
     # when it takes the value), and what was not comes back as its default.
     values = {
