@@ -107,18 +107,23 @@ class View:
     async def run(self) -> None:
         with self.cancel:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch_git)
+                # Git is looked at before the first read: a change made
+                # between that read and the watch's first look would
+                # otherwise be in neither.
+                await nursery.start(self._watch_git)
                 while True:
                     await self.wanted.wait()
                     self.wanted = trio.Event()
                     await self.read()
                     await trio.sleep(0.05)  # a burst of triggers is one re-read
 
-    async def _watch_git(self) -> None:
-        """Re-read when git's index or HEAD (or the branch it names) moves."""
+    async def _watch_git(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Re-read when git's index or HEAD (or the branch it names) moves;
+        started once it has taken its first look."""
         try:
             repo = await run_off_loop(gitport.Repo, self.session.cwd)
         except gitport.GitError:
+            task_status.started()
             return
         gitdir = Path(repo.repo.path)
         seen = None
@@ -130,7 +135,9 @@ class View:
                     marks.append((st.st_mtime_ns, st.st_size))
                 except OSError:
                     marks.append(None)
-            if seen is not None and marks != seen:
+            if seen is None:
+                task_status.started()
+            elif marks != seen:
                 self.kick()
                 refresh_git_soon(self.session)
             seen = marks
