@@ -67,6 +67,40 @@ async def _inner(tmp_path: Path) -> int:
     return alive[0]
 
 
+TRUST = "vscode/requestWorkspaceTrust"
+
+
+async def _connect(client: Rpc, params: dict[str, Any], trusted: bool | None = True) -> dict[str, Any]:
+    """``connect``'s answer; the host's trust question on the way is answered
+    ``trusted`` (None: refused -32601, as a client without trust prompts does)
+    and kept in ``client.asked``."""
+    client.next_id += 1
+    ident = client.next_id
+    await client.ws.send_message(
+        json.dumps({"jsonrpc": "2.0", "id": ident, "method": PREFIX + "connect", "params": params})
+    )
+    while True:
+        frame = json.loads(await client.ws.get_message())
+        if frame.get("method") == TRUST and "id" in frame:
+            client.asked = [*getattr(client, "asked", []), frame["params"]]
+            answer: dict[str, Any] = (
+                {"result": {"trusted": trusted}}
+                if trusted is not None
+                else {"error": {"code": -32601, "message": f"{TRUST} is not a method this client serves"}}
+            )
+            await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": frame["id"], **answer}))
+        elif frame.get("id") == ident and "method" not in frame:
+            return frame
+        else:
+            client.notes.append(frame)
+
+
+async def _trust(client: Rpc) -> None:
+    """Answer the host's next trust question: trusted."""
+    asked = (await until(client, lambda n: n.get("method") == TRUST))[-1]
+    await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": {"trusted": True}}))
+
+
 def _said(client: Rpc, connection_id: str) -> str:
     return "".join(
         n["params"]["data"]
@@ -127,7 +161,7 @@ async def test_a_relay_carries_frames_to_the_host_inside_and_says_when_it_ends(t
             assert (await ann.call(PREFIX + "isDockerAvailable"))["result"] is True
 
             box = {"connectionId": "box", "workspaceFolder": str(project), "name": "Box"}
-            answer = await ann.call(PREFIX + "connect", box)
+            answer = await _connect(ann, box)
             (record,) = _records(tmp_path)
             assert answer["result"] == {
                 "connectionId": "box",
@@ -172,7 +206,7 @@ async def test_a_relay_carries_frames_to_the_host_inside_and_says_when_it_ends(t
                     refused["error"]["code"] == -32008
                     and "no dev container connection 'box'" in refused["error"]["message"]
                 )
-            refused = await ann.call(PREFIX + "connect", box)
+            refused = await _connect(ann, box)
             assert refused["error"]["code"] == -32602 and "already in use" in refused["error"]["message"]
             refused = await ann.call(PREFIX + "relaySend", {"connectionId": "box", "data": 7})
             assert refused["error"]["code"] == -32602 and "data must be a string" in refused["error"]["message"]
@@ -187,7 +221,7 @@ async def test_a_relay_carries_frames_to_the_host_inside_and_says_when_it_ends(t
             ] == -32008
 
             # Connected again, the container is reused; ended by its own client, nobody is told.
-            again = await ann.call(PREFIX + "connect", box)
+            again = await _connect(ann, box)
             assert again["result"]["address"] == answer["result"]["address"]
             assert len(_records(tmp_path)) == 1
             inner_pid = await _inner(tmp_path)
@@ -200,7 +234,7 @@ async def test_a_relay_carries_frames_to_the_host_inside_and_says_when_it_ends(t
             )
 
             # A client that goes takes its relays with it.
-            await ann.call(PREFIX + "connect", {**box, "connectionId": "left-open"})
+            await _connect(ann, {**box, "connectionId": "left-open"})
             inner_pid = await _inner(tmp_path)
         await eventually(lambda: _gone(inner_pid))
         daemon.terminate()
@@ -225,36 +259,40 @@ async def test_stop_remove_and_what_is_refused(tmp_path) -> None:
                 ({**box, "name": None}, "name must be a non-empty string"),
                 ({**box, "resume": "yes"}, "resume must be true or false"),
             ):
-                refused = await ann.call(PREFIX + "connect", params)
+                refused = await _connect(ann, params)
                 assert refused["error"]["code"] == -32602 and why in refused["error"]["message"], (why, refused)
 
             # The CLI's own outcome, said: no devcontainer.json, an image that is not there.
-            failed = await ann.call(PREFIX + "connect", {**box, "connectionId": "plain", "workspaceFolder": str(plain)})
+            # The client is asked whether it trusts the folder first: not trusted, nothing starts.
+            refused = await _connect(ann, {**box, "connectionId": "untrusted"}, trusted=False)
+            assert refused["error"]["code"] == -32009 and f"does not trust {project}" in refused["error"]["message"]
+            assert ann.asked == [{"workspace": project.as_uri()}]
+            assert not _records(tmp_path) and _said(ann, "untrusted") == ""
+            # A client that has no such question (-32601) is taken at its word.
+            failed = await _connect(ann, {**box, "connectionId": "plain", "workspaceFolder": str(plain)}, trusted=None)
             assert failed["error"]["code"] == -32603
             assert f"devcontainer up for {plain} failed: Dev container config" in failed["error"]["message"]
-            failed = await ann.call(
-                PREFIX + "connect", {**box, "connectionId": "broken", "workspaceFolder": str(broken)}
-            )
+            failed = await _connect(ann, {**box, "connectionId": "broken", "workspaceFolder": str(broken)})
             assert f"devcontainer up for {broken} failed: Command failed:" in failed["error"]["message"]
             assert "pull no-such/image" in failed["error"]["message"]
             assert "pull access denied for no-such/image" in _said(ann, "broken")
             # A container without ahpd: refused before any relay, naming what to do.
             os.environ["FAKE_DEVCONTAINER_PATH"] = "/usr/bin:/bin"
-            failed = await ann.call(PREFIX + "connect", box)
+            failed = await _connect(ann, box)
             assert "has no ahpd on its PATH" in failed["error"]["message"], failed
             os.environ["FAKE_DEVCONTAINER_PATH"] = machine["FAKE_DEVCONTAINER_PATH"]
 
             # stop: the relay into it ends and its client is told; the container is stopped.
-            assert "result" in await ann.call(PREFIX + "connect", box)
+            assert "result" in await _connect(ann, box)
             assert (await ann.call(PREFIX + "stop", {"workspaceFolder": str(project)}))["result"] is True
             await until(ann, _closed("box"))
             (record,) = (r for r in _records(tmp_path) if r["folder"] == str(project))
             assert record["running"] is False and record["pids"] == []
 
             # Stopped here, it is started again only when asked to resume.
-            refused = await ann.call(PREFIX + "connect", box)
+            refused = await _connect(ann, box)
             assert refused["error"]["code"] == -32602 and "resume: true" in refused["error"]["message"]
-            assert "result" in await ann.call(PREFIX + "connect", {**box, "resume": True})
+            assert "result" in await _connect(ann, {**box, "resume": True})
             (record,) = (r for r in _records(tmp_path) if r["folder"] == str(project))
             assert record["running"] is True
 
@@ -293,6 +331,7 @@ async def test_a_build_ends_with_the_connect_that_asked_for_it(tmp_path) -> None
             params = {"connectionId": "slow", "workspaceFolder": str(slow), "name": "Slow"}
             request = {"jsonrpc": "2.0", "id": 100, "method": PREFIX + "connect", "params": params}
             await ann.ws.send_message(json.dumps(request))
+            await _trust(ann)
             # The connection reads on while the image builds: a ping is answered first.
             assert (await ann.call("ping", {"channel": "ahp-root://"}))["result"] is None
             assert not any(n.get("id") == 100 for n in ann.notes), ann.notes
@@ -313,12 +352,13 @@ async def test_a_build_ends_with_the_connect_that_asked_for_it(tmp_path) -> None
             building.unlink()
             request["id"] = 101
             await ann.ws.send_message(json.dumps(request))
+            await _trust(ann)
             await eventually(lambda: building.exists() and building.read_text().isdigit())
             pid = int(building.read_text())
         await eventually(lambda: _gone(pid))
         async with rpc(daemon.url) as bob:  # and the daemon serves on
             await bob.initialize("bob")
             gate.touch()
-            assert "result" in await bob.call(PREFIX + "connect", {**params, "connectionId": "after"})
+            assert "result" in await _connect(bob, {**params, "connectionId": "after"})
         daemon.terminate()
         await daemon.wait()
