@@ -362,3 +362,30 @@ async def test_a_build_ends_with_the_connect_that_asked_for_it(tmp_path) -> None
             assert "result" in await _connect(bob, {**params, "connectionId": "after"})
         daemon.terminate()
         await daemon.wait()
+
+
+async def test_a_frame_too_long_to_carry_is_dropped_and_said(tmp_path, monkeypatch) -> None:
+    from ahpd.ports import devcontainers
+
+    monkeypatch.setattr(devcontainers, "MAX_LINE", 300)  # the initialize answer is longer, a ping's is not
+    machine = _machine(tmp_path)
+    project = _project(tmp_path / "project")
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=machine) as daemon:
+        async with rpc(daemon.url) as ann:
+            await ann.initialize("ann")
+            assert "result" in await _connect(
+                ann, {"connectionId": "box", "workspaceFolder": str(project), "name": "B"}
+            )
+            await ann.call(PREFIX + "relaySend", {"connectionId": "box", "data": json.dumps(INNER_INITIALIZE)})
+            await ann.call(
+                PREFIX + "relaySend", {"connectionId": "box", "data": '{"jsonrpc":"2.0","id":2,"method":"ping"}'}
+            )
+            notes = await until(
+                ann, lambda n: n.get("method") == PREFIX + "relayMessage" and '"id":2' in n["params"]["data"]
+            )
+            carried = [json.loads(n["params"]["data"]) for n in notes if n.get("method") == PREFIX + "relayMessage"]
+            assert [frame.get("id") for frame in carried] == [2], carried
+            said = "".join(n["params"]["data"] for n in notes if n.get("method") == PREFIX + "output")
+            assert "a frame of more than 300 bytes from the host inside was dropped" in said, said
+        daemon.terminate()
+        await daemon.wait()

@@ -220,7 +220,10 @@ class Relay:
                     return  # the host inside is gone: its end is said where its output ends
 
     async def _frames(self, stdout: Any) -> None:
-        async for line in devcontainers.lines(stdout):
+        async for line in devcontainers.lines(stdout, devcontainers.MAX_LINE):
+            if len(line) >= devcontainers.MAX_LINE:  # cut: no longer a frame anyone could read
+                self.say(f"a frame of more than {devcontainers.MAX_LINE} bytes from the host inside was dropped\n")
+                continue
             text = line.decode("utf-8", errors="replace").strip()
             if not text:
                 continue
