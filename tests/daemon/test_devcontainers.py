@@ -389,3 +389,39 @@ async def test_a_frame_too_long_to_carry_is_dropped_and_said(tmp_path, monkeypat
             assert "a frame of more than 300 bytes from the host inside was dropped" in said, said
         daemon.terminate()
         await daemon.wait()
+
+
+async def test_a_host_inside_that_stops_reading_is_refused_frames_and_blocks_nobody(tmp_path, monkeypatch) -> None:
+    from ahpd.host.window import containers
+
+    monkeypatch.setattr(containers, "QUEUE_BYTES", 200_000)
+    machine = _machine(tmp_path)
+    project = _project(tmp_path / "project")
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=machine) as daemon:
+        async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
+            await ann.initialize("ann")
+            await bob.initialize("bob")
+            assert "result" in await _connect(
+                ann, {"connectionId": "box", "workspaceFolder": str(project), "name": "B"}
+            )
+            inner_pid = await _inner(tmp_path)
+            os.kill(inner_pid, signal.SIGSTOP)  # the host inside stops reading
+            try:
+                padding = "x" * 20_000
+                frame = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"pad": padding}})
+                sent, answer = 0, {}
+                while "error" not in answer and sent < 1000:
+                    answer = await ann.call(PREFIX + "relaySend", {"connectionId": "box", "data": frame})
+                    sent += 1
+                assert answer["error"]["code"] == -32603 and "is not reading" in answer["error"]["message"], answer
+                assert 5 < sent < 50, sent  # the pipe's buffer and the bound, not the whole flood
+                # Neither this connection nor another waits on it.
+                assert (await ann.call("ping", {"channel": "ahp-root://"}))["result"] is None
+                assert (await bob.call("ping", {"channel": "ahp-root://"}))["result"] is None
+            finally:
+                os.kill(inner_pid, signal.SIGCONT)
+            # Reading again, it catches up, and what it answers is carried.
+            await ann.call(PREFIX + "relaySend", {"connectionId": "box", "data": json.dumps(INNER_INITIALIZE)})
+            await until(ann, lambda n: n.get("method") == PREFIX + "relayMessage" and '"id":1,' in n["params"]["data"])
+        daemon.terminate()
+        await daemon.wait()
