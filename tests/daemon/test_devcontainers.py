@@ -17,6 +17,8 @@ from typing import Any
 
 import trio
 
+from ahpd.host.window import containers
+from ahpd.ports import devcontainers
 from tests.waits import eventually
 
 from .helpers import Rpc, daemon_in_process, rpc, until, wire_clean
@@ -365,8 +367,6 @@ async def test_a_build_ends_with_the_connect_that_asked_for_it(tmp_path) -> None
 
 
 async def test_a_frame_too_long_to_carry_is_dropped_and_said(tmp_path, monkeypatch) -> None:
-    from ahpd.ports import devcontainers
-
     monkeypatch.setattr(devcontainers, "MAX_LINE", 300)  # the initialize answer is longer, a ping's is not
     machine = _machine(tmp_path)
     project = _project(tmp_path / "project")
@@ -392,8 +392,6 @@ async def test_a_frame_too_long_to_carry_is_dropped_and_said(tmp_path, monkeypat
 
 
 async def test_a_host_inside_that_stops_reading_is_refused_frames_and_blocks_nobody(tmp_path, monkeypatch) -> None:
-    from ahpd.host.window import containers
-
     monkeypatch.setattr(containers, "QUEUE_BYTES", 200_000)
     machine = _machine(tmp_path)
     project = _project(tmp_path / "project")
