@@ -152,7 +152,10 @@ async def main(frames: int, window: int, rounds: int) -> None:
                     )
                     while True:
                         frame = json.loads(await ws.get_message())
-                        if frame.get("id") == ident and "method" not in frame:
+                        if frame.get("method") == "vscode/requestWorkspaceTrust":  # the host asks first
+                            trusted = {"jsonrpc": "2.0", "id": frame["id"], "result": {"trusted": True}}
+                            await ws.send_message(json.dumps(trusted))
+                        elif frame.get("id") == ident and "method" not in frame:
                             return frame
 
                 init = {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "bench"}

@@ -17,6 +17,8 @@ from typing import Any
 
 import trio
 
+from ahpd.host.window import containers
+from ahpd.ports import devcontainers
 from tests.waits import eventually
 
 from .helpers import Rpc, daemon_in_process, rpc, until, wire_clean
@@ -65,6 +67,40 @@ async def _inner(tmp_path: Path) -> int:
 
     await eventually(found)
     return alive[0]
+
+
+TRUST = "vscode/requestWorkspaceTrust"
+
+
+async def _connect(client: Rpc, params: dict[str, Any], trusted: bool | None = True) -> dict[str, Any]:
+    """``connect``'s answer; the host's trust question on the way is answered
+    ``trusted`` (None: refused -32601, as a client without trust prompts does)
+    and kept in ``client.asked``."""
+    client.next_id += 1
+    ident = client.next_id
+    await client.ws.send_message(
+        json.dumps({"jsonrpc": "2.0", "id": ident, "method": PREFIX + "connect", "params": params})
+    )
+    while True:
+        frame = json.loads(await client.ws.get_message())
+        if frame.get("method") == TRUST and "id" in frame:
+            client.asked = [*getattr(client, "asked", []), frame["params"]]
+            answer: dict[str, Any] = (
+                {"result": {"trusted": trusted}}
+                if trusted is not None
+                else {"error": {"code": -32601, "message": f"{TRUST} is not a method this client serves"}}
+            )
+            await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": frame["id"], **answer}))
+        elif frame.get("id") == ident and "method" not in frame:
+            return frame
+        else:
+            client.notes.append(frame)
+
+
+async def _trust(client: Rpc) -> None:
+    """Answer the host's next trust question: trusted."""
+    asked = (await until(client, lambda n: n.get("method") == TRUST))[-1]
+    await client.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": asked["id"], "result": {"trusted": True}}))
 
 
 def _said(client: Rpc, connection_id: str) -> str:
@@ -127,7 +163,7 @@ async def test_a_relay_carries_frames_to_the_host_inside_and_says_when_it_ends(t
             assert (await ann.call(PREFIX + "isDockerAvailable"))["result"] is True
 
             box = {"connectionId": "box", "workspaceFolder": str(project), "name": "Box"}
-            answer = await ann.call(PREFIX + "connect", box)
+            answer = await _connect(ann, box)
             (record,) = _records(tmp_path)
             assert answer["result"] == {
                 "connectionId": "box",
@@ -172,7 +208,7 @@ async def test_a_relay_carries_frames_to_the_host_inside_and_says_when_it_ends(t
                     refused["error"]["code"] == -32008
                     and "no dev container connection 'box'" in refused["error"]["message"]
                 )
-            refused = await ann.call(PREFIX + "connect", box)
+            refused = await _connect(ann, box)
             assert refused["error"]["code"] == -32602 and "already in use" in refused["error"]["message"]
             refused = await ann.call(PREFIX + "relaySend", {"connectionId": "box", "data": 7})
             assert refused["error"]["code"] == -32602 and "data must be a string" in refused["error"]["message"]
@@ -187,7 +223,7 @@ async def test_a_relay_carries_frames_to_the_host_inside_and_says_when_it_ends(t
             ] == -32008
 
             # Connected again, the container is reused; ended by its own client, nobody is told.
-            again = await ann.call(PREFIX + "connect", box)
+            again = await _connect(ann, box)
             assert again["result"]["address"] == answer["result"]["address"]
             assert len(_records(tmp_path)) == 1
             inner_pid = await _inner(tmp_path)
@@ -200,7 +236,7 @@ async def test_a_relay_carries_frames_to_the_host_inside_and_says_when_it_ends(t
             )
 
             # A client that goes takes its relays with it.
-            await ann.call(PREFIX + "connect", {**box, "connectionId": "left-open"})
+            await _connect(ann, {**box, "connectionId": "left-open"})
             inner_pid = await _inner(tmp_path)
         await eventually(lambda: _gone(inner_pid))
         daemon.terminate()
@@ -225,36 +261,40 @@ async def test_stop_remove_and_what_is_refused(tmp_path) -> None:
                 ({**box, "name": None}, "name must be a non-empty string"),
                 ({**box, "resume": "yes"}, "resume must be true or false"),
             ):
-                refused = await ann.call(PREFIX + "connect", params)
+                refused = await _connect(ann, params)
                 assert refused["error"]["code"] == -32602 and why in refused["error"]["message"], (why, refused)
 
             # The CLI's own outcome, said: no devcontainer.json, an image that is not there.
-            failed = await ann.call(PREFIX + "connect", {**box, "connectionId": "plain", "workspaceFolder": str(plain)})
+            # The client is asked whether it trusts the folder first: not trusted, nothing starts.
+            refused = await _connect(ann, {**box, "connectionId": "untrusted"}, trusted=False)
+            assert refused["error"]["code"] == -32009 and f"does not trust {project}" in refused["error"]["message"]
+            assert ann.asked == [{"workspace": project.as_uri()}]
+            assert not _records(tmp_path) and _said(ann, "untrusted") == ""
+            # A client that has no such question (-32601) is taken at its word.
+            failed = await _connect(ann, {**box, "connectionId": "plain", "workspaceFolder": str(plain)}, trusted=None)
             assert failed["error"]["code"] == -32603
             assert f"devcontainer up for {plain} failed: Dev container config" in failed["error"]["message"]
-            failed = await ann.call(
-                PREFIX + "connect", {**box, "connectionId": "broken", "workspaceFolder": str(broken)}
-            )
+            failed = await _connect(ann, {**box, "connectionId": "broken", "workspaceFolder": str(broken)})
             assert f"devcontainer up for {broken} failed: Command failed:" in failed["error"]["message"]
             assert "pull no-such/image" in failed["error"]["message"]
             assert "pull access denied for no-such/image" in _said(ann, "broken")
             # A container without ahpd: refused before any relay, naming what to do.
             os.environ["FAKE_DEVCONTAINER_PATH"] = "/usr/bin:/bin"
-            failed = await ann.call(PREFIX + "connect", box)
+            failed = await _connect(ann, box)
             assert "has no ahpd on its PATH" in failed["error"]["message"], failed
             os.environ["FAKE_DEVCONTAINER_PATH"] = machine["FAKE_DEVCONTAINER_PATH"]
 
             # stop: the relay into it ends and its client is told; the container is stopped.
-            assert "result" in await ann.call(PREFIX + "connect", box)
+            assert "result" in await _connect(ann, box)
             assert (await ann.call(PREFIX + "stop", {"workspaceFolder": str(project)}))["result"] is True
             await until(ann, _closed("box"))
             (record,) = (r for r in _records(tmp_path) if r["folder"] == str(project))
             assert record["running"] is False and record["pids"] == []
 
             # Stopped here, it is started again only when asked to resume.
-            refused = await ann.call(PREFIX + "connect", box)
+            refused = await _connect(ann, box)
             assert refused["error"]["code"] == -32602 and "resume: true" in refused["error"]["message"]
-            assert "result" in await ann.call(PREFIX + "connect", {**box, "resume": True})
+            assert "result" in await _connect(ann, {**box, "resume": True})
             (record,) = (r for r in _records(tmp_path) if r["folder"] == str(project))
             assert record["running"] is True
 
@@ -293,6 +333,7 @@ async def test_a_build_ends_with_the_connect_that_asked_for_it(tmp_path) -> None
             params = {"connectionId": "slow", "workspaceFolder": str(slow), "name": "Slow"}
             request = {"jsonrpc": "2.0", "id": 100, "method": PREFIX + "connect", "params": params}
             await ann.ws.send_message(json.dumps(request))
+            await _trust(ann)
             # The connection reads on while the image builds: a ping is answered first.
             assert (await ann.call("ping", {"channel": "ahp-root://"}))["result"] is None
             assert not any(n.get("id") == 100 for n in ann.notes), ann.notes
@@ -313,12 +354,72 @@ async def test_a_build_ends_with_the_connect_that_asked_for_it(tmp_path) -> None
             building.unlink()
             request["id"] = 101
             await ann.ws.send_message(json.dumps(request))
+            await _trust(ann)
             await eventually(lambda: building.exists() and building.read_text().isdigit())
             pid = int(building.read_text())
         await eventually(lambda: _gone(pid))
         async with rpc(daemon.url) as bob:  # and the daemon serves on
             await bob.initialize("bob")
             gate.touch()
-            assert "result" in await bob.call(PREFIX + "connect", {**params, "connectionId": "after"})
+            assert "result" in await _connect(bob, {**params, "connectionId": "after"})
+        daemon.terminate()
+        await daemon.wait()
+
+
+async def test_a_frame_too_long_to_carry_is_dropped_and_said(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(devcontainers, "MAX_LINE", 300)  # the initialize answer is longer, a ping's is not
+    machine = _machine(tmp_path)
+    project = _project(tmp_path / "project")
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=machine) as daemon:
+        async with rpc(daemon.url) as ann:
+            await ann.initialize("ann")
+            assert "result" in await _connect(
+                ann, {"connectionId": "box", "workspaceFolder": str(project), "name": "B"}
+            )
+            await ann.call(PREFIX + "relaySend", {"connectionId": "box", "data": json.dumps(INNER_INITIALIZE)})
+            await ann.call(
+                PREFIX + "relaySend", {"connectionId": "box", "data": '{"jsonrpc":"2.0","id":2,"method":"ping"}'}
+            )
+            notes = await until(
+                ann, lambda n: n.get("method") == PREFIX + "relayMessage" and '"id":2' in n["params"]["data"]
+            )
+            carried = [json.loads(n["params"]["data"]) for n in notes if n.get("method") == PREFIX + "relayMessage"]
+            assert [frame.get("id") for frame in carried] == [2], carried
+            said = "".join(n["params"]["data"] for n in notes if n.get("method") == PREFIX + "output")
+            assert "a frame of more than 300 bytes from the host inside was dropped" in said, said
+        daemon.terminate()
+        await daemon.wait()
+
+
+async def test_a_host_inside_that_stops_reading_is_refused_frames_and_blocks_nobody(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(containers, "QUEUE_BYTES", 200_000)
+    machine = _machine(tmp_path)
+    project = _project(tmp_path / "project")
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=machine) as daemon:
+        async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
+            await ann.initialize("ann")
+            await bob.initialize("bob")
+            assert "result" in await _connect(
+                ann, {"connectionId": "box", "workspaceFolder": str(project), "name": "B"}
+            )
+            inner_pid = await _inner(tmp_path)
+            os.kill(inner_pid, signal.SIGSTOP)  # the host inside stops reading
+            try:
+                padding = "x" * 20_000
+                frame = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping", "params": {"pad": padding}})
+                sent, answer = 0, {}
+                while "error" not in answer and sent < 1000:
+                    answer = await ann.call(PREFIX + "relaySend", {"connectionId": "box", "data": frame})
+                    sent += 1
+                assert answer["error"]["code"] == -32603 and "is not reading" in answer["error"]["message"], answer
+                assert 5 < sent < 50, sent  # the pipe's buffer and the bound, not the whole flood
+                # Neither this connection nor another waits on it.
+                assert (await ann.call("ping", {"channel": "ahp-root://"}))["result"] is None
+                assert (await bob.call("ping", {"channel": "ahp-root://"}))["result"] is None
+            finally:
+                os.kill(inner_pid, signal.SIGCONT)
+            # Reading again, it catches up, and what it answers is carried.
+            await ann.call(PREFIX + "relaySend", {"connectionId": "box", "data": json.dumps(INNER_INITIALIZE)})
+            await until(ann, lambda n: n.get("method") == PREFIX + "relayMessage" and '"id":1,' in n["params"]["data"])
         daemon.terminate()
         await daemon.wait()

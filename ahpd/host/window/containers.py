@@ -10,8 +10,10 @@ container engine are on this machine (``ahpd.ports.devcontainers``):
   under ``_meta['vscode.devContainers']``, the key the window checks before
   it offers the flow. Without them every other method is refused, naming
   what is missing.
-* ``connect {connectionId, workspaceFolder, name, resume?}`` runs
-  ``devcontainer up`` for the folder - each line it prints goes to the
+* ``connect {connectionId, workspaceFolder, name, resume?}`` asks the
+  client whether it trusts the folder (``vscode/requestWorkspaceTrust``,
+  as the reference host does: ``devcontainer up`` runs the folder's own
+  commands), runs ``devcontainer up`` for the folder - each line it prints goes to the
   client as ``output``, which is what a person watches while an image
   builds - checks the container has ``ahpd``, and starts ``ahpd stdio`` in
   it through ``devcontainer exec``. It answers ``{connectionId, address:
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -57,6 +60,12 @@ NOT_FOUND = -32008
 INNER_HOST = ("ahpd", "stdio")
 #: Bytes of frames that may wait for the host inside to read them.
 QUEUE_BYTES = 64 * 2**20
+#: AHP's PermissionDenied: the client does not trust the folder.
+PERMISSION_DENIED = -32009
+#: The question the reference host asks its window before a container starts.
+TRUST = "vscode/requestWorkspaceTrust"
+#: How long a person has to answer it (the window shows a dialog).
+TRUST_WAIT = 600.0
 
 #: The relays of each connection, by the client's own connectionId.
 _relays: dict[Peer, dict[str, Relay]] = {}
@@ -211,7 +220,10 @@ class Relay:
                     return  # the host inside is gone: its end is said where its output ends
 
     async def _frames(self, stdout: Any) -> None:
-        async for line in devcontainers.lines(stdout):
+        async for line in devcontainers.lines(stdout, devcontainers.MAX_LINE):
+            if len(line) >= devcontainers.MAX_LINE:  # cut: no longer a frame anyone could read
+                self.say(f"a frame of more than {devcontainers.MAX_LINE} bytes from the host inside was dropped\n")
+                continue
             text = line.decode("utf-8", errors="replace").strip()
             if not text:
                 continue
@@ -258,6 +270,7 @@ async def connect(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
     relay.own()
     try:
         with relay.connecting:
+            await _trusted(peer, folder)
             made = await devcontainers.up(found, folder, relay.say)
             _containers[folder] = made.container_id
             code, said = await devcontainers.run_in(found, folder, ["/bin/sh", "-c", f"command -v {INNER_HOST[0]}"])
@@ -286,6 +299,25 @@ async def connect(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
         "remoteWorkspaceFolder": made.remote_workspace_folder,
         "hostWorkspaceFolder": folder,
     }
+
+
+async def _trusted(peer: Peer, folder: str) -> None:
+    """Ask the client whether it trusts ``folder`` before its container runs
+    the folder's own commands (``initializeCommand`` runs on this machine);
+    refused -32009 unless it says so. A client that serves no such question
+    (-32601) has no trust of its own to ask, and the connect it sent stands."""
+    try:
+        answer = await peer.outgoing.request(TRUST, {"workspace": Path(folder).as_uri()}, timeout=TRUST_WAIT)
+    except RpcError as err:
+        if err.code == METHOD_NOT_FOUND:
+            return
+        raise RpcError(PERMISSION_DENIED, f"the client did not say it trusts {folder}: {err.message}") from None
+    if not (isinstance(answer, dict) and answer.get("trusted") is True):
+        raise RpcError(
+            PERMISSION_DENIED,
+            f"the client does not trust {folder}: its dev container would run the folder's own commands",
+            {"workspaceFolder": folder},
+        )
 
 
 def disconnect(host: Host, peer: Peer, params: Any) -> None:
