@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ahpd.host.telemetry import telemetry
 
-from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, rpc, start_turn, wire_clean
+from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, rpc, running_daemon, start_turn, wire_clean
 
 TRACES, METRICS = "ahp-otlp://traces", "ahp-otlp://metrics"
 
@@ -234,3 +234,61 @@ async def test_logs_traces_and_metrics_on_the_channels_and_at_a_collector(tmp_pa
         collector.shutdown()
 
     wire_clean(capture)
+
+
+async def test_a_turn_and_its_tool_call_reach_the_logs_channels_with_their_trace(tmp_path) -> None:
+    """An ``ahpd run`` whose client subscribes to logs at ``INFO`` (the
+    level names are case-insensitive) and ``debug``, then makes a session
+    and runs a turn with a tool call: each logs channel gets the turn's
+    start, the tool call's completion and the turn's end, each record
+    carrying its span's trace and span ids and the AHP ids (before: no
+    export at all, since nothing in a session, a turn or a tool call was
+    logged, and ``logs/INFO`` was refused)."""
+    logs = ("ahp-otlp://logs/INFO", "ahp-otlp://logs/debug")
+    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon, rpc(daemon.url) as client:
+        await client.initialize("w")
+        for channel in (*logs, TRACES):
+            assert (await client.call("subscribe", {"channel": channel}))["result"] == {}, channel
+        uri, chat = await create(client, tmp_path)
+        turn = start_turn("please use a tool with permission")
+        await dispatch(client, chat, turn, 1)
+        records: dict[str, list[Any]] = {channel: [] for channel in logs}
+        spans: dict[str, Any] = {}
+        ended = f"turn {turn['turnId']} ended"
+        with trio.fail_after(60):
+            while not (
+                "turn" in spans and all(any(ended in r.body.string_value for r in got) for got in records.values())
+            ):
+                note = await client.next_note()
+                method, params = note.get("method"), note.get("params") or {}
+                action = action_of(note) or {}
+                if action.get("type") == "session/inputNeededSet":
+                    confirm = {
+                        "type": "chat/toolCallConfirmed",
+                        "turnId": turn["turnId"],
+                        "toolCallId": action["request"]["toolCall"]["toolCallId"],
+                        "approved": True,
+                        "confirmed": "user-action",
+                    }
+                    await dispatch(client, chat, confirm, 2)
+                elif method == "otlp/exportLogs":
+                    request = parse(params["payload"], ExportLogsServiceRequest)
+                    records[params["channel"]].extend(request.resource_logs[0].scope_logs[0].log_records)
+                elif method == "otlp/exportTraces":
+                    for span in (
+                        parse(params["payload"], ExportTraceServiceRequest).resource_spans[0].scope_spans[0].spans
+                    ):
+                        spans["turn" if span.kind == 2 else "tool"] = span
+        for channel, got in records.items():
+            said = {r.body.string_value: r for r in got if r.body.string_value.startswith(("turn ", "tool "))}
+            started, done = f"turn {turn['turnId']} started on {chat}", f"{ended} on {chat} (turnComplete)"
+            tool = next(r for text, r in said.items() if text.startswith("tool ") and text.endswith(" completed"))
+            assert started in said and done in said, (channel, list(said))
+            for record, span in ((said[started], spans["turn"]), (said[done], spans["turn"]), (tool, spans["tool"])):
+                assert record.trace_id == span.trace_id and record.span_id == span.span_id, (channel, record)
+                assert record.severity_number == 9 and record.severity_text == "INFO"
+                attributes = {a.key: a.value.string_value for a in record.attributes}
+                assert attributes["ahp.turn.id"] == turn["turnId"], attributes
+                assert attributes["logger.name"] == "ahpd.host.turns"
+            assert {a.key: a.value.string_value for a in said[started].attributes}["ahp.session"] == uri
+            assert "ahp.tool_call.id" in {a.key for a in tool.attributes}

@@ -54,6 +54,11 @@ if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
 
 log = logging.getLogger("ahpd.host")
+#: A line per turn begun and ended and per tool call completed: what a
+#: ``logs/info`` subscriber sees of the agents' work (nothing else logs it).
+turns_log = logging.getLogger("ahpd.host.turns")
+#: The ``extra`` key of such a line: the span it belongs to and its attributes.
+_OTEL = "ahpd_otel"
 
 LOGS = "ahp-otlp://logs/{level}"
 TRACES = "ahp-otlp://traces"
@@ -137,9 +142,16 @@ class LogLines(logging.Handler):
             attributes = {"logger.name": record.name}
             if record.exc_info:
                 attributes["exception.stacktrace"] = logging.Formatter().formatException(record.exc_info)
+            context = None
+            said: tuple[Any, dict[str, str]] | None = getattr(record, _OTEL, None)
+            if said is not None:  # a turn's or a tool call's line: its ids, and the span's trace
+                span, more = said
+                attributes.update(more)
+                context = _trace().set_span_in_context(span)
             self.logger.emit(
                 LogRecord(
                     timestamp=int(record.created * 1e9),
+                    context=context,
                     observed_timestamp=time.time_ns(),
                     severity_number=SeverityNumber[name],
                     severity_text=text,
@@ -187,6 +199,8 @@ class Telemetry:
         self._token: trio.lowlevel.TrioToken | None = None
         self._turns: dict[tuple[str, str], Any] = {}  # (chat, turnId) -> span
         self._tools: dict[tuple[str, str], Any] = {}  # (chat, toolCallId) -> span
+        #: Every logs channel ever subscribed to, as spelled (``logs/INFO`` is ``logs/info``), and its lowest severity.
+        self._log_channels: dict[str, int] = {}
         self.collector = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
         self.handler = LogLines()
         self.started = False
@@ -303,6 +317,8 @@ class Telemetry:
             raise RpcError(INVALID_PARAMS, problem, {"path": "$.channel", "channel": uri})
         self.start()
         peer.subscriptions.add(uri)
+        if uri.startswith(_LOGS_PREFIX):
+            self._log_channels[uri] = LEVELS[uri.removeprefix(_LOGS_PREFIX).lower()]
         if uri == METRICS:
             self._soon(self.send_metrics)
         return {}
@@ -313,7 +329,7 @@ class Telemetry:
             return None
         if uri.startswith(_LOGS_PREFIX):
             level = uri.removeprefix(_LOGS_PREFIX)
-            if level in LEVELS:
+            if level.lower() in LEVELS:  # the short names are case-insensitive (the spec's telemetry channel)
                 return None
             return f"{uri}: {level!r} is not a log level; expand {LOGS} with one of {', '.join(LEVELS)}"
         return f"{uri} is not a telemetry channel of this host: it has {LOGS}, {TRACES} and {METRICS}"
@@ -333,8 +349,7 @@ class Telemetry:
     def _send_log(self, record: Any) -> None:
         severity = record.log_record.severity_number.value if record.log_record.severity_number else 0
         payload = None
-        for level, lowest in LEVELS.items():
-            uri = _LOGS_PREFIX + level
+        for uri, lowest in self._log_channels.items():
             peers = self._watching(uri) if severity >= lowest else []
             if peers:
                 payload = payload or otlp.encode_logs([record])
@@ -375,6 +390,8 @@ class Telemetry:
                     "ahp.turn.id": action["turnId"],
                 },
             )
+            span = self._turns[(channel, action["turnId"])]
+            self._say(span, "turn %s started on %s", action["turnId"], channel)
         elif kind == "chat/toolCallStart":
             self.tool_calls.add(1, {"tool.name": action.get("toolName") or ""})
             parent = self._turns.get((channel, action["turnId"]))
@@ -393,8 +410,11 @@ class Telemetry:
         elif kind == "chat/toolCallComplete":
             span = self._tools.pop((channel, action["toolCallId"]), None)
             if span is not None:
-                if not (action.get("result") or {}).get("success", True):
+                failed = not (action.get("result") or {}).get("success", True)
+                if failed:
                     span.set_status(_trace().Status(_trace().StatusCode.ERROR, "the tool call failed"))
+                name = span.attributes.get("tool.name") or ""
+                self._say(span, "tool %s (call %s) %s", name, action["toolCallId"], "failed" if failed else "completed")
                 span.end()
         elif kind == "chat/usage":
             usage = action.get("usage") or {}
@@ -415,7 +435,15 @@ class Telemetry:
                     message = str((action.get("part") or {}).get("message", ""))
                     span.set_status(_trace().Status(_trace().StatusCode.ERROR, message))
                 span.set_attribute("ahp.turn.ending", kind)
+                self._say(span, "turn %s ended on %s (%s)", action["turnId"], channel, kind.removeprefix("chat/"))
                 span.end()
+
+    @staticmethod
+    def _say(span: Any, message: str, *args: Any) -> None:
+        """A line of a turn's or a tool call's (INFO, on ``ahpd.host.turns``),
+        carrying its span's ids and the AHP ids the span has as attributes."""
+        attributes = {k: str(v) for k, v in (span.attributes or {}).items() if k.startswith(("ahp.", "tool."))}
+        turns_log.info(message, *args, extra={_OTEL: (span, attributes)})
 
     # -- metrics ------------------------------------------------------------------------------
 
