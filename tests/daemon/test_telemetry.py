@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import http.server
+import json
+import logging
 import threading
 from typing import Any
 
@@ -23,7 +25,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ahpd.host.telemetry import telemetry
 
-from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, rpc, running_daemon, start_turn, wire_clean
+from .helpers import (
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    eventually,
+    rpc,
+    running_daemon,
+    start_turn,
+    wire_clean,
+)
 
 TRACES, METRICS = "ahp-otlp://traces", "ahp-otlp://metrics"
 
@@ -292,3 +305,59 @@ async def test_a_turn_and_its_tool_call_reach_the_logs_channels_with_their_trace
                 assert attributes["logger.name"] == "ahpd.host.turns"
             assert {a.key: a.value.string_value for a in said[started].attributes}["ahp.session"] == uri
             assert "ahp.tool_call.id" in {a.key for a in tool.attributes}
+
+
+async def test_a_debug_listener_gets_debug_lines_that_stderr_does_not(tmp_path) -> None:
+    """``ahpd run --log-level info`` with one client on ``logs/debug`` and
+    one on ``logs/info``: a debug line (a JSON-RPC response to nothing the
+    host asked) reaches the debug listener, not the info one and not the
+    daemon's stderr (before: never made, since the daemon's loggers stayed
+    at its start-up level whatever a subscriber asked)."""
+    stray = "response to nothing we asked"
+    with open(tmp_path / "stderr.txt", "wb") as stderr:  # noqa: ASYNC230 - the child's stderr, opened before it starts
+        async with (
+            running_daemon(tmp_path / "d", "--sessions", "memory", "--log-level", "info", stderr=stderr) as daemon,
+            rpc(daemon.url) as loud,
+            rpc(daemon.url) as quiet,
+        ):
+            await loud.initialize("loud", subscriptions=())
+            await quiet.initialize("quiet", subscriptions=())
+            assert (await loud.call("subscribe", {"channel": "ahp-otlp://logs/debug"}))["result"] == {}
+            assert (await quiet.call("subscribe", {"channel": "ahp-otlp://logs/info"}))["result"] == {}
+            await loud.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 424242, "result": {}}))
+            with trio.fail_after(30):
+                while True:
+                    payload = await otlp_note(loud, "otlp/exportLogs", "ahp-otlp://logs/debug")
+                    [record] = parse(payload, ExportLogsServiceRequest).resource_logs[0].scope_logs[0].log_records
+                    if stray in record.body.string_value:
+                        break
+            assert record.severity_number == 5 and record.severity_text == "DEBUG"
+            # An info line after it: the info listener's exports, up to it, hold no debug line.
+            async with rpc(daemon.url) as third:
+                await third.initialize("third-client", subscriptions=())
+            with trio.fail_after(30):
+                while True:
+                    payload = await otlp_note(quiet, "otlp/exportLogs", "ahp-otlp://logs/info")
+                    [record] = parse(payload, ExportLogsServiceRequest).resource_logs[0].scope_logs[0].log_records
+                    assert stray not in record.body.string_value and record.severity_number >= 9
+                    if "third-client" in record.body.string_value:
+                        break
+    written = (tmp_path / "stderr.txt").read_text()
+    assert "third-client" in written and stray not in written
+
+
+async def test_the_loggers_go_back_to_their_level_when_the_last_debug_listener_leaves(tmp_path) -> None:
+    ours = logging.getLogger("ahpd")
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--log-level", "info") as daemon:
+        assert ours.getEffectiveLevel() == logging.INFO
+        async with rpc(daemon.url) as one, rpc(daemon.url) as two:
+            await one.initialize("one", subscriptions=())
+            await two.initialize("two", subscriptions=())
+            await one.call("subscribe", {"channel": "ahp-otlp://logs/TRACE"})
+            await two.call("subscribe", {"channel": "ahp-otlp://logs/debug"})
+            assert ours.getEffectiveLevel() == logging.DEBUG
+            await one.notify("unsubscribe", {"channel": "ahp-otlp://logs/TRACE"})
+            await one.call("ping", {"channel": "ahp-root://"})
+            assert ours.getEffectiveLevel() == logging.DEBUG  # two still listens
+        await eventually(lambda: not daemon.host.peers)
+        assert ours.getEffectiveLevel() == logging.INFO

@@ -201,6 +201,8 @@ class Telemetry:
         self._tools: dict[tuple[str, str], Any] = {}  # (chat, toolCallId) -> span
         #: Every logs channel ever subscribed to, as spelled (``logs/INFO`` is ``logs/info``), and its lowest severity.
         self._log_channels: dict[str, int] = {}
+        #: The ``ahpd`` logger's own level while a debug listener has it lowered (see ``_follow_levels``).
+        self._configured: int | None = None
         self.collector = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
         self.handler = LogLines()
         self.started = False
@@ -290,6 +292,9 @@ class Telemetry:
         """Stop delivering, and flush what the collector is still owed."""
         logging.getLogger().removeHandler(self.handler)
         self._token = None
+        if self._configured is not None:
+            logging.getLogger("ahpd").setLevel(self._configured)
+            self._configured = None
         if not self.started:
             return
         for provider in (self.tracer_provider, self.logger_provider, self.meter_provider):
@@ -319,9 +324,29 @@ class Telemetry:
         peer.subscriptions.add(uri)
         if uri.startswith(_LOGS_PREFIX):
             self._log_channels[uri] = LEVELS[uri.removeprefix(_LOGS_PREFIX).lower()]
+            self._follow_levels()
         if uri == METRICS:
             self._soon(self.send_metrics)
         return {}
+
+    def left(self, uri: str) -> None:
+        """Somebody stopped listening to ``uri`` (unsubscribed or went away)."""
+        if uri in self._log_channels:
+            self._follow_levels()
+
+    def _follow_levels(self) -> None:
+        """The ``ahpd`` loggers make debug lines while somebody listens to
+        ``logs/debug`` or ``logs/trace``, and only then: a line nobody asked
+        for is never made. stderr and the log file keep the level the daemon
+        was started with (their handlers hold it, ``ahpd.ops.logs``)."""
+        ours = logging.getLogger("ahpd")
+        low = any(lowest < LEVELS["info"] and self._watching(uri) for uri, lowest in self._log_channels.items())
+        if low and self._configured is None and ours.getEffectiveLevel() > logging.DEBUG:
+            self._configured = ours.level
+            ours.setLevel(logging.DEBUG)
+        elif not low and self._configured is not None:
+            ours.setLevel(self._configured)
+            self._configured = None
 
     @staticmethod
     def malformed(uri: str) -> str | None:
@@ -463,6 +488,13 @@ def capabilities_of(host: Any) -> dict[str, Any]:
     """``InitializeResult.telemetry``, when the host has telemetry."""
     telemetry = getattr(host, "telemetry", None)
     return {"telemetry": telemetry.capabilities} if telemetry is not None else {}
+
+
+def on_left(host: Any, peer: Peer, uri: str) -> None:
+    """A telemetry channel lost a listener."""
+    telemetry = getattr(host, "telemetry", None)
+    if telemetry is not None and uri.startswith("ahp-otlp:"):
+        telemetry.left(uri)
 
 
 def subscribe_stateless(host: Any, peer: Peer, uri: str) -> dict[str, Any] | None:
