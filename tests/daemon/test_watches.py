@@ -184,3 +184,35 @@ async def test_a_notifier_that_fails_releases_its_watches_and_the_next_watch_wor
         await c.call("subscribe", {"channel": again})
         (tmp_path / "heard.txt").write_text("y")
         await _heard(c, {again: {(tmp_path / "heard.txt").as_uri()}})
+
+
+async def test_a_watch_past_the_kernels_limit_is_refused_naming_it_and_leaves_no_kernel_watch(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The kernel refuses the third folder of a recursive tree (its
+    ``max_user_watches`` reached, injected): the watch is refused with
+    -32009 naming the limit, the two folders already watched are let go of,
+    and the next watch, once there is room, works."""
+    tree = tmp_path / "tree"
+    (tree / "a" / "b").mkdir(parents=True)
+    add_watch = notify.inotify_simple.INotify.add_watch
+    room = {"left": 2}
+
+    def limited(self: Any, path: Any, mask: int) -> int:
+        if room["left"] <= 0:
+            raise OSError(28, "No space left on device")  # ENOSPC: what inotify_add_watch says at the limit
+        room["left"] -= 1
+        return int(add_watch(self, path, mask))
+
+    monkeypatch.setattr(notify.inotify_simple.INotify, "add_watch", limited)
+    async with daemon_in_process(tmp_path / "data", "--sessions", "memory") as daemon, rpc(daemon.url) as c:
+        await c.initialize("w")
+        reply = await c.call("createResourceWatch", {"channel": ROOT, "uri": tree.as_uri(), "recursive": True})
+        assert reply["error"]["code"] == -32009, reply
+        assert "fs.inotify.max_user_watches" in reply["error"]["message"] and tree.as_uri() in reply["error"]["message"]
+        assert not daemon.host.watches.watches and kernel_watches() == 0
+        room["left"] = 10
+        channel = await _watch(c, tree, recursive=True)
+        await c.call("subscribe", {"channel": channel})
+        (tree / "a" / "b" / "f.txt").write_text("f")
+        await _heard(c, {channel: {(tree / "a" / "b" / "f.txt").as_uri()}})

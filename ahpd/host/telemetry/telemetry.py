@@ -5,8 +5,13 @@ aggregation); ``ahpd.ports.otlp`` writes it as OTLP/JSON; this module routes
 it to whoever subscribed:
 
 * ``ahp-otlp://logs/{level}`` (a template the client expands with trace,
-  debug, info, warn, error or fatal): the daemon's own log lines at that
-  severity and above, one ``otlp/exportLogs`` per line.
+  debug, info, warn, error or fatal, in any case): the daemon's own log
+  lines at that severity and above, one ``otlp/exportLogs`` per line. A
+  turn's start and end and a tool call's completion are lines of their own
+  (``ahpd.host.turns``) carrying their span's ids, since nothing else in a
+  session's work is logged. While somebody listens to debug or trace, the
+  ``ahpd`` loggers make debug lines (stderr and the log file keep their
+  level); otherwise a line nobody asked for is not made.
 * ``ahp-otlp://traces``: a turn is a SERVER span and each tool call in it a
   CLIENT child, sent as each ends (``otlp/exportTraces``). They are made
   from the actions the bus applies, so no turn code knows about them.
