@@ -155,6 +155,8 @@ class Notifier:
         #: not registered yet (a folder's first entries can come before it is).
         self._walks = 0
         self._early: list[inotify_simple.Event] = []
+        #: Kernel watches walks added that nobody took, removed when no walk is under way.
+        self._orphans: set[int] = set()
 
     @property
     def kernel_watches(self) -> int:
@@ -177,6 +179,7 @@ class Notifier:
             self._inotify = self._nursery = None
             self._by_wd.clear()
             self._by_path.clear()
+            self._orphans.clear()
             trio.lowlevel.notify_closing(fd)
             inotify.close()
 
@@ -317,12 +320,16 @@ class Notifier:
         self._settle(found)
 
     def _settle(self, found: list[tuple[str, int]]) -> None:
-        """After a walk: a kernel watch it added that nobody took is removed,
-        and the events held for the ones taken are heard now."""
-        if self._inotify is not None:
-            for _, wd in found:
+        """After a walk: a kernel watch it added that nobody took is removed
+        once no walk is under way (another may be about to take the same
+        folder, whose watch the kernel hands out once), and the events held
+        for the ones taken are heard now."""
+        self._orphans.update(wd for _, wd in found if wd not in self._by_wd)
+        if not self._walks and self._inotify is not None:
+            for wd in self._orphans:
                 if wd not in self._by_wd:
                     _forget_watch(self._inotify, wd)
+            self._orphans.clear()
         early, self._early = self._early, []
         if self._walks:
             self._early = [e for e in early if e.wd not in self._by_wd]
