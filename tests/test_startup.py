@@ -56,7 +56,6 @@ ON_FIRST_USE = (
     "pygit2",
     "opentelemetry",
     "croniter",
-    "watchfiles",
     "http.client",
     "claude_agent_sdk",
     "acp",

@@ -104,7 +104,7 @@ KERNEL_HOOKS = KernelHooks(
     ),
     stateless=(telemetry.subscribe_stateless,),
     openers=(changesets.open_channel, manager.open_channel),
-    left=(changesets.on_left, watches.on_left, manager.left),
+    left=(changesets.on_left, watches.on_left, manager.left, telemetry.on_left),
     peer_gone=(watches.on_peer_gone,),
     client_gone=(turns.client_gone_everywhere,),
     state_changed=(manager.state_changed,),

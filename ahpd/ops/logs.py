@@ -69,6 +69,8 @@ def to_file(data_dir: Path, *, pid: bool = False) -> logging.Handler:
     path = data_dir / LOG_FILE
     path.parent.mkdir(mode=0o700, exist_ok=True)
     handler = _LogFile(path, maxBytes=2**20, backupCount=3, encoding="utf-8", delay=True)
+    # ahpd's level as started: a telemetry subscriber that lowers the logger for itself does not reach the file.
+    handler.setLevel(logging.getLogger("ahpd").getEffectiveLevel())
     handler.setFormatter(SafeFormatter(FORMAT.replace("%(name)s", "%(name)s[%(process)d]") if pid else FORMAT))
     logging.getLogger().addHandler(handler)
     return handler
@@ -109,5 +111,6 @@ def setup(level: str) -> None:
     wanted = getattr(logging, level.upper())
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(SafeFormatter(FORMAT))
+    handler.setLevel(wanted)  # as the file's: a debug subscriber's lines (ahpd.host.telemetry) are not stderr's
     logging.basicConfig(level=max(wanted, logging.INFO), handlers=[handler])
     logging.getLogger("ahpd").setLevel(wanted)

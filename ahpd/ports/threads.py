@@ -18,9 +18,6 @@ The families:
 - ``auth``: password hashing (Argon2 is slow on purpose);
 - ``search``: walks over folders (file completion);
 - ``agents``: a backend's own files (transcripts, an ACP agent's reads);
-- ``watch``: one thread per live resource watch, for its whole life; its
-  size is the cap on watches (``Watches`` raises it with the config), so a
-  watch never waits for another's thread;
 - ``net``: name lookups for ``diagnosticsFetch``;
 - ``pty``: reading a terminal's output (non-blocking reads, milliseconds
   each, shared by every terminal).
@@ -45,7 +42,6 @@ SIZES: dict[str, int] = {
     "auth": 2,
     "search": 2,
     "agents": 4,
-    "watch": 256,
     "net": 4,
     "pty": 4,
 }

@@ -32,6 +32,8 @@ from trio_websocket import open_websocket_url
 from ahpd.wire.check import check_frames
 from ahpd.wire.reader import read_frames
 
+from tests.inotify import kernel_watches
+
 from .helpers import InProcessDaemon, Rpc, children_of, daemon_in_process, eventually, fits, rpc, running_daemon
 
 ROOT = "ahp-root://"
@@ -561,16 +563,6 @@ async def test_a_publisher_that_disconnects_mid_request_fails_it_at_once(tmp_pat
 # -- watches ------------------------------------------------------------------------------
 
 
-def _watcher_threads(pid: int) -> list[str]:
-    names = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            names.append(Path(f"/proc/{pid}/task/{task}/comm").read_text().strip())
-        except OSError:
-            pass
-    return [n for n in names if n.startswith("notify-rs")]
-
-
 async def _changes(client: Rpc, channel: str, until: Any) -> list[list[dict[str, str]]]:
     """Batches on ``channel`` until ``until(items so far)`` is true."""
     batches: list[list[dict[str, str]]] = []
@@ -601,7 +593,7 @@ async def test_a_watch_reports_in_order_coalesces_filters_and_is_released(tmp_pa
             "recursive": True,
             "excludes": {"items": ["build", "*.log"]},
         }
-        assert _watcher_threads(pid)
+        assert kernel_watches(pid) == 3  # the tree and src/deep, not the excluded build/
 
         # Create, modify, delete, each seen, in the order they happened.
         target = tree / "src" / "deep" / "a.txt"
@@ -637,9 +629,9 @@ async def test_a_watch_reports_in_order_coalesces_filters_and_is_released(tmp_pa
         batches = await _changes(c, channel, lambda items: any(i["uri"] == via for i in items))
         assert all(i["uri"] == via or i["uri"] in wanted for b in batches for i in b), batches
 
-        # The last subscriber leaving releases the watcher: no thread remains.
+        # The last subscriber leaving releases the watcher: no kernel watch remains.
         await c.notify("unsubscribe", {"channel": channel})
-        await eventually(lambda: not _watcher_threads(pid))  # the notify thread's end shows in /proc only
+        await eventually(lambda: kernel_watches(pid) == 0)  # /proc is all that shows it
         gone = await c.call("subscribe", {"channel": channel})
         assert gone["error"]["code"] == -32008
 

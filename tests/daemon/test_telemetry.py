@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import http.server
+import json
+import logging
 import threading
 from typing import Any
 
@@ -23,7 +25,18 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from ahpd.host.telemetry import telemetry
 
-from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, rpc, start_turn, wire_clean
+from .helpers import (
+    Rpc,
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    eventually,
+    rpc,
+    running_daemon,
+    start_turn,
+    wire_clean,
+)
 
 TRACES, METRICS = "ahp-otlp://traces", "ahp-otlp://metrics"
 
@@ -256,3 +269,117 @@ async def test_telemetry_channels_named_at_initialize_are_subscribed(tmp_path) -
         daemon.terminate()
         assert await daemon.wait() == 0
     wire_clean(capture)
+
+
+async def test_a_turn_and_its_tool_call_reach_the_logs_channels_with_their_trace(tmp_path) -> None:
+    """An ``ahpd run`` whose client subscribes to logs at ``INFO`` (the
+    level names are case-insensitive) and ``debug``, then makes a session
+    and runs a turn with a tool call: each logs channel gets the turn's
+    start, the tool call's completion and the turn's end, each record
+    carrying its span's trace and span ids and the AHP ids (before: no
+    export at all, since nothing in a session, a turn or a tool call was
+    logged, and ``logs/INFO`` was refused)."""
+    logs = ("ahp-otlp://logs/INFO", "ahp-otlp://logs/debug")
+    async with running_daemon(tmp_path / "d", "--sessions", "memory") as daemon, rpc(daemon.url) as client:
+        await client.initialize("w")
+        for channel in (*logs, TRACES):
+            assert (await client.call("subscribe", {"channel": channel}))["result"] == {}, channel
+        uri, chat = await create(client, tmp_path)
+        turn = start_turn("please use a tool with permission")
+        await dispatch(client, chat, turn, 1)
+        records: dict[str, list[Any]] = {channel: [] for channel in logs}
+        spans: dict[str, Any] = {}
+        ended = f"turn {turn['turnId']} ended"
+        with trio.fail_after(60):
+            while not (
+                "turn" in spans and all(any(ended in r.body.string_value for r in got) for got in records.values())
+            ):
+                note = await client.next_note()
+                method, params = note.get("method"), note.get("params") or {}
+                action = action_of(note) or {}
+                if action.get("type") == "session/inputNeededSet":
+                    confirm = {
+                        "type": "chat/toolCallConfirmed",
+                        "turnId": turn["turnId"],
+                        "toolCallId": action["request"]["toolCall"]["toolCallId"],
+                        "approved": True,
+                        "confirmed": "user-action",
+                    }
+                    await dispatch(client, chat, confirm, 2)
+                elif method == "otlp/exportLogs":
+                    request = parse(params["payload"], ExportLogsServiceRequest)
+                    records[params["channel"]].extend(request.resource_logs[0].scope_logs[0].log_records)
+                elif method == "otlp/exportTraces":
+                    for span in (
+                        parse(params["payload"], ExportTraceServiceRequest).resource_spans[0].scope_spans[0].spans
+                    ):
+                        spans["turn" if span.kind == 2 else "tool"] = span
+        for channel, got in records.items():
+            said = {r.body.string_value: r for r in got if r.body.string_value.startswith(("turn ", "tool "))}
+            started, done = f"turn {turn['turnId']} started on {chat}", f"{ended} on {chat} (turnComplete)"
+            tool = next(r for text, r in said.items() if text.startswith("tool ") and text.endswith(" completed"))
+            assert started in said and done in said, (channel, list(said))
+            for record, span in ((said[started], spans["turn"]), (said[done], spans["turn"]), (tool, spans["tool"])):
+                assert record.trace_id == span.trace_id and record.span_id == span.span_id, (channel, record)
+                assert record.severity_number == 9 and record.severity_text == "INFO"
+                attributes = {a.key: a.value.string_value for a in record.attributes}
+                assert attributes["ahp.turn.id"] == turn["turnId"], attributes
+                assert attributes["logger.name"] == "ahpd.host.turns"
+            assert {a.key: a.value.string_value for a in said[started].attributes}["ahp.session"] == uri
+            assert "ahp.tool_call.id" in {a.key for a in tool.attributes}
+
+
+async def test_a_debug_listener_gets_debug_lines_that_stderr_does_not(tmp_path) -> None:
+    """``ahpd run --log-level info`` with one client on ``logs/debug`` and
+    one on ``logs/info``: a debug line (a JSON-RPC response to nothing the
+    host asked) reaches the debug listener, not the info one and not the
+    daemon's stderr (before: never made, since the daemon's loggers stayed
+    at its start-up level whatever a subscriber asked)."""
+    stray = "response to nothing we asked"
+    with open(tmp_path / "stderr.txt", "wb") as stderr:  # noqa: ASYNC230 - the child's stderr, opened before it starts
+        async with (
+            running_daemon(tmp_path / "d", "--sessions", "memory", "--log-level", "info", stderr=stderr) as daemon,
+            rpc(daemon.url) as loud,
+            rpc(daemon.url) as quiet,
+        ):
+            await loud.initialize("loud", subscriptions=())
+            await quiet.initialize("quiet", subscriptions=())
+            assert (await loud.call("subscribe", {"channel": "ahp-otlp://logs/debug"}))["result"] == {}
+            assert (await quiet.call("subscribe", {"channel": "ahp-otlp://logs/info"}))["result"] == {}
+            await loud.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": 424242, "result": {}}))
+            with trio.fail_after(30):
+                while True:
+                    payload = await otlp_note(loud, "otlp/exportLogs", "ahp-otlp://logs/debug")
+                    [record] = parse(payload, ExportLogsServiceRequest).resource_logs[0].scope_logs[0].log_records
+                    if stray in record.body.string_value:
+                        break
+            assert record.severity_number == 5 and record.severity_text == "DEBUG"
+            # An info line after it: the info listener's exports, up to it, hold no debug line.
+            async with rpc(daemon.url) as third:
+                await third.initialize("third-client", subscriptions=())
+            with trio.fail_after(30):
+                while True:
+                    payload = await otlp_note(quiet, "otlp/exportLogs", "ahp-otlp://logs/info")
+                    [record] = parse(payload, ExportLogsServiceRequest).resource_logs[0].scope_logs[0].log_records
+                    assert stray not in record.body.string_value and record.severity_number >= 9
+                    if "third-client" in record.body.string_value:
+                        break
+    written = (tmp_path / "stderr.txt").read_text()
+    assert "third-client" in written and stray not in written
+
+
+async def test_the_loggers_go_back_to_their_level_when_the_last_debug_listener_leaves(tmp_path) -> None:
+    ours = logging.getLogger("ahpd")
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--log-level", "info") as daemon:
+        assert ours.getEffectiveLevel() == logging.INFO
+        async with rpc(daemon.url) as one, rpc(daemon.url) as two:
+            await one.initialize("one", subscriptions=())
+            await two.initialize("two", subscriptions=())
+            await one.call("subscribe", {"channel": "ahp-otlp://logs/TRACE"})
+            await two.call("subscribe", {"channel": "ahp-otlp://logs/debug"})
+            assert ours.getEffectiveLevel() == logging.DEBUG
+            await one.notify("unsubscribe", {"channel": "ahp-otlp://logs/TRACE"})
+            await one.call("ping", {"channel": "ahp-root://"})
+            assert ours.getEffectiveLevel() == logging.DEBUG  # two still listens
+        await eventually(lambda: not daemon.host.peers)
+        assert ours.getEffectiveLevel() == logging.INFO

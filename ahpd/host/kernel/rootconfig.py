@@ -51,7 +51,7 @@ BOUNDS["terminalInputBytes"] = (4096, 64 * MIB)
 #: Host keys' bounds in seconds: an idle agent is kept at most a week (0: never stopped).
 SECONDS_BOUNDS = {"agentIdleTimeout": (0, 7 * 24 * 3600)}
 #: Host keys that count things, and their bounds: a person's laptop runs a
-#: few agents at once; each watch holds a notify thread for its life.
+#: few agents at once; watches share one inotify instance, each folder a kernel watch.
 COUNT_BOUNDS = {
     "automationRunLimit": (1, 64),
     "agentProcessLimit": (1, 256),
@@ -153,7 +153,7 @@ SCHEMA: dict[str, Any] = {
             "type": "number",
             "title": "Resource watches (all clients)",
             "description": "How many resource watches this host keeps at once, for all clients together; "
-            "a createResourceWatch past it is refused, naming this key. Each holds a thread. From 1 to 4096.",
+            "a createResourceWatch past it is refused, naming this key. From 1 to 4096.",
             "default": 256,
         },
         "resourceWatchesPerConnection": {

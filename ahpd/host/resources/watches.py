@@ -1,30 +1,33 @@
 """Resource watches: ``createResourceWatch`` and the ``ahp-resource-watch:``
 channels it opens.
 
-A watch on a ``file:`` URI is a watcher of this host's (watchfiles, whose
-Rust core sits on inotify, rather than polling), in a task of its own in the
-watches' nursery: a watcher that fails ends that one watch, logged, and
-nothing else. Changes come in batches: the watcher hands over what happened
-once the tree has been quiet for ``STEP`` ms (or ``DEBOUNCE`` ms have passed),
-so a ``git checkout`` of thousands of files is a handful of
+A watch on a ``file:`` URI is a listener of the daemon's one notifier
+(``ahpd.ports.notify``: a single inotify instance read on the trio loop, no
+thread), started with the first watch; a folder several watches cover is
+one kernel watch. Each watch batches what it hears in a task of its own in
+the watches' nursery: a watch that fails ends alone, logged. A batch closes
+once the tree has been quiet for ``STEP`` ms (or ``DEBOUNCE`` ms have
+passed), so a ``git checkout`` of thousands of files is a handful of
 ``resourceWatch/changed`` actions, not thousands. A batch is a set, so the
 order inside it is rebuilt per path: what was added, then updated, then
 deleted, and a path deleted and made again within one batch reads deleted,
-then added. Batches themselves arrive in the order they happened.
+then added. Batches themselves arrive in the order they happened. A
+recursive watch's ``excludes`` also keep the kernel out of the folders they
+name (``node_modules`` costs no kernel watch).
 
 A watch lives while somebody listens: it is released when its last
 subscriber unsubscribes or disconnects, when the connection that created it
 goes without anybody having subscribed, and when the host shuts down.
-Release sets the watcher's stop event, which its thread sees within ``STEP``
-ms (cancelling alone would leave the thread waiting out its timeout).
+Release removes its kernel watches that no other watch uses, at once, and
+cancels its task. The notifier is shared, so its failure is everybody's:
+every watch is released, logged, and the next ``createResourceWatch``
+starts a new notifier.
 
-Each watcher's loop holds a thread of the ``watch`` family
-(``ahpd.ports.threads``) for its life, never one of the threads files, git
-or the stores use, and the family is as large as the cap on watches:
-``resourceWatches`` for all clients together and
+Watches are capped: ``resourceWatches`` for all clients together and
 ``resourceWatchesPerConnection`` for the watches one connection created
 (root config keys). A ``createResourceWatch`` past either is refused with
--32009, naming the key and its value.
+-32009, naming the key and its value; so is one the kernel's own limit on
+inotify watches refuses.
 
 A watch on a client's resources (``<scheme>://<clientId>/...``) is created
 on that client: the channel it mints is opened here as a relay, whose state
@@ -51,10 +54,9 @@ import attrs
 import trio
 
 from ahpd.host.kernel import dispatch, rootconfig
-from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, RpcError
-from ahpd.ports import fs
 from ahpd.host.kernel.forward import forward
-from ahpd.ports import threads
+from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, RpcError
+from ahpd.ports import fs, notify, threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -62,23 +64,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("ahpd.host")
 
 
-def _rust_notify() -> Any:
-    """watchfiles' notifier module, imported by the first watch: ~20 ms of
-    start-up that a daemon nobody asked to watch a folder should not pay."""
-    from watchfiles import _rust_notify
-
-    return _rust_notify
-
-
 SCHEME = "ahp-resource-watch:/"
 #: Milliseconds of quiet that close a batch, and the most a batch waits.
 STEP = 20
 DEBOUNCE = 150
-#: How long the watcher's thread waits before looking again (a backstop: the
-#: stop event is what ends it).
-RUST_TIMEOUT = 1000
 
-_ADDED, _MODIFIED, _DELETED = 1, 2, 3
+_ADDED, _MODIFIED, _DELETED = notify.ADDED, notify.MODIFIED, notify.DELETED
 #: The code a watch past a cap is refused with: what this host will not do.
 REFUSED = -32009
 #: The temporary file a write through the filesystem port renames into place.
@@ -97,7 +88,9 @@ class Watch:
     includes: list[str] | None
     excludes: list[str] | None
     creator: Any
-    stop: trio.Event = attrs.Factory(trio.Event)
+    notifier: notify.Notifier | None = None
+    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
+    listener: notify.Listener | None = None
 
 
 @attrs.define(eq=False)
@@ -161,28 +154,39 @@ def batch(watch: Watch, raw: set[tuple[int, str]]) -> list[dict[str, str]]:
 
 
 class Watches:
-    """Every watch of this host, each in its own task of one nursery."""
+    """Every watch of this host, each in its own task of one nursery, and
+    the notifier they share, in another."""
 
     def __init__(self, host: Host) -> None:
         self._host = host
-        self._nursery: trio.Nursery | None = None
+        self._nursery: trio.Nursery | None = None  # the watches' tasks
+        self._service: trio.Nursery | None = None  # the notifier's
+        self._notifier: notify.Notifier | None = None
+        self._starting = trio.Lock()
         self.watches: dict[str, Watch | Relay] = {}
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
+        async with trio.open_nursery() as service:
+            self._service = service
             try:
-                await trio.sleep_forever()
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    task_status.started()
+                    await trio.sleep_forever()
             finally:
-                self._nursery = None
+                self._nursery = self._service = None
                 for uri in list(self.watches):
                     self.release(uri)
 
     @property
     def tasks(self) -> int:
-        """How many watcher tasks are running (for tests and status)."""
+        """How many watch tasks are running (for tests and status)."""
         return len(self._nursery.child_tasks) if self._nursery is not None else 0
+
+    @property
+    def kernel_watches(self) -> int:
+        """How many kernel watches the watches hold between them."""
+        return self._notifier.kernel_watches if self._notifier is not None else 0
 
     def _cap(self, key: str) -> int:
         value = self._host.config(key)
@@ -206,11 +210,38 @@ class Watches:
                 f"(resourceWatchesPerConnection = {mine}); release one first",
                 {"uri": uri, "limit": mine},
             )
-        loops = threads.limiter("watch")
-        if loops.total_tokens < total:
-            loops.total_tokens = total  # a thread for every watch the cap allows
 
     # -- this host's own -------------------------------------------------------------
+
+    async def _running_notifier(self) -> notify.Notifier:
+        """The shared notifier, started by the first watch that needs it."""
+        async with self._starting:
+            if self._notifier is None:
+                if self._service is None:
+                    raise RpcError(INTERNAL_ERROR, "this host runs no watchers: it is shutting down")
+                notifier = notify.Notifier()
+                try:
+                    await self._service.start(self._notify, notifier)
+                except OSError as exc:
+                    raise RpcError(INTERNAL_ERROR, f"this host cannot watch files: {exc}") from None
+                self._notifier = notifier
+            return self._notifier
+
+    async def _notify(self, notifier: notify.Notifier, task_status: trio.TaskStatus[None]) -> None:
+        """The notifier's failure boundary. Every watch hears through it, so
+        its failure releases every watch, logged; the next watch starts another."""
+        try:
+            await notifier.run(task_status)
+        except Exception:
+            if not notifier.started:
+                raise
+            log.exception("the file notifier failed; every watch of this host's is released")
+        finally:
+            if self._notifier is notifier:
+                self._notifier = None
+            for uri, watch in list(self.watches.items()):
+                if isinstance(watch, Watch) and watch.notifier is notifier:
+                    self.release(uri)
 
     async def create(
         self, peer: Peer, uri: str, path: str, recursive: bool, includes: list[str] | None, excludes: list[str] | None
@@ -219,9 +250,10 @@ class Watches:
         if self._nursery is None:
             raise RpcError(INTERNAL_ERROR, "this host runs no watchers: it is not running or is shutting down")
         real = await threads.run("files", _real_path, path)
+        notifier = await self._running_notifier()
         self.check_room(peer, uri)  # after the last wait: nothing else is added before this one
         channel = f"{SCHEME}{secrets.token_hex(8)}"
-        watch = Watch(channel, uri, path, real, recursive, includes, excludes, peer)
+        watch = Watch(channel, uri, path, real, recursive, includes, excludes, peer, notifier=notifier)
         self.watches[channel] = watch
         state: dict[str, Any] = {"root": uri, "recursive": recursive}
         if excludes is not None:
@@ -230,33 +262,49 @@ class Watches:
             state["includes"] = {"items": includes}
         self._host.bus.open(channel, "resourceWatch", state)
         try:
-            await self._nursery.start(self._watch, watch)
+            await self._nursery.start(self._watch, watch, notifier)
         except BaseException:
             self.release(channel)
             raise
         log.info("%s: watching %s as %s (recursive: %s)", peer.name, uri, channel, recursive)
         return channel
 
-    async def _watch(self, watch: Watch, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """One watch's task and failure boundary: a failing watcher ends here."""
+    async def _watch(
+        self, watch: Watch, notifier: notify.Notifier, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """One watch's task and failure boundary: its batches, made of what
+        its listener hears; a failure ends this watch only."""
+        excludes = watch.excludes
+        prune = (lambda relative: _matches(relative, excludes)) if watch.recursive and excludes else None
+        listener = watch.listener = notify.Listener(watch.path, watch.recursive, prune)
         started = False
         try:
-            notify = await threads.run(
-                "files", lambda: _rust_notify().RustNotify([watch.path], False, False, 300, watch.recursive, True)
-            )
-            with notify:
+            with watch.scope:
+                try:
+                    await notifier.listen(listener)
+                except notify.LimitReached as exc:
+                    raise RpcError(REFUSED, f"cannot watch {watch.root}: {exc.strerror}", {"uri": watch.root}) from None
                 task_status.started()
                 started = True
-                while not watch.stop.is_set():
-                    raw = await threads.run("watch", notify.watch, DEBOUNCE, STEP, RUST_TIMEOUT, watch.stop)
-                    if isinstance(raw, set):
-                        self._changed(watch, raw)
+                while True:
+                    await listener.arrived()
+                    began = trio.current_time()
+                    while True:  # until STEP ms pass without a change, or DEBOUNCE in all
+                        heard = listener.count
+                        await trio.sleep(STEP / 1000)
+                        if listener.count == heard or trio.current_time() - began >= DEBOUNCE / 1000:
+                            break
+                    self._changed(watch, listener.take())
+            if not started:
+                raise RpcError(INTERNAL_ERROR, f"{watch.root} was let go of while its watch was being made")
+        except RpcError:
+            raise
         except Exception as exc:  # noqa: BLE001 - one watch fails, the host goes on
             if not started:
                 raise RpcError(INTERNAL_ERROR, f"cannot watch {watch.root}: {exc}", {"uri": watch.root}) from None
             log.exception("watch %s over %s failed; released", watch.uri, watch.root)
         finally:
-            watch.stop.set()
+            notifier.close_listener(listener)
             if self.watches.get(watch.uri) is watch:
                 self.release(watch.uri)
 
@@ -309,7 +357,9 @@ class Watches:
             return
         self._host.bus.close(uri)
         if isinstance(watch, Watch):
-            watch.stop.set()
+            watch.scope.cancel()
+            if watch.listener is not None and watch.notifier is not None:
+                watch.notifier.close_listener(watch.listener)  # its kernel watches go now, not when its task ends
         log.info("watch %s released", uri)
 
     def left(self, uri: str) -> None:

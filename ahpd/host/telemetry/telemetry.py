@@ -5,8 +5,13 @@ aggregation); ``ahpd.ports.otlp`` writes it as OTLP/JSON; this module routes
 it to whoever subscribed:
 
 * ``ahp-otlp://logs/{level}`` (a template the client expands with trace,
-  debug, info, warn, error or fatal): the daemon's own log lines at that
-  severity and above, one ``otlp/exportLogs`` per line.
+  debug, info, warn, error or fatal, in any case): the daemon's own log
+  lines at that severity and above, one ``otlp/exportLogs`` per line. A
+  turn's start and end and a tool call's completion are lines of their own
+  (``ahpd.host.turns``) carrying their span's ids, since nothing else in a
+  session's work is logged. While somebody listens to debug or trace, the
+  ``ahpd`` loggers make debug lines (stderr and the log file keep their
+  level); otherwise a line nobody asked for is not made.
 * ``ahp-otlp://traces``: a turn is a SERVER span and each tool call in it a
   CLIENT child, sent as each ends (``otlp/exportTraces``). They are made
   from the actions the bus applies, so no turn code knows about them.
@@ -54,6 +59,11 @@ if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
 
 log = logging.getLogger("ahpd.host")
+#: A line per turn begun and ended and per tool call completed: what a
+#: ``logs/info`` subscriber sees of the agents' work (nothing else logs it).
+turns_log = logging.getLogger("ahpd.host.turns")
+#: The ``extra`` key of such a line: the span it belongs to and its attributes.
+_OTEL = "ahpd_otel"
 
 LOGS = "ahp-otlp://logs/{level}"
 TRACES = "ahp-otlp://traces"
@@ -137,9 +147,16 @@ class LogLines(logging.Handler):
             attributes = {"logger.name": record.name}
             if record.exc_info:
                 attributes["exception.stacktrace"] = logging.Formatter().formatException(record.exc_info)
+            context = None
+            said: tuple[Any, dict[str, str]] | None = getattr(record, _OTEL, None)
+            if said is not None:  # a turn's or a tool call's line: its ids, and the span's trace
+                span, more = said
+                attributes.update(more)
+                context = _trace().set_span_in_context(span)
             self.logger.emit(
                 LogRecord(
                     timestamp=int(record.created * 1e9),
+                    context=context,
                     observed_timestamp=time.time_ns(),
                     severity_number=SeverityNumber[name],
                     severity_text=text,
@@ -187,6 +204,10 @@ class Telemetry:
         self._token: trio.lowlevel.TrioToken | None = None
         self._turns: dict[tuple[str, str], Any] = {}  # (chat, turnId) -> span
         self._tools: dict[tuple[str, str], Any] = {}  # (chat, toolCallId) -> span
+        #: Every logs channel ever subscribed to, as spelled (``logs/INFO`` is ``logs/info``), and its lowest severity.
+        self._log_channels: dict[str, int] = {}
+        #: The ``ahpd`` logger's own level while a debug listener has it lowered (see ``_follow_levels``).
+        self._configured: int | None = None
         self.collector = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
         self.handler = LogLines()
         self.started = False
@@ -276,6 +297,9 @@ class Telemetry:
         """Stop delivering, and flush what the collector is still owed."""
         logging.getLogger().removeHandler(self.handler)
         self._token = None
+        if self._configured is not None:
+            logging.getLogger("ahpd").setLevel(self._configured)
+            self._configured = None
         if not self.started:
             return
         for provider in (self.tracer_provider, self.logger_provider, self.meter_provider):
@@ -303,9 +327,31 @@ class Telemetry:
             raise RpcError(INVALID_PARAMS, problem, {"path": "$.channel", "channel": uri})
         self.start()
         peer.subscriptions.add(uri)
+        if uri.startswith(_LOGS_PREFIX):
+            self._log_channels[uri] = LEVELS[uri.removeprefix(_LOGS_PREFIX).lower()]
+            self._follow_levels()
         if uri == METRICS:
             self._soon(self.send_metrics)
         return {}
+
+    def left(self, uri: str) -> None:
+        """Somebody stopped listening to ``uri`` (unsubscribed or went away)."""
+        if uri in self._log_channels:
+            self._follow_levels()
+
+    def _follow_levels(self) -> None:
+        """The ``ahpd`` loggers make debug lines while somebody listens to
+        ``logs/debug`` or ``logs/trace``, and only then: a line nobody asked
+        for is never made. stderr and the log file keep the level the daemon
+        was started with (their handlers hold it, ``ahpd.ops.logs``)."""
+        ours = logging.getLogger("ahpd")
+        low = any(lowest < LEVELS["info"] and self._watching(uri) for uri, lowest in self._log_channels.items())
+        if low and self._configured is None and ours.getEffectiveLevel() > logging.DEBUG:
+            self._configured = ours.level
+            ours.setLevel(logging.DEBUG)
+        elif not low and self._configured is not None:
+            ours.setLevel(self._configured)
+            self._configured = None
 
     @staticmethod
     def malformed(uri: str) -> str | None:
@@ -313,7 +359,7 @@ class Telemetry:
             return None
         if uri.startswith(_LOGS_PREFIX):
             level = uri.removeprefix(_LOGS_PREFIX)
-            if level in LEVELS:
+            if level.lower() in LEVELS:  # the short names are case-insensitive (the spec's telemetry channel)
                 return None
             return f"{uri}: {level!r} is not a log level; expand {LOGS} with one of {', '.join(LEVELS)}"
         return f"{uri} is not a telemetry channel of this host: it has {LOGS}, {TRACES} and {METRICS}"
@@ -333,8 +379,7 @@ class Telemetry:
     def _send_log(self, record: Any) -> None:
         severity = record.log_record.severity_number.value if record.log_record.severity_number else 0
         payload = None
-        for level, lowest in LEVELS.items():
-            uri = _LOGS_PREFIX + level
+        for uri, lowest in self._log_channels.items():
             peers = self._watching(uri) if severity >= lowest else []
             if peers:
                 payload = payload or otlp.encode_logs([record])
@@ -375,6 +420,8 @@ class Telemetry:
                     "ahp.turn.id": action["turnId"],
                 },
             )
+            span = self._turns[(channel, action["turnId"])]
+            self._say(span, "turn %s started on %s", action["turnId"], channel)
         elif kind == "chat/toolCallStart":
             self.tool_calls.add(1, {"tool.name": action.get("toolName") or ""})
             parent = self._turns.get((channel, action["turnId"]))
@@ -393,8 +440,11 @@ class Telemetry:
         elif kind == "chat/toolCallComplete":
             span = self._tools.pop((channel, action["toolCallId"]), None)
             if span is not None:
-                if not (action.get("result") or {}).get("success", True):
+                failed = not (action.get("result") or {}).get("success", True)
+                if failed:
                     span.set_status(_trace().Status(_trace().StatusCode.ERROR, "the tool call failed"))
+                name = span.attributes.get("tool.name") or ""
+                self._say(span, "tool %s (call %s) %s", name, action["toolCallId"], "failed" if failed else "completed")
                 span.end()
         elif kind == "chat/usage":
             usage = action.get("usage") or {}
@@ -415,7 +465,15 @@ class Telemetry:
                     message = str((action.get("part") or {}).get("message", ""))
                     span.set_status(_trace().Status(_trace().StatusCode.ERROR, message))
                 span.set_attribute("ahp.turn.ending", kind)
+                self._say(span, "turn %s ended on %s (%s)", action["turnId"], channel, kind.removeprefix("chat/"))
                 span.end()
+
+    @staticmethod
+    def _say(span: Any, message: str, *args: Any) -> None:
+        """A line of a turn's or a tool call's (INFO, on ``ahpd.host.turns``),
+        carrying its span's ids and the AHP ids the span has as attributes."""
+        attributes = {k: str(v) for k, v in (span.attributes or {}).items() if k.startswith(("ahp.", "tool."))}
+        turns_log.info(message, *args, extra={_OTEL: (span, attributes)})
 
     # -- metrics ------------------------------------------------------------------------------
 
@@ -435,6 +493,13 @@ def capabilities_of(host: Any) -> dict[str, Any]:
     """``InitializeResult.telemetry``, when the host has telemetry."""
     telemetry = getattr(host, "telemetry", None)
     return {"telemetry": telemetry.capabilities} if telemetry is not None else {}
+
+
+def on_left(host: Any, peer: Peer, uri: str) -> None:
+    """A telemetry channel lost a listener."""
+    telemetry = getattr(host, "telemetry", None)
+    if telemetry is not None and uri.startswith("ahp-otlp:"):
+        telemetry.left(uri)
 
 
 def subscribe_stateless(host: Any, peer: Peer, uri: str) -> dict[str, Any] | None:

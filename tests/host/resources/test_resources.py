@@ -1,40 +1,30 @@
 """The ``resource*`` family over an in-memory connection to a running Host:
 a pending edit's content is served until its call is settled; ``file:`` URIs
 reach the machine through the filesystem port; a watch is one task in the
-watches' nursery, gone (task and watcher thread) once released, whether by
+watches' nursery, gone (task and kernel watch) once released, whether by
 the last unsubscribe, a disconnect or shutdown. The files are real, in
 ``tmp_path``; the daemon-level tests are tests/daemon/test_resources.py."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
 import trio
 
 from ahpd.host.assembly import Host
-from tests.waits import eventually, until_tasks_exit
+from tests.inotify import kernel_watches
+from tests.waits import until_tasks_exit
 
 from ..harness import connect
 
 ROOT = "ahp-root://"
 
 
-def _watcher_threads() -> list[str]:
-    names = []
-    for task in os.listdir("/proc/self/task"):
-        try:
-            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
-        except OSError:
-            pass
-    return [n for n in names if n.startswith("notify-rs")]
-
-
 async def _until_released(host: Host) -> None:
-    """The host's watch tasks have ended and the notify threads with them (/proc only shows those)."""
+    """The host's watch tasks have ended, and the kernel holds no watch of theirs."""
     await until_tasks_exit(lambda: not host.watches.tasks)
-    await eventually(lambda: not _watcher_threads())
+    assert kernel_watches() == 0  # removed when released, not when the task got round to it
 
 
 async def test_a_pending_edit_is_served_until_settled_and_files_anywhere(tmp_path: Path) -> None:
@@ -77,7 +67,7 @@ async def test_a_watch_is_one_task_released_by_unsubscribe_disconnect_and_shutdo
 
         # Two subscribers: the first leaving keeps it, the last releases it.
         channel = await watch()
-        assert host.watches.tasks == 1 and _watcher_threads()
+        assert host.watches.tasks == 1 and kernel_watches() == 1
         await first.call("subscribe", {"channel": channel})
         await second.call("subscribe", {"channel": channel})
         first.notify("unsubscribe", {"channel": channel})
@@ -107,7 +97,7 @@ async def test_a_watch_is_one_task_released_by_unsubscribe_disconnect_and_shutdo
         await second.call("createResourceWatch", {"channel": ROOT, "uri": tmp_path.as_uri()})
         assert host.watches.tasks == 1
         outer.cancel_scope.cancel()
-    await eventually(lambda: not _watcher_threads())
+    assert kernel_watches() == 0
 
 
 async def test_a_watch_over_what_is_not_there_is_refused(tmp_path: Path) -> None:
