@@ -12,7 +12,9 @@ import uuid
 
 from ahpd.host.sessions.common import default_chat_uri
 
+from ..gitrepo import make_repo
 from .helpers import action_of, create, daemon_in_process, dispatch, fits, rpc, start_turn, until, wire_clean
+from .test_changesets import _env, _session
 
 
 def _is(kind: str, channel: str):
@@ -87,3 +89,32 @@ async def test_a_session_answers_under_its_provider_s_name(tmp_path) -> None:
         daemon.terminate()
         assert await daemon.wait() == 0
     wire_clean(capture)
+
+
+async def test_a_session_s_changesets_are_spelled_from_the_name_it_was_asked_by(tmp_path) -> None:
+    """The subtler half: a changeset template naming ``ahp-session:/x`` would
+    teach a client that asked about ``demo:/x`` a second name for the session."""
+    repo = make_repo(tmp_path / "repo", {"a.txt": "one\n"})
+    (repo / "a.txt").write_text("two\n")
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(tmp_path)) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("c")
+            uri, _, own = await _session(client, repo)
+            alias = "demo:/" + uri.removeprefix("ahp-session:/")
+            state = (await client.call("subscribe", {"channel": alias}))["result"]["snapshot"]["state"]
+            kinds = {c["changeKind"]: c["uriTemplate"] for c in state["changesets"]}
+            assert kinds["uncommitted"] == f"{alias}/changeset/uncommitted"
+            assert kinds["turn"] == f"{alias}/changeset/turn/{{turnId}}"
+            assert {c["changeKind"]: c["uriTemplate"] for c in own["changesets"]}["uncommitted"].startswith(uri)
+            reply = await client.call("subscribe", {"channel": kinds["uncommitted"]})
+            assert reply["result"]["snapshot"]["resource"] == kinds["uncommitted"], reply
+            changes = reply["result"]["snapshot"]["state"]
+            while changes.get("status") != "ready":
+                note = (await until(client, lambda n: n["params"].get("channel") == kinds["uncommitted"]))[-1]
+                assert note["params"]["channel"] == kinds["uncommitted"]
+                changes = (await client.call("subscribe", {"channel": kinds["uncommitted"]}))["result"]["snapshot"][
+                    "state"
+                ]
+            assert len(changes["files"]) == 1, changes  # a.txt, changed
+        daemon.terminate()
+        assert await daemon.wait() == 0
