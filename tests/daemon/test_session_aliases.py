@@ -116,5 +116,14 @@ async def test_a_session_s_changesets_are_spelled_from_the_name_it_was_asked_by(
                     "state"
                 ]
             assert len(changes["files"]) == 1, changes  # a.txt, changed
+            # Watched under both names: the one leaving does not close it under the other.
+            own_name = kinds["uncommitted"].replace(alias, uri)
+            assert "result" in await client.call("subscribe", {"channel": own_name})
+            await client.notify("unsubscribe", {"channel": own_name})
+            await client.call("ping", {})  # the unsubscribe has been read
+            assert own_name in daemon.host.bus.channels
+            await client.notify("unsubscribe", {"channel": kinds["uncommitted"]})
+            await client.call("ping", {})
+            assert own_name not in daemon.host.bus.channels  # nobody watches it: closed, costs nothing
         daemon.terminate()
         assert await daemon.wait() == 0

@@ -283,11 +283,13 @@ class Host:
             log.info("disconnected: %s", peer.name)
 
     def leave(self, peer: Peer, uri: str) -> None:
-        """``peer`` stops watching ``uri``."""
+        """``peer`` stops watching ``uri``. Under an alias, the features are
+        told of the channel by its own name."""
+        alias = self.bus.aliases.get(uri) if uri not in self.bus.channels else None
         self.bus.unsubscribe(uri, peer)
         peer.subscriptions.discard(uri)
         for hook in self.hooks.left:
-            hook(self, peer, uri)
+            hook(self, peer, alias.target if alias is not None else uri)
 
     async def handle_frame(self, peer: Peer, text: str) -> None:
         message = jsonrpc.parse(text)
