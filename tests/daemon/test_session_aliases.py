@@ -83,6 +83,21 @@ async def test_a_session_answers_under_its_provider_s_name(tmp_path) -> None:
             assert state["title"] == "Named twice" and state["defaultChat"] == alias_chat
             turns = (await back.call("subscribe", {"channel": alias_chat}))["result"]["snapshot"]["state"]["turns"]
             assert [t["message"]["text"] for t in turns] == ["hello there"]
+            # A client coming back under the alias: snapshots spelled from it.
+            async with rpc(daemon.url) as again:
+                reply = await again.call(
+                    "reconnect",
+                    {
+                        "channel": "ahp-root://",
+                        "clientId": "other",
+                        "lastSeenServerSeq": 0,
+                        "subscriptions": [alias, alias_chat],
+                    },
+                )
+                answer = reply["result"]
+                assert answer["type"] == "snapshot", answer
+                assert [s["resource"] for s in answer["snapshots"]] == [alias, alias_chat]
+                assert answer["snapshots"][0]["state"]["defaultChat"] == alias_chat
             gone = await back.call("disposeSession", {"channel": alias})
             assert "error" not in gone, gone
             assert (await back.call("subscribe", {"channel": uri}))["error"]["code"] == -32001
