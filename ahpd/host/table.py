@@ -25,6 +25,7 @@ from ahpd.host.kernel.hooks import KernelHooks
 from ahpd.host.resources import resources, watches
 
 # Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
+from ahpd.host.sessions import aliases as session_aliases
 from ahpd.host.sessions import annotations as session_annotations
 from ahpd.host.sessions import directories, manager, session_commands, session_config, summaries
 from ahpd.host.sessions.chats import (
@@ -104,6 +105,7 @@ KERNEL_HOOKS = KernelHooks(
     ),
     stateless=(telemetry.subscribe_stateless,),
     openers=(changesets.open_channel, manager.open_channel),
+    aliases=(session_aliases.aliases,),
     left=(changesets.on_left, watches.on_left, manager.left, telemetry.on_left),
     peer_gone=(watches.on_peer_gone,),
     client_gone=(turns.client_gone_everywhere,),

@@ -142,3 +142,26 @@ async def test_model_effort_directories_and_auto_approve_reach_claude(tmp_path: 
                 assert target.read_text() == "approved\n"
         daemon.terminate()
         await daemon.wait()
+
+
+async def test_a_turn_s_own_model_is_the_model_that_turn_runs_on(tmp_path: Path) -> None:
+    """Issue 26, row 12: ``Message.model`` alone (no thinking level), on the
+    first turn of a session made with no config and on a later one, is the
+    model the CLI asks the Messages API with for that very turn."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    with fake_api.FakeAnthropic().running() as api:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as ann:
+                await ann.initialize("ann")
+                uri, chat = await create(ann, work, provider="claude")
+                for seq, model in enumerate(("haiku", "opus", "sonnet"), start=1):
+                    api.add(fake_api.text(f"on {model}"))
+                    notes, reply = await _turn(ann, chat, f"turn {seq}", seq, model={"id": model})
+                    assert reply == f"on {model}"
+                    assert model in api.requests[-1]["model"], (model, api.requests[-1]["model"])
+                    said = [action_of(n)["config"] for n in notes if is_action("session/configChanged", uri)(n)]
+                    assert said in ([{"model": model}], []), said
+            daemon.terminate()
+            await daemon.wait()

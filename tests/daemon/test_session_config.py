@@ -174,6 +174,11 @@ async def test_config_reaches_the_agent_and_is_refused_by_name(tmp_path) -> None
             assert "model demo-swift, thinking low, mode default" in reply
             state = (await bob.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             assert state["config"]["values"] == {"model": "demo-swift", "effortLevel": "low", "mode": "default"}
+            # The model alone (issue 26, row 12): the turn runs on it.
+            notes, reply = await _turn(ann, chat, "settings", 10, model={"id": "demo-deep"})
+            said = [action_of(n) for n in notes if is_action("session/configChanged", uri)(n)]
+            assert said == [{"type": "session/configChanged", "config": {"model": "demo-deep"}}]
+            assert "model demo-deep," in reply, reply
         daemon.terminate()
         await daemon.wait()
 

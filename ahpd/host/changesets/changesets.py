@@ -98,7 +98,7 @@ def left(host: Host, uri: str) -> None:
     """A subscriber went: a changeset nobody watches is closed, and costs nothing."""
     view = views(host).get(uri)
     channel = host.bus.channels.get(uri)
-    if view is None or channel is None or channel.subscribers:
+    if view is None or channel is None or channel.subscribers or channel.aliased:  # aliased: watched by another name
         return
     view.cancel.cancel()
     views(host).pop(uri, None)

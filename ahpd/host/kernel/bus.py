@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ahpd import state as reducers
+from ahpd.host.kernel.alias import Alias
 from ahpd.host.kernel.frame import SharedFrame
 from ahpd.host.kernel.jsonrpc import NotJson, notification_frame
 from ahpd.host.kernel.replay import Entry, ReplayBuffer
@@ -42,13 +43,15 @@ class Subscriber(Protocol):
 class Channel:
     """A subscribable, state-bearing resource, reduced by ``kind``'s reducer."""
 
-    __slots__ = ("uri", "kind", "state", "subscribers")
+    __slots__ = ("uri", "kind", "state", "subscribers", "aliased")
 
     def __init__(self, uri: str, kind: str, state: dict[str, Any]) -> None:
         self.uri = uri
         self.kind = kind
         self.state = state
         self.subscribers: set[Subscriber] = set()
+        #: Who watches it under another name (``ahpd.host.kernel.alias``): alias URI -> subscribers.
+        self.aliased: dict[str, set[Subscriber]] = {}
 
     def snapshot(self, server_seq: int) -> dict[str, Any]:
         return {"resource": self.uri, "state": self.state, "fromSeq": server_seq}
@@ -63,6 +66,8 @@ class ActionBus:
         self.sequencer = sequencer
         self.replay = ReplayBuffer(replay_bytes)
         self.channels: dict[str, Channel] = {}
+        #: Second names of open channels, by the name (``Host.ensure_channel`` adds them).
+        self.aliases: dict[str, Alias] = {}
         #: Told ``(channel, action)`` after each action that moved state (telemetry).
         self.observers: list[Callable[[str, dict[str, Any]], None]] = []
 
@@ -80,14 +85,26 @@ class ActionBus:
 
     def close(self, uri: str) -> None:
         """The channel is gone; its subscribers stop hearing about it."""
-        self.channels.pop(uri, None)
+        channel = self.channels.pop(uri, None)
+        for name in channel.aliased if channel is not None else ():
+            self.aliases.pop(name, None)
+
+    def has(self, uri: str) -> bool:
+        """Whether ``uri`` names an open channel, by its own name or an alias."""
+        return uri in self.channels or (uri in self.aliases and self.aliases[uri].target in self.channels)
 
     def subscribe(self, uri: str, subscriber: Subscriber) -> dict[str, Any] | None:
         """Watch ``uri`` and return its snapshot, or None if there is no such
-        channel. Atomic: no action can fall between the two."""
+        channel. Atomic: no action can fall between the two. Under an alias,
+        the snapshot is spelled from it."""
         channel = self.channels.get(uri)
         if channel is None:
-            return None
+            alias = self.aliases.get(uri)
+            channel = self.channels.get(alias.target) if alias is not None else None
+            if alias is None or channel is None:
+                return None
+            channel.aliased.setdefault(uri, set()).add(subscriber)
+            return {"resource": uri, "state": alias.out(channel.state), "fromSeq": self.server_seq}
         channel.subscribers.add(subscriber)
         return channel.snapshot(self.server_seq)
 
@@ -95,6 +112,14 @@ class ActionBus:
         channel = self.channels.get(uri)
         if channel is not None:
             channel.subscribers.discard(subscriber)
+            return
+        alias = self.aliases.get(uri)
+        channel = self.channels.get(alias.target) if alias is not None else None
+        if channel is not None and uri in channel.aliased:
+            channel.aliased[uri].discard(subscriber)
+            if not channel.aliased[uri]:
+                del channel.aliased[uri]
+                del self.aliases[uri]
 
     # -- actions -------------------------------------------------------------
 
@@ -146,6 +171,10 @@ class ActionBus:
         assert taken == seq
         self.replay.append(Entry(seq, uri, envelope, len(text)))
         self._fan_out(channel.subscribers, text)
+        for name, watching in channel.aliased.items():  # the same action, spelled from each alias
+            alias = self.aliases[name]
+            renamed = {**envelope, "channel": name, "action": alias.out(action)}
+            self._fan_out(watching, notification_frame("action", renamed))
         for observe in self.observers:
             observe(uri, action)
         return seq

@@ -116,10 +116,13 @@ async def reconnect(host: Host, peer: Peer, params: model.ReconnectParams) -> di
     wanted = _unique(params.subscriptions)
     for uri in wanted:
         await host.ensure_channel(uri)
-    present = [uri for uri in wanted if uri in host.bus.channels]
-    missing = [uri for uri in wanted if uri not in host.bus.channels]
+    present = [uri for uri in wanted if host.bus.has(uri)]
+    missing = [uri for uri in wanted if not host.bus.has(uri)]
     last_seen = params.lastSeenServerSeq
-    replay = host.bus.replay.since(int(last_seen), host.bus.server_seq, present)
+    # The replay buffer holds each action under its channel's own name: a
+    # channel watched under an alias is answered with a snapshot spelled from it.
+    aliased = any(uri in host.bus.aliases for uri in present)
+    replay = None if aliased else host.bus.replay.since(int(last_seen), host.bus.server_seq, present)
     snapshots = []
     for uri in present:
         snapshot = host.bus.subscribe(uri, peer)

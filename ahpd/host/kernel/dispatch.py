@@ -87,9 +87,19 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     channel = decoded.channel
     action = codec.encode(decoded.action)
     origin = {"clientId": peer.client_id, "clientSeq": client_seq}
+    # Under an alias, the rules see the channel's own names and the sender
+    # is answered in the names it used (ahpd.host.kernel.alias).
+    alias = host.bus.aliases.get(channel) if channel not in host.bus.channels else None
+    named = channel
+    if alias is not None:
+        channel, action = alias.target, alias.into(action)
+
+    def refuse(shown: dict[str, Any], why: str) -> None:
+        _refuse(host, peer, named, alias.out(shown) if alias else shown, client_seq, why)
+
     reason = _why_not(host, action["type"], channel)
     if reason is not None:
-        _refuse(host, peer, channel, action, client_seq, reason)
+        refuse(action, reason)
         return
     rule = host.client_actions.get(action["type"])
     try:
@@ -97,28 +107,28 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         if inspect.isawaitable(decision):  # a rule that must write before it answers
             decision = await decision
         if isinstance(decision, Refuse):
-            _refuse(host, peer, channel, action, client_seq, decision.reason)
+            refuse(action, decision.reason)
             return
         current = host.bus.channels[channel].state
         new_state = host.bus.reduce(channel, decision.action)
     except Exception as exc:  # noqa: BLE001 - nothing moved: the sender is told, nobody else
         log.exception("%s: %s on %s failed", peer.name, action["type"], channel)
-        _refuse(host, peer, channel, action, client_seq, f"internal error: {type(exc).__name__}: {exc}")
+        refuse(action, f"internal error: {type(exc).__name__}: {exc}")
         return
     if new_state is current or new_state == current:
         # Nothing moved: the sender is told what the host made of its action
         # (for a key the connection keeps, that is nothing the host holds).
-        host.bus.answer(peer, channel, decision.action, origin)
+        host.bus.answer(peer, named, alias.out(decision.action) if alias else decision.action, origin)
     else:
         if host.bus.emit(channel, decision.action, origin, new_state=new_state) is None:
             why = host.bus.sequencer.unavailable() or "the action has no JSON form this host can send"
-            _refuse(host, peer, channel, action, client_seq, why)
+            refuse(action, why)
             return
         if decision.after is not None:
             decision.after()
         host.state_changed(channel)
     if decision.refused:
-        _refuse(host, peer, channel, action, client_seq, decision.refused)
+        refuse(action, decision.refused)
 
 
 def _why_not(host: Host, action_type: str, channel: str) -> str | None:

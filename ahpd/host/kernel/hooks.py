@@ -39,6 +39,10 @@ class KernelHooks:
     #: open it (a stored session woken, a changeset read) and says whether
     #: it did; the first that does wins.
     openers: tuple[Callable[[Host, str], Awaitable[bool]], ...] = ()
+    #: ``uri`` names no open channel: each may say it is another spelling of
+    #: one (a session's alias), as (the channel's spelling, ``uri``'s
+    #: spelling) pairs of URI prefixes (``ahpd.host.kernel.alias``), or None.
+    aliases: tuple[Callable[[Host, str], tuple[tuple[str, str], ...] | None], ...] = ()
     #: ``peer`` stopped watching ``uri`` (unsubscribed or went away).
     left: tuple[Callable[[Host, Peer, str], None], ...] = ()
     #: ``peer``'s connection ended, after it left every channel.

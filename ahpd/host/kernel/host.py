@@ -22,6 +22,7 @@ import trio
 
 from ahpd.host.kernel import commands as kernel_commands
 from ahpd.host.kernel import forward, jsonrpc, rootconfig
+from ahpd.host.kernel.alias import Alias
 from ahpd.host.kernel.bus import ROOT, ActionBus
 from ahpd.host.kernel.forward import Outgoing
 from ahpd.host.kernel.frame import Utf8Frame
@@ -213,10 +214,26 @@ class Host:
         (a stored session woken, a changeset read)."""
         if uri in self.bus.channels:
             return True
+        alias = self.bus.aliases.get(uri) or self.alias_of(uri)
+        if alias is not None:  # another name of a channel: that one opened, and this name kept
+            if not await self.ensure_channel(alias.target):
+                return False
+            self.bus.aliases.setdefault(uri, alias)
+            return True
         for opener in self.hooks.openers:
             if await opener(self, uri):
                 return True
         return uri in self.bus.channels
+
+    def alias_of(self, uri: str) -> Alias | None:
+        """``uri`` as another name of a channel, when a feature says it is one."""
+        for aliases in self.hooks.aliases:
+            pairs = aliases(self, uri)
+            if pairs:
+                alias = Alias(uri, pairs)
+                if alias.target != uri:
+                    return alias
+        return None
 
     def state_changed(self, channel: str) -> None:
         """A client's action moved ``channel``: write down what must survive."""
@@ -266,11 +283,13 @@ class Host:
             log.info("disconnected: %s", peer.name)
 
     def leave(self, peer: Peer, uri: str) -> None:
-        """``peer`` stops watching ``uri``."""
+        """``peer`` stops watching ``uri``. Under an alias, the features are
+        told of the channel by its own name."""
+        alias = self.bus.aliases.get(uri) if uri not in self.bus.channels else None
         self.bus.unsubscribe(uri, peer)
         peer.subscriptions.discard(uri)
         for hook in self.hooks.left:
-            hook(self, peer, uri)
+            hook(self, peer, alias.target if alias is not None else uri)
 
     async def handle_frame(self, peer: Peer, text: str) -> None:
         message = jsonrpc.parse(text)
@@ -316,6 +335,9 @@ class Host:
             raise RpcError(METHOD_NOT_FOUND, _not_served(method))
         if not peer.initialized and method not in BEFORE_HANDSHAKE:
             raise RpcError(INVALID_REQUEST, f"{method} before initialize: send initialize first")
+        alias = await self._alias_named(method, params)
+        if alias is not None:  # a command on a channel named by an alias: the channel's own names inside
+            params = alias.into(params)
         decoded = self.decode_params(method, params)
         result = handler(self, peer, decoded)
         if isinstance(result, Awaitable):
@@ -323,8 +345,22 @@ class Host:
         # Handlers answer wire JSON (states are held as wire JSON), or one
         # already encoded (a file's content); a model object is encoded.
         if result is None or isinstance(result, (dict, jsonrpc.Encoded, jsonrpc.EncodedBytes)):
-            return result
-        return codec.encode(result)
+            return alias.out(result) if alias is not None and isinstance(result, dict) else result
+        encoded = codec.encode(result)
+        return alias.out(encoded) if alias is not None else encoded
+
+    async def _alias_named(self, method: str, params: Any) -> Alias | None:
+        """The alias a command's ``channel`` is, opening what it names;
+        None for the commands that keep the name a client subscribes by."""
+        if method in ("initialize", "subscribe", "reconnect") or not isinstance(params, dict):
+            return None
+        channel = params.get("channel")
+        if not isinstance(channel, str) or channel in self.bus.channels:
+            return None
+        alias = self.bus.aliases.get(channel) or self.alias_of(channel)
+        if alias is None or not await self.ensure_channel(channel):
+            return None
+        return alias
 
     def decode_params(self, method: str, params: Any) -> Any:
         if params is None:
