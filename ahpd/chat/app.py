@@ -123,6 +123,8 @@ async def _prompt_loop(chat: Chat) -> int:
 
 def main(args: argparse.Namespace) -> Any:
     saved = _terminal_settings()
+    if saved is not None:
+        _no_control_echo(saved)
     try:
         return trio.run(run_chat, args)
     except KeyboardInterrupt:  # before the handler was installed
@@ -132,6 +134,20 @@ def main(args: argparse.Namespace) -> Any:
             import termios
 
             termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
+def _no_control_echo(saved: Any) -> None:
+    """Keep the terminal from echoing Ctrl-C as ``^C`` while a turn runs: the
+    two characters land wherever the live region left the cursor, before the
+    line that says the turn is being cancelled. (Restored on the way out.)"""
+    import termios
+
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHOCTL  # the local modes
+    try:
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, quiet)
+    except (OSError, termios.error):
+        pass  # echoed as before: a cosmetic loss
 
 
 def _terminal_settings() -> Any:

@@ -92,6 +92,25 @@ async def test_a_plan_a_denied_tool_and_a_question_are_each_said_once(tmp_path: 
         assert await daemon.wait() == 0
 
 
+async def test_ctrl_c_is_not_echoed_into_the_reply(tmp_path: Path) -> None:
+    """The terminal's own ``^C`` echo landed where the live region left the
+    cursor ("^Ccancelling the turn…"); the client turns that echo off while it runs."""
+    data = tmp_path / "d"
+    async with running_daemon(data, "--sessions", "memory") as daemon:
+        child = chat(data, tmp_path)
+        child.expect(PROMPT)
+        child.send(b"slow reply please\r")
+        child.expect(b"Streaming slowly")
+        child.sendintr()
+        child.expect(b"turn cancelled")
+        child.expect(PROMPT)
+        child.sendcontrol("c")
+        assert ended(child) == 130
+        assert b"^C" not in child.logfile_read.getvalue()
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
 async def _chat_run(data: Path, cwd: Path, *args: str) -> trio.CompletedProcess:
     return await trio.run_process(
         [sys.executable, "-m", "ahpd", "chat", "--data-dir", str(data), "--cwd", str(cwd), *args],
