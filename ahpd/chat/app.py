@@ -1,11 +1,12 @@
 """``ahpd chat`` from start to exit: connect, pick the session, talk.
 
 Exit status: 0 when the one-shot turn completed, or the input ended: Ctrl-D
-at the prompt, or the end of standard input that is not a terminal (end of
-input is how a session is finished, as in a shell); 1 when the turn failed or
-was refused; 130 when the user left with Ctrl-C. A daemon that cannot be reached, a refused
-token, an unknown provider or an agent that did not start are said by the
-command line with their own statuses (``ahpd.cli_errors``).
+at the prompt, or the end of standard input that is not a terminal (the end
+of input is how a session is finished, as in a shell); 1 when the turn failed
+or was refused; 130 when the user left with Ctrl-C. A daemon that cannot be
+reached, a refused token, an unknown provider or an agent that did not start
+are said by the command line with their own statuses (``ahpd.cli_errors``).
+With ``--json`` the screen is :class:`~ahpd.chat.events.JsonScreen`.
 """
 
 from __future__ import annotations

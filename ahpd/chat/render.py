@@ -71,8 +71,8 @@ FRAMES_PER_SECOND = 8
 
 
 class Screen:
-    def __init__(self, out: TextIO | None = None, *, console: Console | None = None) -> None:
-        self.console = console or Console(file=out, highlight=False, soft_wrap=False)
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.console = Console(file=out, highlight=False, soft_wrap=False)
         self._live: Live | None = None
         self._kind = ""  # of the part being streamed: "markdown" or "reasoning"
         self._part = ""
