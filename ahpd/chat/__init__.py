@@ -10,8 +10,8 @@ shows is what any AHP client would be told.
 
 The modules: :mod:`~ahpd.chat.connection` (the WebSocket and JSON-RPC),
 :mod:`~ahpd.chat.sessions` (which session), :mod:`~ahpd.chat.turn` (one
-turn, Ctrl-C), :mod:`~ahpd.chat.render` (rich) and :mod:`~ahpd.chat.prompt`
-(prompt_toolkit). Only this module is imported by ``ahpd``'s command line;
+turn, Ctrl-C), :mod:`~ahpd.chat.render` (rich), :mod:`~ahpd.chat.events`
+(``--json``) and :mod:`~ahpd.chat.prompt` (prompt_toolkit). Only this module is imported by ``ahpd``'s command line;
 the others, and rich and prompt_toolkit with them, load when ``chat`` runs.
 """
 
