@@ -79,13 +79,17 @@ class Screen:
         self._part_id: str | None = None
         self._activity = "working"
         self._said = ""  # the last activity printed as a line
+        self._shown = trio.Event()  # set while the live region is up
 
     async def animate(self) -> None:
-        """Redraw the live region while there is one, for the client's life."""
+        """Redraw the live region while there is one, for the client's life
+        (asleep while there is none: at the prompt, during a question)."""
         while True:
-            await trio.sleep(1 / FRAMES_PER_SECOND)
-            if self._live is not None:
-                self._live.refresh()
+            await self._shown.wait()
+            while self._live is not None:
+                await trio.sleep(1 / FRAMES_PER_SECOND)
+                if self._live is not None:
+                    self._live.refresh()
 
     def session(self, uri: str, *, title: str, provider: str, created: bool, turns: int, cwd: str) -> None:
         """The line saying which session this is."""
@@ -149,6 +153,7 @@ class Screen:
         if self._live is not None:
             self._live.stop()
             self._live = None
+            self._shown = trio.Event()
 
     def resume(self) -> None:
         self._open()
@@ -174,6 +179,7 @@ class Screen:
                 _Region(self), console=self.console, transient=True, auto_refresh=False, vertical_overflow="ellipsis"
             )
             self._live.start(refresh=True)
+            self._shown.set()
 
     def _part_renderable(self) -> Any:
         if self._kind == "reasoning":
