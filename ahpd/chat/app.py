@@ -3,7 +3,8 @@
 Exit status: 0 when the one-shot turn completed, or the input ended: Ctrl-D
 at the prompt, or the end of standard input that is not a terminal (the end
 of input is how a session is finished, as in a shell); 1 when the turn failed
-or was refused; 130 when the user left with Ctrl-C. A daemon that cannot be
+or was refused; 130 when the user left with Ctrl-C; 141, silently, when the
+reader of standard output closed it (``| head``). A daemon that cannot be
 reached, a refused token, an unknown provider or an agent that did not start
 are said by the command line with their own statuses (``ahpd.cli_errors``).
 With ``--json`` the screen is :class:`~ahpd.chat.events.JsonScreen`.
@@ -22,12 +23,14 @@ import trio
 
 from ahpd.chat.connection import Connection, HostError, find_url
 from ahpd.chat.events import JsonScreen
-from ahpd.chat.render import Screen, warm
+from ahpd.chat.render import OutputClosed, Screen, warm
 from ahpd.chat.sessions import choose, list_sessions, remember, row_line
 from ahpd.chat.turn import Chat, Interrupts, in_thread, run_turn
 from ahpd.cli_errors import explain_chat
 
 MAX_MESSAGE = 64 * 2**20
+#: The reader closed standard output: 128 + SIGPIPE, as a shell says it.
+EXIT_OUTPUT_CLOSED = 141
 
 
 async def run_chat(args: argparse.Namespace) -> int:
@@ -130,6 +133,12 @@ def main(args: argparse.Namespace) -> Any:
         return trio.run(run_chat, args)
     except KeyboardInterrupt:  # before the handler was installed
         return 130
+    except OutputClosed:
+        return EXIT_OUTPUT_CLOSED
+    except BaseExceptionGroup as group:  # from the nursery the screen was written in
+        if group.subgroup(lambda e: not isinstance(e, BaseExceptionGroup | OutputClosed | trio.Cancelled)) is None:
+            return EXIT_OUTPUT_CLOSED
+        raise
     finally:
         if saved is not None:  # a prompt abandoned mid-read leaves the terminal raw
             import termios

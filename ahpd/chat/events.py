@@ -22,6 +22,8 @@ import json
 import sys
 from typing import Any, TextIO
 
+from ahpd.chat.render import output_closed
+
 
 class JsonScreen:
     """The :class:`~ahpd.chat.render.Screen` interface, written as JSON lines."""
@@ -33,8 +35,11 @@ class JsonScreen:
         self._kind = ""
 
     def emit(self, event: str, **fields: Any) -> None:
-        self.out.write(json.dumps({"event": event, **fields}) + "\n")
-        self.out.flush()
+        try:
+            self.out.write(json.dumps({"event": event, **fields}) + "\n")
+            self.out.flush()
+        except BrokenPipeError:
+            raise output_closed() from None
 
     async def animate(self) -> None:
         """Nothing to redraw: every event is a line of its own."""

@@ -23,7 +23,9 @@ pipe gets no padding to 80 columns and no wrapping.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 import trio
@@ -70,9 +72,31 @@ def plain(value: Any) -> str:
 FRAMES_PER_SECOND = 8
 
 
+class OutputClosed(Exception):
+    """Standard output was closed by its reader (``ahpd chat … | head``):
+    the client leaves quietly, with status 141 as a shell's SIGPIPE would."""
+
+
+def output_closed() -> OutputClosed:
+    """What to raise when a write met a closed pipe: what is still to be
+    written goes to /dev/null, so nothing on the way out raises again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return OutputClosed()
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich's documented override: leave through :class:`OutputClosed`
+        instead of a ``SystemExit(1)`` that would read as a failure."""
+        self.quiet = True
+        raise output_closed()
+
+
 class Screen:
     def __init__(self, out: TextIO | None = None) -> None:
-        self.console = Console(file=out, highlight=False, soft_wrap=False)
+        self.console = _Console(file=out, highlight=False, soft_wrap=False)
         self._live: Live | None = None
         self._kind = ""  # of the part being streamed: "markdown" or "reasoning"
         self._part = ""

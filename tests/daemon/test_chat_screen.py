@@ -9,6 +9,7 @@ the thread that made it.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -131,6 +132,31 @@ async def test_a_pipe_gets_the_reply_as_written(tmp_path: Path) -> None:
     assert "\x1b" not in out
     padded = [line for line in out.splitlines() if line != line.rstrip()]
     assert not padded, padded
+
+
+async def test_a_reader_that_closes_the_pipe_ends_the_chat_quietly(tmp_path: Path) -> None:
+    """``ahpd chat … | head -1``: status 141, as a shell says SIGPIPE, and nothing on stderr
+    (it was "cannot connect to the daemon: Broken pipe" with --json, an exception group without)."""
+    data = tmp_path / "d"
+    async with daemon_in_process(data, "--sessions", "memory"):
+        for extra in ([], ["--json"]):
+            process = await trio.lowlevel.open_process(
+                [sys.executable, "-m", "ahpd", "chat", "--data-dir", str(data), "--cwd", str(tmp_path), "--new", *extra]
+                + ["slow reply"],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            first = b""
+            while not first.endswith(b"\n"):
+                first += await process.stdout.receive_some(1)
+            await process.stdout.aclose()  # the reader has seen enough
+            errors = b""
+            while chunk := await process.stderr.receive_some():
+                errors += chunk
+            assert await process.wait() == 141, (extra, errors.decode())
+            assert errors == b"", (extra, errors.decode())
+            assert b"session" in first
 
 
 async def test_json_says_one_object_per_event(tmp_path: Path) -> None:
