@@ -31,7 +31,7 @@ from ahpd.cli_errors import (
     explain_chat,
 )
 from ahpd.ops import commands as ops
-from ahpd.ops import logs
+from ahpd.ops import completion, logs, vscode
 from ahpd.ops import users
 from ahpd.ops.paths import default_config_path, default_data_dir, ensure_private_dir
 from ahpd.ops.runtime import AlreadyRunning, hold_data_dir
@@ -380,6 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_status_parser(sub)
     ops.add_service_parser(sub)
     users.add_users_parser(sub)
+    completion.add_completion_parser(sub)
+    vscode.add_vscode_parser(sub)
     _add_common_options(parser, top=True)
     return parser
 
@@ -465,6 +467,7 @@ def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    completion.complete_if_asked(parser)  # a shell's Tab: answers and exits
     args = parser.parse_args(argv)
     if hasattr(args, "config"):
         args.config_given = args.config is not None

@@ -10,8 +10,8 @@ shows is what any AHP client would be told.
 
 The modules: :mod:`~ahpd.chat.connection` (the WebSocket and JSON-RPC),
 :mod:`~ahpd.chat.sessions` (which session), :mod:`~ahpd.chat.turn` (one
-turn, Ctrl-C), :mod:`~ahpd.chat.render` (rich) and :mod:`~ahpd.chat.prompt`
-(prompt_toolkit). Only this module is imported by ``ahpd``'s command line;
+turn, Ctrl-C), :mod:`~ahpd.chat.render` (rich), :mod:`~ahpd.chat.events`
+(``--json``) and :mod:`~ahpd.chat.prompt` (prompt_toolkit). Only this module is imported by ``ahpd``'s command line;
 the others, and rich and prompt_toolkit with them, load when ``chat`` runs.
 """
 
@@ -32,8 +32,9 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
         "(--new for a fresh one, --session to pick one, --list to see them). The reply streams as "
         "Markdown; you are asked before a tool runs and whenever the agent asks a question. With "
         "MESSAGE, one turn and exit (status 0 when it completed); without, a prompt with line editing "
-        "and history. Ctrl-C cancels the running turn; a second Ctrl-C, or Ctrl-C or Ctrl-D at the "
-        "prompt, exits with status 130.",
+        "and history. Ctrl-C cancels the running turn; a second Ctrl-C, or Ctrl-C at the prompt, exits "
+        "with status 130; Ctrl-D at the prompt (the end of input) exits with status 0. When standard output "
+        "is not a terminal the reply is written as the agent wrote it (Markdown source).",
     )
     p.add_argument("message", nargs="*", metavar="MESSAGE", help="send this and exit")
     p.add_argument("--url", help="the daemon's ws:// URL with its token (default: from ahpd.json)")
@@ -52,6 +53,12 @@ def add_chat_parser(subparsers: Any) -> argparse.ArgumentParser:
     which.add_argument("--list", action="store_true", help="list the daemon's sessions, one per line, and exit")
     p.add_argument("--yes", action="store_true", help="allow every tool call without asking")
     p.add_argument("--dispose", action="store_true", help="dispose the session when done")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="write one JSON object per event (session, text, activity, tool, decision, end) instead of the "
+        "screen, for scripts; questions are declined and tools denied unless --yes (with --list: one per session)",
+    )
     p.set_defaults(func=_run)
     return p
 

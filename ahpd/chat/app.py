@@ -1,15 +1,19 @@
 """``ahpd chat`` from start to exit: connect, pick the session, talk.
 
-Exit status: 0 when the one-shot turn completed or standard input (not a
-terminal) ended; 1 when the turn failed or was refused; 130 when the user
-left with Ctrl-C or Ctrl-D. A daemon that cannot be reached, a refused
-token, an unknown provider or an agent that did not start are said by the
-command line with their own statuses (``ahpd.cli_errors``).
+Exit status: 0 when the one-shot turn completed, or the input ended: Ctrl-D
+at the prompt, or the end of standard input that is not a terminal (the end
+of input is how a session is finished, as in a shell); 1 when the turn failed
+or was refused; 130 when the user left with Ctrl-C; 141, silently, when the
+reader of standard output closed it (``| head``). A daemon that cannot be
+reached, a refused token, an unknown provider or an agent that did not start
+are said by the command line with their own statuses (``ahpd.cli_errors``).
+With ``--json`` the screen is :class:`~ahpd.chat.events.JsonScreen`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from functools import partial
 from pathlib import Path
@@ -18,18 +22,21 @@ from typing import Any
 import trio
 
 from ahpd.chat.connection import Connection, HostError, find_url
-from ahpd.chat.render import Screen, neutralise, plain, warm
+from ahpd.chat.events import JsonScreen
+from ahpd.chat.render import OutputClosed, Screen, warm
 from ahpd.chat.sessions import choose, list_sessions, remember, row_line
 from ahpd.chat.turn import Chat, Interrupts, in_thread, run_turn
 from ahpd.cli_errors import explain_chat
 
 MAX_MESSAGE = 64 * 2**20
+#: The reader closed standard output: 128 + SIGPIPE, as a shell says it.
+EXIT_OUTPUT_CLOSED = 141
 
 
 async def run_chat(args: argparse.Namespace) -> int:
     from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
-    screen = Screen()
+    screen: Any = JsonScreen() if args.json else Screen()
     url = args.url or find_url(args.data_dir)
     interrupts = Interrupts()
     status = 130  # unless the talk below ends by itself
@@ -39,6 +46,7 @@ async def run_chat(args: argparse.Namespace) -> int:
             nursery.start_soon(partial(trio.to_thread.run_sync, warm, abandon_on_cancel=True))
             nursery.start_soon(conn.reader)
             nursery.start_soon(interrupts.watch)
+            nursery.start_soon(screen.animate)
             with interrupts.scope:
                 try:
                     await conn.initialize()
@@ -65,7 +73,8 @@ async def run_chat(args: argparse.Namespace) -> int:
 async def _talk(conn: Connection, screen: Screen, args: argparse.Namespace, interrupts: Interrupts) -> int:
     if args.list:
         for row in await list_sessions(conn):
-            print(row_line(row), flush=True)  # tab-separated, for people and for cut(1)
+            # Tab-separated, for people and for cut(1); or the host's own row.
+            print(json.dumps(row) if args.json else row_line(row), flush=True)
         return 0
     cwd = Path(args.cwd).resolve()  # noqa: ASYNC240 - once, before the chat starts: not worth a thread
     uri, created = await choose(
@@ -76,10 +85,17 @@ async def _talk(conn: Connection, screen: Screen, args: argparse.Namespace, inte
     if not channel:
         raise HostError(f"session {uri} has no chat to talk in")
     turns = len((await conn.call("subscribe", {"channel": channel}))["snapshot"]["state"].get("turns", []))
-    how = "new" if created else f"continued, {turns} turn{'s' * (turns != 1)} before"
-    title = f" “{plain(state['title'])}”" if state.get("title") else ""
-    screen.info(f"session {uri}{title} ({neutralise(state.get('provider', '?'))}, {how}) in {cwd}")
+    screen.session(
+        uri,
+        title=state.get("title") or "",
+        provider=state.get("provider", "?"),
+        created=created,
+        turns=turns,
+        cwd=str(cwd),
+    )
     chat = Chat(conn, screen, channel, yes=args.yes, history=args.data_dir / "chat-history", interrupts=interrupts)
+    if args.json:
+        chat.interactive = False  # a script's input is lines of messages, never answers at a prompt
     try:
         if args.message:
             ended = await run_turn(chat, " ".join(args.message))
@@ -101,7 +117,9 @@ async def _prompt_loop(chat: Chat) -> int:
                 line = await in_thread(sys.stdin.readline)
                 if not line:
                     return 0  # the end of a script
-        except (KeyboardInterrupt, EOFError):
+        except EOFError:  # Ctrl-D: the end of input, as in a shell
+            return 0
+        except KeyboardInterrupt:
             return 130
         if line.strip():
             await run_turn(chat, line.rstrip("\n"))
@@ -109,15 +127,37 @@ async def _prompt_loop(chat: Chat) -> int:
 
 def main(args: argparse.Namespace) -> Any:
     saved = _terminal_settings()
+    if saved is not None:
+        _no_control_echo(saved)
     try:
         return trio.run(run_chat, args)
     except KeyboardInterrupt:  # before the handler was installed
         return 130
+    except OutputClosed:
+        return EXIT_OUTPUT_CLOSED
+    except BaseExceptionGroup as group:  # from the nursery the screen was written in
+        if group.subgroup(lambda e: not isinstance(e, BaseExceptionGroup | OutputClosed | trio.Cancelled)) is None:
+            return EXIT_OUTPUT_CLOSED
+        raise
     finally:
         if saved is not None:  # a prompt abandoned mid-read leaves the terminal raw
             import termios
 
             termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+
+
+def _no_control_echo(saved: Any) -> None:
+    """Keep the terminal from echoing Ctrl-C as ``^C`` while a turn runs: the
+    two characters land wherever the live region left the cursor, before the
+    line that says the turn is being cancelled. (Restored on the way out.)"""
+    import termios
+
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHOCTL  # the local modes
+    try:
+        termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, quiet)
+    except (OSError, termios.error):
+        pass  # echoed as before: a cosmetic loss
 
 
 def _terminal_settings() -> Any:

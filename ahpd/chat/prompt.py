@@ -66,8 +66,10 @@ class Prompter:
     def _one(self, q: dict[str, Any], say: Any) -> dict[str, Any] | None:
         """One question's ``ChatInputAnswerValue``, or ``None`` when left empty."""
         kind = q.get("kind")
-        title = plain(q.get("title") or "")
-        say((title + ": " if title else "") + plain(q.get("message", "")))
+        title, message = plain(q.get("title") or ""), plain(q.get("message", ""))
+        # A form's field often carries one text as both (an ACP elicitation's
+        # property title is the question's title and message): said once.
+        say(title if title == message or not message else (title + ": " if title else "") + message)
         if kind in ("single-select", "multi-select"):
             return self._select(q, say, many=kind == "multi-select")
         while True:

@@ -104,6 +104,7 @@ class _Turn:
         self.cancelling = False
         self.kinds: dict[str, str] = {}
         self.tools: dict[str, str] = {}
+        self.invocations: set[str] = set()  # what a tool says it does, as activity says it too
 
     async def cancel(self) -> None:
         if self.cancelling:
@@ -150,6 +151,10 @@ class _Turn:
         if kind == "chat/inputRequested":  # carries no turnId: the chat's active turn is ours
             await self.answer(action["request"])
             return None
+        if kind == "chat/activityChanged":  # nor this: a plan's step, or the tool running
+            text = action.get("activity")
+            screen.activity(text, tool=text in self.tools.values() or text in self.invocations)
+            return None
         if action.get("turnId") != self.turn_id:
             return None
         if kind == "chat/responsePart":
@@ -166,8 +171,14 @@ class _Turn:
         elif kind == "chat/toolCallStart":
             self.tools[action["toolCallId"]] = action.get("displayName") or action.get("toolName", "tool")
             screen.tool_started(self.tools[action["toolCallId"]])
-        elif kind == "chat/toolCallReady" and "confirmed" not in action:
-            await self.confirm(action)
+        elif kind == "chat/toolCallReady":
+            self.invocations.add(action.get("invocationMessage") or "")
+            if "confirmed" not in action:
+                await self.confirm(action)
+        elif kind == "chat/toolCallConfirmed" and action.get("approved") is False:
+            # Denied (here or by another client): the call never runs, and
+            # no chat/toolCallComplete will come to say so.
+            screen.tool_denied(self.tools.get(action["toolCallId"], "tool"))
         elif kind == "chat/toolCallComplete":
             result = action.get("result") or {}
             name = self.tools.get(action["toolCallId"], "tool")
@@ -189,10 +200,10 @@ class _Turn:
         question = f"Allow {plain(action.get('confirmationTitle') or action.get('invocationMessage'))}?"
         screen = self.chat.screen
         if self.chat.yes:
-            screen.info(f"{question} yes (--yes)")
+            screen.decision(question, "yes", "--yes")
             approved = True
         elif not self.chat.interactive:
-            screen.info(f"{question} no (not a terminal; --yes allows)")
+            screen.decision(question, "no", "not a terminal; --yes allows")
             approved = False
         else:
             screen.pause()
@@ -216,7 +227,8 @@ class _Turn:
         screen = self.chat.screen
         rid = request["id"]
         if not self.chat.interactive:
-            screen.info(f"{plain(request.get('message') or 'The agent asks a question')}: declined (not a terminal)")
+            asked = plain(request.get("message") or "The agent asks a question")
+            screen.decision(f"{asked}:", "declined", "not a terminal")
             await self._complete(rid, "decline")
             return
         screen.pause()
