@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from ahpd.host.changesets import checkout
 from ahpd.host.changesets.book import book_of, run_off_loop
 from ahpd.host.changesets.changesets import NOT_FOUND, ensure, touch
 from ahpd.host.changesets.view import View, busy, commit_subject, refresh_git_soon, views
 from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports import git as gitport
+from ahpd.ports import git_branches
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -94,6 +96,9 @@ async def invoke(host: Host, peer: Peer, params: model.InvokeChangesetOperationP
             f"{params.operationId} takes {' or '.join(op['scopes'])}, not a {kind}",
             {"path": "$.target"},
         )
+    if op["id"] == checkout.ID:
+        treeish, action = checkout.read_meta(params._meta)
+        return await _run(host, view, op, lambda: checkout.run(view.session.cwd, treeish, action))
     repo = await run_off_loop(gitport.Repo, view.session.cwd)
     paths = _target_paths(view, repo, params) or None  # the session's folder itself is the whole changeset
     meta = params._meta or {}
@@ -138,22 +143,26 @@ async def invoke(host: Host, peer: Peer, params: model.InvokeChangesetOperationP
             return f"Put {len(picked)} file(s) back as the agent found them."
         raise gitport.GitError(f"{params.operationId} is not served")
 
-    host.bus.emit(view.uri, {"type": "changeset/operationStatusChanged", "operationId": op["id"], "status": "running"})
+    return await _run(host, view, op, work)
+
+
+async def _run(host: Host, view: View, op: dict[str, Any], work: Any) -> dict[str, Any]:
+    """``work`` in a thread, said as the operation's status: running, then
+    idle, or error with why; a refusal is answered -32602."""
+    status = "changeset/operationStatusChanged"
+    host.bus.emit(view.uri, {"type": status, "operationId": op["id"], "status": "running"})
     try:
         said = await run_off_loop(work)
+    except git_branches.DirtyTree as exc:
+        # Not a failure of the operation: the person is asked what to do with the changes.
+        host.bus.emit(view.uri, {"type": status, "operationId": op["id"], "status": "idle"})
+        raise RpcError(INVALID_PARAMS, f"{op['id']} refused: {exc}", checkout.DIRTY) from None
     except gitport.GitError as exc:
-        host.bus.emit(
-            view.uri,
-            {
-                "type": "changeset/operationStatusChanged",
-                "operationId": op["id"],
-                "status": "error",
-                "error": {"errorType": type(exc).__name__, "message": str(exc)},
-            },
-        )
+        error = {"errorType": type(exc).__name__, "message": str(exc)}
+        host.bus.emit(view.uri, {"type": status, "operationId": op["id"], "status": "error", "error": error})
         touch(host, folder=view.session.cwd)
-        raise RpcError(INVALID_PARAMS, f"{params.operationId} refused: {exc}") from None
-    host.bus.emit(view.uri, {"type": "changeset/operationStatusChanged", "operationId": op["id"], "status": "idle"})
+        raise RpcError(INVALID_PARAMS, f"{op['id']} refused: {exc}") from None
+    host.bus.emit(view.uri, {"type": status, "operationId": op["id"], "status": "idle"})
     touch(host, folder=view.session.cwd)
     refresh_git_soon(view.session)
     return {"message": said}

@@ -39,6 +39,7 @@ from urllib.parse import quote
 import trio
 
 from ahpd import state as reducers
+from ahpd.host.changesets import checkout
 from ahpd.host.changesets.book import MARK, Book, book_of, refresh_git, run_off_loop
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports import git as gitport
@@ -350,6 +351,8 @@ class View:
             "confirmation": "Put the files back to the state the agent found them in? This cannot be undone.",
         }
         if self.scope == "uncommitted":
+            # A session nobody has spoken in may still choose the branch it starts from.
+            unused = [checkout.declared(status)] if checkout.unspoken(self.session) else []
             return [
                 commit,
                 {
@@ -369,6 +372,7 @@ class View:
                     "description": "Move a file, a folder or the whole changeset out of the index",
                 },
                 discard,
+                *unused,
             ]
         if self.scope == "session":
             return [commit, revert, discard]
