@@ -14,7 +14,17 @@ from urllib.parse import unquote
 
 from ..fake_github import FakeGitHub
 from ..gitrepo import git, make_repo, porcelain
-from .helpers import action_of, daemon_in_process, dispatch, is_action, rpc, snapshot_until, start_turn, until
+from .helpers import (
+    action_of,
+    daemon_in_process,
+    dispatch,
+    is_action,
+    rpc,
+    snapshot_until,
+    start_turn,
+    until,
+    wire_clean,
+)
 from .test_changesets import Watched, _env, _ready, _session
 
 RESOURCE = "https://api.github.com/repos"
@@ -50,7 +60,8 @@ async def test_the_pull_request_pair_opens_a_request_and_the_branch_shows_it(tmp
     repos = {NAME: {"default_branch": "main", "allow_squash_merge": True, "allow_merge_commit": False}}
     with FakeGitHub({"gh-token", "lent-token"}, repos) as fake:
         env["AHPD_GITHUB_API_URL"] = fake.url
-        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        capture = tmp_path / "pulls.jsonl"
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", "--wire", str(capture), env=env) as daemon:
             async with rpc(daemon.url) as client:
                 hello = await client.initialize("jo")
                 for agent in hello["snapshots"][0]["state"]["agents"]:
@@ -151,7 +162,7 @@ async def test_the_pull_request_pair_opens_a_request_and_the_branch_shows_it(tmp
                 }
                 state = await snapshot_until(client, uri, lambda s: _github(s) == expected)
                 assert state["_meta"]["githubData"] == {key: expected}
-                [row] = (await client.call("listSessions", {}))["result"]["items"]
+                [row] = (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"]
                 assert row["_meta"]["github"] == expected and row["_meta"]["githubData"] == {key: expected}
                 await cs.until(lambda s: "create-pr" not in _ops(s) and "prepare-pull-request" not in _ops(s))
                 again = await invoke("create-pr", {"vscode.pullRequest": form})
@@ -170,6 +181,7 @@ async def test_the_pull_request_pair_opens_a_request_and_the_branch_shows_it(tmp
                 await snapshot_until(client, uri, lambda s: _github(s).get("pullRequestState") == "merged")
             daemon.terminate()
             await daemon.wait()
+        wire_clean(capture)
 
 
 async def test_no_token_and_no_gh_asks_nobody_and_offers_nothing(tmp_path) -> None:
