@@ -111,6 +111,7 @@ KERNEL_HOOKS = KernelHooks(
     refusals=(workers.read_only,),
     files_touched=(changesets.files_touched,),
     readers=(changesets.read_resource,),
+    token_lent=(changesets.token_lent,),
 )
 
 SESSION_HOOKS = SessionHooks(

@@ -184,7 +184,7 @@ async def test_the_pull_request_pair_opens_a_request_and_the_branch_shows_it(tmp
         wire_clean(capture)
 
 
-async def test_no_token_and_no_gh_asks_nobody_and_offers_nothing(tmp_path) -> None:
+async def test_without_gh_nobody_is_asked_until_a_client_lends_a_token(tmp_path) -> None:
     repo, _, env = _setup(tmp_path)
     (tmp_path / "bin" / "gh").unlink()  # gh is not installed
     with FakeGitHub({"lent-token"}, {NAME: {"default_branch": "main"}}) as fake:
@@ -198,5 +198,15 @@ async def test_no_token_and_no_gh_asks_nobody_and_offers_nothing(tmp_path) -> No
                 cs = await Watched(client, f"{uri}/changeset/uncommitted").subscribe()
                 await cs.until(lambda s: _ready(s) and len(s["files"]) == 1)
                 assert "create-pr" not in _ops(cs.state) and fake.seen == []
+
+                # A token lent: the branch is asked about at once, and the pair is offered.
+                lent = await client.call(
+                    "authenticate", {"channel": "ahp-root://", "resource": RESOURCE, "token": "lent-token"}
+                )
+                assert lent["result"] == {}, lent
+                await cs.until(lambda s: "create-pr" in _ops(s) and "prepare-pull-request" in _ops(s))
+                assert [(m, p.split("?")[0], t) for m, p, t in fake.seen] == [
+                    ("GET", "/repos/acme/widgets/pulls", "lent-token")
+                ]
             daemon.terminate()
             await daemon.wait()

@@ -174,6 +174,14 @@ async def turn_ended(session: Session, turn_id: str) -> None:
         session.nursery.start_soon(refresh_github, session)  # the seed: asked again when a turn ends
 
 
+def token_lent(host: Host, resource: str) -> None:
+    """A token for GitHub was lent: every session with a GitHub remote asks about its branch again."""
+    if resource != pulls.RESOURCE or host.github is None:
+        return
+    for session in pulls.with_remote(host):
+        session.nursery.start_soon(refresh_github, session)
+
+
 async def refresh_github(session: Session) -> None:
     """The branch's pull request asked again, and the operations said again
     (the pull request pair is offered only while the branch has none)."""

@@ -64,6 +64,11 @@ class Facts:
 _facts: weakref.WeakKeyDictionary[Session, Facts] = weakref.WeakKeyDictionary()
 
 
+def with_remote(host: Host) -> list[Session]:
+    """The live sessions of ``host`` whose repository has a GitHub remote."""
+    return [s for s in list(_facts) if s.host is host and not s.disposed]
+
+
 def offered(session: Session) -> bool:
     """Whether the two operations are offered: GitHub answered for the branch, and it has no request."""
     facts = _facts.get(session)
