@@ -24,6 +24,8 @@ class FakeGitHub:
         self.pulls: dict[str, list[dict[str, Any]]] = {name: [] for name in repos}
         #: ``(method, path with query, token)`` of every request, in order.
         self.seen: list[tuple[str, str, str]] = []
+        #: While set, opening a pull request is answered 502, as a GitHub having a bad moment does.
+        self.failing = False
         self.lock = threading.Lock()
         fake = self
 
@@ -84,6 +86,8 @@ class FakeGitHub:
                 found = [p for p in self.pulls[name] if p["head"]["ref"] == head]
             return 200, list(reversed(found))[: int(query.get("per_page", ["30"])[0])]
         if parts[3:] == ["pulls"] and method == "POST":
+            if self.failing:
+                return 502, {"message": "Server Error"}
             with self.lock:
                 if any(p["head"]["ref"] == body["head"] and p["state"] == "open" for p in self.pulls[name]):
                     return 422, {

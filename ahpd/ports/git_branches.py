@@ -13,10 +13,13 @@ which libgit2 would read the way git does.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from typing import TYPE_CHECKING
 
-from ahpd.ports.git import GitError, Refused, Repo, _git, _signature, pygit2, valid_branch_name
+from ahpd.ports.git import GitError, Refused, Repo, _signature, pygit2, valid_branch_name
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -142,9 +145,25 @@ def free_branch_name(repo: Repo, wanted: str) -> str:
     return name
 
 
+#: Seconds a push may take before it is given up.
+PUSH_TIMEOUT = 300
+
+
 def push(repo: Repo, remote: str, branch: str) -> None:
-    """``git push --set-upstream <remote> <branch>``."""
-    _git(repo.root, "push", "--porcelain", "--set-upstream", "--", remote, f"refs/heads/{branch}")
+    """``git push --set-upstream <remote> <branch>``, never asking on a
+    terminal (there is none: a credential a helper cannot give is a refusal)."""
+    if shutil.which("git") is None:
+        raise GitError("the git command is needed to push and is not on PATH")
+    command = ["git", "push", "--porcelain", "--set-upstream", "--", remote, f"refs/heads/{branch}"]
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    try:
+        done = subprocess.run(
+            command, cwd=repo.root, env=env, capture_output=True, text=True, check=False, timeout=PUSH_TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        raise GitError(f"pushing {branch} to {remote} took over {PUSH_TIMEOUT} s and was given up") from None
+    if done.returncode != 0:
+        raise GitError(f"pushing {branch} to {remote} failed: {done.stderr.strip() or done.stdout.strip()}")
 
 
 def commits_between(repo: Repo, base: str, head: str, limit: int = 50) -> list[str]:

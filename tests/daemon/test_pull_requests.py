@@ -210,3 +210,40 @@ async def test_without_gh_nobody_is_asked_until_a_client_lends_a_token(tmp_path)
                 ]
             daemon.terminate()
             await daemon.wait()
+
+
+async def test_a_github_that_fails_to_open_the_request_is_said_and_the_next_try_opens_it(tmp_path) -> None:
+    repo, remote, env = _setup(tmp_path)
+    with FakeGitHub({"gh-token"}, {NAME: {"default_branch": "main"}}) as fake:
+        env["AHPD_GITHUB_API_URL"] = fake.url
+        fake.failing = True
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+            async with rpc(daemon.url) as client:
+                await client.initialize("lee")
+                uri, _, _ = await _session(client, repo)
+                (repo / "fix.txt").write_text("fixed\n")
+                cs = await Watched(client, f"{uri}/changeset/uncommitted").subscribe()
+                await cs.until(lambda s: _ready(s) and "create-pr" in _ops(s) and len(s["files"]) == 1)
+                call = {"channel": cs.uri, "operationId": "create-pr"}
+
+                failed = await client.call("invokeChangesetOperation", call)
+                assert failed["error"]["code"] == -32602, failed
+                assert "GitHub did not open the request" in failed["error"]["message"]
+                assert "502" in failed["error"]["message"]
+                state = await cs.until(lambda s: _ops(s).get("create-pr", {}).get("status") == "error")
+                assert "Server Error" in _ops(state)["create-pr"]["error"]["message"]
+                # The work is not lost: committed on a branch of its own and pushed.
+                branch = git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
+                assert branch.startswith("ahpd/") and porcelain(repo) == []
+                assert git(remote, "rev-parse", branch) == git(repo, "rev-parse", "HEAD")
+                assert "result" in await client.call("ping", {"channel": "ahp-root://"})
+
+                # GitHub is back: the same operation opens the request for that branch.
+                fake.failing = False
+                made = await client.call("invokeChangesetOperation", call)
+                assert "result" in made, made
+                [pull] = fake.pulls[NAME]
+                assert pull["head"]["ref"] == branch and pull["base"]["ref"] == "main"
+                await snapshot_until(client, uri, lambda s: _github(s).get("pullRequestUrls") == [pull["html_url"]])
+            daemon.terminate()
+            await daemon.wait()
