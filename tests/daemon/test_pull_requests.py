@@ -226,6 +226,23 @@ async def test_a_github_that_fails_to_open_the_request_is_said_and_the_next_try_
                 await cs.until(lambda s: _ready(s) and "create-pr" in _ops(s) and len(s["files"]) == 1)
                 call = {"channel": cs.uri, "operationId": "create-pr"}
 
+                # The window checks a prepared form is still true before it submits it.
+                context = {"workingDirectory": repo.as_uri(), "repository": NAME, "branchName": "main"}
+                for base in ("trunk", "main"):
+                    check = {"validateOnly": True, "expectedContext": {**context, "baseBranchName": base}}
+                    said = await client.call(
+                        "invokeChangesetOperation",
+                        {
+                            "channel": cs.uri,
+                            "operationId": "prepare-pull-request",
+                            "_meta": {"vscode.pullRequest": check},
+                        },
+                    )
+                    if base == "trunk":
+                        assert said["error"]["code"] == -32602 and "prepare it again" in said["error"]["message"]
+                    else:
+                        assert said["result"] == {}, said
+
                 failed = await client.call("invokeChangesetOperation", call)
                 assert failed["error"]["code"] == -32602, failed
                 assert "GitHub did not open the request" in failed["error"]["message"]
