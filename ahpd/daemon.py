@@ -30,6 +30,7 @@ from ahpd.host.assembly import Host
 from ahpd.host.automations.automations import Automations
 from ahpd.host.automations.catalogue import TEST_SECONDS_ENV
 from ahpd.host.customizations.decisions import DecisionStore
+from ahpd.ports.github import GitHub
 from ahpd.host.kernel.rootconfig import RootConfigStore
 from ahpd.host.sessions.store import FileSessionStore, MemorySessionStore
 from ahpd.host.telemetry.telemetry import Telemetry
@@ -110,6 +111,9 @@ def make_host(
     host.plugins_root = data_dir / "plugins"
     host.decisions = decisions
     host.worktrees_root = worktrees_root.expanduser().resolve() if worktrees_root is not None else None
+    host.github = GitHub()  # asked only with a lent token or gh's, and only for a GitHub remote
+    if host.sessions is not None:
+        host.seed_root(agents=host.sessions.agents())  # each agent advertises GitHub's resource
     return host
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ahpd.host.automations import automations
-from ahpd.host.changesets import book, changesets, detached, operations
+from ahpd.host.changesets import book, changesets, detached, operations, pulls
 from ahpd.host.customizations import artifact_tools, customizations, mcp_bridge, plugins, server_tools
 from ahpd.host.kernel import auth, commands, dispatch
 from ahpd.host.kernel.hooks import KernelHooks
@@ -113,6 +113,7 @@ KERNEL_HOOKS = KernelHooks(
     refusals=(workers.read_only,),
     files_touched=(changesets.files_touched,),
     readers=(changesets.read_resource,),
+    token_lent=(changesets.token_lent,),
 )
 
 SESSION_HOOKS = SessionHooks(
@@ -135,7 +136,7 @@ SESSION_HOOKS = SessionHooks(
     session_record=(book.record_of, plugins.saved),
     chat_record=(rewind.saved,),
     session_disposed=(changesets.session_disposed, terminals.session_disposed, automations.session_disposed),
-    agent_info=(directories.agent_info,),
+    agent_info=(directories.agent_info, pulls.agent_info),
     turn_started=(changesets.turn_started,),
     turn_ended=(changesets.turn_ended,),
     turn_action=(changesets.turn_action, terminals.turn_action),

@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from ahpd.ports import github as github_port
+
 from .helpers import ROOT, Rpc, fits, rpc, running_daemon, wire_clean
 
 ANTHROPIC = "https://api.anthropic.com"
+GITHUB = github_port.RESOURCE
 
 
 def _expired(note: dict) -> bool:
@@ -78,16 +81,19 @@ async def test_a_token_that_runs_out_is_said_to_its_own_connection_only(tmp_path
             refused = await a.call("authenticate", {"channel": ROOT, "resource": "https://example.com", "token": "x"})
             assert refused["error"]["code"] == -32602
             assert ANTHROPIC in refused["error"]["message"] and "https://example.com" in refused["error"]["message"]
-            assert refused["error"]["data"] == {"path": "$.resource", "resources": [record]}
+            data = refused["error"]["data"]
+            assert data["path"] == "$.resource"
+            assert sorted(r["resource"] for r in data["resources"]) == [ANTHROPIC, GITHUB]
+            assert record in data["resources"]
         daemon.terminate()
         assert await daemon.wait() == 0
     wire_clean(tmp_path / "wire.jsonl")
 
 
-async def test_authenticate_on_a_plain_install_says_nothing_is_advertised(tmp_path: Path) -> None:
+async def test_authenticate_on_a_plain_install_names_what_is_advertised(tmp_path: Path) -> None:
     """No Claude Code extra (a ``claude_agent_sdk`` that is not the installed
     distribution is not taken for it) and no users directory: only the demo
-    agent, which protects nothing."""
+    agent, which protects nothing of its own."""
     shadow = tmp_path / "shadow" / "claude_agent_sdk"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text("")
@@ -96,12 +102,14 @@ async def test_authenticate_on_a_plain_install_says_nothing_is_advertised(tmp_pa
             init = await client.initialize("plain")
             agents = init["snapshots"][0]["state"]["agents"]
             assert [a["provider"] for a in agents] == ["demo"]
-            assert not any(a.get("protectedResources") for a in agents)
+            # Only the host's own GitHub resource, which every agent advertises (the pull request beside a branch).
+            assert [r["resource"] for a in agents for r in a.get("protectedResources") or []] == [GITHUB]
             refused = await client.call("authenticate", {"channel": ROOT, "resource": ANTHROPIC, "token": "sk"})
             error = refused["error"]
             assert error["code"] == -32602
-            assert "no agent on this host advertises one" in error["message"] and ANTHROPIC in error["message"]
-            assert error["data"] == {"path": "$.resource", "resources": []}
+            assert "not a protected resource any agent here advertises" in error["message"]
+            assert ANTHROPIC in error["message"] and GITHUB in error["message"]
+            assert error["data"] == {"path": "$.resource", "resources": [github_port.RECORD]}
             assert "result" in await client.call("ping", {"channel": ROOT})  # and it goes on serving
         daemon.terminate()
         assert await daemon.wait() == 0

@@ -25,6 +25,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ahpd.host.changesets import pulls
 from ahpd.host.changesets.book import MARK, book_of, refresh_git, restore, run_off_loop, split
 from ahpd.host.changesets.view import BLOB, View, refresh_git_soon, views
 from ahpd.host.kernel.jsonrpc import RpcError
@@ -169,6 +170,27 @@ async def turn_ended(session: Session, turn_id: str) -> None:
     redeclare(session.host, session)
     touch(session.host, session=session)
     refresh_git_soon(session)
+    if session.host.github is not None and not session.disposed:
+        session.nursery.start_soon(refresh_github, session)  # the seed: asked again when a turn ends
+
+
+def token_lent(host: Host, resource: str) -> None:
+    """A token for GitHub was lent: every session with a GitHub remote asks about its branch again."""
+    if resource != pulls.RESOURCE or host.github is None:
+        return
+    for session in pulls.with_remote(host):
+        session.nursery.start_soon(refresh_github, session)
+
+
+async def refresh_github(session: Session) -> None:
+    """The branch's pull request asked again, and the operations said again
+    (the pull request pair is offered only while the branch has none)."""
+    try:
+        await pulls.refresh(session)
+    except Exception:  # noqa: BLE001 - a request not found out is a request not shown
+        log.exception("%s: asking GitHub about the branch failed", session.uri)
+        return
+    redeclare(session.host, session)
 
 
 # -- the before side, through resourceRead -----------------------------------------------
@@ -244,6 +266,8 @@ async def advertise(session: Session) -> None:
     if session.state().get("changesets") != offered:
         host.bus.emit(session.uri, {"type": "session/changesetsChanged", "changesets": offered})
     await refresh_git(session)
+    if host.github is not None:
+        await refresh_github(session)
 
 
 # -- what the sessions and the kernel ask (ahpd.host.table) ---------------------------------

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from ahpd.host.changesets import checkout, pulls
 from ahpd.host.changesets.book import book_of, run_off_loop
-from ahpd.host.changesets.changesets import NOT_FOUND, ensure, touch
+from ahpd.host.changesets.changesets import NOT_FOUND, ensure, refresh_github, touch
 from ahpd.host.changesets.view import View, busy, commit_subject, refresh_git_soon, views
 from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports import git as gitport
+from ahpd.ports import git_branches
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -94,6 +96,15 @@ async def invoke(host: Host, peer: Peer, params: model.InvokeChangesetOperationP
             f"{params.operationId} takes {' or '.join(op['scopes'])}, not a {kind}",
             {"path": "$.target"},
         )
+    if op["id"] == checkout.ID:
+        treeish, action = checkout.read_meta(params._meta)
+        return await _run(host, view, op, lambda: run_off_loop(checkout.run, view.session.cwd, treeish, action))
+    if op["id"] in (pulls.CREATE, pulls.PREPARE):
+        words = host.config("changeWords") or {}
+        forced = isinstance(words, dict) and words.get("mode") == "forced"
+        subject = commit_subject(host, view.session, None, quiet=True)
+        act = pulls.create if op["id"] == pulls.CREATE else pulls.prepare
+        return await _run(host, view, op, lambda: act(host, view.session, subject, forced, params._meta))
     repo = await run_off_loop(gitport.Repo, view.session.cwd)
     paths = _target_paths(view, repo, params) or None  # the session's folder itself is the whole changeset
     meta = params._meta or {}
@@ -138,25 +149,36 @@ async def invoke(host: Host, peer: Peer, params: model.InvokeChangesetOperationP
             return f"Put {len(picked)} file(s) back as the agent found them."
         raise gitport.GitError(f"{params.operationId} is not served")
 
-    host.bus.emit(view.uri, {"type": "changeset/operationStatusChanged", "operationId": op["id"], "status": "running"})
+    return await _run(host, view, op, lambda: run_off_loop(work))
+
+
+async def _run(host: Host, view: View, op: dict[str, Any], act: Any) -> dict[str, Any]:
+    """``act()``, said as the operation's status: running, then idle, or
+    error with why; a refusal is answered -32602. What it answers is the
+    result, a sentence being its message."""
+    status = "changeset/operationStatusChanged"
+    host.bus.emit(view.uri, {"type": status, "operationId": op["id"], "status": "running"})
     try:
-        said = await run_off_loop(work)
+        said = await act()
+    except RpcError as exc:
+        # Refused before anything moved (bad _meta, no token): the operation is idle again.
+        host.bus.emit(view.uri, {"type": status, "operationId": op["id"], "status": "idle"})
+        raise exc from None
+    except git_branches.DirtyTree as exc:
+        # Not a failure of the operation: the person is asked what to do with the changes.
+        host.bus.emit(view.uri, {"type": status, "operationId": op["id"], "status": "idle"})
+        raise RpcError(INVALID_PARAMS, f"{op['id']} refused: {exc}", checkout.DIRTY) from None
     except gitport.GitError as exc:
-        host.bus.emit(
-            view.uri,
-            {
-                "type": "changeset/operationStatusChanged",
-                "operationId": op["id"],
-                "status": "error",
-                "error": {"errorType": type(exc).__name__, "message": str(exc)},
-            },
-        )
+        error = {"errorType": type(exc).__name__, "message": str(exc)}
+        host.bus.emit(view.uri, {"type": status, "operationId": op["id"], "status": "error", "error": error})
         touch(host, folder=view.session.cwd)
-        raise RpcError(INVALID_PARAMS, f"{params.operationId} refused: {exc}") from None
-    host.bus.emit(view.uri, {"type": "changeset/operationStatusChanged", "operationId": op["id"], "status": "idle"})
+        raise RpcError(INVALID_PARAMS, f"{op['id']} refused: {exc}") from None
+    host.bus.emit(view.uri, {"type": status, "operationId": op["id"], "status": "idle"})
     touch(host, folder=view.session.cwd)
     refresh_git_soon(view.session)
-    return {"message": said}
+    if op["id"] in (checkout.ID, pulls.CREATE) and not view.session.disposed:
+        view.session.nursery.start_soon(refresh_github, view.session)  # the branch, or its request, moved
+    return said if isinstance(said, dict) else {"message": said}
 
 
 # -- reviews -------------------------------------------------------------------------------

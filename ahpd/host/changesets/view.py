@@ -39,6 +39,7 @@ from urllib.parse import quote
 import trio
 
 from ahpd import state as reducers
+from ahpd.host.changesets import checkout, pulls
 from ahpd.host.changesets.book import MARK, Book, book_of, refresh_git, run_off_loop
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports import git as gitport
@@ -357,6 +358,9 @@ class View:
             "confirmation": "Put the files back to the state the agent found them in? This cannot be undone.",
         }
         if self.scope == "uncommitted":
+            # A session nobody has spoken in may still choose the branch it starts from.
+            unused = [checkout.declared(status)] if checkout.unspoken(self.session) else []
+            proposals = pulls.declared(status) if pulls.offered(self.session) else []
             return [
                 commit,
                 {
@@ -376,9 +380,11 @@ class View:
                     "description": "Move a file, a folder or the whole changeset out of the index",
                 },
                 discard,
+                *proposals,
+                *unused,
             ]
         if self.scope == "session":
-            return [commit, revert, discard]
+            return [commit, revert, discard, *(pulls.declared(status) if pulls.offered(self.session) else [])]
         if self.scope.startswith("turn/"):
             return [revert]
         return []

@@ -112,6 +112,8 @@ async def authenticate(host: Host, peer: Peer, params: model.AuthenticateParams)
     if expires is not None and nursery is not None:
         clock = peer.token_clocks[params.resource] = trio.CancelScope()
         nursery.start_soon(_run_out, host, peer, known[params.resource], held, clock)
+    for lent in host.hooks.token_lent:
+        lent(host, params.resource)
     return {}
 
 

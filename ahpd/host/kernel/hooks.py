@@ -62,3 +62,6 @@ class KernelHooks:
     #: before the file system on ``resourceRead``: each returns the answer,
     #: or None when ``params`` names nothing of its own.
     readers: tuple[Callable[[Host, Any], Awaitable[dict[str, Any] | None]], ...] = ()
+    #: A client lent a token for ``resource`` (``authenticate``): what was
+    #: not found out without one (the pull request beside a branch) is asked again.
+    token_lent: tuple[Callable[[Host, str], None], ...] = ()

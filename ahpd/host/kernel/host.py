@@ -114,6 +114,9 @@ class Host:
     #: host a store; None serves no automations.
     automations: Any = None
     mcp_bridge: Any = None
+    #: GitHub's API for the pull request beside a branch (``ahpd.ports.github``,
+    #: set by the daemon); None: no pull request is looked up or offered.
+    github: Any = None
     #: Where ``isolation: worktree`` trees go (``<root>/<repo>/<name>``, set
     #: by ``--worktrees-root``); None: beside their repository.
     worktrees_root: Path | None = None

@@ -151,13 +151,17 @@ def set_meta(session: Session, key: str, value: Any) -> None:
     not move. Writing it down is the caller's to decide: what is derived
     (the git facts, re-read at every open) is not, what was recorded (an
     agent's artifacts) is."""
+    set_metas(session, {key: value})
+
+
+def set_metas(session: Session, values: dict[str, Any]) -> None:
+    """``set_meta`` for several keys that move together, said as one ``session/metaChanged``."""
     host = session.host
     if session.disposed or session.uri not in host.bus.channels:
         return
     before = session.state().get("_meta") or {}
-    meta = {k: v for k, v in before.items() if k != key}
-    if value is not None:
-        meta[key] = value
+    meta = {k: v for k, v in before.items() if k not in values}
+    meta.update({k: v for k, v in values.items() if v is not None})
     if meta == before:
         return
     host.bus.emit(
