@@ -349,6 +349,7 @@ class ClaudeBackend:
             at = resume_at if resume_id is not None else None
             conversation._client = await connect(resume_id, at)
             conversation.resumed_at = at
+            conversation.say_model(conversation.settings.get("model") or self.model)
             if self._learn(await conversation._client.get_server_info()):
                 log.info("%s: the CLI reported %d models", self.provider, len(self._models))
             if self.commands:

@@ -46,6 +46,7 @@ from ahpd.backends.claude.tools import PREFIX as CLIENT_TOOL_PREFIX
 from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
 from ahpd.backends.claude.wire import StreamMapper, pending_edit, usage_info
 from ahpd.backends.port import (
+    MODEL_META,
     BackendError,
     ClientToolCall,
     Event,
@@ -138,6 +139,8 @@ class ClaudeConversation:
         self.plugin_switches: dict[str, bool] = {}
         #: The rewind point the CLI was started at, if it was started at one.
         self.resumed_at: str | None = None
+        #: The model the CLI runs on, as last said (``_meta['ahpd.model']``).
+        self.model: str | None = None
         self._on_commands: Callable[[Any], list[dict[str, Any]]] | None = None
 
     async def configure(self, values: Mapping[str, Any]) -> bool:
@@ -152,7 +155,17 @@ class ClaudeConversation:
             except Exception as exc:  # noqa: BLE001 - the CLI's refusal, in its words
                 raise BackendError(f"Claude Code did not take the model {wanted['model']!r}: {exc}") from None
             self.settings["model"] = wanted["model"]
+            self.say_model(wanted["model"])
         return True
+
+    def say_model(self, model: str | None) -> None:
+        """Tell the session the model the CLI runs on now, when it moved:
+        what it was started or switched with, or - when nobody named one -
+        the model its ``init`` message says it chose."""
+        if not model or model == self.model:
+            return
+        self.model = model
+        self._emit(Update({"sessionUpdate": "session_info_update", "_meta": {MODEL_META: model}}))
 
     # -- the port ---------------------------------------------------------------------
 
@@ -478,6 +491,9 @@ class ClaudeConversation:
     def _on_message(self, message: Any) -> None:
         from claude_agent_sdk import AssistantMessage, ResultMessage, SystemMessage, ToolUseBlock  # see the docstring
 
+        if isinstance(message, SystemMessage) and message.subtype == "init" and self.model is None:
+            chosen = (message.data or {}).get("model")
+            self.say_model(chosen if isinstance(chosen, str) else None)
         if isinstance(message, SystemMessage) and message.subtype == "init" and self._on_init is not None:
             commands = self._on_init(message.data or {})
             if commands:

@@ -54,7 +54,7 @@ from ahpd.backends.translate import TurnTranslator, pending_edits
 
 # Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
 from ahpd.host.sessions import annotations as session_annotations
-from ahpd.host.sessions import session_config
+from ahpd.host.sessions import session_config, summaries
 from ahpd.host.sessions.chats import auto_approve, background_work, rewind, workers
 from ahpd.host.kernel.bus import utc_now
 from ahpd.host.kernel.supervise import supervised
@@ -387,6 +387,8 @@ def on_event(chat: Chat, event: Event) -> None:
                 chat.session.publish_commands(chat.commands)
         if event.update.get("sessionUpdate") in session_config.AGENT_UPDATES:
             session_config.agent_said(chat, event.update)
+        if event.update.get("sessionUpdate") == "session_info_update":
+            summaries.agent_said_info(chat.session, event.update)  # the model it is on
         if turn is None or turn.ended or not turn.live:
             return  # history replayed on resume, or a straggler of a turn that ended
         actions = turn.translator.feed(event.update)
