@@ -1,12 +1,16 @@
-"""What a Claude session's state says about the CLI behind it: the model it
-is on (``_meta['ahpd.model']``). The real bundled CLI against the fake
-Messages API, whose requests say which model the CLI asked for."""
+"""What a Claude session says about the CLI behind it and hands to it: the
+model it is on (``_meta['ahpd.model']``) and the shell init scripts sourced
+before its commands. The real bundled CLI against the fake Messages API,
+whose requests say which model the CLI asked for and what its shell answered."""
 
 from __future__ import annotations
 
+import json
+import tempfile
 from pathlib import Path
 
 import pytest
+import trio
 
 pytest.importorskip("claude_agent_sdk")
 
@@ -14,7 +18,7 @@ from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
 from .helpers import action_of, create, daemon_in_process, is_action, rpc, until  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
-from .test_session_config import _applied, _turn  # noqa: E402
+from .test_session_config import _applied, _refused, _turn  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -69,5 +73,78 @@ async def test_a_claude_session_says_the_model_it_is_on(tmp_path: Path) -> None:
                 assert "sonnet" in api.requests[-1]["model"]
                 state = (await ann.call("subscribe", {"channel": other}))["result"]["snapshot"]["state"]
                 assert state["_meta"]["ahpd.model"] == "sonnet"
+        daemon.terminate()
+        await daemon.wait()
+
+
+def _files_holding(script: str) -> list[Path]:
+    """The shell init files (in the temporary folder) that hold ``script``."""
+    return [p for p in Path(tempfile.gettempdir()).glob("ahpd-shell-init-*.sh") if p.read_text() == script]
+
+
+def _said(api: fake_api.FakeAnthropic, call_id: str) -> str:
+    """What the CLI's shell tool answered for ``call_id``, as the model was shown it."""
+    block = next(b for b in api.tool_results() if b.get("tool_use_id") == call_id)
+    content = block.get("content")
+    if isinstance(content, list):
+        return "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return str(content)
+
+
+async def test_the_bash_shell_init_script_runs_before_each_claude_command(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    # Told apart from every other test's by the folder named in it.
+    script = f"export AHPD_FOO=from-the-script  # {tmp_path}\necho noise-on-stderr >&2\nreturn 3\n"
+    command = {"command": 'echo "foo=$AHPD_FOO"', "description": "Say foo"}
+    with fake_api.FakeAnthropic().running() as api:
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as ann:
+                await ann.initialize("ann")
+                await _applied(
+                    ann, "ahp-root://", {"type": "root/configChanged", "config": {"globalAutoApproveEnabled": True}}, 1
+                )
+                uri, chat = await create(ann, work, provider="claude")
+                state = (await ann.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                prop = state["config"]["schema"]["properties"]["shellInitScripts"]
+                assert prop["readOnly"] is True and prop["sessionMutable"] is True
+                scripts = [{"shell": "bash", "script": script}, {"shell": "powershell", "script": "$x = 1"}]
+                await _applied(ann, uri, {"type": "session/configChanged", "config": {"shellInitScripts": scripts}}, 2)
+
+                # Sourced first: what it exported is there, its stderr is not, its status is said.
+                api.add(fake_api.tool_use("toolu_one", "Bash", command), fake_api.text("ok"))
+                notes, _ = await _turn(ann, chat, "run it", 3)
+                said = _said(api, "toolu_one")
+                assert "foo=from-the-script" in said and "status 3" in said and "noise" not in said
+                # The person is shown the command the model wrote.
+                ready = [action_of(n) for n in notes if is_action("chat/toolCallReady", chat)(n)]
+                assert [json.loads(r["toolInput"])["command"] for r in ready] == ['echo "foo=$AHPD_FOO"']
+                [init] = await trio.to_thread.run_sync(_files_holding, script)
+
+                # Rewritten on a change, live.
+                scripts = [{"shell": "bash", "script": "export AHPD_FOO=second\n"}]
+                await _applied(ann, uri, {"type": "session/configChanged", "config": {"shellInitScripts": scripts}}, 4)
+                api.add(fake_api.tool_use("toolu_two", "Bash", command), fake_api.text("ok"))
+                await _turn(ann, chat, "again", 5)
+                said = _said(api, "toolu_two")
+                assert "foo=second" in said and "status" not in said
+
+                # A PowerShell entry is kept and never sourced.
+                scripts = [{"shell": "powershell", "script": "$env:AHPD_FOO = 'ps'"}]
+                await _applied(ann, uri, {"type": "session/configChanged", "config": {"shellInitScripts": scripts}}, 6)
+                assert not await trio.to_thread.run_sync(init.exists)
+                api.add(fake_api.tool_use("toolu_three", "Bash", command), fake_api.text("ok"))
+                await _turn(ann, chat, "once more", 7)
+                assert "foo=\n" in _said(api, "toolu_three") + "\n" and "ps" not in _said(api, "toolu_three")
+                state = (await ann.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
+                assert state["config"]["values"]["shellInitScripts"] == scripts
+
+                # A list of the wrong shape is refused by name, and the one in force stays.
+                reason = await _refused(
+                    ann, uri, {"type": "session/configChanged", "config": {"shellInitScripts": [{"shell": "zsh"}]}}, 8
+                )
+                assert "shellInitScripts" in reason
+                await _applied(ann, uri, {"type": "session/configChanged", "config": {"shellInitScripts": []}}, 9)
         daemon.terminate()
         await daemon.wait()

@@ -40,7 +40,7 @@ from urllib.parse import unquote, urlparse
 import attrs
 import trio
 
-from ahpd.backends.claude import plugins as _claude_plugins
+from ahpd.backends.claude import plugins as _claude_plugins, shell_init
 from ahpd.backends.claude.tools import CONTRIBUTOR_META, ENDED, LEFT, ClientCall, ClientTools
 from ahpd.backends.claude.tools import PREFIX as CLIENT_TOOL_PREFIX
 from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
@@ -142,10 +142,18 @@ class ClaudeConversation:
         #: The model the CLI runs on, as last said (``_meta['ahpd.model']``).
         self.model: str | None = None
         self._on_commands: Callable[[Any], list[dict[str, Any]]] | None = None
+        #: A sandbox the session's stored config holds (``ClaudeBackend.sandbox_for``).
+        self.stored_sandbox: Any = None
+        #: The session's shell init scripts, sourced before each Bash command.
+        self.shell = shell_init.ShellInit(self._label)
 
     async def configure(self, values: Mapping[str, Any]) -> bool:
-        """A model is set live (``set_model``); an effort only when the CLI
-        starts, so a new one answers False: start again, resumed."""
+        """A model is set live (``set_model``), and the shell init scripts
+        (their file rewritten); an effort only when the CLI starts, so a new
+        one answers False: start again, resumed."""
+        if shell_init.KEY in values and values[shell_init.KEY] != self.settings.get(shell_init.KEY):
+            await self.shell.set(values[shell_init.KEY])
+            self.settings[shell_init.KEY] = values[shell_init.KEY]
         wanted = {k: v for k, v in values.items() if k in ("model", "effortLevel") and v}
         if wanted.get("effortLevel") != self.settings.get("effortLevel"):
             return False
@@ -159,9 +167,8 @@ class ClaudeConversation:
         return True
 
     def say_model(self, model: str | None) -> None:
-        """Tell the session the model the CLI runs on now, when it moved:
-        what it was started or switched with, or - when nobody named one -
-        the model its ``init`` message says it chose."""
+        """Tell the session the model the CLI runs on now, when it moved: the
+        one it was started or switched with, or else the one its ``init`` chose."""
         if not model or model == self.model:
             return
         self.model = model
@@ -450,7 +457,10 @@ class ClaudeConversation:
         number = next(self._ids)
         call_id = context.tool_use_id or f"claude-call-{number}"
         # A subagent's call is its own mapper's, and asked in its worker chat.
-        announced = self._mapper.announce_for(getattr(context, "agent_id", None), call_id, tool_name, tool_input)
+        shown = dict(tool_input)  # as the model wrote it: the sourcing of a shell init script is ours
+        if tool_name == "Bash" and isinstance(shown.get("command"), str):
+            shown["command"] = self.shell.strip(shown["command"])
+        announced = self._mapper.announce_for(getattr(context, "agent_id", None), call_id, tool_name, shown)
         if announced["sessionUpdate"] == "tool_call":
             self._emit(Update(announced))  # asked before the stream named it
         call = {**announced, "sessionUpdate": "tool_call_update", "status": "pending"}
