@@ -156,13 +156,14 @@ class ClaudeBackend:
         that a stored "on" makes a preset's "default" on. A preset's "off"
         is somebody asking for no sandbox, and wins. None leaves it to the
         CLI's own settings. "on" also forbids the model's way around it
-        (``allowUnsandboxedCommands``): a sandbox the CLI cannot make here
-        is its refusal to report, never a command run outside one."""
+        (``allowUnsandboxedCommands``) and a CLI that cannot make one
+        (``failIfUnavailable``: without bubblewrap on Linux it refuses to
+        start, in its own words): never a command run outside one."""
         mode = self.sandbox
         if mode == "default" and stored in ("on", True):
             mode = "on"
         if mode == "on":
-            return {"enabled": True, "allowUnsandboxedCommands": False}
+            return {"enabled": True, "failIfUnavailable": True, "allowUnsandboxedCommands": False}
         if mode == "off":
             return {"enabled": False}
         return None
