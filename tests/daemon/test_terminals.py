@@ -617,7 +617,21 @@ async def test_a_bang_command_is_refused_where_the_agent_cannot_be_told(tmp_path
             await dispatch(client, chat, start_turn("!ls"), 1)
             reason = (await refusal(client))["rejectionReason"]
             assert "cannot be told what a !command ran" in reason
+            # Nor is one queued (or sent to steer) to reach the model later as a question.
+            for seq, kind in ((2, "queued"), (3, "steering")):
+                queued = {
+                    "type": "chat/pendingMessageSet",
+                    "kind": kind,
+                    "id": f"m{seq}",
+                    "message": start_turn("!ls")["message"],
+                }
+                await dispatch(client, chat, queued, seq)
+                notes = await until(
+                    client, lambda n, seq=seq: n.get("params", {}).get("origin", {}).get("clientSeq") == seq
+                )
+                assert "cannot be told what a !command ran" in notes[-1]["params"].get("rejectionReason", ""), notes[-1]
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             assert state["turns"] == [] and state.get("activeTurn") is None
+            assert not state.get("queuedMessages") and not state.get("steeringMessage")
         daemon.terminate()
         assert await daemon.wait() == 0
