@@ -356,6 +356,8 @@ class ClaudeBackend:
         conversation.add_dirs = [str(working_root(d)) for d in additional_directories]
         conversation.settings = {k: v for k, v in (config or {}).items() if k in ("model", "effortLevel") and v}
         conversation.stored_sandbox = (config or {}).get(STORED_SANDBOX_KEY)
+        if STORED_SANDBOX_KEY in (config or {}):  # what it runs with, so a turn does not ask again
+            conversation.settings[STORED_SANDBOX_KEY] = (config or {})[STORED_SANDBOX_KEY]
         if shell_init.KEY in (config or {}):
             await conversation.shell.set((config or {})[shell_init.KEY])
             conversation.settings[shell_init.KEY] = (config or {})[shell_init.KEY]
