@@ -6,6 +6,7 @@ whose requests say which model the CLI asked for and what its shell answered."""
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,9 +15,10 @@ import trio
 
 pytest.importorskip("claude_agent_sdk")
 
+from ahpd.host.sessions.store import _name  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import action_of, create, daemon_in_process, is_action, rpc, until  # noqa: E402
+from .helpers import action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
 from .test_session_config import _applied, _refused, _turn  # noqa: E402
 
@@ -148,3 +150,45 @@ async def test_the_bash_shell_init_script_runs_before_each_claude_command(tmp_pa
                 await _applied(ann, uri, {"type": "session/configChanged", "config": {"shellInitScripts": []}}, 9)
         daemon.terminate()
         await daemon.wait()
+
+
+async def test_a_session_stored_with_the_sandbox_on_stays_sandboxed(tmp_path: Path) -> None:
+    """A session a window switched the sandbox on for, under the reference
+    host's key, still runs sandboxed after an upgrade that declares no such
+    key: where the CLI cannot make a sandbox, it refuses to start the turn."""
+    home, work, data = tmp_path / "home", tmp_path / "work", tmp_path / "d"
+    home.mkdir()
+    work.mkdir()
+    with fake_api.FakeAnthropic().running() as api:
+        async with daemon_in_process(data, env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as ann:
+                await ann.initialize("ann")
+                uri, chat = await create(ann, work, provider="claude")
+            daemon.terminate()
+            await daemon.wait()
+        head_file = data / "sessions" / _name(uri) / "session.json"
+        head = json.loads(await trio.Path(head_file).read_text())
+        head["config"]["values"]["sandboxEnabled"] = "on"
+        await trio.Path(head_file).write_text(json.dumps(head))
+        async with daemon_in_process(data, env=_env(api.url, str(home))) as daemon:
+            async with rpc(daemon.url) as ann:
+                await ann.initialize("ann")
+                await ann.call("subscribe", {"channel": uri}, timeout=60)
+                await ann.call("subscribe", {"channel": chat}, timeout=60)
+                await dispatch(ann, chat, start_turn("touch something"), 1)
+                notes = await until(
+                    ann,
+                    lambda n: (
+                        (action_of(n) or {}).get("type") in ("chat/turnComplete", "chat/error")
+                        and n["params"]["channel"] == chat
+                    ),
+                )
+                ended = action_of(notes[-1])
+                if shutil.which("bwrap") is None:  # no sandbox to be had here: the CLI's refusal, said
+                    assert ended["type"] == "chat/error", ended
+                    assert "sandbox required but unavailable" in ended["part"]["error"]["message"].lower()
+                    assert api.requests == []  # no model was asked
+                else:
+                    assert ended["type"] == "chat/turnComplete", ended
+            daemon.terminate()
+            await daemon.wait()
