@@ -385,6 +385,31 @@ async def test_bang_command_in_a_chat(tmp_path) -> None:
         assert await daemon.wait() == 0
 
 
+async def test_a_queued_bang_command_runs_in_a_terminal(tmp_path) -> None:
+    """A !command queued rather than started is taken up as a !command turn,
+    not handed to the agent as a question."""
+    from .helpers import create, dispatch, is_action, start_turn
+
+    env = env_for(tmp_path)
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            _, chat = await create(client, Path(env["HOME"]) / "work")
+            message = start_turn("!echo queued-$((6*7))")["message"]
+            await dispatch(
+                client, chat, {"type": "chat/pendingMessageSet", "kind": "queued", "id": "q1", "message": message}, 1
+            )
+            notes = await until(client, is_action("chat/turnComplete", chat))
+            [started] = [action_of(n) for n in notes if is_action("chat/turnStarted", chat)(n)]
+            assert started["queuedMessageId"] == "q1"
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            parts = state["turns"][-1]["responseParts"]
+            assert [p["kind"] for p in parts] == ["toolCall", "markdown"]
+            assert "queued-42" in parts[1]["content"] and not state.get("queuedMessages")
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
 async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
     from .helpers import create, dispatch, is_action, start_turn
 

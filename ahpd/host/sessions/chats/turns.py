@@ -57,6 +57,7 @@ from ahpd.host.sessions import annotations as session_annotations
 from ahpd.host.sessions import session_config, summaries
 from ahpd.host.sessions.chats import auto_approve, background_work, rewind, workers
 from ahpd.host.kernel.bus import utc_now
+from ahpd.host.kernel.dispatch import Apply
 from ahpd.host.kernel.supervise import supervised
 
 if TYPE_CHECKING:
@@ -354,17 +355,22 @@ def take_up_queued(chat: Chat) -> None:
     if state.get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended) or not pending:
         return
     turn_id = chat.host.sessions.new_turn_id()
-    chat.host.bus.emit(
-        chat.uri,
-        {
-            "type": "chat/turnStarted",
-            "turnId": turn_id,
-            "startedAt": utc_now(),
-            "message": pending["message"],
-            "queuedMessageId": pending["id"],
-            **_sender_of(pending["message"]),
-        },
-    )
+    started = {
+        "type": "chat/turnStarted",
+        "turnId": turn_id,
+        "startedAt": utc_now(),
+        "message": pending["message"],
+        "queuedMessageId": pending["id"],
+        **_sender_of(pending["message"]),
+    }
+    for taker in chat.hooks.turn_takers:  # a queued !command runs in a terminal too
+        taken = taker(chat.host, None, chat, started)
+        if isinstance(taken, Apply):
+            chat.host.bus.emit(chat.uri, started)
+            if taken.after is not None:
+                taken.after()
+            return
+    chat.host.bus.emit(chat.uri, started)
     start_turn(chat, turn_id, pending["message"])
 
 
