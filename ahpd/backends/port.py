@@ -90,6 +90,11 @@ SKILL_META = "ahpd.skill"
 #: call (a Task or Agent call) that runs it. The host draws such updates in
 #: that call's worker chat, never in the chat that made the call.
 PARENT_CALL_META = "ahpd.parentToolCallId"
+#: The ``_meta`` key of an ACP ``session_info_update`` that names the model
+#: the agent runs on now: the host puts it on the session's ``_meta`` under
+#: the same name, since ``SessionState`` declares no model and a turn's
+#: ``UsageInfo.model`` says only what a past turn ran on.
+MODEL_META = "ahpd.model"
 EventSink = Callable[[Event], None]
 
 

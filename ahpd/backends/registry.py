@@ -9,7 +9,16 @@ Agents come from ``config.toml``::
     displayName = "Gemini CLI"
 
 and from ``ahpd run --agent NAME=COMMAND`` (the command split like a shell
-would). The demo agent is always there, so everything works offline; it is
+would). An entry with ``type = "claude"`` is a Claude Code preset instead of
+an ACP agent, offered under its own name when the ``claude`` extra is
+installed::
+
+    [agents.claude-boxed]
+    type = "claude"
+    sandbox = "on"        # "default" (the CLI's settings decide), "on" or "off"
+    model = "sonnet"
+    env = { CLAUDE_CODE_MAX_OUTPUT_TOKENS = "8000" }
+ The demo agent is always there, so everything works offline; it is
 the default provider unless another agent is configured first. Claude Code
 is offered as ``claude`` when the ``claude`` extra is installed.
 
@@ -38,6 +47,7 @@ log = logging.getLogger("ahpd.config")
 
 DEMO = "demo"
 AGENT_KEYS = frozenset({"command", "args", "env", "displayName", "description"})
+CLAUDE_KEYS = frozenset({"type", "sandbox", "model", "env", "displayName", "description"})
 TOP_LEVEL_KEYS = frozenset({"agents"})
 
 
@@ -55,7 +65,7 @@ def _demo(data_dir: Path) -> Backend:
     )
 
 
-def _claude() -> Backend | None:
+def _claude(name: str = "claude", entry: Mapping[str, Any] | None = None) -> Backend | None:
     """Claude Code, when the ``claude`` extra (claude-agent-sdk) is installed.
 
     Asked of the installed distribution rather than by importing the SDK
@@ -74,9 +84,29 @@ def _claude() -> Backend | None:
     # Imported only when the extra is there: the backend and its helpers are
     # 25-35 ms of import (python -X importtime, on this loaded 2-core machine)
     # that a daemon without Claude Code would spend for nothing.
-    from ahpd.backends.claude.backend import ClaudeBackend
+    from ahpd.backends.claude.backend import SANDBOX_MODES, ClaudeBackend
 
-    return ClaudeBackend()
+    if entry is None:
+        return ClaudeBackend()
+    for key in sorted(set(entry) - CLAUDE_KEYS):
+        log.warning("config: [agents.%s] %s is not a key of a Claude preset; ignored", name, key)
+    sandbox = entry.get("sandbox", "default")
+    if sandbox not in SANDBOX_MODES:
+        raise ConfigError(f"[agents.{name}] sandbox is one of {', '.join(SANDBOX_MODES)}, not {sandbox!r}")
+    model, env = entry.get("model"), entry.get("env", {})
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(f"[agents.{name}] model must be a string")
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ConfigError(f"[agents.{name}] env must be a table of strings")
+    extra = {k: entry[k] for k in ("displayName", "description") if isinstance(entry.get(k), str)}
+    return ClaudeBackend(
+        name,
+        env=env,
+        model=model,
+        sandbox=sandbox,
+        **({"display_name": extra["displayName"]} if "displayName" in extra else {}),
+        **({"description": extra["description"]} if "description" in extra else {}),
+    )
 
 
 def _acp(name: str, entry: Mapping[str, Any]) -> AcpBackend:
@@ -109,6 +139,7 @@ def _acp(name: str, entry: Mapping[str, Any]) -> AcpBackend:
 def build_backends(config: Mapping[str, Any], cli_agents: Iterable[str], data_dir: Path) -> dict[str, Backend]:
     """Configured agents first (the first is the default provider), demo last."""
     configured: dict[str, AcpBackend] = {}
+    presets: dict[str, Backend] = {}
     for key in sorted(set(config) - TOP_LEVEL_KEYS):
         log.warning("config: %s is not a key ahpd knows; ignored (known: %s)", key, ", ".join(sorted(TOP_LEVEL_KEYS)))
     agents = config.get("agents", {})
@@ -117,12 +148,22 @@ def build_backends(config: Mapping[str, Any], cli_agents: Iterable[str], data_di
     for name, entry in agents.items():
         if not isinstance(entry, dict):
             raise ConfigError(f"[agents.{name}] must be a table")
+        if entry.get("type") == "claude":
+            preset = _claude(name, entry)
+            if preset is None:
+                log.warning("agent %s: a Claude preset, but the claude extra is not installed; not offered", name)
+            else:
+                presets[name] = preset
+            continue
+        if "type" in entry:
+            raise ConfigError(f'[agents.{name}] type is "claude" or left out (an ACP agent), not {entry["type"]!r}')
         configured[name] = _acp(name, entry)
     for spec in cli_agents:
         name, sep, command = spec.partition("=")
         if not sep or not name or not command.strip():
             raise ConfigError(f"--agent {spec!r}: expected NAME=COMMAND")
         argv = shlex.split(command)
+        presets.pop(name, None)  # the command line's word over the config file's
         configured[name] = _acp(name, {"command": argv[0], "args": argv[1:]})
     missing = [name for name, backend in configured.items() if not command_found(backend.command)]
     for name in missing:
@@ -131,7 +172,7 @@ def build_backends(config: Mapping[str, Any], cli_agents: Iterable[str], data_di
             name,
             configured[name].command,
         )
-    backends: dict[str, Backend] = dict(configured)
+    backends: dict[str, Backend] = {**configured, **presets}
     backends.setdefault(DEMO, _demo(data_dir))
     if "claude" not in backends and (claude := _claude()) is not None:
         backends["claude"] = claude

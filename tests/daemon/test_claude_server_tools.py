@@ -60,7 +60,9 @@ async def test_claude_records_an_artifact_with_the_host_tool(tmp_path: Path) -> 
                 ]
                 [held] = meta[KEY]
                 assert {k: held[k] for k in item} == item
-                seen = await until(other, is_action("session/metaChanged", uri))
+                seen = await until(
+                    other, lambda n: is_action("session/metaChanged", uri)(n) and KEY in (action_of(n)["_meta"] or {})
+                )
                 assert action_of(seen[-1])["_meta"][KEY] == [held]
                 # Run without asking (recording is not a confirmed tool) and answered in the reference's words.
                 assert not any(is_action("session/inputNeededSet", uri)(n) for n in notes)

@@ -385,6 +385,31 @@ async def test_bang_command_in_a_chat(tmp_path) -> None:
         assert await daemon.wait() == 0
 
 
+async def test_a_queued_bang_command_runs_in_a_terminal(tmp_path) -> None:
+    """A !command queued rather than started is taken up as a !command turn,
+    not handed to the agent as a question."""
+    from .helpers import create, dispatch, is_action, start_turn
+
+    env = env_for(tmp_path)
+    async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+        async with rpc(daemon.url) as client:
+            await client.initialize("ann")
+            _, chat = await create(client, Path(env["HOME"]) / "work")
+            message = start_turn("!echo queued-$((6*7))")["message"]
+            await dispatch(
+                client, chat, {"type": "chat/pendingMessageSet", "kind": "queued", "id": "q1", "message": message}, 1
+            )
+            notes = await until(client, is_action("chat/turnComplete", chat))
+            [started] = [action_of(n) for n in notes if is_action("chat/turnStarted", chat)(n)]
+            assert started["queuedMessageId"] == "q1"
+            state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
+            parts = state["turns"][-1]["responseParts"]
+            assert [p["kind"] for p in parts] == ["toolCall", "markdown"]
+            assert "queued-42" in parts[1]["content"] and not state.get("queuedMessages")
+        daemon.terminate()
+        assert await daemon.wait() == 0
+
+
 async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
     from .helpers import create, dispatch, is_action, start_turn
 
@@ -617,7 +642,21 @@ async def test_a_bang_command_is_refused_where_the_agent_cannot_be_told(tmp_path
             await dispatch(client, chat, start_turn("!ls"), 1)
             reason = (await refusal(client))["rejectionReason"]
             assert "cannot be told what a !command ran" in reason
+            # Nor is one queued (or sent to steer) to reach the model later as a question.
+            for seq, kind in ((2, "queued"), (3, "steering")):
+                queued = {
+                    "type": "chat/pendingMessageSet",
+                    "kind": kind,
+                    "id": f"m{seq}",
+                    "message": start_turn("!ls")["message"],
+                }
+                await dispatch(client, chat, queued, seq)
+                notes = await until(
+                    client, lambda n, seq=seq: n.get("params", {}).get("origin", {}).get("clientSeq") == seq
+                )
+                assert "cannot be told what a !command ran" in notes[-1]["params"].get("rejectionReason", ""), notes[-1]
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             assert state["turns"] == [] and state.get("activeTurn") is None
+            assert not state.get("queuedMessages") and not state.get("steeringMessage")
         daemon.terminate()
         assert await daemon.wait() == 0

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ahpd.backends.claude import plugins as _claude_plugins, transcripts as _claude_transcripts
+from ahpd.backends.claude import plugins as _claude_plugins, shell_init, transcripts as _claude_transcripts
 from ahpd.backends.claude.conversation import ClaudeConversation, configured_servers, words
 from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
 from ahpd.backends.claude.offers import available_commands, models_from_init
@@ -58,6 +58,14 @@ PROVIDER = "claude"
 ANTHROPIC_RESOURCE = "https://api.anthropic.com"
 
 TransportFactory = Callable[["ClaudeAgentOptions"], "SdkTransport"]
+
+#: A preset's ``sandbox``: leave it to the CLI's settings files, or set it on or off.
+SANDBOX_MODES = ("default", "on", "off")
+#: The reference host's session key for the sandbox. Not declared here (a
+#: preset decides), but a session stored while a window could set it may
+#: still hold an "on", which is kept: an upgrade never runs a session less
+#: sandboxed than it was (:meth:`ClaudeBackend.sandbox_for`).
+STORED_SANDBOX_KEY = "sandboxEnabled"
 
 
 class ClaudeBackend:
@@ -83,8 +91,13 @@ class ClaudeBackend:
         start_timeout: float = 60.0,
         cancel_grace: float = 30.0,
         shutdown_timeout: float = 20.0,
+        sandbox: str = "default",
     ) -> None:
+        if sandbox not in SANDBOX_MODES:
+            raise ValueError(f"sandbox is one of {', '.join(SANDBOX_MODES)}, not {sandbox!r}")
         self.provider = provider
+        #: The preset's sandbox for shell commands (:data:`SANDBOX_MODES`).
+        self.sandbox = sandbox
         self.cli_path = cli_path
         #: Set over the daemon's own environment for every CLI, never instead of it.
         self.env = dict(env or {})
@@ -133,12 +146,36 @@ class ClaudeBackend:
         """The CLI's slash commands, as ACP ``AvailableCommand`` wire JSON."""
         return available_commands((self.server_info or {}).get("commands"), self.skills)
 
+    #: Session config keys kept for a backend that no longer declares them
+    #: (the host hands them on with the rest): the stored sandbox.
+    config_kept = (STORED_SANDBOX_KEY,)
+
+    def sandbox_for(self, stored: Any) -> dict[str, Any] | None:
+        """The SDK's ``sandbox`` option for a session whose config holds
+        ``stored`` under :data:`STORED_SANDBOX_KEY`: the preset's, except
+        that a stored "on" makes a preset's "default" on. A preset's "off"
+        is somebody asking for no sandbox, and wins. None leaves it to the
+        CLI's own settings. "on" also forbids the model's way around it
+        (``allowUnsandboxedCommands``) and a CLI that cannot make one
+        (``failIfUnavailable``: without bubblewrap on Linux it refuses to
+        start, in its own words): never a command run outside one."""
+        mode = self.sandbox
+        if mode == "default" and stored in ("on", True):
+            mode = "on"
+        if mode == "on":
+            return {"enabled": True, "failIfUnavailable": True, "allowUnsandboxedCommands": False}
+        if mode == "off":
+            return {"enabled": False}
+        return None
+
     def config_properties(self) -> dict[str, dict[str, Any]]:
-        """The session config the CLI takes: the model. Its thinking level is
-        each model's own ``configSchema`` (``thinkingLevel``), so no
-        session-wide effort key is offered beside it."""
+        """The session config the CLI takes: the model, and the shell init
+        scripts (:mod:`~ahpd.backends.claude.shell_init`). A model's thinking
+        level is its own ``configSchema`` (``thinkingLevel``), so no
+        session-wide effort key is offered beside it; the sandbox is the
+        preset's (:meth:`sandbox_for`), so no key is offered for it."""
         if not self._models:
-            return {}
+            return {shell_init.KEY: dict(shell_init.PROPERTY)}
         model: dict[str, Any] = {
             "type": "string",
             "title": "Model",
@@ -148,7 +185,7 @@ class ClaudeBackend:
         }
         if self.model in model["enum"]:
             model["default"] = self.model
-        return {"model": model}
+        return {"model": model, shell_init.KEY: dict(shell_init.PROPERTY)}
 
     def _learn(self, info: Mapping[str, Any] | None) -> bool:
         """Keep what the CLI said at ``initialize``; True when the models moved."""
@@ -228,7 +265,7 @@ class ClaudeBackend:
         api_key: str | None,
         resume_at: str | None = None,
     ) -> ClaudeAgentOptions:
-        from claude_agent_sdk import ClaudeAgentOptions  # on first use: see the module's docstring
+        from claude_agent_sdk import ClaudeAgentOptions, HookMatcher  # on first use: see the module's docstring
 
         settings = conversation.settings
         # The daemon's own environment, then ours: whether or not the SDK
@@ -253,6 +290,9 @@ class ClaudeBackend:
             mcp_servers={CLIENT_TOOL_SERVER: conversation._tools.server_config()},
             plugins=_claude_plugins.local(conversation.plugins),
             settings=_claude_plugins.settings(conversation.plugin_switches),
+            sandbox=self.sandbox_for(conversation.stored_sandbox),  # type: ignore[arg-type]
+            # The SDK types a hook's input and answer as TypedDicts; ours reads and answers plain dicts.
+            hooks={"PreToolUse": [HookMatcher(matcher="Bash", hooks=[conversation.shell.before_bash])]},  # type: ignore[list-item]
             # When to record an artifact, said where the CLI's prompt takes an append.
             system_prompt=(
                 {"type": "preset", "preset": "claude_code", "append": instructions}
@@ -315,6 +355,12 @@ class ClaudeBackend:
         # only here, so a change of either starts it again, resumed.
         conversation.add_dirs = [str(working_root(d)) for d in additional_directories]
         conversation.settings = {k: v for k, v in (config or {}).items() if k in ("model", "effortLevel") and v}
+        conversation.stored_sandbox = (config or {}).get(STORED_SANDBOX_KEY)
+        if STORED_SANDBOX_KEY in (config or {}):  # what it runs with, so a turn does not ask again
+            conversation.settings[STORED_SANDBOX_KEY] = (config or {})[STORED_SANDBOX_KEY]
+        if shell_init.KEY in (config or {}):
+            await conversation.shell.set((config or {})[shell_init.KEY])
+            conversation.settings[shell_init.KEY] = (config or {})[shell_init.KEY]
         conversation.plugins = [str(p) for p in plugins]
         conversation.plugin_switches = dict(plugin_switches or {})
         conversation._on_commands = self._commands_now
@@ -349,6 +395,7 @@ class ClaudeBackend:
             at = resume_at if resume_id is not None else None
             conversation._client = await connect(resume_id, at)
             conversation.resumed_at = at
+            conversation.say_model(conversation.settings.get("model") or self.model)
             if self._learn(await conversation._client.get_server_info()):
                 log.info("%s: the CLI reported %d models", self.provider, len(self._models))
             if self.commands:
@@ -372,6 +419,7 @@ class ClaudeBackend:
                         await conversation._client.disconnect()
                 except Exception:  # noqa: BLE001 - closing is best effort, and logged
                     log.exception("%s[%s]: closing the CLI failed", self.provider, backend_id)
+                await conversation.shell.close()
 
     def _commands_now(self, commands: Any) -> list[dict[str, Any]]:
         """The commands a reload answered (a plugin switched moves them): kept, and re-marked."""

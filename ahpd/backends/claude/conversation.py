@@ -40,12 +40,13 @@ from urllib.parse import unquote, urlparse
 import attrs
 import trio
 
-from ahpd.backends.claude import plugins as _claude_plugins
+from ahpd.backends.claude import plugins as _claude_plugins, shell_init
 from ahpd.backends.claude.tools import CONTRIBUTOR_META, ENDED, LEFT, ClientCall, ClientTools
 from ahpd.backends.claude.tools import PREFIX as CLIENT_TOOL_PREFIX
 from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
 from ahpd.backends.claude.wire import StreamMapper, pending_edit, usage_info
 from ahpd.backends.port import (
+    MODEL_META,
     BackendError,
     ClientToolCall,
     Event,
@@ -138,11 +139,21 @@ class ClaudeConversation:
         self.plugin_switches: dict[str, bool] = {}
         #: The rewind point the CLI was started at, if it was started at one.
         self.resumed_at: str | None = None
+        #: The model the CLI runs on, as last said (``_meta['ahpd.model']``).
+        self.model: str | None = None
         self._on_commands: Callable[[Any], list[dict[str, Any]]] | None = None
+        #: A sandbox the session's stored config holds (``ClaudeBackend.sandbox_for``).
+        self.stored_sandbox: Any = None
+        #: The session's shell init scripts, sourced before each Bash command.
+        self.shell = shell_init.ShellInit(self._label)
 
     async def configure(self, values: Mapping[str, Any]) -> bool:
-        """A model is set live (``set_model``); an effort only when the CLI
-        starts, so a new one answers False: start again, resumed."""
+        """A model is set live (``set_model``), and the shell init scripts
+        (their file rewritten); an effort only when the CLI starts, so a new
+        one answers False: start again, resumed."""
+        if shell_init.KEY in values and values[shell_init.KEY] != self.settings.get(shell_init.KEY):
+            await self.shell.set(values[shell_init.KEY])
+            self.settings[shell_init.KEY] = values[shell_init.KEY]
         wanted = {k: v for k, v in values.items() if k in ("model", "effortLevel") and v}
         if wanted.get("effortLevel") != self.settings.get("effortLevel"):
             return False
@@ -152,7 +163,16 @@ class ClaudeConversation:
             except Exception as exc:  # noqa: BLE001 - the CLI's refusal, in its words
                 raise BackendError(f"Claude Code did not take the model {wanted['model']!r}: {exc}") from None
             self.settings["model"] = wanted["model"]
+            self.say_model(wanted["model"])
         return True
+
+    def say_model(self, model: str | None) -> None:
+        """Tell the session the model the CLI runs on now, when it moved: the
+        one it was started or switched with, or else the one its ``init`` chose."""
+        if not model or model == self.model:
+            return
+        self.model = model
+        self._emit(Update({"sessionUpdate": "session_info_update", "_meta": {MODEL_META: model}}))
 
     # -- the port ---------------------------------------------------------------------
 
@@ -437,7 +457,10 @@ class ClaudeConversation:
         number = next(self._ids)
         call_id = context.tool_use_id or f"claude-call-{number}"
         # A subagent's call is its own mapper's, and asked in its worker chat.
-        announced = self._mapper.announce_for(getattr(context, "agent_id", None), call_id, tool_name, tool_input)
+        shown = dict(tool_input)  # as the model wrote it: the sourcing of a shell init script is ours
+        if tool_name == "Bash" and isinstance(shown.get("command"), str):
+            shown["command"] = self.shell.strip(shown["command"])
+        announced = self._mapper.announce_for(getattr(context, "agent_id", None), call_id, tool_name, shown)
         if announced["sessionUpdate"] == "tool_call":
             self._emit(Update(announced))  # asked before the stream named it
         call = {**announced, "sessionUpdate": "tool_call_update", "status": "pending"}
@@ -478,6 +501,9 @@ class ClaudeConversation:
     def _on_message(self, message: Any) -> None:
         from claude_agent_sdk import AssistantMessage, ResultMessage, SystemMessage, ToolUseBlock  # see the docstring
 
+        if isinstance(message, SystemMessage) and message.subtype == "init" and self.model is None:
+            chosen = (message.data or {}).get("model")
+            self.say_model(chosen if isinstance(chosen, str) else None)
         if isinstance(message, SystemMessage) and message.subtype == "init" and self._on_init is not None:
             commands = self._on_init(message.data or {})
             if commands:

@@ -170,11 +170,25 @@ class ClientTools:
     # -- the MCP server --------------------------------------------------------
 
     def server_config(self) -> McpSdkServerConfig:
-        """The ``mcp_servers`` entry: ``{"ahp": <this>}``'s value."""
-        if self._server is None:
-            from claude_agent_sdk._internal._mcp_compat import build_tool_server
+        """The ``mcp_servers`` entry: ``{"ahp": <this>}``'s value.
 
-            self._server = build_tool_server(SERVER_NAME, "1.0.0", self._tools, self._run)
+        Our own ``mcp`` lowlevel ``Server``, which the SDK documents taking in
+        place of ``create_sdk_mcp_server`` ("bringing your own server"): that
+        helper freezes its tool list when it is made, and ours changes with
+        the announced set. Built on mcp 2's constructor callbacks (the
+        ``mcp`` requirement is ``>=2``); on mcp 1 the SDK could not pass a
+        client's cancellation to a server it did not build itself."""
+        if self._server is None:
+            from mcp.server import Server
+            from mcp.types import ListToolsResult
+
+            async def listed(context: Any, params: Any) -> ListToolsResult:
+                return ListToolsResult(tools=list(self._tools))
+
+            async def called(context: Any, params: Any) -> Any:
+                return await self._run(params.name, dict(params.arguments or {}))
+
+            self._server = Server(SERVER_NAME, version="1.0.0", on_list_tools=listed, on_call_tool=called)
         return {"type": "sdk", "name": SERVER_NAME, "instance": self._server}
 
     def set(self, announced: Mapping[str, Sequence[Mapping[str, Any]]]) -> bool:

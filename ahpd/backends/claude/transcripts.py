@@ -4,6 +4,17 @@ The CLI writes each conversation to ``~/.claude/projects/<project>/<id>.jsonl``
 (``$CLAUDE_CONFIG_DIR`` instead of ``~/.claude`` when set). The SDK ships the
 readers (``list_sessions``, ``get_session_messages``, ``delete_session``);
 they are blocking file reads, so these run in a worker thread.
+
+One piece is not public: ``get_session_messages`` hands back each entry's
+raw message dict, and turning one into the typed message a live stream
+carries (what :class:`~ahpd.backends.claude.wire.StreamMapper` reads, so a
+past turn is drawn exactly as a live one) is the SDK's
+``_internal.message_parser.parse_message``, which it does not export. A
+parser of our own would be a second copy of the SDK's block shapes to keep
+in step with every CLI release, so the ``claude`` extra pins the SDK's
+version exactly (``pyproject.toml``), and the history tests
+(``tests/backends/test_claude_e2e.py``, ``tests/daemon/test_claude_catalogue.py``)
+say when a new release moved it.
 """
 
 from __future__ import annotations

@@ -71,5 +71,6 @@ class SessionHooks:
     turn_action: tuple[Callable[[Chat, dict[str, Any]], None], ...] = ()
     #: A turn a client starts that a feature takes instead of the agent (a
     #: ``!command`` runs in a terminal): each returns its decision, or None.
-    turn_takers: tuple[Callable[[Host, Peer, Chat, dict[str, Any]], Refuse | Apply | None], ...] = ()
+    #: Asked too for a queued message the host takes up (no connection: None).
+    turn_takers: tuple[Callable[[Host, Peer | None, Chat, dict[str, Any]], Refuse | Apply | None], ...] = ()
     stored_record: Callable[[SessionManager, str, StoredConversation], Awaitable[dict[str, Any]]] | None = None

@@ -27,6 +27,8 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
+import jsonschema
+
 from ahpd.backends.port import BackendError
 from ahpd.host.kernel.dispatch import Apply, Refuse
 
@@ -85,6 +87,11 @@ def check(backend: Any, key: str, value: Any, values: Mapping[str, Any]) -> str 
     if enum is not None and value not in enum:
         title = str(prop.get("title") or key).lower()
         return f"the {provider} agent offers no {title} {value!r}; it offers {', '.join(map(str, enum))}"
+    if prop.get("type") in ("array", "object"):  # a shape, checked against the property's own schema
+        wrong = next(iter(jsonschema.Draft202012Validator(prop).iter_errors(value)), None)
+        if wrong is not None:
+            where = "".join(f"[{p!r}]" for p in wrong.absolute_path)
+            return f"{key}{where} does not fit the {provider} agent's schema: {wrong.message}"
     return None
 
 
@@ -104,7 +111,9 @@ def desired(chat: Chat) -> dict[str, Any]:
     backend = chat.session.backend
     props = properties(backend)
     values = (chat.session.state().get("config") or {}).get("values") or {}
-    return {k: v for k, v in values.items() if k in props or k == EFFORT}
+    # And what a backend keeps of keys it no longer declares (a stored sandbox).
+    kept = getattr(backend, "config_kept", ())
+    return {k: v for k, v in values.items() if k in props or k == EFFORT or k in kept}
 
 
 async def settle(chat: Chat, conversation: Any) -> Any:

@@ -28,8 +28,10 @@ Client rules for the read and archived bits and for titles live here too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ahpd.backends.port import MODEL_META
 from ahpd.host.kernel.dispatch import Apply, Refuse
 from ahpd.host.sessions.common import IS_ARCHIVED
 
@@ -168,6 +170,23 @@ def set_metas(session: Session, values: dict[str, Any]) -> None:
         session.uri, {"type": "session/metaChanged", "_meta": meta} if meta else {"type": "session/metaChanged"}
     )
     session.manager.notify_summary(session, {"_meta": meta})
+
+
+#: What an agent may put on its session's ``_meta`` itself, through an ACP
+#: ``session_info_update``'s own ``_meta``: the model it runs on now.
+AGENT_META = (MODEL_META,)
+
+
+def agent_said_info(session: Session, update: Mapping[str, Any]) -> None:
+    """An agent's ``session_info_update``: the keys of its ``_meta`` an agent
+    may set (:data:`AGENT_META`) go onto the session's, each through
+    :func:`set_meta`; the rest of the update is the agent's own business."""
+    meta = update.get("_meta")
+    if not isinstance(meta, Mapping):
+        return
+    for key in AGENT_META:
+        if key in meta and (meta[key] is None or isinstance(meta[key], str)):
+            set_meta(session, key, meta[key] or None)
 
 
 # -- what clients dispatch ----------------------------------------------------------

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 PREVIEW = 16 * 1024
 
 
-def command_turn(host: Host, peer: Peer, chat: Any, action: dict[str, Any]) -> Refuse | Apply:
+def command_turn(host: Host, peer: Peer | None, chat: Any, action: dict[str, Any]) -> Refuse | Apply:
     """A turn whose message starts with ``!``: the rest runs in a terminal
     the session claims, and never reaches the agent. Its backend is told
     what ran (``ran``), so that the agent hears of it with the next prompt;
@@ -46,7 +46,8 @@ def command_turn(host: Host, peer: Peer, chat: Any, action: dict[str, Any]) -> R
         )
     if not command:
         return Refuse("a ! message names a command to run after the !")
-    shell = peer.config.get("defaultShell") or os.environ.get("SHELL") or "/bin/sh"
+    # The connection's shell; a queued message the host takes up has no connection.
+    shell = (peer.config.get("defaultShell") if peer is not None else None) or os.environ.get("SHELL") or "/bin/sh"
 
     def start() -> None:
         turn = chat.turn = TurnRunner(chat, action["turnId"], previous=chat.turn)
@@ -185,7 +186,7 @@ def capabilities_of(host: Any) -> dict[str, Any]:
     return {"terminalCommandPrefix": "!"} if host.terminals is not None else {}
 
 
-def take_command_turn(host: Any, peer: Peer, chat: Chat, action: dict[str, Any]) -> Refuse | Apply | None:
+def take_command_turn(host: Any, peer: Peer | None, chat: Chat, action: dict[str, Any]) -> Refuse | Apply | None:
     """A ``!command`` runs in a terminal, not sent to the agent."""
     if host.terminals is None or not action["message"].get("text", "").startswith("!"):
         return None

@@ -202,6 +202,12 @@ def pending_message_set(host: Host, peer: Peer, channel: str, action: dict[str, 
     chat = _chat(host, channel)
     if chat is None:
         return Refuse(f"{channel} is not a chat this host runs")
+    # A message a feature would take as a turn (a !command) and refuses is
+    # refused here too, rather than reach the agent later as a question.
+    as_turn = {"type": "chat/turnStarted", "turnId": action["id"], "message": action["message"]}
+    for taker in chat.hooks.turn_takers:
+        if isinstance(taken := taker(host, peer, chat, as_turn), Refuse):
+            return taken
     turn, conversation = chat.turn, chat.conversation
     steer = getattr(conversation, "steer", None)
     if action["kind"] == "steering" and steer is not None and turn is not None and turn.live and not turn.ended:

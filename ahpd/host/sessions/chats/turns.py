@@ -54,9 +54,10 @@ from ahpd.backends.translate import TurnTranslator, pending_edits
 
 # Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
 from ahpd.host.sessions import annotations as session_annotations
-from ahpd.host.sessions import session_config
+from ahpd.host.sessions import session_config, summaries
 from ahpd.host.sessions.chats import auto_approve, background_work, rewind, workers
 from ahpd.host.kernel.bus import utc_now
+from ahpd.host.kernel.dispatch import Apply
 from ahpd.host.kernel.supervise import supervised
 
 if TYPE_CHECKING:
@@ -354,17 +355,22 @@ def take_up_queued(chat: Chat) -> None:
     if state.get("activeTurn") is not None or (chat.turn is not None and not chat.turn.ended) or not pending:
         return
     turn_id = chat.host.sessions.new_turn_id()
-    chat.host.bus.emit(
-        chat.uri,
-        {
-            "type": "chat/turnStarted",
-            "turnId": turn_id,
-            "startedAt": utc_now(),
-            "message": pending["message"],
-            "queuedMessageId": pending["id"],
-            **_sender_of(pending["message"]),
-        },
-    )
+    started = {
+        "type": "chat/turnStarted",
+        "turnId": turn_id,
+        "startedAt": utc_now(),
+        "message": pending["message"],
+        "queuedMessageId": pending["id"],
+        **_sender_of(pending["message"]),
+    }
+    for taker in chat.hooks.turn_takers:  # a queued !command runs in a terminal too
+        taken = taker(chat.host, None, chat, started)
+        if isinstance(taken, Apply):
+            chat.host.bus.emit(chat.uri, started)
+            if taken.after is not None:
+                taken.after()
+            return
+    chat.host.bus.emit(chat.uri, started)
     start_turn(chat, turn_id, pending["message"])
 
 
@@ -387,6 +393,8 @@ def on_event(chat: Chat, event: Event) -> None:
                 chat.session.publish_commands(chat.commands)
         if event.update.get("sessionUpdate") in session_config.AGENT_UPDATES:
             session_config.agent_said(chat, event.update)
+        if event.update.get("sessionUpdate") == "session_info_update":
+            summaries.agent_said_info(chat.session, event.update)  # the model it is on
         if turn is None or turn.ended or not turn.live:
             return  # history replayed on resume, or a straggler of a turn that ended
         actions = turn.translator.feed(event.update)
