@@ -24,6 +24,7 @@ from ahpd.cli_errors import (
     EXIT_ALREADY_RUNNING,
     EXIT_DATA_DIR,
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_USAGE,
     CliError,
     chat_preflight,
@@ -484,8 +485,12 @@ def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("ahpd: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if hasattr(args, "config"):
         args.config_given = args.config is not None
         args.config = args.config or default_config_path()

@@ -204,7 +204,8 @@ async def run(
         if capture is not None:
             capture.close()
         runtime.remove_runtime(data_dir)
-        log.info("stopped")
+        if ready:  # one that never served (a port in use, say) is said by the command line alone
+            log.info("stopped")
         logging.getLogger().removeHandler(log_file)
         log_file.close()
     if signal.SIGINT in caught and not ready:  # Ctrl-C before it served anyone: said as such

@@ -24,7 +24,10 @@ def _directory(args: argparse.Namespace) -> UserDirectory:
     try:
         data_dir = ensure_private_dir(args.data_dir)
     except OSError as exc:
-        raise CliError(f"cannot use data directory {args.data_dir}: {exc.strerror or exc}", EXIT_DATA_DIR) from None
+        raise CliError(
+            f"cannot use data directory {args.data_dir}: {exc.strerror or exc}; choose another with --data-dir",
+            EXIT_DATA_DIR,
+        ) from None
     return UserDirectory(data_dir / USERS_FILE)
 
 
