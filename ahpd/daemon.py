@@ -36,6 +36,7 @@ from ahpd.host.telemetry.telemetry import Telemetry
 from ahpd.host.kernel.bus import ROOT
 from ahpd.host.kernel.seqstore import FileSeqStore
 from ahpd.ops import control, logs, runtime, sdnotify
+from ahpd.ops.token import token_warning
 from ahpd.ports.automation_store import AutomationStore
 from ahpd.ports.pty import PtyPort
 from ahpd.ports.users import UserDirectory
@@ -197,6 +198,8 @@ async def run(
             print(f"ahpd ready: {url}", file=ready_out, flush=True)
             ready = True
             log.info("listening on %s (data in %s)", url.split("?")[0], data_dir)
+            if (weak := token_warning(token, url.split("?")[0])) is not None:
+                log.warning("%s", weak)
             _notify("READY=1")
     finally:
         _notify("STOPPING=1")
