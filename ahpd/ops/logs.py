@@ -12,12 +12,15 @@ for a log line of its own either.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import logging
 import logging.handlers
 import re
 import sys
 from pathlib import Path
+
+from ahpd.ports.private_files import private_file
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -83,6 +86,9 @@ class _LogFile(logging.handlers.RotatingFileHandler):
     failed = False
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self.stream is None:  # 0600 before logging opens (or, after a rotation, makes) it with the umask's
+            with contextlib.suppress(OSError):  # a file that cannot be made is handleError's to say
+                private_file(Path(self.baseFilename))
         super().emit(record)
         if self.stream is not None:
             try:
