@@ -7,6 +7,7 @@ A token is printed once, by ``add``, and never again: only its hash is kept.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ahpd.cli_errors import EXIT_DATA_DIR, EXIT_USAGE, CliError
@@ -41,8 +42,16 @@ def cmd_users(args: argparse.Namespace) -> int:
         elif args.action == "remove":
             directory.remove(args.user)
         else:
-            for user in directory.list():
+            listed = directory.list()
+            for user in listed:
                 print(f"{user['id']}\t{user['createdAt']}")
+            if not listed:  # said to the person; stdout stays empty for a script counting lines
+                where = (
+                    f"in {directory.path}"
+                    if directory.path.exists()
+                    else f"({directory.path} does not exist: the daemon names nobody)"
+                )
+                print(f"no users {where}; `ahpd users add USER` adds one", file=sys.stderr)
     except UsersError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     except OSError as exc:
