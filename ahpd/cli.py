@@ -24,6 +24,7 @@ from ahpd.cli_errors import (
     EXIT_ALREADY_RUNNING,
     EXIT_DATA_DIR,
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_USAGE,
     CliError,
     chat_preflight,
@@ -289,13 +290,33 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
+def manual_page() -> Path | None:
+    """This installation's man page: where pip put it (``PREFIX/share/man/man1``), or the source
+    tree's for an editable install (which installs no data files).
+
+    ``man ahpd`` finds the page only through ``PATH`` (a ``bin`` on it, its ``../share/man``
+    searched): not when ahpd runs as ``.venv/bin/ahpd`` from a venv that is not activated, nor
+    from ``uv tool``'s own folder, so ``--help`` names the file itself."""
+    for page in (
+        Path(sys.prefix, "share", "man", "man1", "ahpd.1"),
+        Path(__file__).resolve().parent.parent / "man" / "ahpd.1",
+    ):
+        if page.is_file():
+            return page
+    return None
+
+
 def build_parser() -> argparse.ArgumentParser:
+    page = manual_page()
     parser = _Parser(
         prog="ahpd",
         description=(
-            "Host AI coding agents behind the Agent Host Protocol (AHP), so that "
+            "Host AI coding agents behind the Agent Host Protocol (AHP), so that\n"
             "VS Code's agent sessions view and any other AHP client can drive them."
         ),
+        # As written: a path wrapped at its hyphens could not be pasted.
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="The manual: `man ahpd`" + (f", or where man does not find it:\n  man {page}" if page else "."),
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -466,9 +487,13 @@ def _add_doctor_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    completion.complete_if_asked(parser)  # a shell's Tab: answers and exits
-    args = parser.parse_args(argv)
+    try:
+        parser = build_parser()
+        completion.complete_if_asked(parser)  # a shell's Tab: answers and exits
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("ahpd: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if hasattr(args, "config"):
         args.config_given = args.config is not None
         args.config = args.config or default_config_path()

@@ -15,6 +15,7 @@ import errno
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ahpd.ops.runtime import read_runtime
 
@@ -73,6 +74,13 @@ def chat_preflight(args: object) -> None:
     cwd = Path(getattr(args, "cwd", "."))
     if not cwd.is_dir():
         raise CliError(f"--cwd {cwd} is not a folder; give the folder the session works in", EXIT_USAGE)
+    url = getattr(args, "url", None)
+    if url:
+        parts = urlsplit(url)
+        shown = url.split("?")[0]  # never print the token
+        if parts.scheme not in ("ws", "wss") or not parts.hostname:
+            what = "names no host" if parts.scheme in ("ws", "wss") else "is not a ws:// or wss:// address"
+            raise CliError(f"--url {shown} {what}; take it from `ahpd status` (ws://HOST:PORT/?tkn=TOKEN)", EXIT_USAGE)
     data_dir = getattr(args, "data_dir", None)
     if not getattr(args, "url", None) and data_dir is not None and read_runtime(data_dir) is None:
         raise CliError(f"no daemon runs with data directory {data_dir}; start one with `ahpd run`", EXIT_NOT_RUNNING)
@@ -102,6 +110,11 @@ def explain_chat(exc: BaseException, args: object) -> CliError | None:
             )
         # The host's own sentences, whatever the client put before them.
         text = str(leaf)
+        session = getattr(args, "session", None)
+        if session and f"no channel {session} on this host" in text:
+            return CliError(
+                f"--session {session}: no such session on {where}; `ahpd chat --list` shows them", EXIT_USAGE
+            )
         if (found := re.search(r"no agent provider .*", text)) is not None:
             return CliError(f"--provider: {found.group()}", EXIT_USAGE)
         if (found := re.search(r"the \S+ agent did not start.*", text)) is not None:

@@ -37,6 +37,7 @@ from ahpd.host.telemetry.telemetry import Telemetry
 from ahpd.host.kernel.bus import ROOT
 from ahpd.host.kernel.seqstore import FileSeqStore
 from ahpd.ops import control, logs, runtime, sdnotify
+from ahpd.ops.token import token_warning
 from ahpd.ports.automation_store import AutomationStore
 from ahpd.ports.pty import PtyPort
 from ahpd.ports.users import UserDirectory
@@ -201,6 +202,8 @@ async def run(
             print(f"ahpd ready: {url}", file=ready_out, flush=True)
             ready = True
             log.info("listening on %s (data in %s)", url.split("?")[0], data_dir)
+            if (weak := token_warning(token, url.split("?")[0])) is not None:
+                log.warning("%s", weak)
             _notify("READY=1")
     finally:
         _notify("STOPPING=1")
@@ -208,7 +211,8 @@ async def run(
         if capture is not None:
             capture.close()
         runtime.remove_runtime(data_dir)
-        log.info("stopped")
+        if ready:  # one that never served (a port in use, say) is said by the command line alone
+            log.info("stopped")
         logging.getLogger().removeHandler(log_file)
         log_file.close()
     if signal.SIGINT in caught and not ready:  # Ctrl-C before it served anyone: said as such

@@ -16,14 +16,16 @@ agents from the config as the daemon does.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import resource
 import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -38,6 +40,8 @@ from ahpd.ops.token import TOKEN_FILE, TokenError, _read_private
 
 MIN_OPEN_FILES = 1024
 ACP_PROTOCOL_VERSION = 1
+#: The logger reading the config (``ahpd.backends.registry``) says its warnings on.
+CONFIG_LOG = logging.getLogger("ahpd.config")
 #: Where Claude Code finds a login, besides a credentials file.
 CLAUDE_LOGIN_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 
@@ -203,7 +207,7 @@ async def _round_trip(url: str, timeout: float) -> str:
                 "initialize",
                 {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "ahpd-doctor"},
             )
-            await call(ws, 2, "ping", {})
+            await call(ws, 2, "ping", {"channel": "ahp-root://"})
             return f"protocol {result['protocolVersion']}, serverSeq {result['serverSeq']}"
 
 
@@ -249,11 +253,39 @@ def load_agents(args: argparse.Namespace, data_dir: Path) -> tuple[Check, dict[s
 
     try:
         config = load_config_file(args.config, explicit=args.config_given)
-        backends = build_backends(config, args.agent, data_dir)
+        with _warnings_of(CONFIG_LOG) as warned:
+            backends = build_backends(config, args.agent, data_dir)
     except (UsageError, ConfigError) as exc:
         return Check(False, "config", str(exc), f"fix {args.config}"), {}
+    # An agent whose command is missing gets its own ✗ line below; anything else the config
+    # reading warned about (a key ahpd does not know) is the config's finding, not stray stderr.
+    missing = tuple(f"agent {name}: " for name in backends)
+    other = [text.removeprefix("config: ") for text in warned if not text.startswith(missing)]
     where = f"{args.config}" if args.config.exists() else f"none at {args.config} (defaults)"
+    if other:
+        fix = f"correct or remove it in {args.config}"
+        return Check(False, "config", f"{where}; {'; '.join(other)}", fix), backends
     return Check(True, "config", f"{where}; agents: {', '.join(backends)}"), backends
+
+
+@contextlib.contextmanager
+def _warnings_of(logger: logging.Logger) -> Iterator[list[str]]:
+    """What ``logger`` says meanwhile, kept (not printed): doctor's output is its check lines,
+    each with its mark, and a warning printed among them would be neither."""
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+
+    keep, propagate = Keep(logging.WARNING), logger.propagate
+    logger.addHandler(keep)
+    logger.propagate = False
+    try:
+        yield said
+    finally:
+        logger.removeHandler(keep)
+        logger.propagate = propagate
 
 
 async def _acp_initialize(argv: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:

@@ -99,6 +99,8 @@ async def _talk(conn: Connection, screen: Screen, args: argparse.Namespace, inte
     try:
         if args.message:
             ended = await run_turn(chat, " ".join(args.message))
+            if ended == "agent":  # said by the command line with its own status (cli_errors.explain_chat)
+                raise HostError(f"the {state.get('provider', '?')} agent did not start")
             return {"complete": 0, "cancelled": 130}.get(ended, 1)
         return await _prompt_loop(chat)
     finally:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ahpd.chat.render import neutralise, plain
+from ahpd.ports.private_files import private_file
 
 
 class Prompter:
@@ -24,7 +25,7 @@ class Prompter:
         from prompt_toolkit.history import FileHistory, InMemoryHistory
 
         try:
-            store = FileHistory(str(history)) if history is not None else InMemoryHistory()
+            store = FileHistory(str(private_file(history))) if history is not None else InMemoryHistory()
         except OSError:
             store = InMemoryHistory()
         self._session: Any = PromptSession(history=store)

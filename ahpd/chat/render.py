@@ -186,7 +186,7 @@ class Screen:
         self.pause()
         if how == "cancelled":
             self.console.print(Text("[turn cancelled]", style="yellow"))
-        elif how == "error":
+        elif how in ("error", "agent"):
             self.error(f"[error: {message}]")
         elif how == "refused":
             self.error(f"[refused: {message}]")

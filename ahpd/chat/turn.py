@@ -191,7 +191,9 @@ class _Turn:
         elif kind == "chat/turnCancelled":
             return "cancelled", ""
         elif kind == "chat/error":
-            return "error", plain(action["part"]["error"].get("message", "the turn failed"))
+            error = action["part"]["error"]
+            how = "agent" if error.get("errorType") == "AgentDidNotStart" else "error"  # exit status 8, not 1
+            return how, plain(error.get("message", "the turn failed"))
         return None
 
     # -- what the turn asks -----------------------------------------------------------
@@ -258,7 +260,8 @@ class _Turn:
 
 
 async def run_turn(chat: Chat, text: str) -> str:
-    """Run one turn to its end; returns ``complete``, ``cancelled``, ``error`` or ``refused``."""
+    """Run one turn to its end; returns ``complete``, ``cancelled``, ``error``, ``agent`` (its
+    agent did not start) or ``refused``."""
     turn = _Turn(chat, text)
     chat.interrupts.turn = turn
     try:

@@ -8,6 +8,7 @@ record and socket are machine-local state, not portable user data.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -51,13 +52,16 @@ def ensure_private_dir(path: str | os.PathLike[str]) -> Path:
     except FileExistsError:
         pass
     st = p.stat()
+    # Said as errno, reason and path, like the OS's own refusals: a caller words the sentence
+    # around ``strerror`` and gives the one hint (the command line: "choose another with --data-dir").
     if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(f"{p} exists and is not a directory")
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(p))
     if st.st_mode & 0o077:
         if st.st_uid != os.geteuid() or st.st_mode & stat.S_ISVTX:
             raise PermissionError(
-                f"data directory {p} is shared (mode {stat.S_IMODE(st.st_mode):04o}, "
-                f"owner uid {st.st_uid}); choose a directory of your own with --data-dir"
+                errno.EACCES,
+                f"shared with others (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid})",
+                str(p),
             )
         log.warning("tightening %s from %04o to 0700", p, stat.S_IMODE(st.st_mode))
         os.chmod(p, 0o700)

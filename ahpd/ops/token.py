@@ -25,6 +25,8 @@ from pathlib import Path
 from ahpd.ops.paths import ensure_private_dir
 
 TOKEN_FILE = "token"
+#: Fewer characters than this can be guessed by anyone who can try them (the generated one has 43).
+MIN_TOKEN_CHARS = 16
 
 
 class TokenError(Exception):
@@ -91,3 +93,20 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
     if not token:
         raise TokenError(f"connection token file {p} is empty")
     return token
+
+
+def token_warning(token: str | None, where: str) -> str | None:
+    """What to warn about at start-up for the daemon's token choice at ``where`` (its address,
+    no token in it), or None: the token is the only fence between whoever reaches the port and
+    agents that run as this user."""
+    if token is None:
+        return (
+            f"no connection token (--without-connection-token): anyone who can reach {where} "
+            "can drive the agents, with your rights"
+        )
+    if len(token) < MIN_TOKEN_CHARS:
+        return (
+            f"the connection token is only {len(token)} characters: anyone who can reach {where} could guess it "
+            f"and drive the agents; use one of {MIN_TOKEN_CHARS} or more (the generated one has 43)"
+        )
+    return None

@@ -7,6 +7,7 @@ A token is printed once, by ``add``, and never again: only its hash is kept.
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ahpd.cli_errors import EXIT_DATA_DIR, EXIT_USAGE, CliError
@@ -24,7 +25,10 @@ def _directory(args: argparse.Namespace) -> UserDirectory:
     try:
         data_dir = ensure_private_dir(args.data_dir)
     except OSError as exc:
-        raise CliError(f"cannot use data directory {args.data_dir}: {exc.strerror or exc}", EXIT_DATA_DIR) from None
+        raise CliError(
+            f"cannot use data directory {args.data_dir}: {exc.strerror or exc}; choose another with --data-dir",
+            EXIT_DATA_DIR,
+        ) from None
     return UserDirectory(data_dir / USERS_FILE)
 
 
@@ -41,8 +45,16 @@ def cmd_users(args: argparse.Namespace) -> int:
             scopes = directory.grant(args.user, args.scopes, revoke=args.action == "revoke")
             print(f"{args.user}\t{' '.join(scopes) or '-'}")
         else:
-            for user in directory.list():
+            listed = directory.list()
+            for user in listed:
                 print(f"{user['id']}\t{user['createdAt']}\t{' '.join(user['scopes']) or '-'}")
+            if not listed:  # said to the person; stdout stays empty for a script counting lines
+                where = (
+                    f"in {directory.path}"
+                    if directory.path.exists()
+                    else f"({directory.path} does not exist: the daemon names nobody)"
+                )
+                print(f"no users {where}; `ahpd users add USER` adds one", file=sys.stderr)
     except UsersError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
     except OSError as exc:

@@ -14,12 +14,15 @@ host shapes; this module only keeps them and knows nothing of the protocol.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ahpd.ports.private_files import private_file
 
 __all__ = ["AutomationStore", "Claim", "Stored"]
 
@@ -94,6 +97,11 @@ class AutomationStore:
             self._db = self._connect()
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
+            # 0600 before SQLite makes it with the umask's mode; its -wal and -shm take the database's.
+            private_file(path)
+            for side in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                with contextlib.suppress(FileNotFoundError):
+                    private_file(side, create=False)  # left 0644 by an older ahpd
             db = self._connect()
             try:
                 db.execute("PRAGMA journal_mode=WAL")

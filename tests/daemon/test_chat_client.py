@@ -180,7 +180,7 @@ async def test_sessions_are_continued_listed_and_only_created_when_asked(tmp_pat
             check=False,
             stdin=-3,
         )
-        assert missing.returncode == 1 and re.search(r"nope", missing.stdout.decode() + missing.stderr.decode())
+        assert missing.returncode == 2 and re.search(r"nope", missing.stderr.decode())  # a usage error (issue 27)
         refused = await trio.run_process(
             [sys.executable, "-m", "ahpd", "chat", "--url", daemon.url.split("?")[0] + "?tkn=wrong", "hi"],
             capture_stdout=True,

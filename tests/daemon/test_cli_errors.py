@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -67,11 +68,12 @@ def test_a_port_outside_the_range_is_refused_not_wrapped(tmp_path) -> None:
 
 
 def test_a_port_in_use_says_so_with_the_hint(tmp_path) -> None:
+    """At the default log level too: a daemon that never served logs no "stopped" before the line."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        run = ahpd(tmp_path, "run", "--port", str(port), "--data-dir", str(tmp_path / "d"), "--log-level", "error")
+        run = ahpd(tmp_path, "run", "--port", str(port), "--data-dir", str(tmp_path / "d"))
     assert run.returncode == EXIT_ADDRESS_IN_USE
     line = one_line(run)
     assert f"127.0.0.1:{port}" in line and "in use" in line and "--port 0" in line
@@ -86,6 +88,32 @@ def test_an_unusable_data_dir(tmp_path) -> None:
     debug = ahpd(tmp_path, "--debug", "run", "--port", "0", "--data-dir", str(bad))
     assert debug.returncode == EXIT_DATA_DIR
     assert "Traceback" in debug.stderr and debug.stderr.strip().endswith("choose another with --data-dir")
+
+
+def test_a_shared_data_dir_is_said_with_one_hint(tmp_path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp
+    for argv in (("run", "--port", "0"), ("users", "list")):
+        run = ahpd(tmp_path, *argv, "--data-dir", str(shared))
+        assert run.returncode == EXIT_DATA_DIR
+        assert one_line(run) == (
+            f"ahpd: cannot use data directory {shared}: shared with others (mode 1777, owner uid {os.getuid()}); "
+            "choose another with --data-dir"
+        )
+
+
+def test_chat_with_a_url_that_is_not_a_websocket_is_a_usage_error(tmp_path) -> None:
+    for url, what in (
+        ("http://127.0.0.1:8765/?tkn=secret", "is not a ws:// or wss:// address"),
+        ("127.0.0.1:8765", "is not a ws:// or wss:// address"),
+        ("ws:///?tkn=secret", "names no host"),
+    ):
+        run = ahpd(tmp_path, "chat", "--url", url, "hello")
+        assert run.returncode == EXIT_USAGE, run.stderr
+        line = one_line(run)
+        assert f"--url {url.split('?')[0]} {what}" in line and "ahpd status" in line
+        assert "secret" not in run.stderr + run.stdout
 
 
 async def test_a_second_daemon_on_the_same_data_dir_names_the_first(tmp_path) -> None:
@@ -154,6 +182,63 @@ def test_ctrl_c_during_start_up(tmp_path) -> None:
     assert process.returncode == EXIT_INTERRUPTED
     assert out == "" and "Traceback" not in err
     assert err.strip().splitlines() == ["ahpd: interrupted"]
+
+
+def _shared_objects(pid: int) -> list[str]:
+    """The shared libraries ``pid`` has mapped, in the order of their addresses."""
+    found: list[str] = []
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
+        if (path.endswith(".so") or ".so." in path) and path not in found:
+            found.append(path)
+    return found
+
+
+def test_ctrl_c_while_the_command_line_loads(tmp_path) -> None:
+    """Ctrl-C at each step of loading ``ahpd run`` (its modules, then the daemon's) is one line
+    and status 130, never a ``KeyboardInterrupt`` traceback from the module being imported.
+
+    A step is a new C extension mapped into the process: trio's ``_socket`` first, when the
+    command line itself is still being imported, then every third one until the daemon is
+    ready (a Ctrl-C after that is an ordinary stop, status 0)."""
+    interrupted = 0
+    for step in range(0, 60, 3):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ahpd", "run", "--port", "0", "--data-dir", str(tmp_path / f"d{step}")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_for(tmp_path),
+        )
+        try:
+            deadline = time.monotonic() + 60  # a hang guard; each wait is for the process's next library
+            baseline: list[str] | None = None
+            while process.poll() is None:
+                # Its ready line (or its end) ends the wait; otherwise look again after 5 ms.
+                if select.select([process.stdout], [], [], 0.005)[0]:
+                    break
+                mapped = _shared_objects(process.pid)
+                if baseline is None:
+                    if not any("/_socket." in path for path in mapped):
+                        continue
+                    baseline = mapped
+                if len(mapped) - len(baseline) >= step:
+                    break
+                assert time.monotonic() < deadline, f"step {step}: no more libraries load: {mapped[-3:]}"
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert "Traceback" not in err, (step, err)
+        if out.startswith("ahpd ready:"):  # it was ready first: an ordinary stop
+            assert process.returncode == 0, (step, err)
+            break
+        assert process.returncode == EXIT_INTERRUPTED, (step, process.returncode, err)
+        assert err.strip().splitlines()[-1].startswith("ahpd: interrupted"), (step, err)
+        interrupted += 1
+    assert interrupted >= 2
 
 
 def test_unknown_config_keys_and_a_missing_agent_command_are_named(tmp_path) -> None:
@@ -247,8 +332,18 @@ async def test_chat_token_provider_and_agent_failures(tmp_path) -> None:
     def chat(*argv: str) -> subprocess.CompletedProcess[str]:
         return ahpd(tmp_path, "chat", "--data-dir", str(data), "--cwd", str(work), "--yes", *argv, "hello")
 
+    quits = tmp_path / "quits"  # starts, then exits before answering ACP's initialize
+    quits.write_text("#!/bin/sh\nexit 0\n")
+    quits.chmod(0o755)
     async with daemon_in_process(
-        data, "--sessions", "memory", "--agent", "ghost=/no/such/agent", env={"HOME": str(tmp_path)}
+        data,
+        "--sessions",
+        "memory",
+        "--agent",
+        "ghost=/no/such/agent",
+        "--agent",
+        f"quits={quits}",
+        env={"HOME": str(tmp_path)},
     ) as daemon:
         bare = daemon.url.split("?")[0]
         run = await trio.to_thread.run_sync(chat, "--url", bare + "?tkn=wrong")
@@ -264,6 +359,18 @@ async def test_chat_token_provider_and_agent_failures(tmp_path) -> None:
         assert run.returncode == EXIT_AGENT
         assert "the ghost agent did not start" in one_line(run)
 
+        # Agents start at a chat's first turn: one that exits at once is the same status and line.
+        run = await trio.to_thread.run_sync(chat, "--provider", "quits")
+        assert run.returncode == EXIT_AGENT, run.stdout + run.stderr
+        assert one_line(run) == "ahpd: the quits agent did not start; check it with `ahpd doctor`"
+        assert "the quits agent did not start: the agent process exited with status 0" in run.stdout
+
+        # A session the daemon does not have: the command line's mistake, said on stderr.
+        run = await trio.to_thread.run_sync(chat, "--session", "ahp-session:/no-such-session")
+        assert run.returncode == EXIT_USAGE and run.stdout == "", run.stdout
+        line = one_line(run)
+        assert "--session ahp-session:/no-such-session: no such session" in line and "--list" in line
+
         # The agent whose command is missing is offered, but not as the default.
         async with rpc(daemon.url) as client:
             result = await client.initialize()
@@ -275,6 +382,6 @@ async def test_chat_token_provider_and_agent_failures(tmp_path) -> None:
             )
             assert "result" in reply, reply
             state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
-            assert state["provider"] == "demo"
+            assert state["provider"] == agents[0]  # quits, whose command is there
         daemon.terminate()
         assert await daemon.wait() == 0

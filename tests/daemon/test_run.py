@@ -72,6 +72,29 @@ async def test_token_can_be_given_or_turned_off(tmp_path) -> None:
         await daemon.wait()
 
 
+async def test_no_token_or_a_short_one_is_warned_about_at_start(tmp_path) -> None:
+    """Said once, naming the address anyone could drive the agents through; a token of 16
+    characters or more, or the generated one, is not warned about."""
+    for name, argv, wanted in (
+        ("none", ["--without-connection-token"], "no connection token (--without-connection-token): anyone"),
+        ("short", ["--connection-token", "abc"], "the connection token is only 3 characters: anyone"),
+        ("generated", [], None),
+        ("enough", ["--connection-token", "x" * 16], None),
+    ):
+        log = tmp_path / f"{name}.log"
+        with log.open("wb") as stderr:
+            async with running_daemon(tmp_path / name, "--sessions", "memory", *argv, stderr=stderr) as daemon:
+                address = daemon.url.split("?")[0]
+                daemon.terminate()
+                assert await daemon.wait() == 0
+        warned = [line for line in log.read_text().splitlines() if " WARNING " in line]
+        if wanted is None:
+            assert warned == [], (name, warned)
+        else:
+            [line] = warned
+            assert wanted in line and f"reach {address} " in line, (name, line)
+
+
 def test_a_public_address_needs_an_explicit_token_choice(tmp_path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "ahpd", "run", "--host", "0.0.0.0", "--port", "0", "--data-dir", str(tmp_path)],

@@ -35,6 +35,11 @@ def users(tmp_path, data_dir, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_cli_adds_lists_and_removes_users(tmp_path) -> None:
     data = tmp_path / "d"
+    empty = users(tmp_path, data, "list")  # before any: said on stderr, nothing for a script on stdout
+    assert empty.returncode == 0 and empty.stdout == ""
+    assert empty.stderr == (
+        f"no users ({data / 'users.json'} does not exist: the daemon names nobody); `ahpd users add USER` adds one\n"
+    )
     added = users(tmp_path, data, "add", "alice")
     assert added.returncode == 0, added.stderr
     token = added.stdout.strip()
@@ -54,6 +59,10 @@ def test_the_cli_adds_lists_and_removes_users(tmp_path) -> None:
     assert missing.returncode == 2 and "no user carol" in missing.stderr
     assert users(tmp_path, data, "remove", "bob").returncode == 0
     assert users(tmp_path, data, "list").stdout.split("\t")[0] == "alice"
+    assert users(tmp_path, data, "remove", "alice").returncode == 0
+    empty = users(tmp_path, data, "list")
+    assert empty.returncode == 0 and empty.stdout == ""
+    assert empty.stderr == f"no users in {data / 'users.json'}; `ahpd users add USER` adds one\n"
 
 
 async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_restart(tmp_path) -> None:

@@ -95,11 +95,20 @@ class Chat:
             return await self.ensure_agent()  # time passed: look again
         self._starting = trio.Event()
         try:
-            self.conversation = await self.session.nursery.start(
-                functools.partial(
-                    run_supervised, f"the agent of {self.uri}", self._run_agent, report=self._agent_failed
+            try:
+                self.conversation = await self.session.nursery.start(
+                    functools.partial(
+                        run_supervised, f"the agent of {self.uri}", self._run_agent, report=self._agent_failed
+                    )
                 )
-            )
+            except BackendError as err:
+                if err.error_type != "AgentError":  # ChatClosed, AgentLimitReached: said as they are
+                    raise
+                # Named apart from a turn that failed, so a client can tell them (`ahpd chat`: status 8).
+                said = err.message
+                if "did not start" not in said:
+                    said = f"the {self.session.provider} agent did not start: {said}"
+                raise BackendError(said, "AgentDidNotStart") from None
             self.backend_id = self.conversation.backend_id
             for started in self.hooks.agent_started:
                 started(self.session, self.conversation)
