@@ -11,6 +11,14 @@ given in the *flag* settings - ``--settings`` when the CLI starts and
 ``apply_flag_settings`` while it runs - which is the one scope that belongs
 to this process alone: nothing is written into the user's settings files,
 and another session's CLI never sees it.
+
+Sending ``reload_plugins`` (and ``mcp_set_servers`` in
+``conversation._relist_client_tools``) reaches the SDK's private
+``client._query._send_control_request``: the SDK has no public method for
+either request, and no public way to send a control request of one's own.
+That is why the ``claude`` extra pins the SDK's exact version
+(``pyproject.toml``); a version without it is said in the log and the
+request is skipped, never a crash.
 """
 
 from __future__ import annotations
