@@ -20,7 +20,6 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import trio
 
 log = logging.getLogger("ahpd.ports.github")
@@ -105,6 +104,8 @@ class GitHub:
             "Authorization": f"Bearer {token}",
             "X-GitHub-Api-Version": "2022-11-28",
         }
+        import httpx  # when first asked: the HTTP client is start-up only a session with a GitHub remote should pay
+
         try:
             async with httpx.AsyncClient(base_url=self.base_url, timeout=TIMEOUT, headers=headers) as client:
                 answer = await client.request(method, path, **kwargs)

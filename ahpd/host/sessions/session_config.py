@@ -27,7 +27,6 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-import jsonschema
 
 from ahpd.backends.port import BackendError
 from ahpd.host.kernel.dispatch import Apply, Refuse
@@ -88,6 +87,8 @@ def check(backend: Any, key: str, value: Any, values: Mapping[str, Any]) -> str 
         title = str(prop.get("title") or key).lower()
         return f"the {provider} agent offers no {title} {value!r}; it offers {', '.join(map(str, enum))}"
     if prop.get("type") in ("array", "object"):  # a shape, checked against the property's own schema
+        import jsonschema  # when first asked: ~80 ms of start-up only a list or object setting should pay
+
         wrong = next(iter(jsonschema.Draft202012Validator(prop).iter_errors(value)), None)
         if wrong is not None:
             where = "".join(f"[{p!r}]" for p in wrong.absolute_path)
