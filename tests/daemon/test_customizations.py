@@ -88,22 +88,22 @@ async def test_a_toggle_the_agent_cannot_do_is_refused_and_the_list_resent(tmp_p
                 },
                 2,
             )
-            [note] = await until(alice, answered(2, uri))
+            note = (await until(alice, answered(2, uri)))[-1]
             assert "no customization 'nope'" in note["params"]["rejectionReason"]
             await dispatch(alice, uri, {"type": "session/mcpServerStartRequested", "id": echo["id"]}, 3)
-            [note] = await until(alice, answered(3, uri))
+            note = (await until(alice, answered(3, uri)))[-1]
             assert "no MCP server" in note["params"]["rejectionReason"]
             await dispatch(alice, uri, {"type": "session/mcpServerStopRequested", "id": "nope"}, 4)
-            [note] = await until(alice, answered(4, uri))
+            note = (await until(alice, answered(4, uri)))[-1]
             assert "no MCP server" in note["params"]["rejectionReason"]
 
             # Backgrounding: no backend here ever blocks, so nothing changes -
             # the sender is answered with no refusal, and nobody else hears it.
             await dispatch(alice, uri, {"type": "session/mcpServerBackgroundRequested", "id": "nope"}, 5)
-            [note] = await until(alice, answered(5, uri))
+            note = (await until(alice, answered(5, uri)))[-1]
             assert "rejectionReason" not in note["params"]
             await dispatch(bob, uri, {"type": "session/mcpServerBackgroundRequested", "id": "x"}, 1)
-            [note] = await until(bob, answered(1, uri))
+            note = (await until(bob, answered(1, uri)))[-1]
             # Whatever the host sent alice for bob's action came before its answer to a ping.
             await alice.call("ping", {"channel": "ahp-root://"})
             assert not [n for n in alice.notes if is_action("session/mcpServerBackgroundRequested")(n)]
