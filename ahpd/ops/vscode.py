@@ -16,13 +16,10 @@ import argparse
 import ipaddress
 import json
 import sys
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ahpd.ops.commands import EXIT_NOT_RUNNING
-from ahpd.ops.paths import default_data_dir
-from ahpd.ops.runtime import read_runtime
+from ahpd.ops.commands import EXIT_NOT_RUNNING, _add_data_dir, _find_daemon
 
 ENABLED = "chat.remoteAgentHostsEnabled"
 HOSTS = "chat.remoteAgentHosts"
@@ -62,13 +59,7 @@ def add_vscode_parser(subparsers: Any) -> argparse.ArgumentParser:
         "the keys into your user settings.json (Preferences: Open User Settings (JSON)), then run "
         "Chat: Open Agents Window. Exit status 3 when no daemon runs.",
     )
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        default=default_data_dir(),
-        metavar="DIR",
-        help="the running daemon's data directory (default: %(default)s)",
-    )
+    _add_data_dir(p)
     p.add_argument("--name", default="ahpd", help="the label VS Code shows for this host (default: %(default)s)")
     p.add_argument(
         "--signed-out",
@@ -80,9 +71,13 @@ def add_vscode_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _cmd_vscode(args: argparse.Namespace) -> int:
-    record = read_runtime(args.data_dir)
+    record, why = _find_daemon(args.data_dir)  # as `ahpd status` finds it: a stale record names nobody
     if record is None or not isinstance(record.get("url"), str):
-        print(f"ahpd: no daemon runs with data directory {args.data_dir}; start one with `ahpd run`", file=sys.stderr)
+        why = why or "its record names no URL"
+        print(
+            f"ahpd: no daemon runs with data directory {args.data_dir} ({why}); start one with `ahpd run`",
+            file=sys.stderr,
+        )
         return EXIT_NOT_RUNNING
     settings = settings_for(record["url"], args.name, signed_out=args.signed_out)
     sys.stdout.write(json.dumps(settings, indent=2) + "\n")

@@ -12,7 +12,7 @@ from typing import Any
 import trio
 from trio_websocket import HandshakeError
 
-from .helpers import daemon_in_process, rpc
+from .helpers import rpc, running_daemon
 
 
 async def _vscode(data: Path, *args: str) -> trio.CompletedProcess:
@@ -33,7 +33,7 @@ def _url_of(entry: dict[str, Any]) -> str:
 
 async def test_the_settings_printed_connect_to_the_running_daemon(tmp_path: Path) -> None:
     data = tmp_path / "d"
-    async with daemon_in_process(data, "--sessions", "memory") as daemon:
+    async with running_daemon(data, "--sessions", "memory") as daemon:
         done = await _vscode(data, "--name", "my box")
         assert done.returncode == 0, done.stderr.decode()
         settings = json.loads(done.stdout)  # the JSON alone: a script can merge it
@@ -58,7 +58,7 @@ async def test_the_settings_printed_connect_to_the_running_daemon(tmp_path: Path
 
 async def test_without_a_token_the_entry_has_none(tmp_path: Path) -> None:
     data = tmp_path / "d"
-    async with daemon_in_process(data, "--sessions", "memory", "--without-connection-token"):
+    async with running_daemon(data, "--sessions", "memory", "--without-connection-token"):
         done = await _vscode(data)
         [entry] = json.loads(done.stdout)["chat.remoteAgentHosts"]
         assert "connectionToken" not in entry
@@ -70,3 +70,19 @@ async def test_no_daemon_is_said_on_stderr_with_status_3(tmp_path: Path) -> None
     done = await _vscode(tmp_path / "none")
     assert done.returncode == 3 and done.stdout == b""
     assert "no daemon runs with data directory" in done.stderr.decode()
+
+
+async def test_a_record_whose_pid_is_now_another_program_names_no_daemon(tmp_path: Path) -> None:
+    """A record a crashed daemon left behind, its pid since taken by another
+    program, is not a daemon to connect to (as ``ahpd status`` says)."""
+    data = tmp_path / "d"
+    data.mkdir()
+    other = await trio.lowlevel.open_process(["sleep", "600"])
+    try:
+        (data / "ahpd.json").write_text(json.dumps({"pid": other.pid, "url": "ws://127.0.0.1:9/?tkn=x"}))
+        done = await _vscode(data)
+    finally:
+        other.kill()
+        await other.wait()
+    assert done.returncode == 3 and done.stdout == b""
+    assert "no daemon runs with data directory" in done.stderr.decode() and "another program" in done.stderr.decode()
