@@ -103,10 +103,12 @@ class App {
       this.renderTerminals(state);
     } else if (channel === this.session) {
       this.sessionState = state;
+      this.renderSessions();
       this.chat.onSession(state);
       this.changes.onSession(state);
     }
     this.chat.onState(channel, state);
+    if (channel === this.chat.channel) this.renderSessions();
     this.terminal.onState(channel, state);
     this.changes.onState(channel, state);
     this.inspector.onState(channel, state);
@@ -117,7 +119,11 @@ class App {
     replace(
       $("sessions"),
       rows.map((row) => {
-        const word = statusWord(row.status || 0);
+        // the open session's chat, reduced here, is the fresher word: the catalogue's
+        // root/sessionSummaryChanged does not always say InputNeeded while a tool call waits
+        const chat = row.resource === this.session && this.chat.channel ? this.client.states.get(this.chat.channel) : null;
+        const own = chat ? (row.status & ~31) | (chat.status & 31) : row.status;
+        const word = statusWord(own || 0);
         const kind = word === "input needed" ? "input" : word === "in progress" ? "busy" : word;
         return el(
           "li",

@@ -112,6 +112,7 @@ def test_a_persons_first_five_minutes(browser: Any, daemon: Daemon, tmp_path: Pa
     approve.click()
     expect(_turns(page).nth(0).locator(".turn-state")).to_have_text("complete")
     expect(_turns(page).nth(0).locator(".reply")).to_contain_text("with your permission")
+    expect(page.locator("#sessions li.session.open .status")).to_have_text("idle")
     shots(page, "permission-approved")
     _same_as_host(page, daemon, chat)
 
@@ -195,6 +196,7 @@ def test_a_persons_first_five_minutes(browser: Any, daemon: Daemon, tmp_path: Pa
     expect(_turns(page).nth(5).locator(".reply")).to_contain_text("hello again")
     shots(page, "reconnected")
     _same_as_host(page, daemon, chat)
+    _same_as_host(page, daemon, "ahp-root://")
     page.context.close()
 
 
