@@ -176,7 +176,6 @@ export class TerminalPane {
       return line;
     });
     replace(view, rows);
-    view.dataset.text = screen.text().join("\n");
     view.dataset.alternate = screen.alternate ? "yes" : "no";
   }
 }
