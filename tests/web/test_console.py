@@ -222,9 +222,7 @@ def test_without_a_token_the_page_shows_only_a_sign_in_line(browser: Any, daemon
     page.context.close()
 
 
-def test_an_agents_html_and_script_links_stay_text(
-    browser: Any, daemon: Daemon, tmp_path: Path, shots: Shots
-) -> None:
+def test_an_agents_html_and_script_links_stay_text(browser: Any, daemon: Daemon, tmp_path: Path, shots: Shots) -> None:
     expect = _expect()
     daemon.start("--port", "0", "--web-port", "0")
     page = _open(browser, daemon.web_url)

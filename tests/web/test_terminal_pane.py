@@ -34,7 +34,9 @@ def test_a_shell_of_its_own_typed_into_with_colours_a_progress_bar_and_top(
     expect(screen.locator("span", has_text="ORANGE").last).to_have_css("color", "rgb(255, 135, 0)")
     expect(screen.locator("span", has_text="TRUE").last).to_have_css("color", "rgb(1, 2, 3)")
     # a progress bar: one line rewritten with CR and erased to its end
-    page.keyboard.type("for i in 1 2 3 4; do printf '\\r[%-4s] %d%%\\033[K' $(printf '#%.0s' $(seq $i)) $((i*25)); done; echo")
+    page.keyboard.type(
+        "for i in 1 2 3 4; do printf '\\r[%-4s] %d%%\\033[K' $(printf '#%.0s' $(seq $i)) $((i*25)); done; echo"
+    )
     page.keyboard.press("Enter")
     expect(screen).to_contain_text("[####] 100%")
     text = page.evaluate("window.ahpdApp.terminal.screen.text().join('\\n')")
