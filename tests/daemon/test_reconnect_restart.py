@@ -32,7 +32,9 @@ async def test_a_client_back_after_a_restart_is_brought_to_the_hosts_state(tmp_p
                 # its shell ends: the terminal stays listed, exited, and nothing more moves
                 await client.call("subscribe", {"channel": "ahp-terminal:/t"})
                 exit_shell = {"type": "terminal/input", "data": "exit\r"}
-                await client.notify("dispatchAction", {"channel": "ahp-terminal:/t", "clientSeq": 1, "action": exit_shell})
+                await client.notify(
+                    "dispatchAction", {"channel": "ahp-terminal:/t", "clientSeq": 1, "action": exit_shell}
+                )
                 notes += await until(client, is_action("terminal/exited", "ahp-terminal:/t"))
                 # the client hears everything up to the daemon's end, as a page left open does
                 daemon.terminate()
