@@ -197,7 +197,8 @@ class _WebServer:
         if request is None:
             return
         reply = answer(request, self.assets, self.policy, self.token, self.listen_host)
-        logger.debug("web: %s %s -> %s", request.method.decode(), request.target[:80], reply[9:12].decode())
+        path = urlsplit(request.target.decode("latin-1")).path[:80]  # never the query: it may hold the token
+        logger.debug("web: %s %s -> %s", request.method.decode(), path, reply[9:12].decode())
         await self._send(stream, reply)
 
     async def _send(self, stream: trio.SocketStream, reply: bytes) -> None:
