@@ -115,7 +115,7 @@ export class ChangesPane {
           el(
             "summary",
             {},
-            el("span", { class: "path", text: shortPath(side.uri) }),
+            el("span", { class: "path", text: this.relative(side.uri) }),
             ` (${kind}) `,
             fileOps.map((o) =>
               el("button", {
@@ -136,6 +136,17 @@ export class ChangesPane {
         return node;
       }),
     );
+  }
+
+  // A file's path as the person knows it: under the session's folder when it is in one.
+  relative(uri) {
+    const path = shortPath(uri);
+    const session = this.app.sessionState || {};
+    for (const dir of session.workingDirectories || []) {
+      const root = shortPath(dir).replace(/\/$/, "") + "/";
+      if (path.startsWith(root)) return path.slice(root.length);
+    }
+    return path;
   }
 
   read(ref) {
@@ -162,7 +173,8 @@ export class ChangesPane {
   }
 
   async invoke(op, resource, message) {
-    const text = op.confirmation ? (typeof op.confirmation === "string" ? op.confirmation : op.confirmation.markdown) : null;
+    let text = op.confirmation ? (typeof op.confirmation === "string" ? op.confirmation : op.confirmation.markdown) : null;
+    if (text && op.id === "commit" && message.trim()) text += ` It is committed with your message: “${message.trim()}”.`;
     if (text && !(await confirmDialog(text))) return;
     const params = { channel: this.channel, operationId: op.id };
     if (resource) params.target = { kind: "resource", resource };
