@@ -21,7 +21,7 @@ from typing import Any
 from .conftest import ROOT, Daemon
 from .test_console import _open
 
-PLUGIN = '''
+PLUGIN = """
 import copy, json, os, sys
 
 RECORDS = []
@@ -44,14 +44,14 @@ def pytest_collection_finish(session):
 def pytest_sessionfinish(session):
     with open(os.environ["AHPD_REDUCE_RECORD"], "w") as f:
         json.dump(RECORDS, f)
-'''
+"""
 
 
 def _recorded(tmp_path: Path) -> list[list[Any]]:
     (tmp_path / "record_reduce.py").write_text(PLUGIN)
     out = tmp_path / "records.json"
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "AHPD_REDUCE_RECORD": str(out)}
-    files = ["tests/state/test_state_chat.py", "tests/state/test_state_session.py", "tests/state/test_state_other_channels.py"]
+    files = [f"tests/state/test_state_{name}.py" for name in ("chat", "session", "other_channels")]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "record_reduce", "-p", "no:cacheprovider", "-n", "0", "-q", *files],
         cwd=ROOT,
