@@ -52,12 +52,29 @@ export class ChatPane {
   }
 
   async onSession(session) {
-    const chat = session.defaultChat || ((session.chats || [])[0] || {}).resource;
+    const chats = session.chats || [];
+    const known = chats.some((c) => c.resource === this.channel);
+    const chat = known ? this.channel : session.defaultChat || (chats[0] || {}).resource;
+    const picker =
+      chats.length > 1
+        ? el(
+            "select",
+            { id: "chat-picker", onchange: (e) => this.switchTo(e.target.value) },
+            chats.map((c) => el("option", { value: c.resource, text: c.title || (c.resource === session.defaultChat ? "main chat" : c.resource) })),
+          )
+        : null;
+    if (picker) picker.value = chat;
     replace(
       $("chat-head"),
       el("h2", { id: "chat-title", text: session.title || "(untitled)" }),
       el("p", { class: "hint", text: `${session.provider || ""} · ${session.lifecycle || ""}${session.activity ? " · " + session.activity : ""}` }),
       session.creationError ? el("p", { class: "error", text: `Could not start: ${session.creationError.message || ""}` }) : null,
+      el(
+        "div",
+        { class: "buttons" },
+        picker ? el("label", {}, "Chat ", picker) : null,
+        el("button", { type: "button", id: "new-chat", text: "New chat", onclick: () => this.newChat() }),
+      ),
     );
     $("chat-empty").hidden = true;
     if (!chat || chat === this.channel) return;
@@ -69,6 +86,29 @@ export class ChatPane {
 
   onState(channel, state) {
     if (channel === this.channel) this.draw(state);
+  }
+
+  // A second conversation in the open session (`createChat`), opened at once.
+  async newChat() {
+    const session = this.app.session;
+    const chat = `ahp-chat:/${crypto.randomUUID()}`;
+    try {
+      await this.client.call("createChat", { channel: session, chat });
+    } catch (err) {
+      $("chat-head").append(el("p", { class: "error", text: `Could not open a chat: ${err.message}` }));
+      return;
+    }
+    await this.switchTo(chat);
+  }
+
+  // Another chat of the open session (a session may hold several).
+  async switchTo(chat) {
+    if (chat === this.channel) return;
+    if (this.channel) this.client.unsubscribe(this.channel);
+    this.channel = chat;
+    replace($("chat-log"));
+    const state = await this.client.subscribe(chat);
+    if (this.channel === chat) this.draw(state);
   }
 
   state() {

@@ -329,4 +329,16 @@ def test_queue_a_message_and_deny_a_tool_call(browser: Any, daemon: Daemon, tmp_
     expect(_turns(page).nth(2).locator(".tool")).to_have_attribute("data-status", "cancelled")
     shots(page, "denied")
     _same_as_host(page, daemon, chat)
+    # a second chat in the session: made, talked in, and the first one is still there
+    page.click("#new-chat")
+    expect(page.locator("#chat-picker option")).to_have_count(2)
+    expect(_turns(page)).to_have_count(0)
+    _send(page, "/echo from the side chat")
+    expect(_turns(page).nth(0).locator(".reply")).to_contain_text("from the side chat")
+    side = page.evaluate("window.ahpdApp.chat.channel")
+    assert side != chat
+    shots(page, "second-chat")
+    _same_as_host(page, daemon, side)
+    page.select_option("#chat-picker", chat)
+    expect(_turns(page)).to_have_count(3)
     page.context.close()
