@@ -17,6 +17,7 @@ from importlib import resources
 import pytest
 import trio
 
+from ahpd.transport import web as web_module
 from ahpd.transport.web import WebListening, csp, serve_web
 from tests.daemon.helpers import daemon_in_process
 
@@ -188,3 +189,22 @@ async def test_without_the_console_the_door_keeps_its_older_rule(tmp_path):
             assert await _upgrade(port, "http://127.0.0.1:3000") == 101  # a token-holder, as before
             record = (daemon.data_dir / "ahpd.json").read_text()
             assert "webUrl" not in record
+
+
+async def test_connections_that_never_speak_are_dropped_oldest_first(monkeypatch):
+    """Past ``MAX_CONNECTIONS`` a newcomer drops the oldest connection still
+    in its head: silent connections cannot pile up until the head timeout."""
+    monkeypatch.setattr(web_module, "MAX_CONNECTIONS", 4)
+    with trio.fail_after(LIMIT):
+        async with web() as where:
+            idle = [await trio.open_tcp_stream("127.0.0.1", where.port) for _ in range(6)]
+            try:
+                status, _, _ = await http(where.port, _get("/"))
+                assert status == 200
+                # the three oldest were dropped for the newer ones, well before the head timeout
+                with trio.fail_after(web_module.HANDSHAKE_TIMEOUT / 2):
+                    for stream in idle[:3]:
+                        assert await stream.receive_some(1) == b""
+            finally:
+                for stream in idle:
+                    await stream.aclose()
