@@ -342,3 +342,27 @@ def test_queue_a_message_and_deny_a_tool_call(browser: Any, daemon: Daemon, tmp_
     page.select_option("#chat-picker", chat)
     expect(_turns(page)).to_have_count(3)
     page.context.close()
+
+
+def test_create_a_session_with_a_chosen_model(browser: Any, daemon: Daemon, tmp_path: Path, shots: Shots) -> None:
+    expect = _expect()
+    daemon.start("--port", "0", "--web-port", "0")
+    page = _open(browser, daemon.web_url)
+    expect(page.locator("#connection")).to_have_text("connected")
+    page.click("#new-session summary")
+    page.select_option("#create-provider", "demo")
+    # the agent's models arrive once its first start told the host (root/agentsChanged)
+    expect(page.locator("#create-model option[value='demo-deep']")).to_have_count(1)
+    page.select_option("#create-model", "demo-deep")
+    page.fill("#create-folder", str(tmp_path))
+    shots(page, "model-chosen")
+    page.click("#create-button")
+    expect(page.locator("#composer")).to_be_visible()
+    session = page.evaluate("window.ahpdApp.session")
+    page.wait_for_function(
+        "(s) => ((window.ahpd.states.get(s) || {}).config || {values: {}}).values.model === 'demo-deep'",
+        arg=session,
+        timeout=WAIT_MS,
+    )
+    _same_as_host(page, daemon, session)
+    page.context.close()
