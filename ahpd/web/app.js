@@ -183,6 +183,18 @@ class App {
     }
   }
 
+  // Nothing open any more (the session was disposed of).
+  closeSession() {
+    this.chat.close();
+    this.changes.close();
+    if (this.session) this.client.forget(this.session);
+    this.session = null;
+    this.sessionState = null;
+    replace($("chat-head"));
+    $("chat-empty").hidden = false;
+    this.renderSessions();
+  }
+
   async open(uri) {
     if (this.session && this.session !== uri) {
       this.chat.close();

@@ -7,6 +7,7 @@
 
 import { el, replace, append } from "./dom.js";
 import { render, inline } from "./markdown.js";
+import { confirmDialog } from "./confirm.js";
 
 const $ = (id) => document.getElementById(id);
 const newId = (prefix) => `${prefix}-${crypto.randomUUID().slice(0, 12)}`;
@@ -74,6 +75,13 @@ export class ChatPane {
         { class: "buttons" },
         picker ? el("label", {}, "Chat ", picker) : null,
         el("button", { type: "button", id: "new-chat", text: "New chat", onclick: () => this.newChat() }),
+        el("button", {
+          type: "button",
+          id: "archive",
+          text: session.status & 64 ? "Unarchive" : "Archive",
+          onclick: () => this.client.dispatch(this.app.session, { type: "session/isArchivedChanged", isArchived: !(session.status & 64) }),
+        }),
+        el("button", { type: "button", id: "dispose", text: "Dispose…", onclick: () => this.dispose() }),
       ),
     );
     $("chat-empty").hidden = true;
@@ -86,6 +94,19 @@ export class ChatPane {
 
   onState(channel, state) {
     if (channel === this.channel) this.draw(state);
+  }
+
+  // Dispose of the open session (its chats, its agent), once the person said so.
+  async dispose() {
+    const uri = this.app.session;
+    if (!uri || !(await confirmDialog("Dispose of this session? Its chats are gone for good."))) return;
+    try {
+      await this.client.call("disposeSession", { channel: uri });
+    } catch (err) {
+      $("chat-head").append(el("p", { class: "error", text: `Could not dispose of it: ${err.message}` }));
+      return;
+    }
+    this.app.closeSession();
   }
 
   // A second conversation in the open session (`createChat`), opened at once.
