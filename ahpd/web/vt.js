@@ -8,6 +8,14 @@
 //        DECSTBM, SGR (16, 256 and truecolour, bold, dim, italic, underline,
 //        inverse), DECSET/DECRST 25 (cursor), 47/1047/1049 (alternate screen)
 //   OSC: the window title (0/2); other OSC and DCS strings are skipped.
+//   Character sets: G0 as ASCII or DEC Special Graphics (ESC ( B / ESC ( 0),
+//   SI/SO between G0 and G1 (ESC ) 0).
+
+// DEC Special Graphics (ESC ( 0): the line-drawing set full-screen programs draw boxes with.
+const DEC_GRAPHICS = {
+  j: "┘", k: "┐", l: "┌", m: "└", n: "┼", q: "─", t: "├", u: "┤", v: "┴", w: "┬", x: "│",
+  a: "▒", f: "°", g: "±", "~": "·", o: "⎺", s: "⎽", "`": "◆", y: "≤", z: "≥", "{": "π", "|": "≠", "}": "£",
+};
 
 const BLANK = Object.freeze({ fg: null, bg: null, bold: false, dim: false, italic: false, underline: false, inverse: false });
 
@@ -48,6 +56,9 @@ export class Screen {
     this.params = "";
     this.osc = "";
     this.changed = true;
+    this.charsets = ["B", "B"]; // G0, G1
+    this.shifted = 0; // SO selects G1, SI G0
+    this.designating = 0;
   }
 
   makeBuffer() {
@@ -103,6 +114,7 @@ export class Screen {
         return;
       case "charset":
         this.state = "ground";
+        this.charsets[this.designating] = ch;
         return;
       default:
         this.state = "ground";
@@ -122,6 +134,8 @@ export class Screen {
     else if (code === 0x09) b.x = Math.min(this.cols - 1, (Math.floor(b.x / 8) + 1) * 8);
     else if (code === 0x0a || code === 0x0b || code === 0x0c) this.lineFeed();
     else if (code === 0x0d) b.x = 0;
+    else if (code === 0x0e) this.shifted = 1;
+    else if (code === 0x0f) this.shifted = 0;
   }
 
   escape(ch) {
@@ -134,7 +148,10 @@ export class Screen {
       this.state = "osc";
       this.osc = "";
     } else if ("P_^X".includes(ch)) this.state = "string";
-    else if ("()*+".includes(ch)) this.state = "charset";
+    else if ("()*+".includes(ch)) {
+      this.state = "charset";
+      this.designating = ch === ")" ? 1 : ch === "(" ? 0 : 2;
+    }
     else if (ch === "7") b.saved = { x: b.x, y: b.y, attr: this.attr };
     else if (ch === "8") this.restore();
     else if (ch === "D") this.lineFeed();
@@ -146,6 +163,8 @@ export class Screen {
   }
 
   reset() {
+    this.charsets = ["B", "B"];
+    this.shifted = 0;
     this.main = this.makeBuffer();
     this.buf = this.main;
     this.alt = null;
@@ -163,6 +182,7 @@ export class Screen {
 
   print(ch) {
     const b = this.buf;
+    if (this.charsets[this.shifted] === "0" && DEC_GRAPHICS[ch]) ch = DEC_GRAPHICS[ch];
     if (b.x >= this.cols) {
       b.x = 0;
       this.lineFeed();

@@ -90,6 +90,7 @@ async () => {
   out.reset = run("\x1b[1;4;7mA\x1b[0mB").buf.lines[0].map((c) => [c.a.bold, c.a.underline, c.a.inverse]).slice(0, 2);
   out.title = run("\x1b]0;my title\x07x").title;
   out.region = run("1\r\n2\r\n3\r\n4\x1b[2;3r\x1b[3;1H\n").text();
+  out.lines = run("\x1b(0lqk\x1b(B lqk\x1b)0\x0ex\x0fx").text()[0];
   return out;
 }
 """
@@ -112,6 +113,7 @@ def test_the_emulator_in_the_page(browser: Any, daemon: Daemon) -> None:
     assert out["reset"] == [[True, True, True], [False, False, False]]
     assert out["title"] == "my title"
     assert out["region"] == ["1", "3", "", "4"]  # LF at the region's bottom scrolls only the region
+    assert out["lines"] == "┌─┐ lqk│x"  # DEC line drawing in G0, back to ASCII; G1 through SO/SI
     page.context.close()
 
 
