@@ -150,6 +150,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 wire=args.wire,
                 limits=_limits(args),
                 worktrees_root=args.worktrees_root,
+                web_port=web_port(args),
             )
         )
     except (daemon.UsageError, TokenError) as exc:
@@ -160,6 +161,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if failure is not None and failure.status == EXIT_ADDRESS_IN_USE:
             raise CliError(daemon.free_port_hint(args.host, args.port), EXIT_ADDRESS_IN_USE) from exc
         raise
+
+
+def web_port(args: argparse.Namespace) -> int | None:
+    """The web console's port: None with ``--no-web``; ``--web-port``; else
+    the port after ``--port`` (a free one when ``--port`` is 0)."""
+    if args.no_web:
+        return None
+    if args.web_port is not None:
+        return int(args.web_port)
+    return 0 if args.port in (0, 65535) else args.port + 1
 
 
 def _limits(args: argparse.Namespace) -> Limits:
@@ -339,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve AHP over WebSocket on loopback (the daemon)",
         description=(
             "Serve AHP over WebSocket until SIGTERM or SIGINT. When ready it prints one line, "
-            "'ahpd ready: ws://HOST:PORT/?tkn=TOKEN', writes DATA_DIR/ahpd.json and tells systemd "
+            "'ahpd ready: ws://HOST:PORT/?tkn=TOKEN' (and, unless --no-web, a second, "
+            "'ahpd web console: http://HOST:WEBPORT/?tkn=TOKEN'), writes DATA_DIR/ahpd.json and tells systemd "
             "READY=1 when NOTIFY_SOCKET is set. A client must present the token (?tkn= or ?token= "
             "in the URL, or Authorization: Bearer); by default it is generated once and kept in "
             "DATA_DIR/token (mode 0600)."
@@ -349,6 +361,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--port", type=_port, default=8765, help="port to listen on; 0 picks a free one (default: %(default)s)"
     )
+    webs = run.add_mutually_exclusive_group()
+    webs.add_argument(
+        "--web-port",
+        type=_port,
+        default=None,
+        metavar="PORT",
+        help="serve the web console on PORT; 0 picks a free one (default: the port after --port, "
+        "a free one with --port 0)",
+    )
+    webs.add_argument("--no-web", action="store_true", help="do not serve the web console")
     tokens = run.add_mutually_exclusive_group()
     tokens.add_argument("--connection-token", metavar="TOKEN", help="require this token")
     tokens.add_argument("--connection-token-file", metavar="FILE", type=Path, help="require the token in FILE")

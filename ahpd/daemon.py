@@ -155,9 +155,12 @@ async def run(
     wire: Path | None = None,
     limits: Limits | None = None,
     worktrees_root: Path | None = None,
+    web_port: int | None = 0,
 ) -> int:
-    """Serve AHP over WebSocket until SIGTERM/SIGINT."""
+    """Serve AHP over WebSocket until SIGTERM/SIGINT; and the web console on
+    ``web_port`` (0: a free port) unless it is None."""
     # lazily: `ahpd doctor` imports this module to read the config, and the transports are ~0.2 s
+    from ahpd.transport.web import origins, serve_web
     from ahpd.transport.websocket import serve_websocket
 
     ready_out = ready_out or sys.stdout
@@ -168,6 +171,9 @@ async def run(
     started = time.monotonic()
     caught: list[int] = []
     ready = False
+    # The browser origins the WebSocket admits: the console's, once it listens
+    # (before the ready line); None without a console (the door's older rule).
+    browser_origins: set[str] | None = set() if web_port is not None else None
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_until_signalled, nursery.cancel_scope, caught)
@@ -183,10 +189,18 @@ async def run(
                     max_message_size=max_frame,
                     queue_limit=host.queue_limit,
                     limits=limits,
+                    origins=browser_origins,
                 )
             )
             shown = f"[{host_name}]" if ":" in host_name else host_name
             url = f"ws://{shown}:{listening.port}/" + (f"?tkn={token}" if token else "")
+            web: dict[str, Any] = {}
+            if web_port is not None and browser_origins is not None:
+                page = await nursery.start(
+                    partial(serve_web, host=host_name, port=web_port, ws_port=listening.port, token=token)
+                )
+                browser_origins.update(origins(host_name, page.port))
+                web = {"webPort": page.port, "webUrl": page.url + (f"?tkn={token}" if token else "")}
             runtime.write_runtime(
                 data_dir,
                 pid=os.getpid(),
@@ -194,12 +208,15 @@ async def run(
                 port=listening.port,
                 url=url,
                 startedAt=runtime.utc_now_iso(),
+                **web,
             )
             # Everything imported and built so far lives as long as the process:
             # moving it out of the collector's reach keeps full collections (tens
             # of milliseconds, the latency tail under load) short.
             gc.freeze()
             print(f"ahpd ready: {url}", file=ready_out, flush=True)
+            if web:
+                print(f"ahpd web console: {web['webUrl']}", file=ready_out, flush=True)
             ready = True
             log.info("listening on %s (data in %s)", url.split("?")[0], data_dir)
             if (weak := token_warning(token, url.split("?")[0])) is not None:
@@ -271,5 +288,6 @@ def free_port_hint(host_name: str, port: int) -> str:
     """A sentence for an address in use."""
     return (
         f"cannot listen on {host_name}:{port}: the address is in use "
-        "(another ahpd? try `ahpd status`, or pick --port 0 for a free port)"
+        "(another ahpd? try `ahpd status`, or pick --port 0 for a free port; the web console "
+        "takes the port after --port unless --web-port or --no-web says otherwise)"
     )

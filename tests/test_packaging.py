@@ -98,3 +98,8 @@ def test_the_wheel_carries_the_man_page_and_the_licence(tmp_path: Path) -> None:
         assert "License-Expression: MIT" in fields.splitlines()
         assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
         assert "Requires-Dist: h11" in fields and "Requires-Dist: pygit2" in fields
+        # the web console's page: every file of ahpd/web that the listener serves
+        served = sorted(n.removeprefix("ahpd/web/") for n in names if n.startswith("ahpd/web/") and "." in n)
+        assert served == sorted(
+            p.name for p in (ROOT / "ahpd" / "web").iterdir() if p.suffix in (".html", ".js", ".css", ".py")
+        )

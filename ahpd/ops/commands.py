@@ -102,6 +102,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return EXIT_OK
     print(f"ahpd is running at {record.get('url', '(url unknown)')}")
+    if record.get("webUrl"):
+        print(f"web console: {record['webUrl']}")
     print(f"pid: {record['pid']}")
     print(f"uptime: {'unknown' if uptime is None else format_duration(uptime)} (since {record.get('startedAt', '?')})")
     if live is None:

@@ -22,6 +22,11 @@ The rules:
   port) is refused 403: browsers send ``Origin`` on every WebSocket, so this
   is how a page the user merely visits is kept from driving their agents.
   Programs (VS Code's agent host, ``ahpd chat``) send none.
+* With the web console on (``origins`` given: its own page's origins), an
+  upgrade carrying an ``Origin`` is admitted only when it is one of them,
+  token or not: the console's page is the one web page that may drive the
+  daemon, and another page (on another loopback port too) may not, even
+  with the token in hand.
 * A request that is not a WebSocket upgrade gets 401 when its upgrade would be
   refused and 426 (Upgrade Required) when it would be admitted, so a plain
   ``curl`` tells a user whether the token is right.
@@ -155,6 +160,14 @@ def origin_ok(request: h11.Request) -> bool:
     return address is not None and address.is_loopback
 
 
+def own_origin(request: h11.Request, origins: frozenset[str] | set[str]) -> bool:
+    """Whether the request has no ``Origin`` (a program) or exactly one of ``origins``."""
+    values = _header(request, b"origin")
+    if not values:
+        return True
+    return len(values) == 1 and values[0].decode("latin-1").strip().lower() in origins
+
+
 def key_ok(request: h11.Request) -> bool:
     """Whether there is one ``Sec-WebSocket-Key`` and it is 16 bytes in base64 (RFC 6455 4.1)."""
     values = _header(request, b"sec-websocket-key")
@@ -166,10 +179,16 @@ def key_ok(request: h11.Request) -> bool:
         return False
 
 
-def decide(request: h11.Request, token: str | None, listen_host: str = "127.0.0.1") -> Refusal | None:
+def decide(
+    request: h11.Request,
+    token: str | None,
+    listen_host: str = "127.0.0.1",
+    origins: frozenset[str] | set[str] | None = None,
+) -> Refusal | None:
     """None to admit the upgrade; otherwise the answer to give instead.
 
-    ``listen_host`` is the address the daemon was asked to listen on (``--host``).
+    ``listen_host`` is the address the daemon was asked to listen on (``--host``);
+    ``origins``, when given, the only ``Origin`` values admitted (the web console's).
     """
     if len(_header(request, b"host")) != 1:
         return Refusal(400, "missing 'Host'")  # h11 refuses two, and none in HTTP/1.1
@@ -190,6 +209,11 @@ def decide(request: h11.Request, token: str | None, listen_host: str = "127.0.0.
             426,
             "this is an Agent Host Protocol WebSocket endpoint",
             [(b"Upgrade", b"websocket"), (b"Sec-WebSocket-Version", b"13")],
+        )
+    if origins is not None and not own_origin(request, origins):
+        return Refusal(
+            403,
+            "a WebSocket from a web page is admitted only from ahpd's own web console",
         )
     if token is None and not origin_ok(request):
         return Refusal(

@@ -361,6 +361,9 @@ class _Server:
     queue_limit: Callable[[], int]
     limits: Limits
     budget: QueueBudget
+    #: The browser origins admitted (the web console's), or None for the
+    #: rule without a console (``_http.decide``); filled in once it listens.
+    origins: set[str] | None = None
     batches: BatchBytes = field(default_factory=BatchBytes)
     gate: WriteGate = field(default_factory=WriteGate)  # run in serve_websocket's nursery
     admitted: int = 0  # open WebSockets
@@ -475,7 +478,7 @@ class _Server:
         if request is None:
             logger.debug("%s: no complete request head", name)
             return None
-        refusal = _http.decide(request, self.token, self.listen_host)
+        refusal = _http.decide(request, self.token, self.listen_host, self.origins)
         if refusal is not None:
             await self._refuse(stream, name, refusal)
             return None
@@ -549,13 +552,16 @@ async def serve_websocket(
     max_message_size: int = 16 * 2**20,
     queue_limit: Callable[[], int] = lambda: 16 * 2**20,
     limits: Limits | None = None,
+    origins: set[str] | None = None,
     task_status: trio.TaskStatus[Listening] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``handler`` to every WebSocket client on ``host:port`` until cancelled.
 
     Follows the nursery ``start`` protocol: ``await nursery.start(serve_websocket, ...)``
     returns a ``Listening`` with the bound port (``port=0`` picks a free one).
-    ``limits`` defaults to ``Limits.for_this_process()``.
+    ``limits`` defaults to ``Limits.for_this_process()``. ``origins``: the
+    browser origins admitted, read at each upgrade (the daemon fills it in
+    once the web console listens; None keeps the rule without a console).
     """
     limits = limits or Limits.for_this_process()
     listeners = await trio.open_tcp_listeners(port, host=host)
@@ -564,7 +570,9 @@ async def serve_websocket(
         for extra in listeners[1:]:
             await extra.aclose()
         listeners = listeners[:1]
-    server = _Server(handler, token, host, max_message_size, queue_limit, limits, QueueBudget(limits.queued_bytes))
+    server = _Server(
+        handler, token, host, max_message_size, queue_limit, limits, QueueBudget(limits.queued_bytes), origins
+    )
     bound = listeners[0].socket.getsockname()
     where = Listening(host=host, port=bound[1])
     async with trio.open_nursery() as nursery:

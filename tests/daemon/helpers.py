@@ -40,16 +40,19 @@ from tests.schema import fits
 from tests.waits import Listener, eventually, tasks_ended, until_tasks_exit  # noqa: F401 - for the daemon tests
 
 READY = "ahpd ready: "
+WEB = "ahpd web console: "
 ROOT = "ahp-root://"
 
 
 class Daemon:
     """An ``ahpd run`` process (see :func:`running_daemon`)."""
 
-    def __init__(self, process: trio.Process, url: str, data_dir: Path) -> None:
+    def __init__(self, process: trio.Process, url: str, data_dir: Path, web_url: str = "") -> None:
         self.process = process
         self.url = url
         self.data_dir = data_dir
+        #: The web console's URL (with its token), unless ``--no-web``.
+        self.web_url = web_url
 
     def terminate(self) -> None:
         self.process.send_signal(signal.SIGTERM)
@@ -97,7 +100,9 @@ async def running_daemon(
     try:
         line = await _read_line(process.stdout)
         assert line.startswith(READY), f"no ready line, got {line!r}"
-        yield Daemon(process, line[len(READY) :].strip(), data_dir)
+        web = "" if "--no-web" in args else await _read_line(process.stdout)  # printed right after
+        assert not web or web.startswith(WEB), f"no web console line, got {web!r}"
+        yield Daemon(process, line[len(READY) :].strip(), data_dir, web[len(WEB) :].strip())
     finally:
         if process.returncode is None:
             process.kill()
@@ -141,6 +146,8 @@ class InProcessDaemon:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         self.url = ""
+        #: The web console's URL (with its token), unless ``--no-web``.
+        self.web_url = ""
         #: The daemon's Host, once ``make_host`` has built it.
         self.host: Any = None
         #: What ``run`` returned (0), once it has.
@@ -238,6 +245,8 @@ class _ReadyLine:
         self.served = served
 
     def write(self, text: str) -> int:
+        if text.startswith(WEB):
+            self.served.web_url = text[len(WEB) :].strip()
         if text.startswith(READY):
             self.served.url = text[len(READY) :].strip()
             self.served._ready.set()
@@ -289,6 +298,7 @@ async def daemon_in_process(
                     ready_out=_ReadyLine(served),
                     limits=cli._limits(argv),
                     worktrees_root=argv.worktrees_root,
+                    web_port=cli.web_port(argv),
                 )
             finally:
                 served._stopped.set()

@@ -157,6 +157,11 @@ async def test_status_and_stop_commands(tmp_path) -> None:
             )
             report = json.loads(status.stdout)
             assert report["live"]["connections"] == 1 and report["pid"] == daemon.process.pid
+            assert report["webUrl"] == daemon.web_url and daemon.web_url.startswith("http://127.0.0.1:")
+            said = await trio.run_process(
+                [sys.executable, "-m", "ahpd", "status", "--data-dir", str(data)], capture_stdout=True
+            )
+            assert f"web console: {daemon.web_url}\n" in said.stdout.decode()
         stop = await trio.run_process([sys.executable, "-m", "ahpd", "stop", "--data-dir", str(data)], check=False)
         assert stop.returncode == 0
         assert await daemon.wait() == 0

@@ -64,7 +64,8 @@ def utc_now() -> str:
 class ActionBus:
     def __init__(self, sequencer: Sequencer, replay_bytes: Callable[[], int]) -> None:
         self.sequencer = sequencer
-        self.replay = ReplayBuffer(replay_bytes)
+        # a restarted host (a serverSeq kept from before) answers older clients with snapshots
+        self.replay = ReplayBuffer(replay_bytes, floor=sequencer.current or None)
         self.channels: dict[str, Channel] = {}
         #: Second names of open channels, by the name (``Host.ensure_channel`` adds them).
         self.aliases: dict[str, Alias] = {}

@@ -6,6 +6,13 @@ first. The newest envelope is always kept, whatever it weighs: one action
 larger than the whole budget is still state the host holds. The byte limit
 is a callable read on every append, so a config change applies to the next
 action buffered.
+
+A host that restarted holds nothing of before its start, and what the
+restart changed (its terminals gone, its turns ended) was never an action:
+a client that last heard a number from before the start (``floor``, the
+number the host started at) is answered with snapshots, even when nothing
+was numbered since, since a replay of nothing would leave it holding the
+state from before.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ class Entry:
 
 
 class ReplayBuffer:
-    def __init__(self, max_bytes: Callable[[], int], max_count: int = MAX_ENVELOPES) -> None:
+    def __init__(self, max_bytes: Callable[[], int], max_count: int = MAX_ENVELOPES, floor: int | None = None) -> None:
+        #: The serverSeq this host started at after a restart (None for a first start).
+        self.floor = floor
         self._entries: deque[Entry] = deque()
         self._bytes = 0
         self._max_bytes = max_bytes
@@ -56,6 +65,8 @@ class ReplayBuffer:
         longer than the buffer (the caller then answers with snapshots)."""
         if last_seen > current:
             return None  # a sequence this host never reached
+        if self.floor is not None and last_seen <= self.floor:
+            return None  # heard before this host started: the restart moved state without actions
         if last_seen == current:
             return []
         oldest = self.oldest_seq

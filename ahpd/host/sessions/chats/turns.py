@@ -436,6 +436,7 @@ def on_event(chat: Chat, event: Event) -> None:
                     },
                 }
             )
+        chat.host.sessions.sync_summary(chat)  # the chat waits on a person: its row and the root's say so
     elif isinstance(event, InputRequest):
         if turn is None or turn.ended or not turn.live:
             _answer_later(chat, event)
@@ -456,6 +457,7 @@ def on_event(chat: Chat, event: Event) -> None:
                 },
             }
         )
+        chat.host.sessions.sync_summary(chat)
 
     elif isinstance(event, ClientToolCall):
         call_id = event.tool_call_id
