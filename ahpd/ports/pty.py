@@ -14,6 +14,13 @@ of the slave is gone, not as EOF: trio reports it as ``BrokenResourceError``,
 and ``Pty.receive`` answers ``b""`` for it. The child is reaped through a
 pidfd, so waiting for it is a task too.
 
+Signals: the child starts with every signal unblocked and at its default
+action, whatever the daemon had. Only an ignored disposition and the blocked
+mask survive ``exec``, and the daemon has both to hand on: Python ignores
+SIGPIPE (so ``yes | head`` said "Broken pipe" instead of ending quietly),
+and a daemon started from a script with ``&`` ignores SIGINT, which bash
+passes on to what it runs (so a typed ``^C`` stopped nothing).
+
 Shell integration: ``shell_command`` starts bash with ``--rcfile`` and zsh
 with ``ZDOTDIR`` pointed at the small scripts shipped next to this module
 (``ahpd/ports/shell``). Each first loads the user's own rc file, untouched,
@@ -37,6 +44,14 @@ from . import threads
 SHELL_DIR = Path(__file__).with_name("shell")
 
 
+def _default_signals() -> None:
+    """In the child, before ``exec``: every signal unblocked and at its default action."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    for signum in signal.valid_signals():
+        if signum not in (signal.SIGKILL, signal.SIGSTOP) and signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
+
+
 class Pty:
     """One child process in its own pty and process group."""
 
@@ -58,7 +73,9 @@ class Pty:
     ) -> Pty:
         """Start ``argv``; an ``OSError`` says why it could not be."""
         try:
-            process = ptyprocess.PtyProcess.spawn(list(argv), cwd=str(cwd), env=dict(env), dimensions=(rows, cols))
+            process = ptyprocess.PtyProcess.spawn(
+                list(argv), cwd=str(cwd), env=dict(env), dimensions=(rows, cols), preexec_fn=_default_signals
+            )
         except FileNotFoundError as exc:
             raise OSError(errno.ENOENT, f"no such program: {argv[0]}") from exc
         return cls(process)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +271,39 @@ async def test_bash_with_shell_integration(tmp_path) -> None:
 
 
 @pytest.mark.skipif(BASH is None, reason="bash is not installed")
+@pytest.mark.skipif(BASH is None, reason="bash is not installed")
+async def test_a_daemon_that_ignores_signals_hands_on_none(tmp_path) -> None:
+    """A daemon started from a script with ``&`` ignores SIGINT, and Python
+    ignores SIGPIPE: a terminal's programs must still stop on a typed ^C and
+    end quietly on a closed pipe (``yes`` killed by SIGPIPE, status 141), as in
+    a person's own terminal. Before the child reset its signals, ``sleep``
+    ran its 100 s through the ^C and ``yes`` said "Broken pipe", status 1."""
+    ignored = {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        env = env_for(tmp_path)
+        async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
+            async with rpc(daemon.url) as client:
+                await client.initialize("ann")
+                term = await open_terminal(client, "ahp-terminal:/signals", Path(env["HOME"]) / "work")
+                await term.ready()
+                await term.type("yes | head -1; echo status=${PIPESTATUS[0]}\r")
+                await term.wait_for(kind("terminal/commandFinished"))
+                last = [p for p in term.state["content"] if p["type"] == "command"][-1]
+                assert "status=141" in last["output"] and "Broken pipe" not in last["output"], last
+
+                await term.type("sleep 100\r")
+                await term.wait_for(
+                    lambda a: a["type"] == "terminal/commandExecuted" and a["commandLine"] == "sleep 100"
+                )
+                await in_the_foreground(shell_of(daemon), "sleep")
+                await term.type("\x03")
+                stopped = await term.wait_for(kind("terminal/commandFinished"))
+                assert stopped["exitCode"] == 130, (stopped, term.state["content"][-2:])
+    finally:
+        for signum, handler in ignored.items():
+            signal.signal(signum, handler)
+
+
 async def test_refusals_and_exit(tmp_path) -> None:
     env = env_for(tmp_path)
     home = Path(env["HOME"])
