@@ -196,8 +196,10 @@ class Connection:
     async def _notified(self, method: Any, params: Any) -> None:
         try:
             await self._on_notification(method, params)
+        except RequestError as exc:  # unknown, or bad params: nobody to answer
+            log.warning("notification %s refused: %s %s", method, exc, exc.data)
         except Exception:  # noqa: BLE001 - a notification has nobody to answer: its failure is only logged
-            log.warning("error while handling notification method=%s", method, exc_info=True)
+            log.exception("unhandled error while handling notification method=%s", method)
 
 
 def _details(exc: Exception) -> Any:

@@ -35,7 +35,7 @@ _TYPE_NAMES = {str: "string", list: "list", dict: "object", bool: "boolean", int
 def params_of(params: Any) -> Json:
     if not isinstance(params, dict):
         raise RequestError.invalid_params(
-            {"errors": [{"type": "model_type", "loc": [], "msg": "Input should be an object"}]}
+            {"errors": [{"type": "model_type", "loc": [], "msg": "Input should be an object", "input": params}]}
         )
     return params
 
@@ -43,7 +43,9 @@ def params_of(params: Any) -> Json:
 def required(params: Json, name: str, kind: type = str) -> Any:
     """``params[name]``, which must be there and be a ``kind``."""
     if name not in params:
-        raise RequestError.invalid_params({"errors": [{"type": "missing", "loc": [name], "msg": "Field required"}]})
+        raise RequestError.invalid_params(
+            {"errors": [{"type": "missing", "loc": [name], "msg": "Field required", "input": params}]}
+        )
     return _typed(params, name, kind)
 
 
@@ -59,7 +61,16 @@ def _typed(params: Json, name: str, kind: type) -> Any:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         type_name = _TYPE_NAMES.get(kind, kind.__name__)
         raise RequestError.invalid_params(
-            {"errors": [{"type": f"{type_name}_type", "loc": [name], "msg": f"Input should be a valid {type_name}"}]}
+            {
+                "errors": [
+                    {
+                        "type": f"{type_name}_type",
+                        "loc": [name],
+                        "msg": f"Input should be a valid {type_name}",
+                        "input": value,
+                    }
+                ]
+            }
         )
     return value
 
