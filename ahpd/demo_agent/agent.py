@@ -111,16 +111,16 @@ class DemoAgent(Actions):
     def connect(self, conn: Connection) -> None:
         self._conn = Client(conn)
 
-    async def on_request(self, method: str, params: Any) -> Json:
+    async def on_request(self, method: Any, params: Any) -> Json:
         handler = self._requests.get(method)
         if handler is None:
             raise RequestError.method_not_found(method)
         return await handler(params_of(params))
 
-    async def on_notification(self, method: str, params: Any) -> None:
+    async def on_notification(self, method: Any, params: Any) -> None:
         if method == "session/cancel":
             await self.cancel(params_of(params))
-        elif not method.startswith("_"):  # extension notifications are ignored, as ACP says
+        elif not (isinstance(method, str) and method.startswith("_")):  # extensions are ignored, as ACP says
             raise RequestError.method_not_found(method)
 
     async def initialize(self, params: Json) -> Json:
