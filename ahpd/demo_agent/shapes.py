@@ -6,8 +6,9 @@ fields in the models' order, ``sessionUpdate`` and ``type`` discriminators
 last, and no ``null`` where the library leaves a field out. The library
 writes what an agent *sends* (updates, requests) without ``None`` values and
 without values equal to a field's default (``serialize_params``), and its
-answers without ``None`` values; ``tests/demo_agent/test_shapes.py`` checks
-every builder here against the library's models.
+answers without ``None`` values. The demo-agent tests check every message
+the agent writes against the library's own writing of it
+(``tests/demo_agent/harness.py``, ``assert_library_form``).
 
 Reading: what the client sends is checked as far as the agent reads it
 (:func:`required`, :func:`optional`); a request missing a field, or with one
