@@ -25,25 +25,21 @@ from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from acp import RequestError, text_block, tool_content, tool_diff_content, tool_terminal_ref
-from acp.helpers import start_tool_call, update_tool_call
-from acp.schema import (
-    AcceptElicitationResponse,
-    CancelElicitationResponse,
-    ClientCapabilities,
-    DeclineElicitationResponse,
-    DeniedOutcome,
-    ElicitationFormSessionMode,
-    ElicitationSchema,
-    ElicitationStringPropertySchema,
-    PermissionOption,
-    PromptResponse,
-    ToolCallLocation,
-    ToolCallStart,
-    ToolCallUpdate,
-)
-
 from ahpd.demo_agent import script as sc
+from ahpd.demo_agent.client import Client
+from ahpd.demo_agent.rpc import RequestError
+from ahpd.demo_agent.shapes import (
+    Capabilities,
+    Json,
+    permission_option,
+    permission_tool_call,
+    start_tool_call,
+    text_block,
+    tool_content,
+    tool_diff_content,
+    tool_terminal_ref,
+    update_tool_call,
+)
 from ahpd.demo_agent.store import SessionRecord, new_id
 
 log = logging.getLogger("ahpd.demo_agent.agent")
@@ -51,8 +47,12 @@ log = logging.getLogger("ahpd.demo_agent.agent")
 T = TypeVar("T")
 
 #: Permission options offered before a tool acts (ACP option kinds).
-ALLOW_ONCE = PermissionOption(option_id="allow-once", name="Allow once", kind="allow_once")
-REJECT_ONCE = PermissionOption(option_id="reject-once", name="Reject", kind="reject_once")
+ALLOW_ONCE = "allow-once"
+REJECT_ONCE = "reject-once"
+ACT_OPTIONS = (
+    permission_option(ALLOW_ONCE, "Allow once", "allow_once"),
+    permission_option(REJECT_ONCE, "Reject", "reject_once"),
+)
 
 TERMINAL_OUTPUT_LIMIT = 64 * 1024
 CLEANUP_TIMEOUT = 5.0
@@ -66,9 +66,9 @@ class TurnCancelled(Exception):
 class LiveSession:
     record: SessionRecord
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    turn: asyncio.Task[PromptResponse] | None = None
+    turn: asyncio.Task[Json] | None = None
     deleted: bool = False
-    #: The MCP servers the client handed over (``mcp`` prompts call them: ``mcp_calls``).
+    #: The MCP servers the client handed over, as sent (``mcp`` prompts call them: ``mcp_calls``).
     mcp_servers: list[Any] = field(default_factory=list)
 
     @property
@@ -79,10 +79,10 @@ class LiveSession:
 class Actions:
     """The requests a turn makes of the client; a base of ``DemoAgent``."""
 
-    #: The library's connection to the client (``AgentSideConnection``), once connected.
-    _conn: Any
+    #: The client, once connected.
+    _conn: Client
     #: What the client offered at ``initialize``.
-    _client: ClientCapabilities
+    _client: Capabilities
 
     # -- actions --------------------------------------------------------------------------
 
@@ -120,7 +120,7 @@ class Actions:
             )
         return f"The demo tool {how}: “{output}”."
 
-    async def _allowed(self, session: LiveSession, start: ToolCallStart) -> bool:
+    async def _allowed(self, session: LiveSession, start: Json) -> bool:
         """Ask the client before a tool that acts (the demo tool, ``write``, ``run``).
 
         In ``auto`` mode nothing is asked. A request answered ``cancelled``
@@ -128,21 +128,18 @@ class Actions:
         """
         if session.record.mode == "auto":
             return True
-        request = ToolCallUpdate(
-            tool_call_id=start.tool_call_id,
-            title=start.title,
-            kind=start.kind,
-            status="pending",
-            raw_input=start.raw_input,
-            content=start.content,
-            locations=start.locations,
+        request = permission_tool_call(
+            start["toolCallId"],
+            start["title"],
+            start["kind"],
+            content=start.get("content"),
+            locations=[location["path"] for location in start.get("locations", [])] or None,
+            raw_input=start.get("rawInput"),
         )
-        answer = await self._conn.request_permission(
-            session_id=session.id, tool_call=request, options=[ALLOW_ONCE, REJECT_ONCE]
-        )
-        if isinstance(answer.outcome, DeniedOutcome):
+        chosen = await self._conn.request_permission(session.id, request, list(ACT_OPTIONS))
+        if chosen is None:
             raise TurnCancelled()
-        return answer.outcome.option_id == ALLOW_ONCE.option_id
+        return chosen == ALLOW_ONCE
 
     async def _denied(self, session_id: str, call_id: str, what: str) -> None:
         await self._update(
@@ -156,7 +153,7 @@ class Actions:
         )
 
     async def _read(self, session: LiveSession, target: str) -> str:
-        if not (self._client.fs and self._client.fs.read_text_file):
+        if not self._client.read_text_file:
             return f"I cannot read `{target}`: the client did not offer `fs/read_text_file`."
         sid = session.id
         path = _resolve(session.record.cwd, target)
@@ -165,17 +162,16 @@ class Actions:
             f"Read {target}",
             kind="read",
             status="pending",
-            locations=[ToolCallLocation(path=path)],
+            locations=[path],
             raw_input={"path": path},
         )
         async with self._tool_call(sid, start) as call_id:
             await self._update(sid, update_tool_call(call_id, status="in_progress"))
             try:
-                answer = await self._conn.read_text_file(session_id=sid, path=path)
+                content = await self._conn.read_text_file(sid, path)
             except RequestError as exc:
                 await self._failed(sid, call_id, f"Could not read {path}: {exc}")
                 return f"I could not read `{target}`: {exc}."
-            content = answer.content
             shown = "\n".join(content.splitlines()[:20])
             await self._update(
                 sid, update_tool_call(call_id, status="completed", content=[tool_content(text_block(shown))])
@@ -186,22 +182,22 @@ class Actions:
         return f"The first line of `{target}` is: “{lines[0]}”."
 
     async def _write(self, session: LiveSession, target: str, text: str) -> str:
-        if not (self._client.fs and self._client.fs.write_text_file):
+        if not self._client.write_text_file:
             return f"I cannot write `{target}`: the client did not offer `fs/write_text_file`."
         sid = session.id
         path = _resolve(session.record.cwd, target)
         new_text = text + "\n"
         old_text = None
-        if self._client.fs.read_text_file:
+        if self._client.read_text_file:
             with contextlib.suppress(RequestError):  # a new file
-                old_text = (await self._conn.read_text_file(session_id=sid, path=path)).content
+                old_text = await self._conn.read_text_file(sid, path)
         start = start_tool_call(
             new_call_id(),
             f"Write {target}",
             kind="edit",
             status="pending",
             content=[tool_diff_content(path, new_text, old_text)],
-            locations=[ToolCallLocation(path=path)],
+            locations=[path],
             raw_input={"path": path, "content": new_text},
         )
         async with self._tool_call(sid, start) as call_id:
@@ -210,7 +206,7 @@ class Actions:
                 return f"You rejected writing `{target}`, so it was not written."
             await self._update(sid, update_tool_call(call_id, status="in_progress"))
             try:
-                await self._conn.write_text_file(session_id=sid, path=path, content=new_text)
+                await self._conn.write_text_file(sid, path, new_text)
             except RequestError as exc:
                 await self._failed(sid, call_id, f"Could not write {path}: {exc}")
                 return f"I could not write `{target}`: {exc}."
@@ -235,32 +231,25 @@ class Actions:
                 await self._denied(sid, call_id, "the command did not run")
                 return f"You rejected running `{command}`, so it did not run."
             try:
-                created = await self._conn.create_terminal(
-                    session_id=sid,
-                    command="sh",
-                    args=["-c", command],
-                    cwd=cwd,
-                    output_byte_limit=TERMINAL_OUTPUT_LIMIT,
-                )
+                terminal_id = await self._conn.create_terminal(sid, "sh", ["-c", command], cwd, TERMINAL_OUTPUT_LIMIT)
             except RequestError as exc:
                 await self._failed(sid, call_id, f"Could not start the command: {exc}")
                 return f"I could not run `{command}`: {exc}."
-            terminal_id = created.terminal_id
             exited = False
             try:
                 await self._update(
                     sid, update_tool_call(call_id, status="in_progress", content=[tool_terminal_ref(terminal_id)])
                 )
-                status = await self._conn.wait_for_terminal_exit(session_id=sid, terminal_id=terminal_id)
+                status = await self._conn.wait_for_terminal_exit(sid, terminal_id)
                 exited = True
-                output = await self._conn.terminal_output(session_id=sid, terminal_id=terminal_id)
+                output = await self._conn.terminal_output(sid, terminal_id)
             except RequestError as exc:
                 await self._failed(sid, call_id, f"The terminal failed: {exc}")
                 return f"I could not finish running `{command}`: {exc}."
             finally:
                 if not exited:
-                    await _best_effort(self._conn.kill_terminal(session_id=sid, terminal_id=terminal_id))
-                await _best_effort(self._conn.release_terminal(session_id=sid, terminal_id=terminal_id))
+                    await _best_effort(self._conn.kill_terminal(sid, terminal_id))
+                await _best_effort(self._conn.release_terminal(sid, terminal_id))
             await self._update(
                 sid,
                 update_tool_call(
@@ -285,50 +274,44 @@ class Actions:
 
     async def _ask(self, session: LiveSession) -> str:
         sid = session.id
-        elicitation = self._client.elicitation
-        if elicitation is not None and elicitation.form is not None:
-            schema = ElicitationSchema(
-                type="object",
-                title="A question from the demo agent",
-                properties={
-                    "answer": ElicitationStringPropertySchema(type="string", title="Your answer", enum=list(sc.ANSWERS))
-                },
-                required=["answer"],
-            )
+        if self._client.elicitation_form:
+            # (The schema's "type": "object" is its default: the library leaves it out.)
+            schema = {
+                "title": "A question from the demo agent",
+                "properties": {"answer": {"title": "Your answer", "enum": list(sc.ANSWERS), "type": "string"}},
+                "required": ["answer"],
+            }
             try:
-                answer = await self._conn.create_elicitation(
-                    message=sc.QUESTION, mode=ElicitationFormSessionMode(session_id=sid, requested_schema=schema)
-                )
+                action, content = await self._conn.create_form_elicitation(sid, sc.QUESTION, schema)
             except RequestError as exc:
                 if exc.code != -32601:  # anything but "method not found"
                     return f"I could not ask you: {exc}."
                 log.info("the client offered elicitation but does not answer it; asking through a permission request")
             else:
-                if isinstance(answer, AcceptElicitationResponse):
-                    value = (answer.content or {}).get("answer")
+                if action == "accept":
+                    value = (content if isinstance(content, dict) else {}).get("answer")
                     return f"I asked “{sc.QUESTION}” and you answered **{value}**."
-                if isinstance(answer, DeclineElicitationResponse):
+                if action == "decline":
                     return f"I asked “{sc.QUESTION}” and you declined to answer."
-                if isinstance(answer, CancelElicitationResponse):
+                if action == "cancel":
                     return f"I asked “{sc.QUESTION}” and you dismissed the question."
-                return f"I asked “{sc.QUESTION}” and the client answered “{answer.action}”."
+                return f"I asked “{sc.QUESTION}” and the client answered “{action}”."
         return await self._ask_by_permission(session)
 
     async def _ask_by_permission(self, session: LiveSession) -> str:
         """``ask`` for clients without elicitation: a permission request with yes/no options."""
         sid = session.id
         title = f"Question: {sc.QUESTION}"
-        yes = PermissionOption(option_id=sc.ANSWERS[0], name="Yes", kind="allow_once")
-        no = PermissionOption(option_id=sc.ANSWERS[1], name="No", kind="reject_once")
+        yes = permission_option(sc.ANSWERS[0], "Yes", "allow_once")
+        no = permission_option(sc.ANSWERS[1], "No", "reject_once")
         start = start_tool_call(
             new_call_id(), title, kind="other", status="pending", raw_input={"question": sc.QUESTION}
         )
         async with self._tool_call(sid, start) as call_id:
-            request = ToolCallUpdate(tool_call_id=call_id, title=title, kind="other", status="pending")
-            answer = await self._conn.request_permission(session_id=sid, tool_call=request, options=[yes, no])
-            if isinstance(answer.outcome, DeniedOutcome):
+            request = permission_tool_call(call_id, title, "other")
+            value = await self._conn.request_permission(sid, request, [yes, no])
+            if value is None:
                 raise TurnCancelled()
-            value = answer.outcome.option_id
             await self._update(
                 sid,
                 update_tool_call(call_id, status="completed", content=[tool_content(text_block(f"Answer: {value}"))]),
@@ -338,17 +321,17 @@ class Actions:
     # -- tool calls and updates ------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _tool_call(self, session_id: str, start: ToolCallStart) -> AsyncIterator[str]:
+    async def _tool_call(self, session_id: str, start: Json) -> AsyncIterator[str]:
         """Announce a tool call; if the turn is cancelled inside, mark it ``failed``."""
         await self._update(session_id, start)
         try:
-            yield start.tool_call_id
+            yield start["toolCallId"]
         except (asyncio.CancelledError, TurnCancelled):
             await _best_effort(
                 self._update(
                     session_id,
                     update_tool_call(
-                        start.tool_call_id, status="failed", content=[tool_content(text_block("Cancelled."))]
+                        start["toolCallId"], status="failed", content=[tool_content(text_block("Cancelled."))]
                     ),
                 )
             )
@@ -359,8 +342,8 @@ class Actions:
             session_id, update_tool_call(call_id, status="failed", content=[tool_content(text_block(message))])
         )
 
-    async def _update(self, session_id: str, update: Any) -> None:
-        await self._conn.session_update(session_id=session_id, update=update)
+    async def _update(self, session_id: str, update: Json) -> None:
+        await self._conn.session_update(session_id, update)
 
 
 def new_call_id() -> str:

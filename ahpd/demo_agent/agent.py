@@ -1,8 +1,10 @@
 """The demo agent's ACP side: sessions, turns, and the requests it makes of the client.
 
-:class:`DemoAgent` implements the agent half of the Agent Client Protocol on
-top of the ``agent-client-protocol`` library (asyncio, ``import acp``). What to
-do with a prompt is decided by :mod:`ahpd.demo_agent.script` (plain functions);
+:class:`DemoAgent` implements the agent half of the Agent Client Protocol
+(asyncio) with plain dicts on a small JSON-RPC layer of its own
+(:mod:`ahpd.demo_agent.rpc`, :mod:`ahpd.demo_agent.shapes`; why not the
+``agent-client-protocol`` library: its import cost, see ``rpc``). What to do
+with a prompt is decided by :mod:`ahpd.demo_agent.script` (plain functions);
 this module (with its base :class:`~ahpd.demo_agent.actions.Actions`, the
 requests a turn makes of the client) carries it out over the wire and keeps
 the conversation in a :class:`~ahpd.demo_agent.store.SessionStore`.
@@ -20,8 +22,8 @@ Order on the wire. Every update and request of a turn is sent from the turn's
 one task, awaited one after the other, so they leave in order. The
 ``available_commands_update`` that follows ``session/new`` is sent from a task
 started by the handler: it can only run once the handler has returned, by
-which time the library has queued the response (it queues without yielding),
-so the client learns the session id before any update for it.
+which time the connection has written the response (it writes without
+yielding), so the client learns the session id before any update for it.
 """
 
 from __future__ import annotations
@@ -29,60 +31,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
-
-from acp import PROTOCOL_VERSION, RequestError, text_block
-from acp.meta import AGENT_METHODS
-from acp.schema import (
-    AgentCapabilities,
-    AgentMessageChunk,
-    AgentPlanUpdate,
-    AgentThoughtChunk,
-    AvailableCommand,
-    AvailableCommandInput,
-    AvailableCommandsUpdate,
-    ClientCapabilities,
-    CloseSessionResponse,
-    CurrentModeUpdate,
-    DeleteSessionRequest,
-    DeleteSessionResponse,
-    EmbeddedResourceContentBlock,
-    Implementation,
-    InitializeResponse,
-    ListSessionsResponse,
-    LoadSessionResponse,
-    McpCapabilities,
-    NewSessionResponse,
-    PlanEntry,
-    PromptCapabilities,
-    PromptResponse,
-    ResourceContentBlock,
-    ResumeSessionResponse,
-    SessionAdditionalDirectoriesCapabilities,
-    SessionCapabilities,
-    SessionCloseCapabilities,
-    SessionDeleteCapabilities,
-    SessionInfo,
-    SessionInfoUpdate,
-    SessionListCapabilities,
-    SessionMode,
-    SessionModeState,
-    SessionResumeCapabilities,
-    SetSessionConfigOptionResponse,
-    SetSessionModeResponse,
-    TextContentBlock,
-    UnstructuredCommandInput,
-    Usage,
-    UserMessageChunk,
-)
-from acp.utils import normalize_result
 
 from ahpd import __version__
 from ahpd.demo_agent import mcp_calls
-from ahpd.demo_agent.actions import Actions, LiveSession, TurnCancelled, new_call_id
 from ahpd.demo_agent import script as sc
 from ahpd.demo_agent import settings as st
+from ahpd.demo_agent.actions import Actions, LiveSession, TurnCancelled, new_call_id
+from ahpd.demo_agent.client import Client
+from ahpd.demo_agent.rpc import Connection, RequestError
+from ahpd.demo_agent.shapes import (
+    PROTOCOL_VERSION,
+    Capabilities,
+    Json,
+    available_commands_update,
+    current_mode_update,
+    message_chunk,
+    modes,
+    optional,
+    params_of,
+    plan_update,
+    prompt_text,
+    required,
+    session_info,
+    session_info_update,
+    usage,
+)
 from ahpd.demo_agent.store import Message, SessionStore, new_id, now, valid_session_id
 
 log = logging.getLogger(__name__)
@@ -102,51 +77,8 @@ LIST_PAGE_SIZE = 50
 SESSION_NOT_FOUND = -32002  # ACP's "resource not found"
 
 
-def prompt_text(blocks: list[Any]) -> str:
-    """The prompt as one string: text as is, other content blocks as short markers."""
-    parts: list[str] = []
-    for block in blocks:
-        if isinstance(block, TextContentBlock):
-            parts.append(block.text)
-        elif isinstance(block, ResourceContentBlock):
-            parts.append(f" [{block.name}]({block.uri}) ")
-        elif isinstance(block, EmbeddedResourceContentBlock):
-            parts.append(f" [{block.resource.uri}] ")
-        else:
-            parts.append(f" [{getattr(block, 'type', 'content')}] ")
-    return "".join(parts).strip()
-
-
 def not_found(session_id: str, details: str = "no such session") -> RequestError:
     return RequestError(SESSION_NOT_FOUND, "Resource not found", {"sessionId": session_id, "details": details})
-
-
-def route_session_delete(conn: Any, agent: DemoAgent) -> bool:
-    """Route ``session/delete`` to ``agent.delete_session``; ``False`` if that cannot be done.
-
-    acp 0.12 knows ``session/delete`` (the method name, ``DeleteSessionRequest``
-    and the ``sessionCapabilities.delete`` flag) but its agent router does not
-    route it, so it would answer "method not found". The router is reached
-    through the connection's private attributes; if they are not what this
-    version has, delete is simply not offered.
-    """
-    try:
-        from acp.router import MessageRouter
-
-        router = conn._conn._handler
-        if not isinstance(router, MessageRouter):
-            return False
-        router.route_request(
-            AGENT_METHODS["session_delete"],
-            DeleteSessionRequest,
-            agent,
-            "delete_session",
-            adapt_result=normalize_result,
-        )
-    except Exception:  # noqa: BLE001 - the library's insides may differ: then delete is not offered  # pragma: no cover
-        log.debug("cannot route session/delete", exc_info=True)
-        return False
-    return True
 
 
 class DemoAgent(Actions):
@@ -155,112 +87,118 @@ class DemoAgent(Actions):
     def __init__(self, store: SessionStore, *, slow_delay: float = sc.SLOW_DELAY_SECONDS) -> None:
         self._store = store
         self._slow_delay = slow_delay
-        self._conn: Any = None
-        self._client = ClientCapabilities()
+        self._client = Capabilities()
         self._sessions: dict[str, LiveSession] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self._delete_routed = False
         #: Model, thinking level and directories, per session id (see ``settings``).
         self._settings: dict[str, st.Settings] = {}
+        #: The requests the agent answers; any other is "method not found".
+        self._requests: dict[str, Callable[[Json], Awaitable[Json]]] = {
+            "initialize": self.initialize,
+            "session/new": self.new_session,
+            "session/load": self.load_session,
+            "session/resume": self.resume_session,
+            "session/list": self.list_sessions,
+            "session/delete": self.delete_session,
+            "session/close": self.close_session,
+            "session/set_mode": self.set_session_mode,
+            "session/set_config_option": self.set_config_option,
+            "session/prompt": self.prompt,
+        }
 
     # -- connection and handshake ---------------------------------------------------------
 
-    def on_connect(self, conn: Any) -> None:
-        self._conn = conn
-        self._delete_routed = route_session_delete(conn, self)
+    def connect(self, conn: Connection) -> None:
+        self._conn = Client(conn)
 
-    async def initialize(
-        self,
-        protocol_version: int,
-        client_capabilities: ClientCapabilities | None = None,
-        client_info: Implementation | None = None,
-        **kwargs: Any,
-    ) -> InitializeResponse:
-        self._client = client_capabilities or ClientCapabilities()
+    async def on_request(self, method: Any, params: Any) -> Json:
+        handler = self._requests.get(method)
+        if handler is None:
+            raise RequestError.method_not_found(method)
+        return await handler(params_of(params))
+
+    async def on_notification(self, method: Any, params: Any) -> None:
+        if method == "session/cancel":
+            await self.cancel(params_of(params))
+        elif not (isinstance(method, str) and method.startswith("_")):  # extensions are ignored, as ACP says
+            raise RequestError.method_not_found(method)
+
+    async def initialize(self, params: Json) -> Json:
+        protocol_version = required(params, "protocolVersion", int)
+        self._client = Capabilities(params.get("clientCapabilities"))
+        client_info = optional(params, "clientInfo", dict)
         if client_info is not None:
-            log.info("client %s %s, protocol version %s", client_info.name, client_info.version, protocol_version)
-        sessions = SessionCapabilities(
-            list=SessionListCapabilities(),
-            resume=SessionResumeCapabilities(),
-            close=SessionCloseCapabilities(),
-            additional_directories=SessionAdditionalDirectoriesCapabilities(),
-        )
-        if self._delete_routed:
-            sessions.delete = SessionDeleteCapabilities()
-        return InitializeResponse(
+            log.info(
+                "client %s %s, protocol version %s",
+                client_info.get("name"),
+                client_info.get("version"),
+                protocol_version,
+            )
+        return {
             # Only version 1 exists; a client asking for another gets ours and decides.
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(image=False, audio=False, embedded_context=True),
-                mcp_capabilities=McpCapabilities(http=False, sse=False),
-                session_capabilities=sessions,
-            ),
-            auth_methods=[],
-            agent_info=Implementation(name=AGENT_NAME, title="ahpd demo agent", version=__version__),
-        )
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+                "sessionCapabilities": {
+                    "list": {},
+                    "delete": {},
+                    "additionalDirectories": {},
+                    "resume": {},
+                    "close": {},
+                },
+            },
+            "authMethods": [],
+            "agentInfo": {"name": AGENT_NAME, "title": "ahpd demo agent", "version": __version__},
+        }
 
     # -- session lifecycle ----------------------------------------------------------------
 
-    async def new_session(
-        self,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[Any] | None = None,
-        **kwargs: Any,
-    ) -> NewSessionResponse:
+    async def new_session(self, params: Json) -> Json:
+        cwd = required(params, "cwd")
+        additional_directories = optional(params, "additionalDirectories", list)
+        mcp_servers = required(params, "mcpServers", list)
         _require_absolute(cwd)
         session = LiveSession(self._store.create(cwd))
-        session.mcp_servers = list(mcp_servers or [])
+        session.mcp_servers = list(mcp_servers)
         self._sessions[session.id] = session
         self._soon(self._announce(session.id))
         settings = self._settings_of(session.id, additional_directories)
-        return NewSessionResponse(
-            session_id=session.id, modes=_modes(session.record.mode), config_options=st.options(settings)
-        )
+        return {
+            "sessionId": session.id,
+            "modes": modes(session.record.mode, MODES),
+            "configOptions": st.options(settings),
+        }
 
-    async def load_session(
-        self,
-        cwd: str,
-        session_id: str,
-        mcp_servers: list[Any] | None = None,
-        additional_directories: list[str] | None = None,
-        **kwargs: Any,
-    ) -> LoadSessionResponse:
+    async def load_session(self, params: Json) -> Json:
+        mcp_servers = required(params, "mcpServers", list)
+        cwd = required(params, "cwd")
+        additional_directories = optional(params, "additionalDirectories", list)
+        session_id = required(params, "sessionId")
         session = self._open(session_id, cwd)
-        session.mcp_servers = list(mcp_servers or [])
+        session.mcp_servers = list(mcp_servers)
         for message in list(session.record.messages):
-            chunk: UserMessageChunk | AgentMessageChunk
-            if message.role == "user":
-                chunk = UserMessageChunk(
-                    session_update="user_message_chunk", content=text_block(message.text), message_id=message.id
-                )
-            else:
-                chunk = AgentMessageChunk(
-                    session_update="agent_message_chunk", content=text_block(message.text), message_id=message.id
-                )
-            await self._update(session.id, chunk)
+            kind = "user_message_chunk" if message.role == "user" else "agent_message_chunk"
+            await self._update(session.id, message_chunk(kind, message.text, message.id))
         await self._announce(session.id)
         settings = self._settings_of(session.id, additional_directories)
-        return LoadSessionResponse(modes=_modes(session.record.mode), config_options=st.options(settings))
+        return {"modes": modes(session.record.mode, MODES), "configOptions": st.options(settings)}
 
-    async def resume_session(
-        self,
-        session_id: str,
-        cwd: str,
-        additional_directories: list[str] | None = None,
-        mcp_servers: list[Any] | None = None,
-        **kwargs: Any,
-    ) -> ResumeSessionResponse:
+    async def resume_session(self, params: Json) -> Json:
+        session_id = required(params, "sessionId")
+        cwd = required(params, "cwd")
+        additional_directories = optional(params, "additionalDirectories", list)
+        mcp_servers = optional(params, "mcpServers", list)
         session = self._open(session_id, cwd)
         session.mcp_servers = list(mcp_servers or [])
         await self._announce(session.id)
         settings = self._settings_of(session.id, additional_directories)
-        return ResumeSessionResponse(modes=_modes(session.record.mode), config_options=st.options(settings))
+        return {"modes": modes(session.record.mode, MODES), "configOptions": st.options(settings)}
 
-    async def list_sessions(
-        self, cwd: str | None = None, cursor: str | None = None, **kwargs: Any
-    ) -> ListSessionsResponse:
+    async def list_sessions(self, params: Json) -> Json:
+        cwd = optional(params, "cwd")
+        cursor = optional(params, "cursor")
         if cwd is not None:
             _require_absolute(cwd)
         start = 0
@@ -270,49 +208,51 @@ class DemoAgent(Actions):
             start = int(cursor)
         records = self._store.all(cwd)
         page = records[start : start + LIST_PAGE_SIZE]
-        more = start + LIST_PAGE_SIZE < len(records)
-        return ListSessionsResponse(
-            sessions=[
-                SessionInfo(session_id=r.session_id, cwd=r.cwd, title=r.title, updated_at=r.updated_at) for r in page
-            ],
-            next_cursor=str(start + LIST_PAGE_SIZE) if more else None,
-        )
+        answer: Json = {"sessions": [session_info(r.session_id, r.cwd, r.title, r.updated_at) for r in page]}
+        if start + LIST_PAGE_SIZE < len(records):
+            answer["nextCursor"] = str(start + LIST_PAGE_SIZE)
+        return answer
 
-    async def delete_session(self, session_id: str, **kwargs: Any) -> DeleteSessionResponse:
+    async def delete_session(self, params: Json) -> Json:
+        session_id = required(params, "sessionId")
         session = self._sessions.pop(session_id, None)
         if session is not None:
             session.deleted = True
             self._cancel_turn(session)
         if not self._store.delete(session_id) and session is None:
             raise not_found(session_id)
-        return DeleteSessionResponse()
+        return {}
 
-    async def close_session(self, session_id: str, **kwargs: Any) -> CloseSessionResponse:
+    async def close_session(self, params: Json) -> Json:
+        session_id = required(params, "sessionId")
         session = self._sessions.pop(session_id, None)
         if session is not None:
             self._cancel_turn(session)
         elif self._store.get(session_id) is None:
             raise not_found(session_id)
-        return CloseSessionResponse()
+        return {}
 
-    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> SetSessionModeResponse:
+    async def set_session_mode(self, params: Json) -> Json:
+        session_id = required(params, "sessionId")
+        mode_id = required(params, "modeId")
         session = self._active(session_id)
         if mode_id not in {mode for mode, _, _ in MODES}:
             raise RequestError.invalid_params({"details": f"unknown mode {mode_id!r}", "modeId": mode_id})
         session.record.mode = mode_id
         self._save(session)
-        await self._update(session.id, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id))
-        return SetSessionModeResponse()
+        await self._update(session.id, current_mode_update(mode_id))
+        return {}
 
-    async def set_config_option(
-        self, config_id: str, session_id: str, value: str | bool, **kwargs: Any
-    ) -> SetSessionConfigOptionResponse:
+    async def set_config_option(self, params: Json) -> Json:
+        session_id = required(params, "sessionId")
+        config_id = required(params, "configId")
+        value = required(params, "value", bool if params.get("type") == "boolean" else str)
         session = self._active(session_id)
         settings = self._settings_of(session.id)
         refused = st.set_option(settings, config_id, value)
         if refused is not None:
             raise RequestError.invalid_params({"details": refused, "configId": config_id})
-        return SetSessionConfigOptionResponse(config_options=st.options(settings))
+        return {"configOptions": st.options(settings)}
 
     def _settings_of(self, session_id: str, additional: list[str] | None = None) -> st.Settings:
         settings = self._settings.setdefault(session_id, st.Settings())
@@ -326,21 +266,18 @@ class DemoAgent(Actions):
         if mode is not None and mode in {m for m, _, _ in MODES} and mode != session.record.mode:
             session.record.mode = mode
             self._save(session)
-            await self._update(
-                session.id, CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode)
-            )
+            await self._update(session.id, current_mode_update(mode))
         if st.settings_asked(text):
             line = st.describe(self._settings_of(session.id), session.record.mode, session.record.cwd)
-            await self._update(
-                session.id,
-                AgentMessageChunk(session_update="agent_message_chunk", content=text_block(line), message_id=new_id()),
-            )
+            await self._update(session.id, message_chunk("agent_message_chunk", line, new_id()))
 
     # -- turns ----------------------------------------------------------------------------
 
-    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+    async def prompt(self, params: Json) -> Json:
+        session_id = required(params, "sessionId")
+        blocks = required(params, "prompt", list)
         session = self._active(session_id)
-        text = prompt_text(prompt)
+        text = prompt_text(blocks)
         async with session.lock:
             new_title = session.record.title is None
             if new_title:
@@ -358,15 +295,15 @@ class DemoAgent(Actions):
             finally:
                 session.turn = None
         if turn.cancelled() or isinstance(turn.exception(), TurnCancelled):
-            return PromptResponse(stop_reason="cancelled")
+            return {"stopReason": "cancelled"}
         return turn.result()  # or raises the turn's error, e.g. for "fail"
 
-    async def cancel(self, session_id: str, **kwargs: Any) -> None:
-        session = self._sessions.get(session_id)
+    async def cancel(self, params: Json) -> None:
+        session = self._sessions.get(required(params, "sessionId"))
         if session is not None:
             self._cancel_turn(session)
 
-    async def _turn(self, session: LiveSession, text: str, *, announce_title: bool) -> PromptResponse:
+    async def _turn(self, session: LiveSession, text: str, *, announce_title: bool) -> Json:
         reply_id = new_id()
         sent: list[str] = []
         try:
@@ -380,22 +317,16 @@ class DemoAgent(Actions):
 
     async def _play(
         self, session: LiveSession, script: sc.Script, reply_id: str, sent: list[str], announce_title: bool
-    ) -> PromptResponse:
+    ) -> Json:
         sid = session.id
         if announce_title:
-            info = SessionInfoUpdate(
-                session_update="session_info_update", title=session.record.title, updated_at=session.record.updated_at
-            )
-            await self._update(sid, info)
+            await self._update(sid, session_info_update(session.record.title, session.record.updated_at))
         if script.plan:
             await self._plan(sid, 0)
         thinking = sc.thoughts(script)
         thought_id = new_id()
         for piece in thinking:
-            thought = AgentThoughtChunk(
-                session_update="agent_thought_chunk", content=text_block(piece), message_id=thought_id
-            )
-            await self._update(sid, thought)
+            await self._update(sid, message_chunk("agent_thought_chunk", piece, thought_id))
         if script.fail:
             raise RequestError(-32603, "the demo agent was asked to fail", {"trigger": "fail"})
         if script.plan:
@@ -408,47 +339,33 @@ class DemoAgent(Actions):
         for piece in pieces:
             if script.slow:
                 await asyncio.sleep(self._slow_delay)
-            message = AgentMessageChunk(
-                session_update="agent_message_chunk", content=text_block(piece), message_id=reply_id
-            )
-            await self._update(sid, message)
+            await self._update(sid, message_chunk("agent_message_chunk", piece, reply_id))
             sent.append(piece)
         if script.plan:
             await self._plan(sid, 3)
         thought_words = sc.count_words(*thinking)
-        usage = Usage(
-            input_tokens=sc.count_words(script.prompt),
-            output_tokens=sc.count_words(reply),
-            thought_tokens=thought_words,
-            total_tokens=sc.count_words(script.prompt, reply) + thought_words,
-        )
-        return PromptResponse(stop_reason="end_turn", usage=usage)
+        return {
+            "stopReason": "end_turn",
+            "usage": usage(
+                input_tokens=sc.count_words(script.prompt),
+                output_tokens=sc.count_words(reply),
+                thought_tokens=thought_words,
+                total_tokens=sc.count_words(script.prompt, reply) + thought_words,
+            ),
+        }
 
     async def _plan(self, session_id: str, stage: int) -> None:
-        entries = [
-            PlanEntry(content=step, priority="medium", status=status)
-            for step, status in zip(sc.PLAN_STEPS, sc.plan_statuses(stage), strict=True)
-        ]
-        await self._update(session_id, AgentPlanUpdate(session_update="plan", entries=entries))
+        statuses = sc.plan_statuses(stage)
+        entries = [(step, "medium", status) for step, status in zip(sc.PLAN_STEPS, statuses, strict=True)]
+        await self._update(session_id, plan_update(entries))
 
     # -- helpers --------------------------------------------------------------------------
 
     async def _announce(self, session_id: str) -> None:
         """Tell the client the slash commands (after ``session/new``, ``load``, ``resume``)."""
         await asyncio.sleep(0)
-        commands = [
-            AvailableCommand(
-                name=name,
-                description=description,
-                input=AvailableCommandInput(UnstructuredCommandInput(hint=hint)) if hint else None,
-            )
-            for name, description, hint in sc.SLASH_COMMANDS
-        ]
         if session_id in self._sessions:
-            await self._update(
-                session_id,
-                AvailableCommandsUpdate(session_update="available_commands_update", available_commands=commands),
-            )
+            await self._update(session_id, available_commands_update(sc.SLASH_COMMANDS))
 
     def _open(self, session_id: str, cwd: str) -> LiveSession:
         """The session for ``session/load`` or ``session/resume``, from memory or disk."""
@@ -499,13 +416,6 @@ class DemoAgent(Actions):
         task = asyncio.get_running_loop().create_task(guarded())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-
-def _modes(current: str) -> SessionModeState:
-    return SessionModeState(
-        current_mode_id=current,
-        available_modes=[SessionMode(id=i, name=n, description=d) for i, n, d in MODES],
-    )
 
 
 def _require_absolute(cwd: str) -> None:

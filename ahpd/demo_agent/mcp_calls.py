@@ -19,9 +19,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from acp import text_block, tool_content
-from acp.helpers import start_tool_call, update_tool_call
-from acp.schema import AgentMessageChunk, PromptResponse
+from ahpd.demo_agent.shapes import Json, message_chunk, start_tool_call, text_block, tool_content, update_tool_call
 
 TRIGGER = "mcp"
 
@@ -47,20 +45,23 @@ def parse(text: str) -> tuple[str | None, dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def _connected(server: Any) -> AsyncIterator[Any]:
+async def _connected(server: Json) -> AsyncIterator[Any]:
+    # Imported here: the mcp library costs its import to every start of the
+    # demo agent otherwise, and only ``mcp`` prompts use it.
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    env = {e.name: e.value for e in getattr(server, "env", None) or []}
-    params = StdioServerParameters(command=server.command, args=list(server.args or []), env=env)
+    env = {str(e.get("name")): str(e.get("value")) for e in server.get("env") or [] if isinstance(e, dict)}
+    params = StdioServerParameters(command=server["command"], args=[str(a) for a in server.get("args") or []], env=env)
     with open(os.devnull, "w") as quiet:  # noqa: ASYNC230 - /dev/null opens at once, never blocks
         async with stdio_client(params, errlog=quiet) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             yield session
 
 
-def _stdio(servers: list[Any]) -> list[Any]:
-    return [s for s in servers if getattr(s, "command", None)]
+def _stdio(servers: list[Any]) -> list[Json]:
+    """The stdio servers among those handed over (ACP's ``McpServerStdio``, as sent)."""
+    return [s for s in servers if isinstance(s, dict) and isinstance(s.get("command"), str) and s["command"]]
 
 
 async def run(servers: list[Any], name: str | None, arguments: dict[str, Any]) -> tuple[bool, str]:
@@ -72,7 +73,7 @@ async def run(servers: list[Any], name: str | None, arguments: dict[str, Any]) -
         async with _connected(server) as session:
             offered = [t.name for t in (await session.list_tools()).tools]
             if name is None:
-                listing += [f"{server.name}: {t}" for t in offered]
+                listing += [f"{server.get('name')}: {t}" for t in offered]
                 continue
             if name not in offered:
                 continue
@@ -114,12 +115,9 @@ async def play(agent: Any, session: Any, text: str, call_id: str) -> str:
     return answer if ok else f"The tool failed: {answer}"
 
 
-async def turn(agent: Any, session: Any, text: str, call_id: str, reply_id: str, sent: list[str]) -> PromptResponse:
+async def turn(agent: Any, session: Any, text: str, call_id: str, reply_id: str, sent: list[str]) -> Json:
     """A whole ``mcp`` turn: the tool call, then its text as the reply."""
     reply = await play(agent, session, text, call_id)
-    await agent._update(
-        session.id,
-        AgentMessageChunk(session_update="agent_message_chunk", content=text_block(reply), message_id=reply_id),
-    )
+    await agent._update(session.id, message_chunk("agent_message_chunk", reply, reply_id))
     sent.append(reply)
-    return PromptResponse(stop_reason="end_turn")
+    return {"stopReason": "end_turn"}

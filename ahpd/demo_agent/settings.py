@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp.schema import SessionConfigOptionBoolean, SessionConfigOptionSelect, SessionConfigSelectOption
+from ahpd.demo_agent.shapes import Json, select_option
 
 #: The models offered: id, name.
 MODELS: tuple[tuple[str, str], ...] = (("demo-swift", "Demo Swift"), ("demo-deep", "Demo Deep"))
@@ -41,24 +41,12 @@ class Settings:
     additional: list[str] = field(default_factory=list)
 
 
-def options(settings: Settings) -> list[SessionConfigOptionSelect | SessionConfigOptionBoolean]:
+def options(settings: Settings) -> list[Json]:
     """The session's config options as ACP says them, with their current values."""
     return [
-        SessionConfigOptionSelect(
-            id=MODEL_OPTION,
-            name="Model",
-            category="model",
-            type="select",
-            current_value=settings.model,
-            options=[SessionConfigSelectOption(value=v, name=n) for v, n in MODELS],
-        ),
-        SessionConfigOptionSelect(
-            id=EFFORT_OPTION,
-            name="Thinking",
-            category="thought_level",
-            type="select",
-            current_value=settings.effort,
-            options=[SessionConfigSelectOption(value=v, name=v.capitalize()) for v in EFFORTS],
+        select_option(MODEL_OPTION, "Model", "model", settings.model, list(MODELS)),
+        select_option(
+            EFFORT_OPTION, "Thinking", "thought_level", settings.effort, [(v, v.capitalize()) for v in EFFORTS]
         ),
     ]
 

@@ -3,6 +3,12 @@
 The ``acp`` library is asyncio, and this repository runs pytest-trio in trio
 mode, so tests here are plain functions calling :func:`run`.
 
+The demo agent writes ACP without the library (``ahpd.demo_agent.rpc``);
+:func:`demo_agent` checks on exit that every message it wrote is exactly what
+the library would write for it: read through the library's model and written
+back as the library writes (field names, field order, fields left out), it is
+unchanged.
+
 :class:`DemoClient` answers the agent's requests the way an editor would:
 files are read and written for real (under the test's folder), terminals are
 asyncio subprocesses, permission answers and elicitation answers are chosen
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -28,30 +35,106 @@ from acp.schema import (
     AcceptElicitationResponse,
     AllowedOutcome,
     ClientCapabilities,
+    CloseSessionResponse,
+    CreateFormSessionElicitationRequest,
+    CreateTerminalRequest,
     CreateTerminalResponse,
+    DeleteSessionResponse,
     DeniedOutcome,
     ElicitationCapabilities,
     ElicitationFormCapabilities,
     FileSystemCapabilities,
     Implementation,
     InitializeResponse,
+    KillTerminalRequest,
     KillTerminalResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    PromptResponse,
+    ReadTextFileRequest,
     ReadTextFileResponse,
+    ReleaseTerminalRequest,
     ReleaseTerminalResponse,
+    RequestPermissionRequest,
     RequestPermissionResponse,
+    ResumeSessionResponse,
+    SessionNotification,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     TerminalExitStatus,
+    TerminalOutputRequest,
     TerminalOutputResponse,
     TextContentBlock,
+    WaitForTerminalExitRequest,
     WaitForTerminalExitResponse,
+    WriteTextFileRequest,
     WriteTextFileResponse,
 )
 from acp.stdio import spawn_agent_process
+from acp.utils import normalize_result, serialize_params
+from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Generous: a loaded two-core machine must not make these tests flaky.
 TIMEOUT = 20.0
 
 T = TypeVar("T")
+
+#: What the agent sends of its own (notifications, requests): the library writes them with ``serialize_params``.
+SENT_MODELS: dict[str, type[BaseModel]] = {
+    "session/update": SessionNotification,
+    "session/request_permission": RequestPermissionRequest,
+    "fs/read_text_file": ReadTextFileRequest,
+    "fs/write_text_file": WriteTextFileRequest,
+    "terminal/create": CreateTerminalRequest,
+    "terminal/output": TerminalOutputRequest,
+    "terminal/wait_for_exit": WaitForTerminalExitRequest,
+    "terminal/kill": KillTerminalRequest,
+    "terminal/release": ReleaseTerminalRequest,
+    "elicitation/create": CreateFormSessionElicitationRequest,
+}
+#: The agent's answers, by the method asked, and whether the library's router passed them through
+#: ``normalize_result`` (defaults left out) or not (only unset and ``None`` fields left out).
+ANSWER_MODELS: dict[str, tuple[type[BaseModel], bool]] = {
+    "initialize": (InitializeResponse, False),
+    "session/new": (NewSessionResponse, False),
+    "session/list": (ListSessionsResponse, False),
+    "session/prompt": (PromptResponse, False),
+    "session/resume": (ResumeSessionResponse, False),
+    "session/load": (LoadSessionResponse, True),
+    "session/close": (CloseSessionResponse, True),
+    "session/delete": (DeleteSessionResponse, True),
+    "session/set_mode": (SetSessionModeResponse, True),
+    "session/set_config_option": (SetSessionConfigOptionResponse, True),
+}
+
+
+def as_the_library_writes(message: dict[str, Any], asked: dict[Any, str]) -> dict[str, Any]:
+    """``message`` (from the agent) read through the library's model and written back as the library would.
+
+    ``asked`` maps the ids of the client's requests to their methods.
+    """
+    if "method" in message:
+        model = SENT_MODELS[message["method"]]
+        return {**message, "params": serialize_params(model.model_validate(message["params"]))}
+    if "error" in message:
+        error = message["error"]
+        return {
+            **message,
+            "error": {"code": int(error["code"]), "message": str(error["message"]), "data": error["data"]},
+        }
+    model, normalized = ANSWER_MODELS[asked[message["id"]]]
+    answer = model.model_validate(message["result"])
+    if normalized:
+        return {**message, "result": normalize_result(answer)}
+    return {**message, "result": answer.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True)}
+
+
+def assert_library_form(wire: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
+    asked = {m["id"]: m["method"] for m in sent if "method" in m and "id" in m}
+    for message in wire:
+        assert json.dumps(message) == json.dumps(as_the_library_writes(message, asked)), message
 
 
 def run(coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
@@ -247,10 +330,10 @@ async def demo_agent(
     status 0, having written nothing to stderr (it logs warnings only).
     """
     wire: list[dict[str, Any]] = []
+    sent: list[dict[str, Any]] = []
 
     def observe(event: StreamEvent) -> None:
-        if event.direction.value == "incoming":
-            wire.append(event.message)
+        (wire if event.direction.value == "incoming" else sent).append(event.message)
 
     stderr_path = home.parent / f"{home.name}-stderr.log"
     with open(stderr_path, "ab") as stderr:  # noqa: ASYNC230 - the child's log file, opened before it starts
@@ -287,3 +370,4 @@ async def demo_agent(
         terminal_.reader.cancel()
     log = stderr_path.read_text()
     assert log == "", f"the agent wrote to stderr:\n{log}"
+    assert_library_form(wire, sent)

@@ -8,8 +8,8 @@ from ahpd.demo_agent import settings as st
 def test_options_set_and_refused_in_the_agents_words() -> None:
     chosen = st.Settings()
     model, thinking = st.options(chosen)
-    assert (model.category, model.current_value) == ("model", "demo-swift")
-    assert (thinking.category, thinking.current_value) == ("thought_level", "medium")
+    assert (model["category"], model["currentValue"]) == ("model", "demo-swift")
+    assert (thinking["category"], thinking["currentValue"]) == ("thought_level", "medium")
     assert st.set_option(chosen, "model", "demo-deep") is None and chosen.model == "demo-deep"
     assert st.set_option(chosen, "thinking", "high") is None and chosen.effort == "high"
     assert (

@@ -517,3 +517,38 @@ def test_stdin_closing_mid_turn_ends_the_agent_cleanly(tmp_path: Path) -> None:
         assert kept and sc.reply(sc.parse("slow"), []).startswith(kept)
 
     run(body())
+
+
+def test_bad_requests_are_refused_and_the_agent_keeps_serving(tmp_path: Path) -> None:
+    async def body() -> None:
+        async with demo_agent(tmp_path / "home", DemoClient(tmp_path), args=("--log-level", "error")) as agent:
+            with pytest.raises(RequestError) as error:
+                await agent.call("session/frobnicate", {})
+            assert (error.value.code, str(error.value), error.value.data) == (
+                -32601,
+                "Method not found",
+                {"method": "session/frobnicate"},
+            )
+            for params, field, kind in (
+                ({"mcpServers": []}, "cwd", "missing"),
+                ({"cwd": 7, "mcpServers": []}, "cwd", "string_type"),
+                ({"cwd": str(tmp_path)}, "mcpServers", "missing"),
+            ):
+                with pytest.raises(RequestError) as error:
+                    await agent.call("session/new", params)
+                assert (error.value.code, str(error.value)) == (-32602, "Invalid params")
+                [problem] = error.value.data["errors"]
+                assert (problem["loc"], problem["type"]) == ([field], kind)
+            with pytest.raises(RequestError) as error:
+                await agent.call("session/prompt", None)
+            assert error.value.code == -32602
+
+            # Lines that are not a JSON-RPC message are skipped, even a JSON value that is not an object.
+            assert agent.process.stdin is not None
+            agent.process.stdin.write(b"this is not JSON\n[1, 2]\n\n")
+            await agent.process.stdin.drain()
+            assert (await asyncio.wait_for(agent.conn.list_sessions(), TIMEOUT)).sessions == []
+            sid = await new_session(agent, tmp_path)
+            assert (await prompt(agent, sid, "still here")).stop_reason == "end_turn"
+
+    run(body())
