@@ -10,6 +10,7 @@ and the path is printed, so a person can look at what the test saw.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -43,13 +44,21 @@ def browser() -> Iterator[Any]:
         from playwright.sync_api import sync_playwright
     except ImportError:
         pytest.skip("playwright not installed: pip install playwright (the test extra)")
-    with sync_playwright() as p:
-        # --no-sandbox: the suite may run as root in a container, where Chromium's sandbox cannot start
-        launched = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield launched
-        finally:
-            launched.close()
+    # Once trio_asyncio is imported (the Claude backend's tests, in this same xdist worker),
+    # asyncio's new_event_loop() makes one of its loops, which Playwright's sync API cannot
+    # drive and which leaves a trio run behind it. A policy set in this thread is the one
+    # trio_asyncio then gets out of the way for: plain asyncio, as Playwright expects.
+    asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
+    try:
+        with sync_playwright() as p:
+            # --no-sandbox: the suite may run as root in a container, where Chromium's sandbox cannot start
+            launched = p.chromium.launch(executable_path=path, args=["--no-sandbox", "--disable-gpu"])
+            try:
+                yield launched
+            finally:
+                launched.close()
+    finally:
+        asyncio.set_event_loop_policy(None)
 
 
 class Daemon:
