@@ -457,6 +457,12 @@ async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
     return uri, chat
 
 
+def listed_as(uri: str, provider: str = "demo") -> str:
+    """The name the host lists and keeps a session made as ``uri`` under
+    (``ahp-session:/<id>`` made with ``provider``): ``<provider>:/<id>``."""
+    return f"{provider}:/{uri.rsplit('/', 1)[-1]}"
+
+
 def start_turn(text: str, turn_id: str | None = None) -> dict:
     """A ``chat/turnStarted`` action for a user's message ``text``."""
     return {

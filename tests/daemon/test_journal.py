@@ -8,9 +8,11 @@ import json
 import uuid
 
 
+from ahpd.host.sessions.common import default_chat_uri
 from ahpd.ports import journal
 
 from .helpers import (
+    listed_as,
     action_of,
     create,
     daemon_in_process,
@@ -68,15 +70,15 @@ async def test_a_restart_keeps_sessions_chats_turns_titles_and_what_the_user_set
             await until(client, is_action("chat/draftChanged", chat))
         daemon.terminate()
         assert await daemon.wait() == 0
-    folder = data / "sessions" / name(uri)
+    folder = data / "sessions" / name(listed_as(uri))  # kept as the host lists it, demo:/<id>
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["session.json", f"{name(chat)}.jsonl", f"{name(side)}.jsonl"]
+        ["session.json", f"{name(default_chat_uri(listed_as(uri)))}.jsonl", f"{name(side)}.jsonl"]
     )
     async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("jo")
             [row] = (await client.call("listSessions", {}))["result"]["items"]
-            assert row["resource"] == uri and row["title"] == "kept" and row["status"] & (32 | 64) == 96
+            assert row["resource"] == listed_as(uri) and row["title"] == "kept" and row["status"] & (32 | 64) == 96
             session = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             fits("/$defs/SessionState", session)
             assert [c["resource"] for c in session["chats"]] == [chat, side]

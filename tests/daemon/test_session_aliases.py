@@ -211,12 +211,25 @@ async def test_a_session_made_as_ahp_session_is_listed_and_kept_as_demo(tmp_path
             assert await _texts(other, listed_chat) == []
 
             # Said under the creator's name: heard under it by the creator, under demo:/ by the other.
-            await _turn(own, chat, "made as ahp-session", 1)
+            await dispatch(own, chat, start_turn("made as ahp-session"), 1)
+            seen = (await until(own, is_action("chat/turnComplete", chat)))[-1]["params"]["serverSeq"]
             await until(other, is_action("chat/turnComplete", listed_chat))
             await dispatch(own, uri, {"type": "session/titleChanged", "title": "Listed by provider"}, 2)
             await until(own, is_action("session/titleChanged", uri))
             moved = (await until(other, _titled("Listed by provider")))[-1]["params"]
             assert moved["session"] == listed, moved
+
+            # Coming back under the name it created by, it is replayed what it missed, spelled from that name.
+            async with rpc(daemon.url) as back:
+                reply = await back.call(
+                    "reconnect",
+                    {"channel": ROOT, "clientId": "own", "lastSeenServerSeq": seen, "subscriptions": [uri, chat]},
+                )
+                answer = reply["result"]
+                assert answer["type"] == "replay", answer
+                titled = [a for a in answer["actions"] if a["action"]["type"] == "session/titleChanged"]
+                assert [a["channel"] for a in titled] == [uri] and all(a["serverSeq"] > seen for a in titled)
+                assert listed not in json.dumps(answer) and listed_chat not in json.dumps(answer)
 
             # One id, one session: its other spelling cannot be made a second one.
             again = await other.call(

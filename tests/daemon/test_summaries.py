@@ -14,6 +14,7 @@ from ahpd.protocol import model
 
 from ..gitrepo import make_repo
 from .helpers import (
+    listed_as,
     ROOT,
     Rpc,
     action_of,
@@ -33,7 +34,7 @@ IS_READ, IS_ARCHIVED = 32, 64
 
 def summary_of(session: str):
     def check(note: dict) -> bool:
-        return note.get("method") == "root/sessionSummaryChanged" and note["params"]["session"] == session
+        return note.get("method") == "root/sessionSummaryChanged" and note["params"]["session"] == listed_as(session)
 
     return check
 

@@ -146,12 +146,18 @@ async def get_current_session(host: Host, chat: Chat, args: dict[str, Any]) -> s
     return dump({**_compact(chat.session.summary()), "chat": chat.uri})
 
 
+def _own_name(host: Host, uri: str) -> str:
+    """The channel's own name for ``uri``, an open channel or another
+    spelling of one (``ahp-session:/<id>`` for ``demo:/<id>``, and its chats)."""
+    alias = host.bus.aliases.get(uri) if uri not in host.bus.channels else None
+    return alias.target if alias is not None else uri
+
+
 async def _target(host: Host, uri: str, *, to_message: bool = True) -> Chat:
     """The chat a session or chat URI names (a session's default chat)."""
     if host.sessions is None or not await host.ensure_channel(uri):
         raise ToolError(f"no session or chat {uri}")
-    alias = host.bus.aliases.get(uri) if uri not in host.bus.channels else None
-    own = alias.target if alias is not None else uri  # ahp-session:/<id> for demo:/<id>
+    own = _own_name(host, uri)
     chat = host.sessions.chat_owner.get(own)
     if chat is not None:
         if to_message and chat.state().get("interactivity") == "read-only":
@@ -312,8 +318,9 @@ async def get_session_context(host: Host, chat: Chat, args: dict[str, Any]) -> s
 
 async def delete_session(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     uri = text_arg(args, "session")
-    if uri == chat.session.uri or uri in chat.session.chats:
+    own = _own_name(host, uri) if await host.ensure_channel(uri) else uri
+    if own == chat.session.uri or own in chat.session.chats:
         raise ToolError("delete_session refuses to delete the current session")
-    params = host.decode_params("disposeSession", {"channel": uri})
+    params = host.decode_params("disposeSession", {"channel": own})
     await session_commands.dispose_session(host, AgentPeer(chat), params)
     return dump({"session": uri, "deleted": True})

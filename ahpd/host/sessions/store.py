@@ -22,14 +22,12 @@ atomically (temporary file, fsync, rename) and a journal appended past its
 last whole record, so a failed write leaves what was there whole; what is
 pending when the host stops is written on the way out.
 
-A damaged file found at start (not JSON, nested past what the parser can
-follow, a record missing what the host reads or holding the wrong types, a
-journal holding no chat record, a folder, symlink or FIFO where a file
-should be) is set aside as ``<name>.damaged`` with a logged reason, and
-every other session is still listed and opened; a damaged record inside a
-journal is skipped and said (``ahpd.ports.journal``). Files are opened only
-if they are regular ones (``ahpd.ports.regular``), and a lone surrogate
-read from disk becomes U+FFFD, so nothing listed can fail to encode.
+A damaged file found at start (not JSON, a record ``record_checks`` refuses,
+a journal holding no chat record, a folder, symlink or FIFO where a file
+should be) is set aside as ``<name>.damaged`` with a logged reason, and every
+other session is still listed and opened; a damaged record inside a journal
+is skipped and said. Files are opened only if regular (``ahpd.ports.regular``),
+and a lone surrogate read from disk becomes U+FFFD, so nothing listed fails to encode.
 """
 
 from __future__ import annotations
@@ -169,6 +167,13 @@ class ChatLog:
         self.since_fields += sum(len(line) for line in added)
         self.total = max(self.total, total)
 
+    def whole(self) -> dict[str, Any] | None:
+        """The chat with every turn: those before the window read from its journal."""
+        if self.fields is None or self.base == 0 or self.path is None:
+            return self.state(window=self.total)
+        older, self.index = journal.read_turns(self.path, self.length, 0, self.base, self.index)
+        return {**self.fields, "turns": older + self.written}
+
     def trim(self) -> None:
         """Forget the turns past ``KEEP``: they are on disk."""
         if self.path is not None and not self.unwritten and len(self.written) > KEEP:
@@ -307,17 +312,16 @@ class MemorySessionStore:
         pass
 
     def rename(self, uri: str, respell: Callable[[Any], Any]) -> dict[str, Any] | None:
-        """The session stored as ``uri``, kept under another name: ``respell``
-        makes its whole record (every turn) the record under that name. Written
-        before the old is removed; the new head says ``renamedFrom``, so what a
-        crash between the two left of the old can be told apart. The record as
-        a loaded session starts, or None (no such session, the name taken, the
-        disk refused)."""
+        """The session stored as ``uri`` kept under the name ``respell`` gives its
+        whole record (every turn), written before the old is removed (the head
+        says ``renamedFrom``: a crash's leftover is told apart). The record as
+        loaded, or None (no such session, the name taken, the disk refused)."""
         old = self.sessions.get(uri)
         if old is None or old.head is None:
             return None
         try:
-            chats = [{**c, "state": self._whole(old, c["uri"])} for c in old.head["chats"]]
+            logs = old.chats
+            chats = [{**c, "state": logs[c["uri"]].whole() if c["uri"] in logs else None} for c in old.head["chats"]]
         except (OSError, ValueError) as exc:
             log.error("session %s keeps its name: its turns cannot be read (%s)", uri, exc)
             return None
@@ -335,10 +339,6 @@ class MemorySessionStore:
             self.chat_logs.pop(chat_uri, None)
         self.chat_logs.update(new.chats)
         return new.loaded()
-
-    def _whole(self, session: SessionLog, chat_uri: str) -> dict[str, Any] | None:
-        chat = session.chats.get(chat_uri)
-        return chat.state(window=chat.total) if chat is not None else None
 
     def _replaced(self, old: SessionLog, new: SessionLog) -> bool:
         self._changed(new)
@@ -497,16 +497,8 @@ class FileSessionStore(MemorySessionStore):
     def _deleted(self, session: SessionLog) -> None:
         self.writes.put(session.uri, _Deleted(session))
 
-    def _whole(self, session: SessionLog, chat_uri: str) -> dict[str, Any] | None:
-        chat = session.chats.get(chat_uri)
-        if chat is None or chat.fields is None or chat.base == 0 or chat.path is None:
-            return super()._whole(session, chat_uri)
-        older, chat.index = journal.read_turns(chat.path, chat.length, 0, chat.base, chat.index)
-        return {**chat.fields, "turns": older + chat.written}
-
     def _replaced(self, old: SessionLog, new: SessionLog) -> bool:
-        """A renamed session written at once (at the start: nothing waits), then
-        the old one removed. A disk that refuses the new one keeps the old."""
+        """A renamed session written at once (at the start), then the old removed."""
         try:
             then = self._prepare(new.uri, object())()
         except OSError as exc:
@@ -516,7 +508,15 @@ class FileSessionStore(MemorySessionStore):
             return False
         if then is not None:
             then()
-        self._prepare(old.uri, _Deleted(old))()
+        # What was moved goes, the head first; anything set aside beside it stays for a person.
+        moved = [old.folder / "session.json"] if old.folder is not None else []
+        moved += [c.path for c in old.chats.values() if c.path is not None] + ([old.legacy] if old.legacy else [])
+        for path in moved:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        if old.folder is not None:
+            with contextlib.suppress(OSError):
+                old.folder.rmdir()
         return True
 
     def _prepare(self, uri: str, op: Any) -> Callable[[], Callable[[], None] | None]:

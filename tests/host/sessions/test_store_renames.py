@@ -114,3 +114,17 @@ def test_a_session_under_another_scheme_keeps_its_name(tmp_path) -> None:
     store = FileSessionStore(tmp_path)
     [record] = upgraded(store, store.load_all(), {"demo"})
     assert record["uri"] == mine and folder(tmp_path, mine).is_dir()
+
+
+def test_what_was_set_aside_beside_a_moved_session_stays_for_a_person(tmp_path) -> None:
+    FileSessionStore(tmp_path).save(old_record(2))
+    aside = folder(tmp_path, OLD) / "0123.jsonl.damaged"
+    aside.write_text("{not a record\n")
+    store = FileSessionStore(tmp_path)
+    [record] = upgraded(store, store.load_all(), {"demo"})
+    assert record["uri"] == NEW
+    assert [p.name for p in folder(tmp_path, OLD).iterdir()] == [aside.name]
+    store = FileSessionStore(tmp_path)
+    assert [r["uri"] for r in upgraded(store, store.load_all(), {"demo"})] == [
+        NEW
+    ]  # a folder with no head is no session
