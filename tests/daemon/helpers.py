@@ -434,10 +434,13 @@ def is_action(kind: str, channel: str | None = None):
     return check
 
 
-async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
+async def create(client: Rpc, tmp_path, channel: str | None = None, **extra: Any) -> tuple[str, str]:
     """A session in ``tmp_path`` (more ``createSession`` params in ``extra``),
-    subscribed to with its default chat; returns both URIs."""
-    uri = f"ahp-session:/{uuid.uuid4()}"
+    subscribed to with its default chat; returns both URIs. Made as
+    ``ahp-session:/<uuid>`` unless ``channel`` names it: the host lists and
+    keeps it as ``<provider>:/<uuid>`` (``listed_as``) and answers this
+    client under the name it made it by."""
+    uri = channel or f"ahp-session:/{uuid.uuid4()}"
     reply = await client.call(
         "createSession",
         {

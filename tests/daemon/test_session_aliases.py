@@ -231,6 +231,12 @@ async def test_a_session_made_as_ahp_session_is_listed_and_kept_as_demo(tmp_path
                 assert [a["channel"] for a in titled] == [uri] and all(a["serverSeq"] > seen for a in titled)
                 assert listed not in json.dumps(answer) and listed_chat not in json.dumps(answer)
 
+            # A destination named by the creator's spelling: moveChat finds it, answers in that name.
+            side = f"ahp-chat:/{uuid.uuid4()}"
+            assert (await own.call("createChat", {"channel": uri, "chat": side}))["result"] is None
+            moved = await own.call("moveChat", {"channel": side, "destination": {"kind": "session", "session": uri}})
+            assert moved["result"] == {"session": uri}, moved
+
             # One id, one session: its other spelling cannot be made a second one.
             again = await other.call(
                 "createSession", {"channel": listed, "workingDirectories": [work.as_uri()]}, timeout=60
