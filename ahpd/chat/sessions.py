@@ -129,8 +129,8 @@ async def choose(
     if uri is None:
         # Named as the host lists it, <provider>:/<uuid>, so that the name
         # remembered here is the one --list and every other client show.
-        provider = provider or await default_provider(conn)
-        scheme = provider if provider and _SCHEME.fullmatch(provider) else "ahp-session"
+        runs = provider or await default_provider(conn)
+        scheme = runs if runs and _SCHEME.fullmatch(runs) else "ahp-session"
         uri = f"{scheme}:/{uuid.uuid4()}"
         params: dict[str, Any] = {"channel": uri, "workingDirectories": [cwd_uri]}
         if provider:

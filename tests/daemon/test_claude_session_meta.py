@@ -166,7 +166,7 @@ async def test_a_session_stored_with_the_sandbox_on_stays_sandboxed(tmp_path: Pa
                 uri, chat = await create(ann, work, provider="claude")
             daemon.terminate()
             await daemon.wait()
-        head_file = data / "sessions" / _name(uri) / "session.json"
+        head_file = data / "sessions" / _name(listed_as(uri, "claude")) / "session.json"
         head = json.loads(await trio.Path(head_file).read_text())
         head["config"]["values"]["sandboxEnabled"] = "on"
         await trio.Path(head_file).write_text(json.dumps(head))
