@@ -71,7 +71,7 @@ async def test_read_archived_titles_activity_and_meta_reach_every_subscriber(tmp
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             await hello(ann, "ann")
             await hello(bob, "bob")
-            uri, default = await create(ann, repo)
+            uri, default = await create(ann, repo, channel=f"demo:/{uuid.uuid4()}")  # as listed: rows name it so
             side = f"ahp-chat:/{uuid.uuid4()}"
             assert (await ann.call("createChat", {"channel": uri, "chat": side}))["result"] is None
             await state_of(ann, side)
