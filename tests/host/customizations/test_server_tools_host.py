@@ -34,8 +34,9 @@ async def test_every_subscriber_of_every_session_is_told_the_new_set(tmp_path) -
     async with live_host(tmp_path) as live, rpc(live.url) as alice, rpc(live.url) as bob:
         await alice.initialize("alice")
         await bob.initialize("bob")
-        first, chat = await create(alice, work)
-        second, _ = await create(alice, work)
+        # As listed: server_tools.call is handed the host's own name of the chat.
+        first, chat = await create(alice, work, channel=f"demo:/{uuid.uuid4()}")
+        second, _ = await create(alice, work, channel=f"demo:/{uuid.uuid4()}")
         for client in (alice, bob):
             for uri in (first, second):
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
