@@ -40,17 +40,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("ahpd.host")
 
 _DEFAULT_CHAT = "ahp-chat://default/"
+#: A subagent's worker chat, ``<this><base64url(session URI)>/<call id>`` (``chats.workers``).
+_WORKER = "ahp-chat://subagent/"
 #: ``<scheme>:/<id>``, the session part of a URI that may go on (``/annotations``, ``/changeset/...``).
 _SESSION_PART = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):/([^/?#]+)")
 
 
 def _session_part(uri: str) -> str | None:
-    if uri.startswith(_DEFAULT_CHAT):
-        encoded = uri.removeprefix(_DEFAULT_CHAT)
-        try:
-            uri = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-        except (ValueError, UnicodeDecodeError):
-            return None
+    for prefix in (_DEFAULT_CHAT, _WORKER):
+        if uri.startswith(prefix):
+            encoded = uri.removeprefix(prefix).split("/", 1)[0]
+            try:
+                uri = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+            except (ValueError, UnicodeDecodeError):
+                return None
+            break
     found = _SESSION_PART.match(uri)
     return found.group(0) if found is not None else None
 
@@ -69,7 +73,15 @@ def aliases(host: Host, uri: str) -> tuple[tuple[str, str], ...] | None:
     own = next((u for u in itertools.chain(sessions.sessions, sessions.dormant) if session_id(u) == wanted), None)
     if own is None or own == named:
         return None
-    return ((own, named), (default_chat_uri(own), default_chat_uri(named)))
+    return _pairs(own, named)
+
+
+def _pairs(own: str, named: str) -> tuple[tuple[str, str], ...]:
+    """Each URI prefix a session's name is part of, as (``own``'s, ``named``'s):
+    the session's own (its annotations, changesets), its default chat, its workers."""
+    chats = (default_chat_uri(own), default_chat_uri(named))
+    workers = (_WORKER + chats[0].removeprefix(_DEFAULT_CHAT), _WORKER + chats[1].removeprefix(_DEFAULT_CHAT))
+    return ((own, named), chats, workers)
 
 
 def own_name(uri: str, provider: str, providers: Collection[str]) -> str:
@@ -84,10 +96,10 @@ def own_name(uri: str, provider: str, providers: Collection[str]) -> str:
 
 
 def respelled(value: Any, old: str, new: str) -> Any:
-    """``value`` (JSON) with session URI ``old``, its default chat and every
-    URI under either (``<old>/annotations``, ``<old>/changeset/...``) spelled
-    from ``new``."""
-    return Alias(new, ((old, new), (default_chat_uri(old), default_chat_uri(new)))).out(value)
+    """``value`` (JSON) with session URI ``old``, its default chat, its
+    workers and every URI under them (``<old>/annotations``,
+    ``<old>/changeset/...``) spelled from ``new``."""
+    return Alias(new, _pairs(old, new)).out(value)
 
 
 def upgraded(store: SessionStore, records: list[dict[str, Any]], providers: Collection[str]) -> list[dict[str, Any]]:
