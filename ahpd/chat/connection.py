@@ -72,6 +72,10 @@ class Connection:
             raise HostError(f"{method}: {reply['error'].get('message', reply['error'])}")
         return reply.get("result")
 
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        """A notification: nothing answers it."""
+        await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}))
+
     async def dispatch(self, channel: str, action: dict[str, Any]) -> None:
         await self.ws.send_message(
             json.dumps(

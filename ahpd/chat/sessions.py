@@ -10,6 +10,7 @@ session in that folder, and creates one only when there is none: running
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from ahpd.ports.atomic import write_atomic
 REMEMBERED = "chat-sessions.json"
 IDLE = 1
 IS_ARCHIVED = 64
+#: A provider whose name is a URI scheme names its sessions; any other the spec's ``ahp-session``.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 
 
 def _key(cwd_uri: str, provider: str | None) -> str:
@@ -60,6 +63,15 @@ async def list_sessions(conn: Connection) -> list[dict[str, Any]]:
         if not page.get("nextCursor"):
             return rows
         params = {"channel": ROOT, "cursor": page["nextCursor"]}
+
+
+async def default_provider(conn: Connection) -> str | None:
+    """The agent a session made without naming one runs: the first the host
+    describes (``RootState.agents``, the host's default first)."""
+    root = await conn.call("subscribe", {"channel": ROOT})
+    await conn.notify("unsubscribe", {"channel": ROOT})
+    agents = ((root or {}).get("snapshot") or {}).get("state", {}).get("agents") or []
+    return next((a["provider"] for a in agents if isinstance(a, dict) and isinstance(a.get("provider"), str)), None)
 
 
 def row_line(row: dict[str, Any]) -> str:
@@ -115,7 +127,11 @@ async def choose(
             )
     created = uri is None
     if uri is None:
-        uri = f"ahp-session:/{uuid.uuid4()}"
+        # Named as the host lists it, <provider>:/<uuid>, so that the name
+        # remembered here is the one --list and every other client show.
+        runs = provider or await default_provider(conn)
+        scheme = runs if runs and _SCHEME.fullmatch(runs) else "ahp-session"
+        uri = f"{scheme}:/{uuid.uuid4()}"
         params: dict[str, Any] = {"channel": uri, "workingDirectories": [cwd_uri]}
         if provider:
             params["provider"] = provider

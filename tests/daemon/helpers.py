@@ -444,10 +444,13 @@ def is_action(kind: str, channel: str | None = None):
     return check
 
 
-async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
+async def create(client: Rpc, tmp_path, channel: str | None = None, **extra: Any) -> tuple[str, str]:
     """A session in ``tmp_path`` (more ``createSession`` params in ``extra``),
-    subscribed to with its default chat; returns both URIs."""
-    uri = f"ahp-session:/{uuid.uuid4()}"
+    subscribed to with its default chat; returns both URIs. Made as
+    ``ahp-session:/<uuid>`` unless ``channel`` names it: the host lists and
+    keeps it as ``<provider>:/<uuid>`` (``listed_as``) and answers this
+    client under the name it made it by."""
+    uri = channel or f"ahp-session:/{uuid.uuid4()}"
     reply = await client.call(
         "createSession",
         {
@@ -465,6 +468,12 @@ async def create(client: Rpc, tmp_path, **extra: Any) -> tuple[str, str]:
     chat_sub = await client.call("subscribe", {"channel": chat})
     fits("/$defs/ChatState", chat_sub["result"]["snapshot"]["state"])
     return uri, chat
+
+
+def listed_as(uri: str, provider: str = "demo") -> str:
+    """The name the host lists and keeps a session made as ``uri`` under
+    (``ahp-session:/<id>`` made with ``provider``): ``<provider>:/<id>``."""
+    return f"{provider}:/{uri.rsplit('/', 1)[-1]}"
 
 
 def start_turn(text: str, turn_id: str | None = None) -> dict:

@@ -4,6 +4,8 @@ the same conversation - with nothing of it seen by clients."""
 
 from __future__ import annotations
 
+import uuid
+
 import json
 import os
 from pathlib import Path
@@ -58,7 +60,9 @@ async def test_an_idle_agent_is_stopped_and_the_next_turn_continues_its_conversa
             await client.initialize("idle")
             await dispatch(client, ROOT, {"type": "root/configChanged", "config": {"agentIdleTimeout": 1}}, 1)
             await until(client, is_action("root/configChanged"))
-            uri, chat = await create(client, work)
+            uri, chat = await create(
+                client, work, channel=f"demo:/{uuid.uuid4()}"
+            )  # named as the host lists it: this test reaches its objects
             # createSession waited for the boot probe, whose process is gone: no agent runs.
             assert daemon.agents() == []
 
@@ -134,7 +138,9 @@ async def test_an_agent_that_cannot_load_is_handed_the_transcript_after_an_idle_
     backends = {"raw": raw_backend("--no-load")}
     async with live_host(tmp_path, backends, agentIdleTimeout=1) as live, rpc(live.url) as client:
         await client.initialize("no-load")
-        uri, chat = await create(client, tmp_path)
+        uri, chat = await create(
+            client, tmp_path, channel=f"raw:/{uuid.uuid4()}"
+        )  # named as the host lists it: this test reaches its objects
         owner = live.host.sessions.chat_owner[chat]
         assert owner.conversation is None
 

@@ -8,7 +8,7 @@ import trio
 
 from ahpd import state as reducers
 
-from .helpers import action_of, create, daemon_in_process, dispatch, fits, rpc, start_turn, until, wire_clean
+from .helpers import action_of, create, daemon_in_process, dispatch, fits, listed_as, rpc, start_turn, until, wire_clean
 
 
 def mark(mark_id: str, *entries: tuple[str, str], session: str = "ahp-session:/x") -> dict:
@@ -112,9 +112,13 @@ async def test_annotations_are_kept_refused_by_rule_survive_a_restart_and_reach_
             row = next(
                 r
                 for r in (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"]
-                if r["resource"] == uri
+                if r["resource"] == listed_as(uri)
             )
-            assert row["annotations"] == {"resource": channel, "annotationCount": 2, "entryCount": 3}
+            assert row["annotations"] == {
+                "resource": f"{listed_as(uri)}/annotations",
+                "annotationCount": 2,
+                "entryCount": 3,
+            }
 
             # Handed to the agent: the demo agent echoes what it was given.
             client.notes.clear()

@@ -17,6 +17,7 @@ from ahpd.host.changesets import changesets
 from ..gitrepo import git, git_env, make_repo, mixed_repo, porcelain
 from .helpers import (
     Rpc,
+    listed_as,
     action_of,
     daemon_in_process,
     dispatch,
@@ -200,7 +201,7 @@ async def test_a_folder_outside_git_has_no_changesets(tmp_path, monkeypatch) -> 
             await client.initialize("bob")
             for folder in (plain, bare):
                 uri, _, state = await _session(client, folder)
-                await looked[uri].wait()
+                await looked[listed_as(uri)].wait()  # the host names it as it lists it
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
                 assert "changesets" not in state
                 reply = await client.call("subscribe", {"channel": f"{uri}/changeset/uncommitted"})

@@ -102,8 +102,10 @@ async def test_chats_move_within_between_and_out_of_sessions_and_survive_a_resta
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             await hello(ann, "ann")
             await hello(bob, "bob")
-            s1, default1 = await create(ann, tmp_path / "one")
-            s2, default2 = await create(ann, tmp_path / "two")
+            # Named as the host lists them: the moves are what is tested here, the
+            # other spellings in test_session_aliases.
+            s1, default1 = await create(ann, tmp_path / "one", channel=f"demo:/{uuid.uuid4()}")
+            s2, default2 = await create(ann, tmp_path / "two", channel=f"demo:/{uuid.uuid4()}")
             chat = await new_chat(ann, s1)
             side = await new_chat(ann, s1)
             for channel in (s1, s2, chat, side, default1):
@@ -255,8 +257,8 @@ async def test_a_destination_that_will_not_take_the_conversation_leaves_the_chat
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as ann:
             await hello(ann, "ann")
-            s1, _ = await create(ann, tmp_path / "one")
-            s2, _ = await create(ann, tmp_path / "two")
+            s1, _ = await create(ann, tmp_path / "one", channel=f"demo:/{uuid.uuid4()}")
+            s2, _ = await create(ann, tmp_path / "two", channel=f"demo:/{uuid.uuid4()}")
             chat = await new_chat(ann, s1)
             await state_of(ann, chat)
             await turn(ann, chat, "words to lose", 1)
@@ -288,7 +290,7 @@ async def test_a_new_session_whose_agent_will_not_start_is_undone_unseen(tmp_pat
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             await hello(ann, "ann")
             await hello(bob, "bob")
-            s1, default1 = await create(ann, tmp_path / "one")
+            s1, default1 = await create(ann, tmp_path / "one", channel=f"demo:/{uuid.uuid4()}")
             chat = await new_chat(ann, s1)
             side = await new_chat(ann, s1)
             await ann.call("moveChat", {"channel": side, "destination": {"kind": "session", "session": s1}})

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import uuid
 
+from ahpd.host.sessions.common import default_chat_uri
 from ahpd.host.sessions.store import FileSessionStore
 
-from .helpers import action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until
+from .helpers import action_of, create, daemon_in_process, dispatch, fits, is_action, listed_as, rpc, start_turn, until
 
 
 async def test_chats_fork_side_chat_and_disposal(tmp_path) -> None:
@@ -37,7 +38,9 @@ async def test_chats_fork_side_chat_and_disposal(tmp_path) -> None:
             forked = (await client.call("subscribe", {"channel": fork}))["result"]["snapshot"]["state"]
             fits("/$defs/ChatState", forked)
             assert [t["id"] for t in forked["turns"]] == [first["turnId"]]
-            assert forked["origin"] == {"kind": "fork", "chat": chat, "turnId": first["turnId"]}
+            # A chat not named from the session is not an alias: it names the source as the host keeps it.
+            own_chat = default_chat_uri(listed_as(uri))
+            assert forked["origin"] == {"kind": "fork", "chat": own_chat, "turnId": first["turnId"]}
             # The fork talks to its own agent conversation.
             await client.call("subscribe", {"channel": fork})
             await dispatch(client, fork, start_turn("and in the fork?"), 2)

@@ -21,6 +21,7 @@ from tests.backends.claude_fixtures import fake_api  # noqa: E402
 from tests.backends.claude_fixtures.harness import conversation  # noqa: E402
 
 from .helpers import (  # noqa: E402
+    listed_as,
     ROOT,
     create,
     daemon_in_process,
@@ -255,7 +256,7 @@ async def test_rewinds_survive_a_restart(tmp_path: Path) -> None:
             assert await daemon.wait() == 0
 
         # A store an older ahpd wrote kept no points: truncating is refused, not half done.
-        head_file = data / "sessions" / _name(uri) / "session.json"
+        head_file = data / "sessions" / _name(listed_as(uri, "claude")) / "session.json"
         head = json.loads(head_file.read_text())
         assert [c.get("rewind", {}).get("pending") for c in head["chats"]] == [None]
         for kept in head["chats"]:

@@ -18,7 +18,7 @@ pytest.importorskip("claude_agent_sdk")
 from ahpd.host.sessions.store import _name  # noqa: E402
 from tests.backends.claude_fixtures import fake_api  # noqa: E402
 
-from .helpers import action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until  # noqa: E402
+from .helpers import action_of, create, daemon_in_process, dispatch, is_action, listed_as, rpc, start_turn, until  # noqa: E402
 from .test_claude_sessions import _env  # noqa: E402
 from .test_session_config import _applied, _refused, _turn  # noqa: E402
 
@@ -52,7 +52,7 @@ async def test_a_claude_session_says_the_model_it_is_on(tmp_path: Path) -> None:
                     bob,
                     lambda n: (
                         n.get("method") == "root/sessionSummaryChanged"
-                        and n["params"]["session"] == uri
+                        and n["params"]["session"] == listed_as(uri, "claude")
                         and "ahpd.model" in (n["params"]["changes"].get("_meta") or {})
                     ),
                 )
@@ -166,7 +166,7 @@ async def test_a_session_stored_with_the_sandbox_on_stays_sandboxed(tmp_path: Pa
                 uri, chat = await create(ann, work, provider="claude")
             daemon.terminate()
             await daemon.wait()
-        head_file = data / "sessions" / _name(uri) / "session.json"
+        head_file = data / "sessions" / _name(listed_as(uri, "claude")) / "session.json"
         head = json.loads(await trio.Path(head_file).read_text())
         head["config"]["values"]["sandboxEnabled"] = "on"
         await trio.Path(head_file).write_text(json.dumps(head))

@@ -19,6 +19,8 @@ The capture of it is clean under ``ahpd wire-check``.
 
 from __future__ import annotations
 
+import uuid
+
 import base64
 import json
 from pathlib import Path
@@ -271,8 +273,9 @@ async def test_a_chat_moved_to_another_session_takes_its_workers(tmp_path: Path)
         async with daemon_in_process(tmp_path / "d", "--sessions", "file", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await initialize(client, "driver")
-                first, _ = await create(client, work, provider="claude")
-                second, _ = await create(client, work, provider="claude")
+                # As listed: a worker keeps the name it was given in the session that spawned it.
+                first, _ = await create(client, work, provider="claude", channel=f"claude:/{uuid.uuid4()}")
+                second, _ = await create(client, work, provider="claude", channel=f"claude:/{uuid.uuid4()}")
                 side = "ahp-chat:/side-with-a-worker"
                 await client.call("createChat", {"channel": first, "chat": side})
                 await client.call("subscribe", {"channel": side})

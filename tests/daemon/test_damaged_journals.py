@@ -24,7 +24,7 @@ from ahpd.host.sessions.store import FileSessionStore
 
 from .helpers import daemon_in_process, rpc
 
-KEPT, HURT = "ahp-session:/kept", "ahp-session:/hurt"
+KEPT, HURT = "demo:/kept", "demo:/hurt"  # as the host keeps sessions, <provider>:/<id>
 
 
 def _name(uri: str) -> str:

@@ -20,6 +20,7 @@ from ahpd.ports import journal
 
 from ..smalldisk import SmallDisk, small_disk
 from .helpers import (
+    listed_as,
     action_of,
     create,
     daemon_in_process,
@@ -36,8 +37,9 @@ ROOT = "ahp-root://"
 
 
 def stored(data: Path, uri: str) -> dict | None:
-    """The session as its folder holds it: its head, and each chat's journal tail."""
-    folder = data / "sessions" / hashlib.sha256(uri.encode()).hexdigest()[:32]
+    """The session as its folder holds it: its head, and each chat's journal
+    tail. It is kept under the name the host lists it by, ``demo:/<id>``."""
+    folder = data / "sessions" / hashlib.sha256(listed_as(uri).encode()).hexdigest()[:32]
     try:
         record = json.loads((folder / "session.json").read_text())
     except FileNotFoundError:
@@ -215,7 +217,7 @@ async def test_a_damaged_session_file_is_set_aside_and_the_others_still_open(tmp
         async with rpc(daemon.url) as client:
             await client.initialize("eve")
             rows = (await client.call("listSessions", {}))["result"]["items"]
-            assert [r["resource"] for r in rows] == [uri]
+            assert [r["resource"] for r in rows] == [listed_as(uri)]  # an older ahpd's name, moved over
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             assert state["title"] == "kept"
         daemon.terminate()

@@ -16,7 +16,19 @@ import uuid
 import pytest
 import trio
 
-from .helpers import Rpc, action_of, create, daemon_in_process, dispatch, is_action, rpc, start_turn, tasks_ended, until
+from .helpers import (
+    Rpc,
+    action_of,
+    create,
+    listed_as,
+    daemon_in_process,
+    dispatch,
+    is_action,
+    rpc,
+    start_turn,
+    tasks_ended,
+    until,
+)
 
 
 async def _still_serving(daemon, client: Rpc, other_chat: str, gone: str | None, seq: int) -> None:
@@ -103,7 +115,7 @@ async def test_dispose_session_in_each_phase_of_a_turn(tmp_path, phase: str) -> 
             _, other_chat = await create(client, tmp_path)
             uri, chat = await create(client, tmp_path)
             await _busy(client, uri, chat, phase)
-            session = daemon.host.sessions.sessions[uri]
+            session = daemon.host.sessions.sessions[listed_as(uri)]
             busy = _its_work(session, *session.chats.values())
             reply = await client.call("disposeSession", {"channel": uri})
             assert reply["result"] is None, reply

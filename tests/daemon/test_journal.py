@@ -8,9 +8,11 @@ import json
 import uuid
 
 
+from ahpd.host.sessions.common import default_chat_uri
 from ahpd.ports import journal
 
 from .helpers import (
+    listed_as,
     action_of,
     create,
     daemon_in_process,
@@ -68,15 +70,15 @@ async def test_a_restart_keeps_sessions_chats_turns_titles_and_what_the_user_set
             await until(client, is_action("chat/draftChanged", chat))
         daemon.terminate()
         assert await daemon.wait() == 0
-    folder = data / "sessions" / name(uri)
+    folder = data / "sessions" / name(listed_as(uri))  # kept as the host lists it, demo:/<id>
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["session.json", f"{name(chat)}.jsonl", f"{name(side)}.jsonl"]
+        ["session.json", f"{name(default_chat_uri(listed_as(uri)))}.jsonl", f"{name(side)}.jsonl"]
     )
     async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("jo")
             [row] = (await client.call("listSessions", {}))["result"]["items"]
-            assert row["resource"] == uri and row["title"] == "kept" and row["status"] & (32 | 64) == 96
+            assert row["resource"] == listed_as(uri) and row["title"] == "kept" and row["status"] & (32 | 64) == 96
             session = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             fits("/$defs/SessionState", session)
             assert [c["resource"] for c in session["chats"]] == [chat, side]
@@ -92,7 +94,7 @@ async def test_a_restart_keeps_sessions_chats_turns_titles_and_what_the_user_set
             assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
         daemon.terminate()
         assert await daemon.wait() == 0
-    tail = journal.read_tail(folder / f"{name(chat)}.jsonl", 50)
+    tail = journal.read_tail(folder / f"{name(default_chat_uri(listed_as(uri)))}.jsonl", 50)
     assert [t["id"] for t in tail.turns] == ["turn-one", "turn-two", "turn-three"]
 
 
@@ -136,7 +138,7 @@ def write_long_session(data, cwd, uri: str, chat: str, count: int) -> None:
 
 async def test_a_10000_turn_chat_opens_with_its_tail_and_pages_back_through_all(tmp_path) -> None:
     data = tmp_path / "d"
-    uri, chat = f"ahp-session:/{uuid.uuid4()}", f"ahp-chat:/{uuid.uuid4()}"
+    uri, chat = f"demo:/{uuid.uuid4()}", f"ahp-chat:/{uuid.uuid4()}"  # as the host keeps sessions
     write_long_session(data, tmp_path, uri, chat, 10_000)
     async with daemon_in_process(data) as daemon:
         async with rpc(daemon.url) as client:
@@ -185,7 +187,8 @@ async def test_a_daemon_killed_mid_write_loses_only_the_torn_record(tmp_path) ->
             for seq, text in enumerate(["one", "two"], start=1):
                 await dispatch(client, chat, start_turn(text, f"turn-{text}"), seq)
                 assert (await turn_done(client, chat))["type"] == "chat/turnComplete"
-            path = data / "sessions" / name(uri) / f"{name(chat)}.jsonl"
+            kept = listed_as(uri)  # the host keeps it as demo:/<id>, its default chat spelled from that
+            path = data / "sessions" / name(kept) / f"{name(default_chat_uri(kept))}.jsonl"
             # The daemon process writes the turn to its journal soon after the turn.
             await eventually(lambda: b'"turn-two"' in (path.read_bytes() if path.exists() else b""))
             daemon.process.send_signal(signal.SIGKILL)
@@ -222,7 +225,8 @@ async def test_a_turn_in_flight_at_a_crash_is_kept_with_what_was_said(tmp_path) 
             uri, chat = await create(client, tmp_path, provider="slow")
             await dispatch(client, chat, start_turn(prompt, "turn-story"), 1)
             await until(client, is_action("chat/responsePart", chat), timeout=60)
-            path = data / "sessions" / name(uri) / f"{name(chat)}.jsonl"
+            kept = listed_as(uri, "slow")  # the host keeps it as slow:/<id>, its default chat spelled from that
+            path = data / "sessions" / name(kept) / f"{name(default_chat_uri(kept))}.jsonl"
             said: list[str] = []
 
             def streamed_to_disk() -> bool:

@@ -17,6 +17,8 @@ from typing import Any
 
 import trio
 
+from ahpd.host.sessions.common import default_chat_uri
+
 from .helpers import (
     InProcessDaemon,
     Rpc,
@@ -26,6 +28,7 @@ from .helpers import (
     dispatch,
     fits,
     is_action,
+    listed_as,
     rpc,
     start_turn,
     until,
@@ -136,9 +139,10 @@ async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restar
             # list_sessions and get_current_session, as the agent reads them.
             reply, call = await turns.tool("list_sessions")
             assert call["status"] == "completed", call
-            assert [row["session"] for row in json.loads(reply)] == [uri]
+            assert [row["session"] for row in json.loads(reply)] == [listed_as(uri)]  # as the host lists it
             reply, _ = await turns.tool("get_current_session")
-            assert json.loads(reply)["session"] == uri and json.loads(reply)["chat"] == chat
+            current = json.loads(reply)
+            assert current["session"] == listed_as(uri) and current["chat"] == default_chat_uri(listed_as(uri))
 
             # Artifacts: recorded, told to every subscriber of the session and the root, listed, removed.
             items = [
@@ -227,7 +231,7 @@ async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restar
             reply, _ = await turns.tool("delete_session", {"session": made["session"]})
             assert json.loads(reply) == {"session": made["session"], "deleted": True}
             listed = (await alice.call("listSessions", {"channel": ROOT}))["result"]["items"]
-            assert [row["resource"] for row in listed] == [uri]
+            assert [row["resource"] for row in listed] == [listed_as(uri)]
 
     # After a restart the artifact is still the session's, on its row and its state.
     async with daemon(tmp_path, data, "second") as running:
@@ -258,5 +262,5 @@ async def test_the_demo_agent_uses_the_host_tools_and_artifacts_survive_a_restar
             notes = await until(alice, is_action("session/metaChanged", uri))
             assert KEY not in (action_of(notes[-1]).get("_meta") or {})  # the last one takes the key with it
             rows = (await alice.call("listSessions", {"channel": ROOT}))["result"]["items"]
-            [row] = [r for r in rows if r["resource"] == uri]
+            [row] = [r for r in rows if r["resource"] == listed_as(uri)]
             assert KEY not in (row.get("_meta") or {})

@@ -192,7 +192,9 @@ async def test_working_directories_restart_the_agent_resumed(tmp_path) -> None:
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             await ann.initialize("ann")
             await bob.initialize("bob")
-            uri, chat = await create(ann, work)
+            uri, chat = await create(
+                ann, work, channel=f"demo:/{uuid.uuid4()}"
+            )  # named as the host lists it: this test reaches its objects
             await bob.call("subscribe", {"channel": uri})
             _, reply = await _turn(ann, chat, "remember me; settings", 1)
             assert f"cwd {work}, additional directories none." in reply

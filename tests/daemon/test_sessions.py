@@ -13,7 +13,18 @@ import trio
 
 from ahpd import state as reducers
 
-from .helpers import action_of, create, daemon_in_process, dispatch, fits, is_action, rpc, start_turn, until
+from .helpers import (
+    action_of,
+    create,
+    daemon_in_process,
+    dispatch,
+    fits,
+    is_action,
+    listed_as,
+    rpc,
+    start_turn,
+    until,
+)
 
 
 async def test_a_conversation_with_the_demo_agent(tmp_path) -> None:
@@ -77,7 +88,7 @@ async def test_a_conversation_with_the_demo_agent(tmp_path) -> None:
             )
 
             listed = (await client.call("listSessions", {}))["result"]["items"]
-            assert [row["resource"] for row in listed] == [uri]
+            assert [row["resource"] for row in listed] == [listed_as(uri)]
             fits("/commands/listSessions/result", {"items": listed})
             assert listed[0]["title"] == "hello there"
         daemon.terminate()
@@ -172,7 +183,7 @@ async def test_refusals_for_sessions(tmp_path) -> None:
             gone = await client.call("disposeSession", {"channel": uri})
             assert gone["result"] is None
             notes = await until(client, lambda n: n.get("method") == "root/sessionRemoved")
-            assert notes[-1]["params"]["session"] == uri
+            assert notes[-1]["params"]["session"] == listed_as(uri)
             assert (await client.call("subscribe", {"channel": uri}))["error"]["code"] == -32001
             assert (await client.call("listSessions", {}))["result"]["items"] == []
         daemon.terminate()
@@ -195,7 +206,7 @@ async def test_sessions_come_back_after_a_restart(tmp_path) -> None:
         async with rpc(daemon.url) as client:
             await client.initialize("erin")
             listed = (await client.call("listSessions", {}))["result"]["items"]
-            assert [row["resource"] for row in listed] == [uri]
+            assert [row["resource"] for row in listed] == [listed_as(uri)]
             assert listed[0]["status"] & 32  # read survives
             state = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]
             assert len(state["turns"]) == 1

@@ -14,6 +14,7 @@ from ahpd.protocol import model
 
 from ..gitrepo import make_repo
 from .helpers import (
+    listed_as,
     ROOT,
     Rpc,
     action_of,
@@ -33,7 +34,7 @@ IS_READ, IS_ARCHIVED = 32, 64
 
 def summary_of(session: str):
     def check(note: dict) -> bool:
-        return note.get("method") == "root/sessionSummaryChanged" and note["params"]["session"] == session
+        return note.get("method") == "root/sessionSummaryChanged" and note["params"]["session"] == listed_as(session)
 
     return check
 
@@ -70,7 +71,7 @@ async def test_read_archived_titles_activity_and_meta_reach_every_subscriber(tmp
         async with rpc(daemon.url) as ann, rpc(daemon.url) as bob:
             await hello(ann, "ann")
             await hello(bob, "bob")
-            uri, default = await create(ann, repo)
+            uri, default = await create(ann, repo, channel=f"demo:/{uuid.uuid4()}")  # as listed: rows name it so
             side = f"ahp-chat:/{uuid.uuid4()}"
             assert (await ann.call("createChat", {"channel": uri, "chat": side}))["result"] is None
             await state_of(ann, side)

@@ -14,7 +14,7 @@ import sys
 import uuid
 
 from . import test_automations as automations
-from .helpers import action_of, create, daemon_in_process, dispatch, rpc, start_turn, until, wire_clean
+from .helpers import action_of, create, daemon_in_process, dispatch, listed_as, rpc, start_turn, until, wire_clean
 
 USERS = "ahpd://users"
 ROOT = "ahp-root://"
@@ -151,13 +151,13 @@ async def test_a_user_signs_in_and_is_named_on_sessions_and_turns_across_a_resta
             await client.initialize("w2")
             rows = (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"]
             owners = {r["resource"]: (r.get("_meta") or {}).get("ahpd.owner") for r in rows}
-            assert owners[uri] == "user:alice" and owners[root_session] == root_ref
+            assert owners[listed_as(uri)] == "user:alice" and owners[listed_as(root_session)] == root_ref
             state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
             assert state["_meta"]["ahpd.owner"] == "user:alice"
             row = next(
                 r
                 for r in (await client.call("listSessions", {"channel": "ahp-root://"}))["result"]["items"]
-                if r["resource"] == uri
+                if r["resource"] == listed_as(uri)
             )
             assert row["_meta"]["ahpd.owner"] == "user:alice"
             turns = (await client.call("subscribe", {"channel": chat}))["result"]["snapshot"]["state"]["turns"]

@@ -9,6 +9,8 @@ bundle collected, read back in chunks, unpacked and read, every refusal, and
 
 from __future__ import annotations
 
+import uuid
+
 import base64
 import http.server
 import io
@@ -89,7 +91,7 @@ async def test_diagnostics_state_files_debug_logs_and_shutdown(tmp_path) -> None
                 # The demo agent keeps no file of its own; a session nobody has is refused.
                 work = tmp_path / "work"
                 work.mkdir()
-                uri, chat = await create(client, work)
+                uri, chat = await create(client, work, channel=f"demo:/{uuid.uuid4()}")  # the bundle names it so
                 answer = await client.call("vscode/getAgentHostSessionStateFile", {"session": uri, "chat": chat})
                 assert answer["result"] == {}
                 missing = await client.call("vscode/getAgentHostSessionStateFile", {"session": "ahp-session:/none"})

@@ -31,7 +31,7 @@ from ahpd.host.kernel.jsonrpc import RpcError
 from ahpd.host.kernel.supervise import spawn
 from ahpd.host.sessions.chats import turn_rules
 from ahpd.host.sessions.chats.turns import start_turn
-from ahpd.host.sessions.common import path_of
+from ahpd.host.sessions.common import path_of, session_uri
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host, Peer
@@ -218,7 +218,7 @@ class Runner:
             return
         self.admitted.add(resource)
         try:
-            chat = await self._open_session(f"ahp-session:/{uuid.uuid4()}", run, definition)
+            chat = await self._open_session(str(uuid.uuid4()), run, definition)
         except CreationFailed as failed:
             await self._finish(resource, "failed", error=failed.error)
             return
@@ -267,14 +267,16 @@ class Runner:
             )
             await self._finish(resource, "failed", error=error)
 
-    async def _open_session(self, uri: str, run: dict[str, Any], definition: dict[str, Any]) -> Chat:
+    async def _open_session(self, sid: str, run: dict[str, Any], definition: dict[str, Any]) -> Chat:
         """An ordinary session, made as createSession makes one, but with no
-        request to fail: what goes wrong is ``session/creationFailed``."""
+        request to fail: what goes wrong is ``session/creationFailed``. It is
+        named ``<provider>:/<sid>``, as the host lists every session."""
         sessions = self.host.sessions
         if sessions is None:
             raise CreationFailed("ProviderNotFound", "this host runs no agents")
         template = definition.get("session") or {}
         provider = template.get("provider") or sessions.default_provider or ""
+        uri = session_uri(provider, sid)
         problem = None
         cwd = Path.home()
         if provider not in sessions.backends:

@@ -105,6 +105,15 @@ def _session_open(host: Host, uri: str) -> bool:
     return sessions is not None and (uri in sessions.sessions or uri in sessions.dormant)
 
 
+def _own_name(host: Host, uri: str) -> str:
+    """The name the host keeps a session by, for ``uri`` that may be another
+    spelling of it (``ahp-session:/<id>`` for ``demo:/<id>``)."""
+    if _session_open(host, uri):
+        return uri
+    alias = host.alias_of(uri)
+    return alias.target if alias is not None else uri
+
+
 def _record(host: Host, uri: str) -> dict[str, Any] | None:
     sessions = host.sessions
     if sessions is None:
@@ -183,7 +192,7 @@ def reap(held: dict[str, Handle], scope: str, active: list[str], now: float, ope
 
 
 def create(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
-    uri = _field(params, "session", str, "a session URI")
+    uri = _own_name(host, _field(params, "session", str, "a session URI"))
     prompt = params.get("prompt")
     if prompt is not None and not isinstance(prompt, str):
         raise RpcError(INVALID_PARAMS, "prompt must be a string", {"path": "$.prompt"})

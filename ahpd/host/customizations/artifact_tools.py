@@ -148,9 +148,10 @@ def _required(params: Any, key: str) -> str:
 async def remove_session_artifact(host: Host, peer: Peer, params: Any) -> dict[str, Any]:
     """The window takes an artifact pill off: ``{session, artifactId}``."""
     uri, artifact_id = _required(params, "session"), _required(params, "artifactId")
-    if host.sessions is None or not await host.ensure_channel(uri) or uri not in host.sessions.sessions:
+    session = host.sessions.named(uri) if host.sessions is not None and await host.ensure_channel(uri) else None
+    if session is None:  # named by its own name or another spelling (ahp-session:/<id>)
         raise RpcError(SESSION_NOT_FOUND, f"no session {uri}", {"session": uri})
-    if remove_artifact(host.sessions.sessions[uri], artifact_id) is None:
+    if remove_artifact(session, artifact_id) is None:
         raise RpcError(INVALID_PARAMS, f"session {uri} records no artifact {artifact_id}", {"path": "$.artifactId"})
     return {}
 

@@ -30,6 +30,7 @@ from ahpd.host.customizations.tool_schemas import (
     TRANSCRIPT_LIMIT,
 )
 from ahpd.host.sessions import session_commands, summaries
+from ahpd.host.sessions.common import session_uri
 from ahpd.host.sessions.chats import chat_commands, turns
 
 if TYPE_CHECKING:
@@ -145,18 +146,26 @@ async def get_current_session(host: Host, chat: Chat, args: dict[str, Any]) -> s
     return dump({**_compact(chat.session.summary()), "chat": chat.uri})
 
 
+def _own_name(host: Host, uri: str) -> str:
+    """The channel's own name for ``uri``, an open channel or another
+    spelling of one (``ahp-session:/<id>`` for ``demo:/<id>``, and its chats)."""
+    alias = host.bus.aliases.get(uri) if uri not in host.bus.channels else None
+    return alias.target if alias is not None else uri
+
+
 async def _target(host: Host, uri: str, *, to_message: bool = True) -> Chat:
     """The chat a session or chat URI names (a session's default chat)."""
     if host.sessions is None or not await host.ensure_channel(uri):
         raise ToolError(f"no session or chat {uri}")
-    chat = host.sessions.chat_owner.get(uri)
+    own = _own_name(host, uri)
+    chat = host.sessions.chat_owner.get(own)
     if chat is not None:
         if to_message and chat.state().get("interactivity") == "read-only":
             raise ToolError(
                 f"{uri} is read-only: a subagent's worker chat takes no messages; message the chat that spawned it"
             )
         return chat
-    session = host.sessions.sessions.get(uri)
+    session = host.sessions.sessions.get(own)
     if session is None:
         raise ToolError(f"{uri} is neither a session nor a chat")
     default = session.state().get("defaultChat")
@@ -241,7 +250,7 @@ async def create_session(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     workspace, prompt = text_arg(args, "workspace"), text_arg(args, "prompt")
     folder = _folder(workspace)
     picked = _model(chat.session, optional_text(args, "model"))
-    uri = f"ahp-session:/{uuid.uuid4()}"
+    uri = session_uri(chat.session.provider, str(uuid.uuid4()))  # as the host lists it
     params = host.decode_params(
         "createSession", {"channel": uri, "provider": chat.session.provider, "workingDirectories": [folder]}
     )
@@ -254,18 +263,21 @@ async def create_session(host: Host, chat: Chat, args: dict[str, Any]) -> str:
 
 
 async def create_chat(host: Host, chat: Chat, args: dict[str, Any]) -> str:
-    session_uri = optional_text(args, "session") or chat.session.uri
+    named = optional_text(args, "session") or chat.session.uri
     prompt = text_arg(args, "prompt")
     optional_text(args, "title")  # checked; a chat is named after its first message
-    if host.sessions is None or not await host.ensure_channel(session_uri) or session_uri not in host.sessions.sessions:
-        raise ToolError(f"no session {session_uri}")
-    picked = _model(host.sessions.sessions[session_uri], optional_text(args, "model"))
+    if host.sessions is None or not await host.ensure_channel(named):
+        raise ToolError(f"no session {named}")
+    session = host.sessions.named(named)
+    if session is None:
+        raise ToolError(f"no session {named}")
+    picked = _model(session, optional_text(args, "model"))
     uri = f"ahp-chat:/{uuid.uuid4()}"
-    params = host.decode_params("createChat", {"channel": session_uri, "chat": uri})
+    params = host.decode_params("createChat", {"channel": session.uri, "chat": uri})
     await chat_commands.create_chat(host, AgentPeer(chat), params)
     target = host.sessions.chat_owner[uri]
     _send(host, chat, target, prompt, picked)
-    return dump({"session": session_uri, "chat": uri})
+    return dump({"session": session.uri, "chat": uri})
 
 
 def _turn_lines(turn: dict[str, Any], detail: str) -> dict[str, Any]:
@@ -306,8 +318,9 @@ async def get_session_context(host: Host, chat: Chat, args: dict[str, Any]) -> s
 
 async def delete_session(host: Host, chat: Chat, args: dict[str, Any]) -> str:
     uri = text_arg(args, "session")
-    if uri == chat.session.uri or uri in chat.session.chats:
+    own = _own_name(host, uri) if await host.ensure_channel(uri) else uri
+    if own == chat.session.uri or own in chat.session.chats:
         raise ToolError("delete_session refuses to delete the current session")
-    params = host.decode_params("disposeSession", {"channel": uri})
+    params = host.decode_params("disposeSession", {"channel": own})
     await session_commands.dispose_session(host, AgentPeer(chat), params)
     return dump({"session": uri, "deleted": True})

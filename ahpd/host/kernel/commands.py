@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ahpd import __version__
 from ahpd.host.kernel import dispatch, versions
+from ahpd.host.kernel.alias import Alias
 from ahpd.host.kernel.jsonrpc import INVALID_REQUEST, RpcError
 from ahpd.protocol import DecodeError, codec, model
 
@@ -119,10 +120,14 @@ async def reconnect(host: Host, peer: Peer, params: model.ReconnectParams) -> di
     present = [uri for uri in wanted if host.bus.has(uri)]
     missing = [uri for uri in wanted if not host.bus.has(uri)]
     last_seen = params.lastSeenServerSeq
-    # The replay buffer holds each action under its channel's own name: a
-    # channel watched under an alias is answered with a snapshot spelled from it.
-    aliased = any(uri in host.bus.aliases for uri in present)
-    replay = None if aliased else host.bus.replay.since(int(last_seen), host.bus.server_seq, present)
+    # The replay buffer holds each action under its channel's own name: one
+    # watched under an alias is replayed spelled from that name, as it is sent live.
+    aliased = {u: host.bus.aliases[u] for u in present if u not in host.bus.channels and u in host.bus.aliases}
+    own = [u for u in present if u not in aliased]
+    targets = [a.target for a in aliased.values()]
+    replay = host.bus.replay.since(int(last_seen), host.bus.server_seq, [*own, *targets])
+    if replay is not None and aliased:
+        replay = _spelled(replay, set(own), aliased)
     snapshots = []
     for uri in present:
         snapshot = host.bus.subscribe(uri, peer)
@@ -132,6 +137,18 @@ async def reconnect(host: Host, peer: Peer, params: model.ReconnectParams) -> di
         log.info("%s: reconnect from %s is beyond the replay buffer; answering snapshots", peer.name, last_seen)
         return {"type": "snapshot", "snapshots": snapshots}
     return {"type": "replay", "actions": replay, "missing": missing}
+
+
+def _spelled(envelopes: list[dict[str, Any]], own: set[str], aliased: dict[str, Alias]) -> list[dict[str, Any]]:
+    """What a client missed, under each name it watches a channel by."""
+    out = []
+    for envelope in envelopes:
+        if envelope["channel"] in own:
+            out.append(envelope)
+        for name, alias in aliased.items():
+            if alias.target == envelope["channel"]:
+                out.append({**envelope, "channel": name, "action": alias.out(envelope["action"])})
+    return out
 
 
 def unsubscribe(host: Host, peer: Peer, raw: Any) -> None:

@@ -8,6 +8,7 @@ of strings, importable by anything without reaching the session objects.
 from __future__ import annotations
 
 import base64
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -30,6 +31,20 @@ def session_id(uri: str) -> str:
 def default_chat_uri(session_uri: str) -> str:
     encoded = base64.urlsafe_b64encode(session_uri.encode()).decode().rstrip("=")
     return f"ahp-chat://default/{encoded}"
+
+
+#: The scheme the spec names sessions by. This host lists a session as
+#: ``<provider>:/<id>`` instead, and answers this spelling too (``aliases``).
+SESSION_SCHEME = "ahp-session"
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+
+
+def session_uri(provider: str, sid: str) -> str:
+    """The name this host keeps and lists a session by: ``<provider>:/<id>``,
+    what the reference client computes both when it creates a session and
+    when it reopens one it listed. A provider whose name is not a URI scheme
+    (an ACP agent named ``my_agent``) keeps the spec's ``ahp-session:/<id>``."""
+    return f"{provider if _SCHEME.fullmatch(provider) else SESSION_SCHEME}:/{sid}"
 
 
 def catalogue_uri(provider: str, backend_id: str) -> str:

@@ -36,7 +36,7 @@ from ahpd.host.kernel.supervise import spawn
 
 # Aliased: ``annotations`` is also the name ``from __future__ import annotations`` binds.
 from ahpd.host.sessions import annotations as session_annotations
-from ahpd.host.sessions import session_config, summaries
+from ahpd.host.sessions import aliases, session_config, summaries
 from ahpd.host.sessions.catalogue import (
     catalogue_row,
     command_customizations,
@@ -77,8 +77,11 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.chat_owner: dict[str, Chat] = {}
         self.nursery: trio.Nursery | None = None
-        #: Rows of sessions that are stored but not open, by URI.
-        self.dormant: dict[str, dict[str, Any]] = {r["uri"]: r for r in self.store.load_all()}
+        #: Rows of sessions that are stored but not open, by URI (``<provider>:/<id>``:
+        #: one an older ahpd kept under another spelling is renamed as it is read).
+        self.dormant: dict[str, dict[str, Any]] = {
+            r["uri"]: r for r in aliases.upgraded(self.store, self.store.load_all(), backends)
+        }
         #: What each browsable backend keeps, by provider then backend id:
         #: the last answer of its ``list_conversations``.
         self.catalogue: dict[str, dict[str, StoredConversation]] = {}
@@ -500,6 +503,14 @@ class SessionManager:
         self.host.bus.close(session_annotations.channel_of(session.uri))
         self.sessions.pop(session.uri, None)
         self.store.delete(session.uri)
+
+    def named(self, uri: str) -> Session | None:
+        """The open session ``uri`` names: by its own name, or by another
+        spelling of it a client holds (``ahpd.host.sessions.aliases``)."""
+        session = self.sessions.get(uri)
+        if session is None and (alias := self.host.bus.aliases.get(uri) or self.host.alias_of(uri)) is not None:
+            session = self.sessions.get(alias.target)
+        return session
 
     def sync_summary(self, chat: Chat) -> None:
         """Keep the catalogue rows of ``chat`` and its session in step with

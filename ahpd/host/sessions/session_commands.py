@@ -19,7 +19,7 @@ from ahpd.host.kernel.auth import who
 from ahpd.backends.port import BackendError
 from ahpd.host.kernel.bus import ROOT, utc_now
 from ahpd.host.kernel.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-from ahpd.host.sessions import session_config, worktrees
+from ahpd.host.sessions import aliases, session_config, worktrees
 from ahpd.host.sessions.common import IDLE, path_of, session_id
 from ahpd.ports.git import GitError
 from ahpd.protocol import model
@@ -72,12 +72,24 @@ def _working_directory(params: model.CreateSessionParams) -> Path:
     return path
 
 
-async def create_session(host: Host, peer: Peer, params: model.CreateSessionParams) -> None:
+def _taken(host: Host, named: str, uri: str) -> bool:
+    """Whether a session is already there under ``uri`` (its own name) or
+    ``named`` (the client's), or any other spelling of that id."""
     sessions = _manager(host)
-    uri = params.channel
-    if uri in host.bus.channels or uri in sessions.dormant:
-        raise RpcError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
+    held = any(u in host.bus.channels or u in sessions.dormant for u in (named, uri))
+    return held or host.alias_of(named) is not None
+
+
+async def create_session(host: Host, peer: Peer, params: model.CreateSessionParams) -> None:
+    """The session is kept and listed as ``<provider>:/<id>`` whichever
+    spelling of it the client named (``aliases.own_name``); the client
+    goes on naming it as it did, and is answered in that name."""
+    sessions = _manager(host)
+    named = params.channel
     provider = params.provider or sessions.default_provider
+    uri = aliases.own_name(named, provider or "", sessions.backends)
+    if _taken(host, named, uri):
+        raise RpcError(SESSION_ALREADY_EXISTS, f"session {named} already exists")
     if provider not in sessions.backends:
         raise RpcError(
             PROVIDER_NOT_FOUND,
@@ -94,8 +106,8 @@ async def create_session(host: Host, peer: Peer, params: model.CreateSessionPara
             raise RpcError(INTERNAL_ERROR, f"the {provider} agent did not start: {exc.message}") from None
     _progress(host, peer, params.progressToken, 0, "preparing the session")
     await sessions.probed(provider)
-    if uri in host.bus.channels or uri in sessions.dormant:
-        raise RpcError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
+    if _taken(host, named, uri):
+        raise RpcError(SESSION_ALREADY_EXISTS, f"session {named} already exists")
     try:
         tree = await worktrees.prepare(session_id(uri), cwd, params.config, host.worktrees_root)
     except GitError as exc:

@@ -22,14 +22,12 @@ atomically (temporary file, fsync, rename) and a journal appended past its
 last whole record, so a failed write leaves what was there whole; what is
 pending when the host stops is written on the way out.
 
-A damaged file found at start (not JSON, nested past what the parser can
-follow, a record missing what the host reads or holding the wrong types, a
-journal holding no chat record, a folder, symlink or FIFO where a file
-should be) is set aside as ``<name>.damaged`` with a logged reason, and
-every other session is still listed and opened; a damaged record inside a
-journal is skipped and said (``ahpd.ports.journal``). Files are opened only
-if they are regular ones (``ahpd.ports.regular``), and a lone surrogate
-read from disk becomes U+FFFD, so nothing listed can fail to encode.
+A damaged file found at start (not JSON, a record ``record_checks`` refuses,
+a journal holding no chat record, a folder, symlink or FIFO where a file
+should be) is set aside as ``<name>.damaged`` with a logged reason, and every
+other session is still listed and opened; a damaged record inside a journal
+is skipped and said. Files are opened only if regular (``ahpd.ports.regular``),
+and a lone surrogate read from disk becomes U+FFFD, so nothing listed fails to encode.
 """
 
 from __future__ import annotations
@@ -47,11 +45,9 @@ from typing import Any, Protocol
 import trio
 
 from ahpd.ports import journal
-from ahpd.host.kernel.writes import MAX_DEPTH, PendingWrites, disk_reason, read_json, set_aside
+from ahpd.host.kernel.writes import PendingWrites, disk_reason, read_json, set_aside
+from ahpd.host.sessions.record_checks import record_problem, shape_problem
 from ahpd.ports.atomic import write_atomic
-from ahpd.protocol import DecodeError
-from ahpd.protocol import codec
-from ahpd.protocol import model
 from ahpd.ports import threads
 
 log = logging.getLogger("ahpd.host")
@@ -61,6 +57,7 @@ class SessionStore(Protocol):
     def load_all(self) -> list[dict[str, Any]]: ...
     def save(self, record: dict[str, Any]) -> None: ...
     def delete(self, uri: str) -> None: ...
+    def rename(self, uri: str, respell: Callable[[Any], Any]) -> dict[str, Any] | None: ...
     def move_chat(self, chat_uri: str, source_uri: str, target_uri: str) -> None: ...
     async def older_turns(self, chat_uri: str, before: int, count: int) -> list[dict[str, Any]]: ...
 
@@ -169,6 +166,13 @@ class ChatLog:
         self.sizes += [len(line) for line in added]
         self.since_fields += sum(len(line) for line in added)
         self.total = max(self.total, total)
+
+    def whole(self) -> dict[str, Any] | None:
+        """The chat with every turn: those before the window read from its journal."""
+        if self.fields is None or self.base == 0 or self.path is None:
+            return self.state(window=self.total)
+        older, self.index = journal.read_turns(self.path, self.length, 0, self.base, self.index)
+        return {**self.fields, "turns": older + self.written}
 
     def trim(self) -> None:
         """Forget the turns past ``KEEP``: they are on disk."""
@@ -307,6 +311,39 @@ class MemorySessionStore:
     def _deleted(self, session: SessionLog) -> None:
         pass
 
+    def rename(self, uri: str, respell: Callable[[Any], Any]) -> dict[str, Any] | None:
+        """The session stored as ``uri`` kept under the name ``respell`` gives its
+        whole record (every turn), written before the old is removed (the head
+        says ``renamedFrom``: a crash's leftover is told apart). The record as
+        loaded, or None (no such session, the name taken, the disk refused)."""
+        old = self.sessions.get(uri)
+        if old is None or old.head is None:
+            return None
+        try:
+            logs = old.chats
+            chats = [{**c, "state": logs[c["uri"]].whole() if c["uri"] in logs else None} for c in old.head["chats"]]
+        except (OSError, ValueError) as exc:
+            log.error("session %s keeps its name: its turns cannot be read (%s)", uri, exc)
+            return None
+        record = respell({**old.head, "chats": chats})
+        if record["uri"] in self.sessions:
+            return None
+        new = SessionLog(record["uri"], self._folder(record["uri"]))
+        new.record({**record, "renamedFrom": uri})
+        self.sessions[new.uri] = new
+        if not self._replaced(old, new):
+            del self.sessions[new.uri]
+            return None
+        del self.sessions[uri]
+        for chat_uri in old.chats:
+            self.chat_logs.pop(chat_uri, None)
+        self.chat_logs.update(new.chats)
+        return new.loaded()
+
+    def _replaced(self, old: SessionLog, new: SessionLog) -> bool:
+        self._changed(new)
+        return True
+
     async def older_turns(self, chat_uri: str, before: int, count: int) -> list[dict[str, Any]]:
         """The turns of ``chat_uri`` at positions ``before - count`` to ``before``."""
         chat = self.chat_logs.get(chat_uri)
@@ -443,9 +480,9 @@ class FileSessionStore(MemorySessionStore):
             if tail.chat is None:  # empty (a crash before its first write), or nothing whole
                 problem: str | None = f"{chat['uri']}: the journal holds no record of the chat"
             else:
-                problem = _shape_problem(chat["uri"], "ChatState", state)
+                problem = shape_problem(chat["uri"], "ChatState", state)
             if problem is None:
-                problem = next((p for p in (_shape_problem(chat["uri"], "Turn", t) for t in tail.turns) if p), None)
+                problem = next((p for p in (shape_problem(chat["uri"], "Turn", t) for t in tail.turns) if p), None)
             if problem is not None:
                 set_aside(path, problem)
                 continue
@@ -459,6 +496,28 @@ class FileSessionStore(MemorySessionStore):
 
     def _deleted(self, session: SessionLog) -> None:
         self.writes.put(session.uri, _Deleted(session))
+
+    def _replaced(self, old: SessionLog, new: SessionLog) -> bool:
+        """A renamed session written at once (at the start), then the old removed."""
+        try:
+            then = self._prepare(new.uri, object())()
+        except OSError as exc:
+            log.error("session %s could not be written under its new name (%s)", new.uri, disk_reason(exc))
+            if new.folder is not None:
+                shutil.rmtree(new.folder, ignore_errors=True)
+            return False
+        if then is not None:
+            then()
+        # What was moved goes, the head first; anything set aside beside it stays for a person.
+        moved = [old.folder / "session.json"] if old.folder is not None else []
+        moved += [c.path for c in old.chats.values() if c.path is not None] + ([old.legacy] if old.legacy else [])
+        for path in moved:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        if old.folder is not None:
+            with contextlib.suppress(OSError):
+                old.folder.rmdir()
+        return True
 
     def _prepare(self, uri: str, op: Any) -> Callable[[], Callable[[], None] | None]:
         """Encode on the loop what a thread then writes: each chat's new
@@ -538,63 +597,3 @@ class FileSessionStore(MemorySessionStore):
 
     def close(self) -> None:
         self.writes.close()
-
-
-def record_problem(record: Any) -> str | None:
-    """What is wrong with a stored session record, or None: the keys the
-    host reads, of the types it reads them as, and each chat's state in
-    the shape a client is served (``ChatState``)."""
-    if not isinstance(record, dict):
-        return f"a record is an object, not {type(record).__name__}"
-    if too_deep(record):
-        return f"nested deeper than {MAX_DEPTH} levels"
-    for key in ("uri", "provider", "cwd", "createdAt"):
-        if not isinstance(record.get(key), str) or not record[key]:
-            return f"{key} is missing or not a string"
-    if not isinstance(record.get("title", ""), str):
-        return "title is not a string"
-    if record.get("defaultChat") is not None and not isinstance(record["defaultChat"], str):
-        return "defaultChat is not a string"
-    status = record.get("status", 0)
-    if isinstance(status, bool) or not isinstance(status, int):
-        return "status is not an integer"
-    chats = record.get("chats")
-    if chats is not None and not isinstance(chats, list):
-        return "chats is not a list of chats"
-    problem = _shape_problem("config", "SessionConfigState", record.get("config"))
-    for n, chat in enumerate(chats or []):
-        if problem is not None:
-            break
-        if not isinstance(chat, dict) or not isinstance(chat.get("uri"), str):
-            return f"chats[{n}] has no uri"
-        if chat.get("backendId") is not None and not isinstance(chat["backendId"], str):
-            return f"chats[{n}].backendId is not a string"
-        problem = _shape_problem(f"chats[{n}].state", "ChatState", chat.get("state"))
-    return problem
-
-
-def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether JSON ``value`` nests deeper than ``limit`` (looked at without recursing)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        elif not isinstance(item, list):
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in item if isinstance(child, (dict, list)))
-    return False
-
-
-def _shape_problem(where: str, model_name: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    try:
-        codec.decode(getattr(model, model_name), value, strict=False)
-    except DecodeError as err:
-        return f"{where}: {err.reason} at {err.path}"
-    except RecursionError:
-        return f"{where} is nested deeper than a record can be"
-    return None

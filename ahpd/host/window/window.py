@@ -211,13 +211,15 @@ async def diagnostics_fetch(host: Host, peer: Peer, params: Any) -> dict[str, An
 def _session_and_chat(host: Host, params: Any) -> tuple[Any, Any]:
     session_uri = _required(params, "session")
     chat_uri = string_param(params, "chat", required=False)
-    session = host.sessions.sessions.get(session_uri) if host.sessions is not None else None
+    session = host.sessions.named(session_uri) if host.sessions is not None else None
     if session is None:
         raise RpcError(
             SESSION_NOT_FOUND,
             f"no open session {session_uri} on this host (subscribe to it first)",
             {"path": "$.session"},
         )
+    if chat_uri and chat_uri in host.bus.aliases and chat_uri not in host.bus.channels:
+        chat_uri = host.bus.aliases[chat_uri].target  # its default chat, under the session's other spelling
     chat = session.chats.get(chat_uri) if chat_uri else next(iter(session.chats.values()), None)
     if chat_uri and chat is None:
         raise RpcError(INVALID_PARAMS, f"{session_uri} has no chat {chat_uri}", {"path": "$.chat"})

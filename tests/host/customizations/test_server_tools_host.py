@@ -8,6 +8,8 @@ in full, and the agent's MCP server offers that set and refuses the rest.
 
 from __future__ import annotations
 
+import uuid
+
 import json
 import os
 import stat
@@ -32,8 +34,9 @@ async def test_every_subscriber_of_every_session_is_told_the_new_set(tmp_path) -
     async with live_host(tmp_path) as live, rpc(live.url) as alice, rpc(live.url) as bob:
         await alice.initialize("alice")
         await bob.initialize("bob")
-        first, chat = await create(alice, work)
-        second, _ = await create(alice, work)
+        # As listed: server_tools.call is handed the host's own name of the chat.
+        first, chat = await create(alice, work, channel=f"demo:/{uuid.uuid4()}")
+        second, _ = await create(alice, work, channel=f"demo:/{uuid.uuid4()}")
         for client in (alice, bob):
             for uri in (first, second):
                 state = (await client.call("subscribe", {"channel": uri}))["result"]["snapshot"]["state"]
@@ -102,7 +105,7 @@ async def test_the_mcp_socket_answers_only_a_secret_it_gave_out(tmp_path) -> Non
     work.mkdir()
     async with live_host(tmp_path) as live, rpc(live.url) as alice:
         await alice.initialize("alice")
-        uri, chat = await create(alice, work)
+        uri, chat = await create(alice, work, channel=f"demo:/{uuid.uuid4()}")  # as listed
         server = await bridge(live.host).server_for(chat)
         env = {e["name"]: e["value"] for e in server["env"]}
         assert server["args"] == ["-m", "ahpd.mcp_relay"] and server["name"] == "ahp"
@@ -195,7 +198,7 @@ async def test_agents_make_sessions_only_so_deep_and_on_a_model_offered(tmp_path
     work.mkdir()
     async with live_host(tmp_path) as live, rpc(live.url) as alice:
         await alice.initialize("alice")
-        _uri, chat = await create(alice, work)
+        _uri, chat = await create(alice, work, channel=f"demo:/{uuid.uuid4()}")  # as listed
         offered = live.host.sessions.chat_owner[chat].session.backend.agent_info().get("models") or []
         assert offered, "the demo agent offers models"
         wrong = await server_tools.call(
@@ -247,7 +250,7 @@ async def test_a_worker_chat_is_read_but_never_messaged_through_the_tools(tmp_pa
     work.mkdir()
     async with live_host(tmp_path) as live, rpc(live.url) as alice:
         await alice.initialize("alice")
-        uri, chat = await create(alice, work)
+        uri, chat = await create(alice, work, channel=f"demo:/{uuid.uuid4()}")  # as listed
         parent = live.host.sessions.chat_owner[chat]
         worker = workers.open_worker(parent, "toolu_x", {"description": "Look around", "prompt": "look"})
         assert worker is not None
@@ -270,7 +273,7 @@ async def test_rename_chat_names_a_chat_and_a_session_that_has_only_it(tmp_path)
     async with live_host(tmp_path) as live, rpc(live.url) as alice, rpc(live.url) as bob:
         await alice.initialize("alice")
         await bob.initialize("bob")
-        uri, chat = await create(alice, work)
+        uri, chat = await create(alice, work, channel=f"demo:/{uuid.uuid4()}")  # as listed
         await bob.call("subscribe", {"channel": uri})
         answer = await server_tools.call(live.host, chat, "rename_chat", {"title": "  Tidy   the docs "})
         assert not answer["isError"], answer

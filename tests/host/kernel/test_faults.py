@@ -326,7 +326,7 @@ async def test_a_fault_ends_only_the_thing_that_failed(
         async with live_host(tmp_path) as live, rpc(live.url) as client:
             await client.initialize("watcher")
             _, other_chat = await create(client, tmp_path / "other")
-            uri, chat = await create(client, tmp_path / "victim")
+            uri, chat = await create(client, tmp_path / "victim", channel=f"demo:/{uuid.uuid4()}")  # as listed
             victim = Victim(live, client, uri, chat, tmp_path / "victim")
             await fault(victim, monkeypatch)
             monkeypatch.undo()

@@ -11,6 +11,8 @@ silent.
 
 from __future__ import annotations
 
+import uuid
+
 from pathlib import Path
 
 import pytest
@@ -55,7 +57,7 @@ async def test_a_cancel_frees_the_chat_of_an_agent_that_ignores_it(tmp_path: Pat
     async with live_host(tmp_path, backends(tmp_path)) as live, rpc(live.url) as client:
         await client.initialize("hal")
         _, other = await create(client, tmp_path / "w")
-        _, chat = await create(client, tmp_path / "w", provider="raw")
+        _, chat = await create(client, tmp_path / "w", provider="raw", channel=f"raw:/{uuid.uuid4()}")
         hung = start_turn("hang")
         await dispatch(client, chat, hung, 1)
         pid, ended = await _hung(live, client, chat)
@@ -81,7 +83,7 @@ async def test_a_silent_agent_ends_its_turn_with_an_error(tmp_path: Path) -> Non
     async with live_host(tmp_path, backends(tmp_path), agentSilenceTimeout=1) as live, rpc(live.url) as client:
         await client.initialize("sid")
         _, other = await create(client, tmp_path / "w")
-        _, chat = await create(client, tmp_path / "w", provider="raw")
+        _, chat = await create(client, tmp_path / "w", provider="raw", channel=f"raw:/{uuid.uuid4()}")
         await dispatch(client, chat, start_turn("hang"), 1)
         pid, ended = await _hung(live, client, chat)
         notes = await until(client, ending_of(chat))

@@ -253,7 +253,11 @@ async def completions(host: Host, peer: Peer, params: model.CompletionsParams) -
             items += await _files(chat, word[1:], start, offset, "#")
     elif word.startswith("@") or word.startswith("#"):
         items += await _files(chat, word[1:], start, offset, word[0])
-    return {"items": items[:COMPLETION_LIMIT] if not word.startswith("/") else items}
+    answer = {"items": items[:COMPLETION_LIMIT] if not word.startswith("/") else items}
+    # A session's chats are answered under the name this client knows the session by.
+    named = [host.bus.aliases[u] for u in peer.subscriptions if u in host.bus.aliases and u not in host.bus.channels]
+    alias = next((a for a in named if a.target == chat.session.uri), None)
+    return alias.out(answer) if alias is not None else answer
 
 
 def _slash_commands(chat: Chat) -> list[tuple[str, str, str | None, bool]]:

@@ -75,13 +75,18 @@ async def move_chat(host: Host, peer: Peer, params: model.MoveChatParams) -> dic
         return {"session": await _to_new_session(host, chat)}
     target_uri, after = destination["session"], destination.get("after")
     await host.ensure_channel(target_uri)
-    target = host.sessions.sessions.get(target_uri)
+    # A destination named by another spelling (ahp-session:/<id> for demo:/<id>):
+    # its anchor is read in the session's own names, and the answer in the client's.
+    alias = host.bus.aliases.get(target_uri) if target_uri not in host.bus.channels else None
+    target = host.sessions.sessions.get(alias.target if alias is not None else target_uri)
     if target is None:
         raise _refuse(f"no session {target_uri} runs on this host", "$.destination.session")
+    if alias is not None and after is not None:
+        after = alias.into(after)
     _check_anchor(chat, target, after)
     if target is chat.session:
         _reorder(chat, after)
-        return {"session": target.uri}
+        return {"session": target_uri}
     source = chat.session
     if target.provider != source.provider:
         raise _refuse(
@@ -103,7 +108,7 @@ async def move_chat(host: Host, peer: Peer, params: model.MoveChatParams) -> dic
         )
     _check_anchor(chat, target, after)
     await _transfer(host, chat, source, target, after)
-    return {"session": target.uri}
+    return {"session": target_uri}
 
 
 def _check_anchor(chat: Chat, target: Session, after: str | None) -> None:
