@@ -164,9 +164,12 @@ class App {
     const error = $("create-error");
     error.textContent = "";
     const folder = $("create-folder").value.trim();
-    const uri = `ahp-session:/${crypto.randomUUID()}`;
-    const params = { channel: uri };
+    // Named as the host lists it, <provider>:/<uuid> (the first agent the host
+    // describes is its default), so the row that appears is the one opened.
     const provider = $("create-provider").value;
+    const runs = provider || ((this.client.states.get(ROOT) || {}).agents || []).map((a) => a.provider)[0] || "";
+    const uri = `${/^[A-Za-z][A-Za-z0-9+.-]*$/.test(runs) ? runs : "ahp-session"}:/${crypto.randomUUID()}`;
+    const params = { channel: uri };
     if (provider) params.provider = provider;
     if (folder) params.workingDirectories = [folder.startsWith("file:") ? folder : "file://" + encodeURI(folder)];
     const model = $("create-model").value;

@@ -20,8 +20,9 @@ from .test_console import _expect, _open, _same_as_host
 
 
 def _create_elsewhere(url: str, folder: Path) -> str:
-    """A session created by another client (a Python one), as a colleague's would be."""
-    uri = f"ahp-session:/{uuid.uuid4()}"
+    """A session created by another client (a Python one), as a colleague's would be,
+    named as the host lists it."""
+    uri = f"demo:/{uuid.uuid4()}"
 
     async def create() -> None:
         async with rpc(url) as client:
