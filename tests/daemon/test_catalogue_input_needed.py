@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from .helpers import ROOT, create, daemon_in_process, dispatch, is_action, rpc, start_turn, until
+from .helpers import ROOT, create, daemon_in_process, dispatch, is_action, listed_as, rpc, start_turn, until
 
 INPUT_NEEDED = 24
 
@@ -41,13 +41,13 @@ async def _waits(tmp_path, prompt: str, answer) -> None:
                 client.notes.clear()
                 row = [r for r in (await client.call("listSessions", {"channel": ROOT}))["result"]["items"]]
                 assert row[0]["status"] & INPUT_NEEDED == INPUT_NEEDED  # what a fresh list says
-                statuses = _rows(notes, session)
+                statuses = _rows(notes, listed_as(session))  # rows name the session as listed
                 assert statuses and statuses[-1] & INPUT_NEEDED == INPUT_NEEDED, statuses
                 request = next(n for n in notes if is_action("session/inputNeededSet", session)(n))
                 await answer(client, chat, request["params"]["action"]["request"])
                 notes = await until(client, is_action("chat/turnComplete", chat))
                 await client.call("ping", {"channel": ROOT})
-                statuses = _rows(notes + client.notes, session)
+                statuses = _rows(notes + client.notes, listed_as(session))
                 assert statuses and statuses[-1] & INPUT_NEEDED != INPUT_NEEDED, statuses
 
 
