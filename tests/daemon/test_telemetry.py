@@ -10,6 +10,8 @@ collector receives is parsed as the protobuf it is.
 
 from __future__ import annotations
 
+import uuid
+
 import base64
 import http.server
 import json
@@ -153,7 +155,7 @@ async def test_logs_traces_and_metrics_on_the_channels_and_at_a_collector(tmp_pa
                 assert "no/suchNotification" in record.body.string_value
 
                 # Traces: a turn with one tool call; the call's span ends first.
-                uri, chat = await create(client, tmp_path)
+                uri, chat = await create(client, tmp_path, channel=f"demo:/{uuid.uuid4()}")
                 turn = start_turn("please use a tool with permission")
                 await dispatch(client, chat, turn, 1)
                 with trio.fail_after(30):
@@ -284,7 +286,7 @@ async def test_a_turn_and_its_tool_call_reach_the_logs_channels_with_their_trace
         await client.initialize("w")
         for channel in (*logs, TRACES):
             assert (await client.call("subscribe", {"channel": channel}))["result"] == {}, channel
-        uri, chat = await create(client, tmp_path)
+        uri, chat = await create(client, tmp_path, channel=f"demo:/{uuid.uuid4()}")
         turn = start_turn("please use a tool with permission")
         await dispatch(client, chat, turn, 1)
         records: dict[str, list[Any]] = {channel: [] for channel in logs}

@@ -4,6 +4,8 @@ disposal, and every refusal."""
 
 from __future__ import annotations
 
+import uuid
+
 import os
 import shutil
 import signal
@@ -428,7 +430,7 @@ async def test_a_queued_bang_command_runs_in_a_terminal(tmp_path) -> None:
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
-            _, chat = await create(client, Path(env["HOME"]) / "work")
+            _, chat = await create(client, Path(env["HOME"]) / "work", channel=f"demo:/{uuid.uuid4()}")
             message = start_turn("!echo queued-$((6*7))")["message"]
             await dispatch(
                 client, chat, {"type": "chat/pendingMessageSet", "kind": "queued", "id": "q1", "message": message}, 1
@@ -453,7 +455,7 @@ async def bang_commands(daemon: Any, env: dict[str, str]) -> None:
     if True:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
-            session, chat = await create(client, work)
+            session, chat = await create(client, work, channel=f"demo:/{uuid.uuid4()}")
             turn = start_turn("!ls")
             await dispatch(client, chat, turn, 1)
             notes = await until(client, is_action("chat/turnComplete", chat))
@@ -534,7 +536,7 @@ async def agent_terminal(daemon: Any, env: dict[str, str]) -> None:
     if True:
         async with rpc(daemon.url) as client:
             await client.initialize("ann")
-            session, chat = await create(client, work)
+            session, chat = await create(client, work, channel=f"demo:/{uuid.uuid4()}")
             turn = start_turn("run read line; echo got:$line")
             await dispatch(client, chat, turn, 1)
             notes = await until(client, is_action("session/inputNeededSet", session))

@@ -179,7 +179,7 @@ async def test_a_burst_of_dispatches_goes_out_in_a_few_writes_to_each_subscriber
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as setup:
             await setup.initialize("setup")
-            _, chat = await create(setup, tmp_path)
+            _, chat = await create(setup, tmp_path, channel=f"demo:/{uuid.uuid4()}")
         subs = await subscribers(daemon.url, chat, 3)
         pub = await RawWs.connect(daemon.url)
         await pub.initialize("pub", [])
@@ -207,7 +207,7 @@ async def test_a_lone_dispatch_is_delivered_at_once_without_waiting_for_a_batch(
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as setup:
             await setup.initialize("setup")
-            _, chat = await create(setup, tmp_path)
+            _, chat = await create(setup, tmp_path, channel=f"demo:/{uuid.uuid4()}")
         [sub] = await subscribers(daemon.url, chat, 1)
         pub = await RawWs.connect(daemon.url)
         await pub.initialize("pub", [])
@@ -230,7 +230,7 @@ async def test_a_draft_typed_in_a_burst_is_recorded_once_per_burst(tmp_path, mon
     async with daemon_in_process(tmp_path / "d", "--sessions", "memory") as daemon:
         async with rpc(daemon.url) as setup:
             await setup.initialize("setup")
-            uri, chat = await create(setup, tmp_path)
+            uri, chat = await create(setup, tmp_path, channel=f"demo:/{uuid.uuid4()}")
         [sub] = await subscribers(daemon.url, chat, 1)
         pub = await RawWs.connect(daemon.url)
         await pub.initialize("pub", [])
@@ -250,7 +250,7 @@ async def test_the_last_draft_of_a_burst_survives_a_restart(tmp_path):
     async with daemon_in_process(data, "--sessions", "file") as daemon:
         async with rpc(daemon.url) as setup:
             await setup.initialize("setup")
-            _, chat = await create(setup, tmp_path)
+            _, chat = await create(setup, tmp_path, channel=f"demo:/{uuid.uuid4()}")
         [sub] = await subscribers(daemon.url, chat, 1)
         pub = await RawWs.connect(daemon.url)
         await pub.initialize("pub", [])
