@@ -79,6 +79,19 @@ def _open(browser: Any, url: str) -> Any:
     return page
 
 
+def _with_a_new_session(browser: Any, daemon: Daemon, folder: Path) -> Any:
+    """A started daemon's page, connected, with a session just created in ``folder`` and open."""
+    expect = _expect()
+    daemon.start("--port", "0", "--web-port", "0")
+    page = _open(browser, daemon.web_url)
+    expect(page.locator("#connection")).to_have_text("connected")
+    page.click("#new-session summary")
+    page.fill("#create-folder", str(folder))
+    page.click("#create-button")
+    expect(page.locator("#composer")).to_be_visible()
+    return page
+
+
 def test_a_persons_first_five_minutes(browser: Any, daemon: Daemon, tmp_path: Path, shots: Shots) -> None:
     expect = _expect()
     repo = make_repo(tmp_path / "repo", {"README.md": "a repository\n", "alpha.txt": "a\n"})
@@ -224,13 +237,7 @@ def test_without_a_token_the_page_shows_only_a_sign_in_line(browser: Any, daemon
 
 def test_an_agents_html_and_script_links_stay_text(browser: Any, daemon: Daemon, tmp_path: Path, shots: Shots) -> None:
     expect = _expect()
-    daemon.start("--port", "0", "--web-port", "0")
-    page = _open(browser, daemon.web_url)
-    expect(page.locator("#connection")).to_have_text("connected")
-    page.click("#new-session summary")
-    page.fill("#create-folder", str(tmp_path))
-    page.click("#create-button")
-    expect(page.locator("#composer")).to_be_visible()
+    page = _with_a_new_session(browser, daemon, tmp_path)
     hostile = (
         '<img src=x onerror="window.xssflag=1"> [click me](javascript:window.xssflag=2) '
         "<script>window.xssflag=3</script> [fine](https://example.com/) <b onmouseover=alert(1)>bold</b>"
@@ -303,13 +310,7 @@ def test_a_page_from_another_origin_cannot_connect(
 
 def test_queue_a_message_and_deny_a_tool_call(browser: Any, daemon: Daemon, tmp_path: Path, shots: Shots) -> None:
     expect = _expect()
-    daemon.start("--port", "0", "--web-port", "0")
-    page = _open(browser, daemon.web_url)
-    expect(page.locator("#connection")).to_have_text("connected")
-    page.click("#new-session summary")
-    page.fill("#create-folder", str(tmp_path))
-    page.click("#create-button")
-    expect(page.locator("#composer")).to_be_visible()
+    page = _with_a_new_session(browser, daemon, tmp_path)
     chat = page.evaluate("window.ahpdApp.chat.channel")
     # a message sent while a turn runs is queued, and runs after it
     _send(page, "slow")
@@ -370,13 +371,7 @@ def test_create_a_session_with_a_chosen_model(browser: Any, daemon: Daemon, tmp_
 
 def test_archive_then_dispose_of_a_session(browser: Any, daemon: Daemon, tmp_path: Path, shots: Shots) -> None:
     expect = _expect()
-    daemon.start("--port", "0", "--web-port", "0")
-    page = _open(browser, daemon.web_url)
-    expect(page.locator("#connection")).to_have_text("connected")
-    page.click("#new-session summary")
-    page.fill("#create-folder", str(tmp_path))
-    page.click("#create-button")
-    expect(page.locator("#composer")).to_be_visible()
+    page = _with_a_new_session(browser, daemon, tmp_path)
     session = page.evaluate("window.ahpdApp.session")
     row = page.locator(f"#sessions li.session[data-uri='{session}']")
     page.click("#archive")
