@@ -4,7 +4,9 @@ Importing the command line takes a good part of a second (trio, the chat client,
 tables), and a Ctrl-C pressed meanwhile would otherwise be a ``KeyboardInterrupt`` traceback
 from whatever module was loading. Until :func:`main` runs, it is said in the same one line as
 any Ctrl-C before the daemon is ready, with the same status; nothing has been touched yet.
-Python's own start-up (``site``, before this module) is the interpreter's and stays so.
+The command line keeps that rule until the command runs (``ahpd run`` until just before it
+touches its data directory). Python's own start-up (``site``, before this module) is the
+interpreter's and stays so.
 """
 
 import os
@@ -23,8 +25,7 @@ from ahpd.cli import main as _main  # noqa: E402 - after the handler: this impor
 
 
 def main() -> int:
-    """Ctrl-C is a ``KeyboardInterrupt`` again, which the command line says in one line."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    """The command line decides what Ctrl-C is from here on (see :func:`ahpd.cli.main`)."""
     return _main()
 
 

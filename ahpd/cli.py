@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -134,12 +135,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    early: list[int] = []
     try:
+        # From here the daemon touches its data directory: a Ctrl-C while it reads its config (a
+        # FIFO can block that read) is a KeyboardInterrupt, said by main().
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         data_dir, backends = _prepare(args, hold=True)
         token = _token_choice(args, data_dir)
+        # Then it is remembered rather than raised wherever the code happens to be (where a
+        # library's bare `except` could swallow it, or trio's start-up be torn), and taken as the
+        # daemon's first signal once it listens for signals: the start-up stops cleanly, saying so.
+        signal.signal(signal.SIGINT, lambda signum, frame: early.append(signum))
         return trio.run(
             functools.partial(
                 daemon.run,
+                early_signals=early,
                 data_dir=data_dir,
                 host_name=args.host,
                 port=args.port,
@@ -522,6 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if args.func is not _cmd_run:  # `run` takes Ctrl-C over itself: see _cmd_run
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a KeyboardInterrupt, said below
     try:
         return args.func(args)
     except BaseException as exc:  # noqa: BLE001 - judged by explain(), re-raised when a bug

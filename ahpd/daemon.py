@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 import tomllib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -128,14 +128,19 @@ def status_of(host: Host, started: float) -> dict[str, Any]:
     }
 
 
-async def _until_signalled(cancel_scope: trio.CancelScope, caught: list[int] | None = None) -> None:
+async def _until_signalled(
+    cancel_scope: trio.CancelScope, caught: list[int] | None = None, early: Sequence[int] = ()
+) -> None:
+    """Cancel ``cancel_scope`` at the first SIGTERM or SIGINT: one received
+    here, or one the command line remembered (``early``) before this
+    listened (see ``cli._cmd_run``), looked at once this listens, so no
+    signal falls between the two."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            log.info("%s: shutting down", signal.Signals(signum).name)
-            if caught is not None:
-                caught.append(signum)
-            cancel_scope.cancel()
-            return
+        signum = early[0] if early else await anext(aiter(signals))
+        log.info("%s: shutting down", signal.Signals(signum).name)
+        if caught is not None:
+            caught.append(signum)
+        cancel_scope.cancel()
 
 
 def _notify(message: str) -> None:
@@ -156,9 +161,11 @@ async def run(
     limits: Limits | None = None,
     worktrees_root: Path | None = None,
     web_port: int | None = 0,
+    early_signals: Sequence[int] = (),
 ) -> int:
-    """Serve AHP over WebSocket until SIGTERM/SIGINT; and the web console on
-    ``web_port`` (0: a free port) unless it is None."""
+    """Serve AHP over WebSocket until SIGTERM/SIGINT (or at once for one in
+    ``early_signals``, received before this listened); and the web console
+    on ``web_port`` (0: a free port) unless it is None."""
     # lazily: `ahpd doctor` imports this module to read the config, and the transports are ~0.2 s
     from ahpd.transport.web import origins, serve_web
     from ahpd.transport.websocket import serve_websocket
@@ -176,7 +183,7 @@ async def run(
     browser_origins: set[str] | None = set() if web_port is not None else None
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_until_signalled, nursery.cancel_scope, caught)
+            nursery.start_soon(_until_signalled, nursery.cancel_scope, caught, early_signals)
             await nursery.start(host.run)
             await nursery.start(partial(control.serve_control, data_dir, lambda: status_of(host, started)))
             listening = await nursery.start(

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -204,10 +204,12 @@ def _divert_daemon_hooks() -> None:
         return
     until_signalled, make_host = daemon._until_signalled, daemon.make_host
 
-    async def until_told(cancel_scope: trio.CancelScope, caught: list[int] | None = None) -> None:
+    async def until_told(
+        cancel_scope: trio.CancelScope, caught: list[int] | None = None, early: Sequence[int] = ()
+    ) -> None:
         served = _SERVING.get()
         if served is None:
-            return await until_signalled(cancel_scope, caught)
+            return await until_signalled(cancel_scope, caught, early)
         await served._asked_to_stop.wait()
         cancel_scope.cancel()
 

@@ -117,6 +117,11 @@ class ClaudeBackend:
         self._models: list[dict[str, Any]] = []
         #: A conversation of this backend has started: the SDK is loaded in this process.
         self._conversed = False
+        #: Held while the boot probe's child runs: it lists the transcripts too
+        #: (the SDK is loaded there anyway), and a listing asked meanwhile takes
+        #: that answer instead of loading the SDK into a child of its own.
+        self.probing = trio.Lock()
+        self.probe_listing: tuple[float, list[StoredConversation]] | None = None
 
     # -- AgentInfo ----------------------------------------------------------------
 
@@ -208,7 +213,11 @@ class ClaudeBackend:
         this backend has loaded the SDK here, in this process after."""
         if self._sdk_here():
             return await self.probe_here(cwd)
-        learned = await self._ask("probe", cwd=cwd)
+        async with self.probing:
+            learned = await self._ask("probe", cwd=cwd)
+            rows = learned.get("conversations") if isinstance(learned, dict) else None
+            if isinstance(rows, list):
+                self.probe_listing = (trio.current_time(), [StoredConversation(**row) for row in rows])
         if not isinstance(learned, dict):
             return False
         changed = self._learn(learned.get("serverInfo"))
@@ -440,10 +449,18 @@ class ClaudeBackend:
         return self.commands
 
     async def list_conversations(self) -> list[StoredConversation]:
-        """Past sessions, from the CLI's transcripts (a file read, no CLI)."""
+        """Past sessions, from the CLI's transcripts (a file read, no CLI). A
+        listing the boot probe's child finished after this was asked is as
+        new as one started now, so it is taken instead: a daemon's first
+        hello loads the SDK into one child, not two."""
         if self._sdk_here():
             return await _claude_transcripts.list_conversations()
-        return [StoredConversation(**row) for row in await self._ask("list") or []]
+        asked = trio.current_time()
+        async with self.probing:
+            if self.probe_listing is not None and self.probe_listing[0] >= asked:
+                return list(self.probe_listing[1])
+            answer = await self._ask("list")
+        return [StoredConversation(**row) for row in answer or []]
 
     def state_file(self, backend_id: str) -> Path | None:
         """The CLI's own transcript of a conversation (the window's debug view)."""

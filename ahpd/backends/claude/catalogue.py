@@ -4,7 +4,9 @@
 JSON on standard input prints one JSON answer:
 
 * ``probe``: what the CLI said at ``initialize`` (``serverInfo``), its MCP
-  servers and plugins (:meth:`ClaudeBackend.probe_here`);
+  servers and plugins (:meth:`ClaudeBackend.probe_here`), and the stored
+  conversations as ``list`` says them (``conversations``, null when they
+  could not be read), since the SDK is loaded for the probe anyway;
 * ``list``: the stored conversations (the transcripts' catalogue);
 * ``history ID`` / ``subagents ID``: one stored conversation's turns, or its
   subagents' by spawning call;
@@ -35,8 +37,18 @@ from ahpd.backends.claude.backend import ClaudeBackend
 
 async def answer(backend: ClaudeBackend, what: str, rest: list[str], cwd: str | None) -> Any:
     if what == "probe":
+        try:
+            conversations: list[Any] | None = [attrs.asdict(c) for c in await transcripts.list_conversations()]
+        except Exception as exc:  # noqa: BLE001 - the listing is asked again on its own; the probe goes on
+            print(f"ahpd: {backend.provider}: list failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            conversations = None
         await backend.probe_here(Path(cwd) if cwd else None)
-        return {"serverInfo": backend.server_info, "mcpServers": backend.mcp_servers, "plugins": backend.plugins}
+        return {
+            "serverInfo": backend.server_info,
+            "mcpServers": backend.mcp_servers,
+            "plugins": backend.plugins,
+            "conversations": conversations,
+        }
     if what == "list":
         return [attrs.asdict(c) for c in await transcripts.list_conversations()]
     if what == "history":

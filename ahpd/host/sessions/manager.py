@@ -177,12 +177,12 @@ class SessionManager:
         if self.nursery is None or self._probes_started:
             return
         self._probes_started = True
-        for provider in self.backends:
-            self.refresh_catalogue_soon(provider)
         for provider, backend in self.backends.items():
             if hasattr(backend, "probe"):
                 self._probing[provider] = trio.Event()
                 spawn(self.nursery, f"probing {backend.provider}", self._probe, backend)
+            else:
+                self.refresh_catalogue_soon(provider)
 
     async def probed(self, provider: str) -> None:
         """Wait (at most ``PROBE_WAIT`` seconds) for ``provider``'s boot probe
@@ -194,7 +194,14 @@ class SessionManager:
 
     async def _probe(self, backend: Any) -> None:
         """Ask an agent what it offers before any session needs it, and tell
-        clients when the answer changed what they were shown."""
+        clients when the answer changed what they were shown.
+
+        The first reading of the catalogue is started here, before the probe:
+        it runs once this task first waits, and the probe has taken its
+        backend's ``probing`` lock by then, so a probe that lists what the
+        agent keeps (it runs the agent, or loads its SDK, anyway) answers that
+        reading too, and no second child is started for it."""
+        self.refresh_catalogue_soon(backend.provider)
         try:
             changed = await backend.probe()
         except Exception:  # noqa: BLE001 - an agent that cannot be probed is still offered
