@@ -131,6 +131,17 @@ FULL = {
 }
 
 
+#: A model option whose choices mix plain ones and a group: neither shape, so the library skips it.
+MIXED = {
+    "id": "model",
+    "name": "Model",
+    "type": "select",
+    "category": "model",
+    "currentValue": "m1",
+    "options": [{"value": "m1", "name": "M1"}, {"group": "g", "name": "G", "options": []}],
+}
+
+
 def _with(answers: dict[str, Any], after_new: list[Any] | None = None) -> dict[str, Any]:
     return {
         "answers": {**FULL["answers"], **answers},
@@ -172,6 +183,12 @@ async def test_an_agent_that_neither_lists_nor_deletes_is_learned_the_same() -> 
             id="listing-refused",
         ),
         pytest.param(_with({"session/new": {"result": {"sessionId": 7}}}), id="session-id-not-a-string"),
+        pytest.param(_with({"session/list": {"result": 5}}), id="listing-not-an-object"),
+        pytest.param(_with({"session/new": {"result": ["s"]}}), id="session-new-not-an-object"),
+        pytest.param(
+            _with({"session/new": {"result": {"sessionId": "s", "modes": "x", "configOptions": [MIXED, 3]}}}),
+            id="mixed-choices-and-bad-modes",
+        ),
         pytest.param(
             _with({"session/new": {"result": {"sessionId": "s", "configOptions": {}}}}), id="config-options-not-a-list"
         ),
@@ -181,6 +198,9 @@ async def test_an_agent_that_neither_lists_nor_deletes_is_learned_the_same() -> 
         pytest.param(_with({"session/delete": "exit"}), id="exits-at-delete"),
         pytest.param(_with({}, after_new=[]), id="announces-nothing"),
         pytest.param(_with({"initialize": {"result": {"protocolVersion": 2}}}), id="another-protocol-version"),
+        pytest.param(_with({"initialize": {"result": {**INIT, "protocolVersion": "1"}}}), id="version-as-a-string"),
+        pytest.param(_with({"initialize": {"result": {**INIT, "protocolVersion": 1.5}}}), id="version-not-whole"),
+        pytest.param(_with({"initialize": {"result": {**INIT, "protocolVersion": None}}}), id="version-missing"),
     ],
 )
 async def test_a_scripted_agent_is_learned_the_same_without_the_library(script: dict[str, Any]) -> None:

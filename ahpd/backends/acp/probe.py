@@ -69,12 +69,26 @@ def _list(value: Any, method: str, what: str) -> list[Any]:
     return value
 
 
+def _number(value: Any) -> int | None:
+    """An integer as pydantic's lax mode reads one (``1``, ``1.0``, ``"1"``, ``true``)."""
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
 def session_capabilities(answer: Any) -> dict[str, bool]:
     """``initialize``'s answer checked: the version spoken, and which of
     ``sessionCapabilities.list`` / ``.delete`` the agent offers."""
     init = _object(answer, "initialize")
-    version = init.get("protocolVersion")
-    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= 65535:
+    version = _number(init.get("protocolVersion"))
+    if version is None or not 0 <= version <= 65535:
         raise _invalid("initialize", "protocolVersion is not a version number")
     if version != PROTOCOL_VERSION:
         raise BackendError(f"the agent speaks ACP version {version}; ahpd speaks {PROTOCOL_VERSION}")
