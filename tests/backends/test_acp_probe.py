@@ -66,14 +66,14 @@ async def child(backend: AcpBackend, *python_flags: str) -> tuple[dict[str, Any]
 
 
 INIT = {"protocolVersion": 1, "agentCapabilities": {"sessionCapabilities": {"list": {}, "delete": {}}}}
-COMMANDS = {
+COMMANDS: dict[str, Any] = {
     "sessionUpdate": "available_commands_update",
     "availableCommands": [
         {"name": "plan", "description": "Plan first", "input": {"hint": "what to plan"}, "extra": 1},
         {"name": "bare", "description": "No input", "input": {"nohint": True}},
     ],
 }
-FULL = {
+FULL: dict[str, Any] = {
     "answers": {
         "initialize": {"result": INIT},
         "session/list": [
@@ -131,6 +131,10 @@ FULL = {
 }
 
 
+BAD_COMMANDS: dict[str, Any] = {
+    **COMMANDS,
+    "availableCommands": [*COMMANDS["availableCommands"], {"description": "no name"}],
+}
 #: A model option whose choices mix plain ones and a group: neither shape, so the library skips it.
 MIXED = {
     "id": "model",
@@ -197,6 +201,10 @@ async def test_an_agent_that_neither_lists_nor_deletes_is_learned_the_same() -> 
         ),
         pytest.param(_with({"session/delete": "exit"}), id="exits-at-delete"),
         pytest.param(_with({}, after_new=[]), id="announces-nothing"),
+        pytest.param(
+            _with({}, after_new=[{"method": "session/update", "params": {"sessionId": "SID", "update": BAD_COMMANDS}}]),
+            id="announces-a-malformed-command",
+        ),
         pytest.param(_with({"initialize": {"result": {"protocolVersion": 2}}}), id="another-protocol-version"),
         pytest.param(_with({"initialize": {"result": {**INIT, "protocolVersion": "1"}}}), id="version-as-a-string"),
         pytest.param(_with({"initialize": {"result": {**INIT, "protocolVersion": 1.5}}}), id="version-not-whole"),

@@ -186,7 +186,7 @@ def _command(c: dict[str, Any]) -> dict[str, Any]:
 
 def announced(params: Any, session_id: str | None) -> list[dict[str, Any]] | None:
     """The commands an ``available_commands_update`` offers (None when
-    ``params`` is another update, or one for another session, or malformed)."""
+    ``params`` is another update, or one for another session, or has no list)."""
     if not isinstance(params, dict) or not isinstance(params.get("update"), dict):
         return None
     update = params["update"]
@@ -196,13 +196,15 @@ def announced(params: Any, session_id: str | None) -> list[dict[str, Any]] | Non
         log.warning("session/update for unknown session %r ignored", params.get("sessionId"))
         return None
     offered = update.get("availableCommands")
-    if not isinstance(offered, list) or not all(
-        isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("description"), str)
-        for c in offered
-    ):
-        log.warning("an available_commands_update that is not a list of commands ignored: %.200r", offered)
+    if not isinstance(offered, list):
+        log.warning("an available_commands_update without a list of commands ignored: %.200r", offered)
         return None
-    return [_command(c) for c in offered]
+    # A malformed command is skipped, as the library skips it; the others stand.
+    return [
+        _command(c)
+        for c in offered
+        if isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("description"), str)
+    ]
 
 
 async def learn(backend: AcpBackend) -> None:
