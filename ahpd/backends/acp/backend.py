@@ -142,8 +142,9 @@ class AcpBackend:
         """The boot probe: what a composer shows before any session's agent
         runs - the models and slash commands a new conversation is offered
         (:meth:`learn`). It runs in a short-lived Python process of its own
-        (``ahpd.backends.acp.probe``), so the ACP library is loaded there
-        and not in the daemon, which holds it only once a turn needs it.
+        (``ahpd.backends.acp.probe``), which speaks the few calls it needs
+        without the ACP library; the daemon holds the library only once a
+        turn needs it.
         True when :meth:`agent_info` or the commands changed. Failure is
         logged, never raised."""
         spec = {
@@ -180,8 +181,9 @@ class AcpBackend:
         return changed
 
     async def learn(self) -> bool:
-        """Ask the agent, in this process, what a new conversation is offered
-        (the boot probe's own process calls this; see :func:`_acp_session.learn`)."""
+        """Ask the agent, in this process and through the ACP library, what a
+        new conversation is offered (see :func:`_acp_session.learn`; the boot
+        probe's own process learns the same without the library)."""
         from ahpd.backends.acp import session as _acp_session
 
         return await _acp_session.learn(self)

@@ -79,6 +79,10 @@ class AgentProcess:
         self._in_send, self._in_recv = trio.open_memory_channel[dict[str, Any]](64)
         self._out_send, self._out_recv = trio.open_memory_channel[bytes](64)
         self.transport = PipeTransport(loop, self._in_recv, self._out_send)
+        #: The same two channels, for a client that speaks JSON-RPC itself
+        #: without the library (the boot probe, ``ahpd.backends.acp.rpc``):
+        #: the agent's JSON objects as they arrive, and whole lines to write.
+        self.incoming, self.outgoing = self._in_recv, self._out_send
 
     def start(self, nursery: trio.Nursery) -> None:
         nursery.start_soon(self._pump_stdout)
