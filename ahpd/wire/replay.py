@@ -23,6 +23,7 @@ the last ``HISTORY`` actions), for as long as somebody watches it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ahpd import state as reducers
@@ -39,6 +40,9 @@ _KIND_BY_KEY = (
     ("files", "changeset"),
     ("recursive", "resourceWatch"),
 )
+
+#: Each channel's reducer, looked up once (``apply`` runs for every action of a capture).
+_REDUCERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {}
 
 #: How many of a channel's latest states its history keeps: a snapshot's
 #: answer reaches the wire shortly after the actions before it.
@@ -142,7 +146,8 @@ class Channel:
         state = self.state
         if state is not None and kind is not None:
             try:
-                state = self.state = reducers.reduce(kind, state, action)
+                reduce = _REDUCERS.get(kind) or _REDUCERS.setdefault(kind, reducers.reducer(kind))
+                state = self.state = reduce(state, action)
             except Exception as exc:  # noqa: BLE001 - a malformed action is reported, not fatal
                 failure = exc
             history = self.history
