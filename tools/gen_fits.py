@@ -38,14 +38,6 @@ from ahpd.protocol import model as _m
 
 _A: Any = object()  # an absent key
 
-
-def _tab(table: dict[Any, Any], key: Any) -> Any:
-    """A discriminator's functions; None for an unknown or unhashable value."""
-    try:
-        return table.get(key)
-    except TypeError:
-        return None
-
 '''
 
 
@@ -151,7 +143,10 @@ class FitsGenerator:
                 entries = ", ".join(f"{k!r}: ({', '.join(c.__name__ for c in v)},)" for k, v in by_tag.items())
                 self.sets.append(f"{table} = {{{entries}}}\n")
                 lines += [
-                    f"        found = _tab({table}, x.get({tag!r}, _A))",
+                    "        try:",
+                    f"            found = {table}.get(x.get({tag!r}, _A))",
+                    "        except TypeError:  # an unhashable value",
+                    "            return False",
                     "        if found is None:",
                     "            return False",
                     "        for fits in found:",

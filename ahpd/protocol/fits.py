@@ -15,14 +15,6 @@ from ahpd.protocol import model as _m
 
 _A: Any = object()  # an absent key
 
-
-def _tab(table: dict[Any, Any], key: Any) -> Any:
-    """A discriminator's functions; None for an unknown or unhashable value."""
-    try:
-        return table.get(key)
-    except TypeError:
-        return None
-
 def ChannelReceiveLimits(v: Any) -> bool:
     if v.__class__ is not dict or not v.keys() <= _K0 or not _K1 <= v.keys():
         return False
@@ -7312,7 +7304,10 @@ def _t6(x: Any) -> bool:
 
 def _t8(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D72, x.get('kind', _A))
+        try:
+            found = _D72.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7333,7 +7328,10 @@ def _t7(x: Any) -> bool:
 
 def _t9(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D73, x.get('kind', _A))
+        try:
+            found = _D73.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7345,7 +7343,10 @@ def _t9(x: Any) -> bool:
 
 def _t10(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D76, x.get('kind', _A))
+        try:
+            found = _D76.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7357,7 +7358,10 @@ def _t10(x: Any) -> bool:
 
 def _t12(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D77, x.get('type', _A))
+        try:
+            found = _D77.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7396,7 +7400,10 @@ def _t14(x: Any) -> bool:
 
 def _t16(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D85, x.get('type', _A))
+        try:
+            found = _D85.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7417,7 +7424,10 @@ def _t15(x: Any) -> bool:
 
 def _t17(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D94, x.get('kind', _A))
+        try:
+            found = _D94.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7429,7 +7439,10 @@ def _t17(x: Any) -> bool:
 
 def _t18(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D95, x.get('status', _A))
+        try:
+            found = _D95.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7495,7 +7508,10 @@ def _t24(x: Any) -> bool:
 
 def _t25(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D129, x.get('kind', _A))
+        try:
+            found = _D129.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7525,7 +7541,10 @@ def _t27(x: Any) -> bool:
 
 def _t28(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D163, x.get('kind', _A))
+        try:
+            found = _D163.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7573,7 +7592,10 @@ def _t33(x: Any) -> bool:
 
 def _t34(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D183, x.get('kind', _A))
+        try:
+            found = _D183.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7591,7 +7613,10 @@ def _t35(x: Any) -> bool:
 
 def _t36(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D184, x.get('status', _A))
+        try:
+            found = _D184.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7612,7 +7637,10 @@ def _t37(x: Any) -> bool:
 
 def _t39(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D201, x.get('type', _A))
+        try:
+            found = _D201.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7633,7 +7661,10 @@ def _t38(x: Any) -> bool:
 
 def _t40(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D204, x.get('status', _A))
+        try:
+            found = _D204.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7672,7 +7703,10 @@ def _t43(x: Any) -> bool:
 
 def _t45(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D217, x.get('kind', _A))
+        try:
+            found = _D217.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7762,7 +7796,10 @@ def _t53(x: Any) -> bool:
 
 def _t55(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D268, x.get('type', _A))
+        try:
+            found = _D268.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7783,7 +7820,10 @@ def _t54(x: Any) -> bool:
 
 def _t56(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D283, x.get('status', _A))
+        try:
+            found = _D283.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7795,7 +7835,10 @@ def _t56(x: Any) -> bool:
 
 def _t58(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D294, x.get('kind', _A))
+        try:
+            found = _D294.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7816,7 +7859,10 @@ def _t57(x: Any) -> bool:
 
 def _t60(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D301, x.get('kind', _A))
+        try:
+            found = _D301.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7873,7 +7919,10 @@ def _t64(x: Any) -> bool:
 
 def _t66(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D319, x.get('kind', _A))
+        try:
+            found = _D319.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7894,7 +7943,10 @@ def _t65(x: Any) -> bool:
 
 def _t68(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D320, x.get('kind', _A))
+        try:
+            found = _D320.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7915,7 +7967,10 @@ def _t67(x: Any) -> bool:
 
 def _t69(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D336, x.get('kind', _A))
+        try:
+            found = _D336.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7927,7 +7982,10 @@ def _t69(x: Any) -> bool:
 
 def _t70(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D337, x.get('status', _A))
+        try:
+            found = _D337.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7999,7 +8057,10 @@ def _t77(x: Any) -> bool:
 
 def _t78(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D589, x.get('type', _A))
+        try:
+            found = _D589.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -8083,7 +8144,10 @@ def _t86(x: Any) -> bool:
 
 def _t87(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D701, x.get('kind', _A))
+        try:
+            found = _D701.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -8095,7 +8159,10 @@ def _t87(x: Any) -> bool:
 
 def _t88(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D707, x.get('kind', _A))
+        try:
+            found = _D707.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -8107,7 +8174,10 @@ def _t88(x: Any) -> bool:
 
 def _t89(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D724, x.get('kind', _A))
+        try:
+            found = _D724.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:

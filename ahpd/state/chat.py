@@ -36,6 +36,7 @@ from ._chat_parts import (
     after,
     handles,
     modified,
+    part_id,
     registry,
     summary_status,
     unread_with_status,
@@ -51,24 +52,18 @@ def _append_text(state: State, action: Action, kind: str) -> State:
 
     Any other outcome (no such turn or part, or a part of another kind,
     e.g. a delta aimed at a reasoning part) changes nothing.
-
-    ``active_turn``, ``part_id`` and ``with_parts`` are written out here: an
-    agent streams its answer as these actions, each reduced by the host and
-    by ``ahpd wire-check``, and the calls were a third of the time.
     """
-    turn_id = action["turnId"]
-    turn = state.get("activeTurn")
-    if not turn or turn.get("id") != turn_id:
+    turn = active_turn(state, action["turnId"])
+    if turn is None:
         return state
     parts = turn["responseParts"]
     for i, part in enumerate(parts):
-        found = part["toolCall"].get("toolCallId") if part.get("kind") == TOOL_CALL else part.get("id")
-        if found == action["partId"]:
+        if part_id(part) == action["partId"]:
             if part.get("kind") != kind:
                 return state
             parts = list(parts)
             parts[i] = {**part, "content": part["content"] + action["content"]}
-            return {**state, "activeTurn": {**turn, "responseParts": parts}}
+            return with_parts(state, turn, parts)
     return state
 
 
