@@ -216,8 +216,8 @@ class FitsGenerator:
                 body += [f"    if x is not _A and not ({check}):", "        return False"]
         body.append("    return True")
         if required:
-            lines += ["    try:", *("    " + line for line in body), "    except KeyError:  # a required key is missing"]
-            lines.append("        return False")
+            lines += ["    try:", *("    " + line for line in body)]
+            lines += ["    except KeyError:  # a required key is missing", "        return False"]
         else:
             lines += body
         return "\n".join(lines) + "\n"
