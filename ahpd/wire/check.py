@@ -53,7 +53,6 @@ from ahpd.wire.reader import Frame
 from ahpd.wire.replay import History
 
 
-#: Stands in for a refused action when its envelope is checked (see ``notification``).
 class Checker:
     """Feed it frames in capture order; ``finish()`` returns every problem found."""
 
@@ -240,8 +239,7 @@ class Checker:
 
     def _notification_target(self, method: str) -> tuple[schema.Target | None, Callable[[Any], bool] | None]:
         where = schema.target("notifications", method)
-        found = self._notifications[method] = (where, None if where is None else schema.quick(where))
-        return found
+        return self._notifications.setdefault(method, (where, None if where is None else schema.quick(where)))
 
     def notification(self, conn: Connection, method: str, params: Any) -> None:
         where, quick = self._notifications.get(method) or self._notification_target(method)
