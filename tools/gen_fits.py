@@ -38,14 +38,6 @@ from ahpd.protocol import model as _m
 
 _A: Any = object()  # an absent key
 
-
-def _tab(table: dict[Any, Any], key: Any) -> Any:
-    """A discriminator's functions; None for an unknown or unhashable value."""
-    try:
-        return table.get(key)
-    except TypeError:
-        return None
-
 '''
 
 
@@ -151,7 +143,10 @@ class FitsGenerator:
                 entries = ", ".join(f"{k!r}: ({', '.join(c.__name__ for c in v)},)" for k, v in by_tag.items())
                 self.sets.append(f"{table} = {{{entries}}}\n")
                 lines += [
-                    f"        found = _tab({table}, x.get({tag!r}, _A))",
+                    "        try:",
+                    f"            found = {table}.get(x.get({tag!r}, _A))",
+                    "        except TypeError:  # an unhashable value",
+                    "            return False",
                     "        if found is None:",
                     "            return False",
                     "        for fits in found:",
@@ -196,11 +191,13 @@ class FitsGenerator:
         name = cls.__name__
         fields = self.base.fields(cls)
         required = [f.name for f in fields if f.default is self.base.NOTHING]
+        # ``frozenset.issuperset(dict)`` walks the keys in C; ``dict.keys() <= set`` and
+        # ``set <= dict.keys()`` cost twice as much and were a third of a frame's check.
+        # A required key is read as ``v[key]``: one that is missing raises KeyError.
         lines = [f"def {name}(v: Any) -> bool:"]
-        test = f"v.__class__ is not dict or not v.keys() <= {self.frozen([f.name for f in fields])}"
-        if required:
-            test += f" or not {self.frozen(required)} <= v.keys()"
+        test = f"v.__class__ is not dict or not {self.frozen([f.name for f in fields])}.issuperset(v)"
         lines += [f"    if {test}:", "        return False"]
+        body: list[str] = []
         for f in fields:
             nullable = f.type is Any or (_is_union(f.type) and Any in typing.get_args(f.type))
             tp = f.type
@@ -212,12 +209,17 @@ class FitsGenerator:
             if not nullable and typing.get_origin(tp) is Literal and None in typing.get_args(tp):
                 check = f"x is not None and {check}"
             if f.default is self.base.NOTHING:
-                lines.append(f"    x = v[{f.name!r}]")
-                lines += [f"    if not ({check}):", "        return False"]
+                body.append(f"    x = v[{f.name!r}]")
+                body += [f"    if not ({check}):", "        return False"]
             else:
-                lines.append(f"    x = v.get({f.name!r}, _A)")
-                lines += [f"    if x is not _A and not ({check}):", "        return False"]
-        lines.append("    return True")
+                body.append(f"    x = v.get({f.name!r}, _A)")
+                body += [f"    if x is not _A and not ({check}):", "        return False"]
+        body.append("    return True")
+        if required:
+            lines += ["    try:", *("    " + line for line in body)]
+            lines += ["    except KeyError:  # a required key is missing", "        return False"]
+        else:
+            lines += body
         return "\n".join(lines) + "\n"
 
     def render(self) -> str:

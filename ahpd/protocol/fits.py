@@ -15,241 +15,269 @@ from ahpd.protocol import model as _m
 
 _A: Any = object()  # an absent key
 
-
-def _tab(table: dict[Any, Any], key: Any) -> Any:
-    """A discriminator's functions; None for an unknown or unhashable value."""
-    try:
-        return table.get(key)
-    except TypeError:
-        return None
-
 def ChannelReceiveLimits(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K0 or not _K1 <= v.keys():
+    if v.__class__ is not dict or not _K0.issuperset(v):
         return False
-    x = v['windowBytes']
-    if not (x.__class__ is int):
+    try:
+        x = v['windowBytes']
+        if not (x.__class__ is int):
+            return False
+        x = v['maximumFrameBytes']
+        if not (x.__class__ is int):
+            return False
+        x = v['maximumMessageBytes']
+        if not (x.__class__ is int):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['maximumFrameBytes']
-    if not (x.__class__ is int):
-        return False
-    x = v['maximumMessageBytes']
-    if not (x.__class__ is int):
-        return False
-    return True
 
 
 def ChannelFlowControl(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K2 or not _K3 <= v.keys():
+    if v.__class__ is not dict or not _K1.issuperset(v):
         return False
-    x = v['clientReceive']
-    if not (ChannelReceiveLimits(x)):
+    try:
+        x = v['clientReceive']
+        if not (ChannelReceiveLimits(x)):
+            return False
+        x = v['hostReceive']
+        if not (ChannelReceiveLimits(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['hostReceive']
-    if not (ChannelReceiveLimits(x)):
-        return False
-    return True
 
 
 def ResumedChannelSubscription(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K4 or not _K5 <= v.keys():
+    if v.__class__ is not dict or not _K2.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['flowControl']
+        if not (ChannelFlowControl(x)):
+            return False
+        x = v['recovery']
+        if not ((x.__class__ is str and x in {'live', 'replay', 'snapshot'})):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['flowControl']
-    if not (ChannelFlowControl(x)):
-        return False
-    x = v['recovery']
-    if not ((x.__class__ is str and x in {'live', 'replay', 'snapshot'})):
-        return False
-    return True
 
 
 def Icon(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K6 or not _K7 <= v.keys():
+    if v.__class__ is not dict or not _K3.issuperset(v):
         return False
-    x = v['src']
-    if not (x.__class__ is str):
+    try:
+        x = v['src']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('contentType', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('sizes', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('theme', _A)
+        if x is not _A and not (x in ('light', 'dark',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('contentType', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('sizes', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('theme', _A)
-    if x is not _A and not (x in ('light', 'dark',)):
-        return False
-    return True
 
 
 def ProtectedResourceMetadata(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K8 or not _K9 <= v.keys():
+    if v.__class__ is not dict or not _K4.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('resource_name', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('authorization_servers', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('jwks_uri', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('scopes_supported', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('bearer_methods_supported', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('resource_signing_alg_values_supported', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('resource_documentation', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('resource_policy_uri', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('resource_tos_uri', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('resource_name', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('authorization_servers', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('jwks_uri', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('scopes_supported', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('bearer_methods_supported', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('resource_signing_alg_values_supported', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('resource_documentation', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('resource_policy_uri', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('resource_tos_uri', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ConfigPropertySchema(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K10 or not _K11 <= v.keys():
+    if v.__class__ is not dict or not _K5.issuperset(v):
         return False
-    x = v['type']
-    if not (x in ('string', 'number', 'boolean', 'array', 'object',)):
+    try:
+        x = v['type']
+        if not (x in ('string', 'number', 'boolean', 'array', 'object',)):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('default', _A)
+        if x is not _A and not (_t1(x)):
+            return False
+        x = v.get('enum', _A)
+        if x is not _A and not (_t2(x)):
+            return False
+        x = v.get('enumLabels', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('enumDescriptions', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('readOnly', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('items', _A)
+        if x is not _A and not (ConfigPropertySchema(x)):
+            return False
+        x = v.get('minItems', _A)
+        if x is not _A and not (x.__class__ is int):
+            return False
+        x = v.get('maxItems', _A)
+        if x is not _A and not (x.__class__ is int):
+            return False
+        x = v.get('properties', _A)
+        if x is not _A and not (_t4(x)):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('additionalProperties', _A)
+        if x is not _A and not (ConfigPropertySchema(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('default', _A)
-    if x is not _A and not (_t1(x)):
-        return False
-    x = v.get('enum', _A)
-    if x is not _A and not (_t2(x)):
-        return False
-    x = v.get('enumLabels', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('enumDescriptions', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('readOnly', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('items', _A)
-    if x is not _A and not (ConfigPropertySchema(x)):
-        return False
-    x = v.get('minItems', _A)
-    if x is not _A and not (x.__class__ is int):
-        return False
-    x = v.get('maxItems', _A)
-    if x is not _A and not (x.__class__ is int):
-        return False
-    x = v.get('properties', _A)
-    if x is not _A and not (_t4(x)):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('additionalProperties', _A)
-    if x is not _A and not (ConfigPropertySchema(x)):
-        return False
-    return True
 
 
 def ConfigSchema(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K12 or not _K13 <= v.keys():
+    if v.__class__ is not dict or not _K6.issuperset(v):
         return False
-    x = v['type']
-    if not (x in ('object',)):
+    try:
+        x = v['type']
+        if not (x in ('object',)):
+            return False
+        x = v['properties']
+        if not (_t4(x)):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['properties']
-    if not (_t4(x)):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def TextPosition(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K14 or not _K15 <= v.keys():
+    if v.__class__ is not dict or not _K7.issuperset(v):
         return False
-    x = v['line']
-    if not ((x.__class__ is int or x.__class__ is float)):
+    try:
+        x = v['line']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['character']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['character']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def TextRange(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K16 or not _K17 <= v.keys():
+    if v.__class__ is not dict or not _K8.issuperset(v):
         return False
-    x = v['start']
-    if not (TextPosition(x)):
+    try:
+        x = v['start']
+        if not (TextPosition(x)):
+            return False
+        x = v['end']
+        if not (TextPosition(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['end']
-    if not (TextPosition(x)):
-        return False
-    return True
 
 
 def TextSelection(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K18 or not _K19 <= v.keys():
+    if v.__class__ is not dict or not _K9.issuperset(v):
         return False
-    x = v['range']
-    if not (TextRange(x)):
+    try:
+        x = v['range']
+        if not (TextRange(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ContentRef(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K20 or not _K21 <= v.keys():
+    if v.__class__ is not dict or not _K10.issuperset(v):
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
+    try:
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('sizeHint', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('contentType', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('nonce', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('sizeHint', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('contentType', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('nonce', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def FileEditSide(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K22 or not _K23 <= v.keys():
+    if v.__class__ is not dict or not _K11.issuperset(v):
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
+    try:
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['content']
+        if not (ContentRef(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['content']
-    if not (ContentRef(x)):
-        return False
-    return True
 
 
 def FileEditDiffStats(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K24:
+    if v.__class__ is not dict or not _K12.issuperset(v):
         return False
     x = v.get('added', _A)
     if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
@@ -261,7 +289,7 @@ def FileEditDiffStats(v: Any) -> bool:
 
 
 def FileEdit(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K25:
+    if v.__class__ is not dict or not _K13.issuperset(v):
         return False
     x = v.get('before', _A)
     if x is not _A and not (FileEditSide(x)):
@@ -276,16 +304,19 @@ def FileEdit(v: Any) -> bool:
 
 
 def FileEditCollection(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K26 or not _K27 <= v.keys():
+    if v.__class__ is not dict or not _K14.issuperset(v):
         return False
-    x = v['items']
-    if not (_t5(x)):
+    try:
+        x = v['items']
+        if not (_t5(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def UsageInfo(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K28:
+    if v.__class__ is not dict or not _K15.issuperset(v):
         return False
     x = v.get('inputTokens', _A)
     if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
@@ -306,64 +337,70 @@ def UsageInfo(v: Any) -> bool:
 
 
 def ErrorInfo(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K29 or not _K30 <= v.keys():
+    if v.__class__ is not dict or not _K16.issuperset(v):
         return False
-    x = v['errorType']
-    if not (x.__class__ is str):
+    try:
+        x = v['errorType']
+        if not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('stack', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['message']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('stack', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def SessionModelInfo(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K31 or not _K32 <= v.keys():
+    if v.__class__ is not dict or not _K17.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['provider']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('maxContextWindow', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('maxOutputTokens', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('maxPromptTokens', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('supportsVision', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('policyState', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'disabled', 'enabled', 'unconfigured'})):
+            return False
+        x = v.get('configSchema', _A)
+        if x is not _A and not (ConfigSchema(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('vendor', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['provider']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('maxContextWindow', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('maxOutputTokens', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('maxPromptTokens', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('supportsVision', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('policyState', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'disabled', 'enabled', 'unconfigured'})):
-        return False
-    x = v.get('configSchema', _A)
-    if x is not _A and not (ConfigSchema(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('vendor', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def CustomizationLoadingState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K33:
+    if v.__class__ is not dict or not _K18.issuperset(v):
         return False
     x = v.get('kind', _A)
     if x is not _A and not (x in ('loading',)):
@@ -372,7 +409,7 @@ def CustomizationLoadingState(v: Any) -> bool:
 
 
 def CustomizationLoadedState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K34:
+    if v.__class__ is not dict or not _K19.issuperset(v):
         return False
     x = v.get('kind', _A)
     if x is not _A and not (x in ('loaded',)):
@@ -381,256 +418,286 @@ def CustomizationLoadedState(v: Any) -> bool:
 
 
 def CustomizationDegradedState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K35 or not _K36 <= v.keys():
+    if v.__class__ is not dict or not _K20.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('degraded',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('degraded',)):
+            return False
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['message']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def CustomizationErrorState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K37 or not _K38 <= v.keys():
+    if v.__class__ is not dict or not _K21.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('error',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('error',)):
+            return False
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['message']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AgentCustomization(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K39 or not _K40 <= v.keys():
+    if v.__class__ is not dict or not _K22.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('enabled', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('agent',)):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('model', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('tools', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('disableModelInvocation', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('disableUserInvocation', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('enabled', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('agent',)):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('model', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('tools', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('disableModelInvocation', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('disableUserInvocation', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def SkillCustomization(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K41 or not _K42 <= v.keys():
+    if v.__class__ is not dict or not _K23.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('enabled', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('skill',)):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('disableModelInvocation', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('disableUserInvocation', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('enabled', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('skill',)):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('disableModelInvocation', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('disableUserInvocation', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def PromptCustomization(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K43 or not _K44 <= v.keys():
+    if v.__class__ is not dict or not _K24.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('enabled', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('prompt',)):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('enabled', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('prompt',)):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def RuleCustomization(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K45 or not _K46 <= v.keys():
+    if v.__class__ is not dict or not _K25.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('enabled', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('rule',)):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('alwaysApply', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('globs', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('enabled', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('rule',)):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('alwaysApply', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('globs', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def HookCustomization(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K47 or not _K48 <= v.keys():
+    if v.__class__ is not dict or not _K26.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('enabled', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('hook',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('enabled', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('hook',)):
-        return False
-    return True
 
 
 def CustomizationEnablementGlobal(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K49 or not _K50 <= v.keys():
+    if v.__class__ is not dict or not _K27.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('global',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('global',)):
+            return False
+        x = v['enabled']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['enabled']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def CustomizationEnablementWorkspace(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K51 or not _K52 <= v.keys():
+    if v.__class__ is not dict or not _K28.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('workspace',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('workspace',)):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['enabled']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['enabled']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def CustomizationEnablementSession(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K53 or not _K54 <= v.keys():
+    if v.__class__ is not dict or not _K29.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('session',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('session',)):
+            return False
+        x = v['enabled']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['enabled']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def McpServerStartingState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K55:
+    if v.__class__ is not dict or not _K30.issuperset(v):
         return False
     x = v.get('kind', _A)
     if x is not _A and not (x in ('starting',)):
@@ -642,7 +709,7 @@ def McpServerStartingState(v: Any) -> bool:
 
 
 def McpServerReadyState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K56:
+    if v.__class__ is not dict or not _K31.issuperset(v):
         return False
     x = v.get('kind', _A)
     if x is not _A and not (x in ('ready',)):
@@ -651,55 +718,64 @@ def McpServerReadyState(v: Any) -> bool:
 
 
 def McpOAuthClient(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K57 or not _K58 <= v.keys():
+    if v.__class__ is not dict or not _K32.issuperset(v):
         return False
-    x = v['clientId']
-    if not (x.__class__ is str):
+    try:
+        x = v['clientId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('clientSecret', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('clientSecret', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def McpServerAuthRequiredState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K59 or not _K60 <= v.keys():
+    if v.__class__ is not dict or not _K33.issuperset(v):
         return False
-    x = v['reason']
-    if not ((x.__class__ is str and x in {'expired', 'insufficientScope', 'required'})):
+    try:
+        x = v['reason']
+        if not ((x.__class__ is str and x in {'expired', 'insufficientScope', 'required'})):
+            return False
+        x = v.get('oauthClient', _A)
+        if x is not _A and not (McpOAuthClient(x)):
+            return False
+        x = v['resource']
+        if not (ProtectedResourceMetadata(x)):
+            return False
+        x = v.get('requiredScopes', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('authRequired',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('oauthClient', _A)
-    if x is not _A and not (McpOAuthClient(x)):
-        return False
-    x = v['resource']
-    if not (ProtectedResourceMetadata(x)):
-        return False
-    x = v.get('requiredScopes', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('authRequired',)):
-        return False
-    return True
 
 
 def McpServerErrorState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K61 or not _K62 <= v.keys():
+    if v.__class__ is not dict or not _K34.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('error',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('error',)):
+            return False
+        x = v['error']
+        if not (ErrorInfo(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['error']
-    if not (ErrorInfo(x)):
-        return False
-    return True
 
 
 def McpServerStoppedState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K63:
+    if v.__class__ is not dict or not _K35.issuperset(v):
         return False
     x = v.get('kind', _A)
     if x is not _A and not (x in ('stopped',)):
@@ -708,7 +784,7 @@ def McpServerStoppedState(v: Any) -> bool:
 
 
 def AhpMcpUiHostCapabilitiesServerTools(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K64:
+    if v.__class__ is not dict or not _K36.issuperset(v):
         return False
     x = v.get('listChanged', _A)
     if x is not _A and not (x.__class__ is bool):
@@ -717,7 +793,7 @@ def AhpMcpUiHostCapabilitiesServerTools(v: Any) -> bool:
 
 
 def AhpMcpUiHostCapabilitiesServerResources(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K65:
+    if v.__class__ is not dict or not _K37.issuperset(v):
         return False
     x = v.get('listChanged', _A)
     if x is not _A and not (x.__class__ is bool):
@@ -726,7 +802,7 @@ def AhpMcpUiHostCapabilitiesServerResources(v: Any) -> bool:
 
 
 def AhpMcpUiHostCapabilitiesSampling(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K66:
+    if v.__class__ is not dict or not _K38.issuperset(v):
         return False
     x = v.get('tools', _A)
     if x is not _A and not (x.__class__ is dict):
@@ -735,7 +811,7 @@ def AhpMcpUiHostCapabilitiesSampling(v: Any) -> bool:
 
 
 def AhpMcpUiHostCapabilities(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K67:
+    if v.__class__ is not dict or not _K39.issuperset(v):
         return False
     x = v.get('serverTools', _A)
     if x is not _A and not (AhpMcpUiHostCapabilitiesServerTools(x)):
@@ -753,142 +829,154 @@ def AhpMcpUiHostCapabilities(v: Any) -> bool:
 
 
 def McpServerCustomizationApps(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K68 or not _K69 <= v.keys():
+    if v.__class__ is not dict or not _K40.issuperset(v):
         return False
-    x = v['capabilities']
-    if not (AhpMcpUiHostCapabilities(x)):
+    try:
+        x = v['capabilities']
+        if not (AhpMcpUiHostCapabilities(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def McpServerCustomization(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K70 or not _K71 <= v.keys():
+    if v.__class__ is not dict or not _K41.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('mcpServer',)):
+            return False
+        x = v.get('enablement', _A)
+        if x is not _A and not (_t7(x)):
+            return False
+        x = v['state']
+        if not (_t9(x)):
+            return False
+        x = v.get('channel', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('mcpApp', _A)
+        if x is not _A and not (McpServerCustomizationApps(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('mcpServer',)):
-        return False
-    x = v.get('enablement', _A)
-    if x is not _A and not (_t7(x)):
-        return False
-    x = v['state']
-    if not (_t9(x)):
-        return False
-    x = v.get('channel', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('mcpApp', _A)
-    if x is not _A and not (McpServerCustomizationApps(x)):
-        return False
-    return True
 
 
 def PluginCustomization(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K74 or not _K75 <= v.keys():
+    if v.__class__ is not dict or not _K44.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('clientId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('load', _A)
+        if x is not _A and not (_t10(x)):
+            return False
+        x = v.get('children', _A)
+        if x is not _A and not (_t11(x)):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('plugin',)):
+            return False
+        x = v.get('enablement', _A)
+        if x is not _A and not (_t7(x)):
+            return False
+        x = v.get('version', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('clientId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('load', _A)
-    if x is not _A and not (_t10(x)):
-        return False
-    x = v.get('children', _A)
-    if x is not _A and not (_t11(x)):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('plugin',)):
-        return False
-    x = v.get('enablement', _A)
-    if x is not _A and not (_t7(x)):
-        return False
-    x = v.get('version', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def DirectoryCustomization(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K78 or not _K79 <= v.keys():
+    if v.__class__ is not dict or not _K47.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('clientId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('load', _A)
+        if x is not _A and not (_t10(x)):
+            return False
+        x = v.get('children', _A)
+        if x is not _A and not (_t11(x)):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('directory',)):
+            return False
+        x = v['enabled']
+        if not (x.__class__ is bool):
+            return False
+        x = v['contents']
+        if not (x in ('agent', 'skill', 'prompt', 'rule', 'hook', 'mcpServer',)):
+            return False
+        x = v['writable']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('clientId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('load', _A)
-    if x is not _A and not (_t10(x)):
-        return False
-    x = v.get('children', _A)
-    if x is not _A and not (_t11(x)):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('directory',)):
-        return False
-    x = v['enabled']
-    if not (x.__class__ is bool):
-        return False
-    x = v['contents']
-    if not (x in ('agent', 'skill', 'prompt', 'rule', 'hook', 'mcpServer',)):
-        return False
-    x = v['writable']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def MultipleChatsCapability(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K80:
+    if v.__class__ is not dict or not _K48.issuperset(v):
         return False
     x = v.get('fork', _A)
     if x is not _A and not (x.__class__ is bool):
@@ -900,7 +988,7 @@ def MultipleChatsCapability(v: Any) -> bool:
 
 
 def MultipleWorkingDirectoriesCapability(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K81:
+    if v.__class__ is not dict or not _K49.issuperset(v):
         return False
     x = v.get('immutablePrimary', _A)
     if x is not _A and not (x.__class__ is bool):
@@ -912,7 +1000,7 @@ def MultipleWorkingDirectoriesCapability(v: Any) -> bool:
 
 
 def AgentCapabilities(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K82:
+    if v.__class__ is not dict or not _K50.issuperset(v):
         return False
     x = v.get('multipleChats', _A)
     if x is not _A and not (MultipleChatsCapability(x)):
@@ -924,67 +1012,76 @@ def AgentCapabilities(v: Any) -> bool:
 
 
 def AgentInfo(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K83 or not _K84 <= v.keys():
+    if v.__class__ is not dict or not _K51.issuperset(v):
         return False
-    x = v['provider']
-    if not (x.__class__ is str):
+    try:
+        x = v['provider']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v['description']
+        if not (x.__class__ is str):
+            return False
+        x = v['models']
+        if not (_t13(x)):
+            return False
+        x = v.get('protectedResources', _A)
+        if x is not _A and not (_t14(x)):
+            return False
+        x = v.get('customizations', _A)
+        if x is not _A and not (_t15(x)):
+            return False
+        x = v.get('capabilities', _A)
+        if x is not _A and not (AgentCapabilities(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v['description']
-    if not (x.__class__ is str):
-        return False
-    x = v['models']
-    if not (_t13(x)):
-        return False
-    x = v.get('protectedResources', _A)
-    if x is not _A and not (_t14(x)):
-        return False
-    x = v.get('customizations', _A)
-    if x is not _A and not (_t15(x)):
-        return False
-    x = v.get('capabilities', _A)
-    if x is not _A and not (AgentCapabilities(x)):
-        return False
-    return True
 
 
 def TerminalClientClaim(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K86 or not _K87 <= v.keys():
+    if v.__class__ is not dict or not _K53.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('client',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('client',)):
+            return False
+        x = v['clientId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['clientId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def TerminalSessionClaim(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K88 or not _K89 <= v.keys():
+    if v.__class__ is not dict or not _K54.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('session',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('session',)):
+            return False
+        x = v['session']
+        if not (x.__class__ is str):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('turnId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('toolCallId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['session']
-    if not (x.__class__ is str):
-        return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('turnId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('toolCallId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def TerminalRunningLifecycleState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K90:
+    if v.__class__ is not dict or not _K55.issuperset(v):
         return False
     x = v.get('status', _A)
     if x is not _A and not (x in ('running',)):
@@ -993,7 +1090,7 @@ def TerminalRunningLifecycleState(v: Any) -> bool:
 
 
 def TerminalExitedLifecycleState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K91:
+    if v.__class__ is not dict or not _K56.issuperset(v):
         return False
     x = v.get('status', _A)
     if x is not _A and not (x in ('exited',)):
@@ -1005,130 +1102,154 @@ def TerminalExitedLifecycleState(v: Any) -> bool:
 
 
 def TerminalInfo(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K92 or not _K93 <= v.keys():
+    if v.__class__ is not dict or not _K57.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v['claim']
+        if not (_t17(x)):
+            return False
+        x = v['lifecycle']
+        if not (_t18(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v['claim']
-    if not (_t17(x)):
-        return False
-    x = v['lifecycle']
-    if not (_t18(x)):
-        return False
-    return True
 
 
 def RootConfigState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K96 or not _K97 <= v.keys():
+    if v.__class__ is not dict or not _K60.issuperset(v):
         return False
-    x = v['schema']
-    if not (ConfigSchema(x)):
+    try:
+        x = v['schema']
+        if not (ConfigSchema(x)):
+            return False
+        x = v['values']
+        if not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['values']
-    if not (x.__class__ is dict):
-        return False
-    return True
 
 
 def RootState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K98 or not _K99 <= v.keys():
+    if v.__class__ is not dict or not _K61.issuperset(v):
         return False
-    x = v['agents']
-    if not (_t19(x)):
+    try:
+        x = v['agents']
+        if not (_t19(x)):
+            return False
+        x = v.get('activeSessions', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('terminals', _A)
+        if x is not _A and not (_t20(x)):
+            return False
+        x = v.get('config', _A)
+        if x is not _A and not (RootConfigState(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('activeSessions', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('terminals', _A)
-    if x is not _A and not (_t20(x)):
-        return False
-    x = v.get('config', _A)
-    if x is not _A and not (RootConfigState(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def AutomationSessionOrigin(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K100 or not _K101 <= v.keys():
+    if v.__class__ is not dict or not _K62.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('automation',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('automation',)):
+            return False
+        x = v['automation']
+        if not (x.__class__ is str):
+            return False
+        x = v['run']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['automation']
-    if not (x.__class__ is str):
-        return False
-    x = v['run']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ProjectInfo(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K102 or not _K103 <= v.keys():
+    if v.__class__ is not dict or not _K63.issuperset(v):
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
+    try:
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AnnotationsSummary(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K104 or not _K105 <= v.keys():
+    if v.__class__ is not dict or not _K64.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['annotationCount']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['entryCount']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['annotationCount']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['entryCount']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def ToolDefinitionInputSchema(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K106 or not _K107 <= v.keys():
+    if v.__class__ is not dict or not _K65.issuperset(v):
         return False
-    x = v['type']
-    if not (x in ('object',)):
+    try:
+        x = v['type']
+        if not (x in ('object',)):
+            return False
+        x = v.get('properties', _A)
+        if x is not _A and not (_t21(x)):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('properties', _A)
-    if x is not _A and not (_t21(x)):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def ToolDefinitionOutputSchema(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K108 or not _K109 <= v.keys():
+    if v.__class__ is not dict or not _K66.issuperset(v):
         return False
-    x = v['type']
-    if not (x in ('object',)):
+    try:
+        x = v['type']
+        if not (x in ('object',)):
+            return False
+        x = v.get('properties', _A)
+        if x is not _A and not (_t21(x)):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('properties', _A)
-    if x is not _A and not (_t21(x)):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def ToolAnnotations(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K110:
+    if v.__class__ is not dict or not _K67.issuperset(v):
         return False
     x = v.get('title', _A)
     if x is not _A and not (x.__class__ is str):
@@ -1149,100 +1270,109 @@ def ToolAnnotations(v: Any) -> bool:
 
 
 def ToolDefinition(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K111 or not _K112 <= v.keys():
+    if v.__class__ is not dict or not _K68.issuperset(v):
         return False
-    x = v['name']
-    if not (x.__class__ is str):
+    try:
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('title', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('inputSchema', _A)
+        if x is not _A and not (ToolDefinitionInputSchema(x)):
+            return False
+        x = v.get('outputSchema', _A)
+        if x is not _A and not (ToolDefinitionOutputSchema(x)):
+            return False
+        x = v.get('annotations', _A)
+        if x is not _A and not (ToolAnnotations(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('title', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('inputSchema', _A)
-    if x is not _A and not (ToolDefinitionInputSchema(x)):
-        return False
-    x = v.get('outputSchema', _A)
-    if x is not _A and not (ToolDefinitionOutputSchema(x)):
-        return False
-    x = v.get('annotations', _A)
-    if x is not _A and not (ToolAnnotations(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ClientPluginCustomization(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K113 or not _K114 <= v.keys():
+    if v.__class__ is not dict or not _K69.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('clientId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('load', _A)
+        if x is not _A and not (_t10(x)):
+            return False
+        x = v.get('children', _A)
+        if x is not _A and not (_t11(x)):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('plugin',)):
+            return False
+        x = v.get('enablement', _A)
+        if x is not _A and not (_t7(x)):
+            return False
+        x = v.get('version', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('nonce', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('childEnablement', _A)
+        if x is not _A and not (_t22(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('clientId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('load', _A)
-    if x is not _A and not (_t10(x)):
-        return False
-    x = v.get('children', _A)
-    if x is not _A and not (_t11(x)):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('plugin',)):
-        return False
-    x = v.get('enablement', _A)
-    if x is not _A and not (_t7(x)):
-        return False
-    x = v.get('version', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('nonce', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('childEnablement', _A)
-    if x is not _A and not (_t22(x)):
-        return False
-    return True
 
 
 def SessionActiveClient(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K115 or not _K116 <= v.keys():
+    if v.__class__ is not dict or not _K70.issuperset(v):
         return False
-    x = v['clientId']
-    if not (x.__class__ is str):
+    try:
+        x = v['clientId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('displayName', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['tools']
+        if not (_t23(x)):
+            return False
+        x = v.get('customizations', _A)
+        if x is not _A and not (_t24(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('displayName', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['tools']
-    if not (_t23(x)):
-        return False
-    x = v.get('customizations', _A)
-    if x is not _A and not (_t24(x)):
-        return False
-    return True
 
 
 def ChangesSummary(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K117:
+    if v.__class__ is not dict or not _K71.issuperset(v):
         return False
     x = v.get('additions', _A)
     if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
@@ -1257,7 +1387,7 @@ def ChangesSummary(v: Any) -> bool:
 
 
 def ChatOriginUser(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K118:
+    if v.__class__ is not dict or not _K72.issuperset(v):
         return False
     x = v.get('kind', _A)
     if x is not _A and not (x in ('user',)):
@@ -1266,184 +1396,208 @@ def ChatOriginUser(v: Any) -> bool:
 
 
 def ChatOriginFork(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K119 or not _K120 <= v.keys():
+    if v.__class__ is not dict or not _K73.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('fork',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('fork',)):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SideChatSelection(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K121 or not _K122 <= v.keys():
+    if v.__class__ is not dict or not _K74.issuperset(v):
         return False
-    x = v['text']
-    if not (x.__class__ is str):
+    try:
+        x = v['text']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('responsePartId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('responsePartId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatOriginSideChat(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K123 or not _K124 <= v.keys():
+    if v.__class__ is not dict or not _K75.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('sideChat',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('sideChat',)):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('selection', _A)
+        if x is not _A and not (SideChatSelection(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('selection', _A)
-    if x is not _A and not (SideChatSelection(x)):
-        return False
-    return True
 
 
 def ChatOriginTool(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K125 or not _K126 <= v.keys():
+    if v.__class__ is not dict or not _K76.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('tool',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('tool',)):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatSummary(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K127 or not _K128 <= v.keys():
+    if v.__class__ is not dict or not _K77.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v['status']
+        if not (x.__class__ is int):
+            return False
+        x = v.get('activity', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['modifiedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('changes', _A)
+        if x is not _A and not (ChangesSummary(x)):
+            return False
+        x = v.get('origin', _A)
+        if x is not _A and not (_t25(x)):
+            return False
+        x = v.get('movable', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('interactivity', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'full', 'hidden', 'read-only'})):
+            return False
+        x = v.get('workingDirectories', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v['status']
-    if not (x.__class__ is int):
-        return False
-    x = v.get('activity', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['modifiedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('changes', _A)
-    if x is not _A and not (ChangesSummary(x)):
-        return False
-    x = v.get('origin', _A)
-    if x is not _A and not (_t25(x)):
-        return False
-    x = v.get('movable', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('interactivity', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'full', 'hidden', 'read-only'})):
-        return False
-    x = v.get('workingDirectories', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def SessionConfigPropertySchema(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K130 or not _K131 <= v.keys():
+    if v.__class__ is not dict or not _K79.issuperset(v):
         return False
-    x = v['type']
-    if not (x in ('string', 'number', 'boolean', 'array', 'object',)):
+    try:
+        x = v['type']
+        if not (x in ('string', 'number', 'boolean', 'array', 'object',)):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('default', _A)
+        if x is not _A and not (_t1(x)):
+            return False
+        x = v.get('enum', _A)
+        if x is not _A and not (_t2(x)):
+            return False
+        x = v.get('enumLabels', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('enumDescriptions', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('readOnly', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('items', _A)
+        if x is not _A and not (ConfigPropertySchema(x)):
+            return False
+        x = v.get('minItems', _A)
+        if x is not _A and not (x.__class__ is int):
+            return False
+        x = v.get('maxItems', _A)
+        if x is not _A and not (x.__class__ is int):
+            return False
+        x = v.get('properties', _A)
+        if x is not _A and not (_t4(x)):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('additionalProperties', _A)
+        if x is not _A and not (ConfigPropertySchema(x)):
+            return False
+        x = v.get('enumDynamic', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('sessionMutable', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('default', _A)
-    if x is not _A and not (_t1(x)):
-        return False
-    x = v.get('enum', _A)
-    if x is not _A and not (_t2(x)):
-        return False
-    x = v.get('enumLabels', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('enumDescriptions', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('readOnly', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('items', _A)
-    if x is not _A and not (ConfigPropertySchema(x)):
-        return False
-    x = v.get('minItems', _A)
-    if x is not _A and not (x.__class__ is int):
-        return False
-    x = v.get('maxItems', _A)
-    if x is not _A and not (x.__class__ is int):
-        return False
-    x = v.get('properties', _A)
-    if x is not _A and not (_t4(x)):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('additionalProperties', _A)
-    if x is not _A and not (ConfigPropertySchema(x)):
-        return False
-    x = v.get('enumDynamic', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('sessionMutable', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def SessionConfigSchema(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K132 or not _K133 <= v.keys():
+    if v.__class__ is not dict or not _K80.issuperset(v):
         return False
-    x = v['type']
-    if not (x in ('object',)):
+    try:
+        x = v['type']
+        if not (x in ('object',)):
+            return False
+        x = v['properties']
+        if not (_t26(x)):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['properties']
-    if not (_t26(x)):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def SessionConfigState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K134 or not _K135 <= v.keys():
+    if v.__class__ is not dict or not _K81.issuperset(v):
         return False
-    x = v['schema']
-    if not (SessionConfigSchema(x)):
+    try:
+        x = v['schema']
+        if not (SessionConfigSchema(x)):
+            return False
+        x = v['values']
+        if not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['values']
-    if not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChangesetCapabilities(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K136:
+    if v.__class__ is not dict or not _K82.issuperset(v):
         return False
     x = v.get('review', _A)
     if x is not _A and not (x.__class__ is dict):
@@ -1452,271 +1606,310 @@ def ChangesetCapabilities(v: Any) -> bool:
 
 
 def Changeset(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K137 or not _K138 <= v.keys():
+    if v.__class__ is not dict or not _K83.issuperset(v):
         return False
-    x = v['label']
-    if not (x.__class__ is str):
+    try:
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v['uriTemplate']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['changeKind']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('capabilities', _A)
+        if x is not _A and not (ChangesetCapabilities(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uriTemplate']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['changeKind']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('capabilities', _A)
-    if x is not _A and not (ChangesetCapabilities(x)):
-        return False
-    return True
 
 
 def ChatInputTextQuestion(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K139 or not _K140 <= v.keys():
+    if v.__class__ is not dict or not _K84.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('title', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('text',)):
+            return False
+        x = v.get('format', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('min', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('max', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('defaultValue', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('title', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['message']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('text',)):
-        return False
-    x = v.get('format', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('min', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('max', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('defaultValue', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatInputNumberQuestion(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K141 or not _K142 <= v.keys():
+    if v.__class__ is not dict or not _K85.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('title', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v['kind']
+        if not (x in ('number', 'integer',)):
+            return False
+        x = v.get('min', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('max', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('defaultValue', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('title', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['message']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v['kind']
-    if not (x in ('number', 'integer',)):
-        return False
-    x = v.get('min', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('max', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('defaultValue', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def ChatInputBooleanQuestion(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K143 or not _K144 <= v.keys():
+    if v.__class__ is not dict or not _K86.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('title', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('boolean',)):
+            return False
+        x = v.get('defaultValue', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('title', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['message']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('boolean',)):
-        return False
-    x = v.get('defaultValue', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChatInputOption(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K145 or not _K146 <= v.keys():
+    if v.__class__ is not dict or not _K87.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('recommended', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['label']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('recommended', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChatInputSingleSelectQuestion(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K147 or not _K148 <= v.keys():
+    if v.__class__ is not dict or not _K88.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('title', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('single-select',)):
+            return False
+        x = v['options']
+        if not (_t27(x)):
+            return False
+        x = v.get('allowFreeformInput', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('title', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['message']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('single-select',)):
-        return False
-    x = v['options']
-    if not (_t27(x)):
-        return False
-    x = v.get('allowFreeformInput', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChatInputMultiSelectQuestion(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K149 or not _K150 <= v.keys():
+    if v.__class__ is not dict or not _K89.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('title', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('multi-select',)):
+            return False
+        x = v['options']
+        if not (_t27(x)):
+            return False
+        x = v.get('allowFreeformInput', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('min', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('max', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('title', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['message']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('multi-select',)):
-        return False
-    x = v['options']
-    if not (_t27(x)):
-        return False
-    x = v.get('allowFreeformInput', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('min', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('max', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def ChatInputTextAnswerValue(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K151 or not _K152 <= v.keys():
+    if v.__class__ is not dict or not _K90.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('text',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('text',)):
+            return False
+        x = v['value']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['value']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatInputNumberAnswerValue(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K153 or not _K154 <= v.keys():
+    if v.__class__ is not dict or not _K91.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('number',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('number',)):
+            return False
+        x = v['value']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['value']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def ChatInputBooleanAnswerValue(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K155 or not _K156 <= v.keys():
+    if v.__class__ is not dict or not _K92.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('boolean',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('boolean',)):
+            return False
+        x = v['value']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['value']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChatInputSelectedAnswerValue(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K157 or not _K158 <= v.keys():
+    if v.__class__ is not dict or not _K93.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('selected',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('selected',)):
+            return False
+        x = v['value']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('freeformValues', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['value']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('freeformValues', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def ChatInputSelectedManyAnswerValue(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K159 or not _K160 <= v.keys():
+    if v.__class__ is not dict or not _K94.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('selected-many',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('selected-many',)):
+            return False
+        x = v['value']
+        if not (_t0(x)):
+            return False
+        x = v.get('freeformValues', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['value']
-    if not (_t0(x)):
-        return False
-    x = v.get('freeformValues', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def ChatInputAnswered(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K161 or not _K162 <= v.keys():
+    if v.__class__ is not dict or not _K95.issuperset(v):
         return False
-    x = v['state']
-    if not (x in ('draft', 'submitted',)):
+    try:
+        x = v['state']
+        if not (x in ('draft', 'submitted',)):
+            return False
+        x = v['value']
+        if not (_t28(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['value']
-    if not (_t28(x)):
-        return False
-    return True
 
 
 def ChatInputSkipped(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K164:
+    if v.__class__ is not dict or not _K97.issuperset(v):
         return False
     x = v.get('state', _A)
     if x is not _A and not (x in ('skipped',)):
@@ -1728,223 +1921,259 @@ def ChatInputSkipped(v: Any) -> bool:
 
 
 def ChatInputRequest(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K165 or not _K166 <= v.keys():
+    if v.__class__ is not dict or not _K98.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('message', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('url', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('questions', _A)
+        if x is not _A and not (_t29(x)):
+            return False
+        x = v.get('answers', _A)
+        if x is not _A and not (_t31(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('message', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('url', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('questions', _A)
-    if x is not _A and not (_t29(x)):
-        return False
-    x = v.get('answers', _A)
-    if x is not _A and not (_t31(x)):
-        return False
-    return True
 
 
 def SessionChatInputRequest(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K167 or not _K168 <= v.keys():
+    if v.__class__ is not dict or not _K99.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('chatInput',)):
+            return False
+        x = v['request']
+        if not (ChatInputRequest(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('chatInput',)):
-        return False
-    x = v['request']
-    if not (ChatInputRequest(x)):
-        return False
-    return True
 
 
 def ToolCallClientContributor(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K169 or not _K170 <= v.keys():
+    if v.__class__ is not dict or not _K100.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('client',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('client',)):
+            return False
+        x = v['clientId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['clientId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ToolCallMcpContributor(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K171 or not _K172 <= v.keys():
+    if v.__class__ is not dict or not _K101.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('mcp',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('mcp',)):
+            return False
+        x = v['customizationId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['customizationId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def StringOrMarkdownV1(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K173 or not _K174 <= v.keys():
+    if v.__class__ is not dict or not _K102.issuperset(v):
         return False
-    x = v['markdown']
-    if not (x.__class__ is str):
+    try:
+        x = v['markdown']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ToolCallRiskAssessmentLoadingState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K175 or not _K176 <= v.keys():
+    if v.__class__ is not dict or not _K103.issuperset(v):
         return False
-    x = v['kind']
-    if not ((x.__class__ is str and x in {'judge'})):
+    try:
+        x = v['kind']
+        if not ((x.__class__ is str and x in {'judge'})):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('loading',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('loading',)):
-        return False
-    return True
 
 
 def ToolCallRiskAssessmentCompleteState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K177 or not _K178 <= v.keys():
+    if v.__class__ is not dict or not _K104.issuperset(v):
         return False
-    x = v['kind']
-    if not ((x.__class__ is str and x in {'judge'})):
+    try:
+        x = v['kind']
+        if not ((x.__class__ is str and x in {'judge'})):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('complete',)):
+            return False
+        x = v['reason']
+        if not (_t33(x)):
+            return False
+        x = v['safety']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('complete',)):
-        return False
-    x = v['reason']
-    if not (_t33(x)):
-        return False
-    x = v['safety']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def ConfirmationOption(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K179 or not _K180 <= v.keys():
+    if v.__class__ is not dict or not _K105.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v['kind']
+        if not ((x.__class__ is str and x in {'approve', 'deny'})):
+            return False
+        x = v.get('group', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['label']
-    if not (x.__class__ is str):
-        return False
-    x = v['kind']
-    if not ((x.__class__ is str and x in {'approve', 'deny'})):
-        return False
-    x = v.get('group', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def ToolCallPendingConfirmationState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K181 or not _K182 <= v.keys():
+    if v.__class__ is not dict or not _K106.issuperset(v):
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
+    try:
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolName']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('contributor', _A)
+        if x is not _A and not (_t34(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['invocationMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('toolInput', _A)
+        if x is not _A and not (_t35(x)):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('pending-confirmation',)):
+            return False
+        x = v.get('confirmationTitle', _A)
+        if x is not _A and not (_t33(x)):
+            return False
+        x = v.get('riskAssessment', _A)
+        if x is not _A and not (_t36(x)):
+            return False
+        x = v.get('edits', _A)
+        if x is not _A and not (FileEditCollection(x)):
+            return False
+        x = v.get('editable', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('options', _A)
+        if x is not _A and not (_t37(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolName']
-    if not (x.__class__ is str):
-        return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('contributor', _A)
-    if x is not _A and not (_t34(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['invocationMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('toolInput', _A)
-    if x is not _A and not (_t35(x)):
-        return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('pending-confirmation',)):
-        return False
-    x = v.get('confirmationTitle', _A)
-    if x is not _A and not (_t33(x)):
-        return False
-    x = v.get('riskAssessment', _A)
-    if x is not _A and not (_t36(x)):
-        return False
-    x = v.get('edits', _A)
-    if x is not _A and not (FileEditCollection(x)):
-        return False
-    x = v.get('editable', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('options', _A)
-    if x is not _A and not (_t37(x)):
-        return False
-    return True
 
 
 def ToolResultTextContent(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K185 or not _K186 <= v.keys():
+    if v.__class__ is not dict or not _K109.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('text',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('text',)):
+            return False
+        x = v['text']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['text']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ToolResultEmbeddedResourceContent(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K187 or not _K188 <= v.keys():
+    if v.__class__ is not dict or not _K110.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('embeddedResource',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('embeddedResource',)):
+            return False
+        x = v['data']
+        if not (x.__class__ is str):
+            return False
+        x = v['contentType']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['data']
-    if not (x.__class__ is str):
-        return False
-    x = v['contentType']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ToolResultResourceContent(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K189 or not _K190 <= v.keys():
+    if v.__class__ is not dict or not _K111.issuperset(v):
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
+    try:
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('sizeHint', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('contentType', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('nonce', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('resource',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('sizeHint', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('contentType', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('nonce', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('resource',)):
-        return False
-    return True
 
 
 def ToolResultFileEditContent(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K191:
+    if v.__class__ is not dict or not _K112.issuperset(v):
         return False
     x = v.get('before', _A)
     if x is not _A and not (FileEditSide(x)):
@@ -1962,7 +2191,7 @@ def ToolResultFileEditContent(v: Any) -> bool:
 
 
 def TerminalCommandResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K192:
+    if v.__class__ is not dict or not _K113.issuperset(v):
         return False
     x = v.get('exitCode', _A)
     if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
@@ -1977,1261 +2206,1417 @@ def TerminalCommandResult(v: Any) -> bool:
 
 
 def ToolResultTerminalContent(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K193 or not _K194 <= v.keys():
+    if v.__class__ is not dict or not _K114.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('terminal',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('terminal',)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('isPty', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('result', _A)
+        if x is not _A and not (TerminalCommandResult(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('isPty', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('result', _A)
-    if x is not _A and not (TerminalCommandResult(x)):
-        return False
-    return True
 
 
 def ToolResultSubagentContent(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K195 or not _K196 <= v.keys():
+    if v.__class__ is not dict or not _K115.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('subagent',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('subagent',)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('agentName', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('agentName', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ToolCallPendingResultConfirmationStateError(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K197 or not _K198 <= v.keys():
+    if v.__class__ is not dict or not _K116.issuperset(v):
         return False
-    x = v['message']
-    if not (x.__class__ is str):
+    try:
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('code', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('code', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ToolCallPendingResultConfirmationState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K199 or not _K200 <= v.keys():
+    if v.__class__ is not dict or not _K117.issuperset(v):
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
+    try:
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolName']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('contributor', _A)
+        if x is not _A and not (_t34(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['invocationMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('toolInput', _A)
+        if x is not _A and not (_t35(x)):
+            return False
+        x = v['success']
+        if not (x.__class__ is bool):
+            return False
+        x = v['pastTenseMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('content', _A)
+        if x is not _A and not (_t38(x)):
+            return False
+        x = v.get('structuredContent', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('error', _A)
+        if x is not _A and not (ToolCallPendingResultConfirmationStateError(x)):
+            return False
+        x = v['confirmed']
+        if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
+            return False
+        x = v.get('selectedOption', _A)
+        if x is not _A and not (ConfirmationOption(x)):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('pending-result-confirmation',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolName']
-    if not (x.__class__ is str):
-        return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('contributor', _A)
-    if x is not _A and not (_t34(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['invocationMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('toolInput', _A)
-    if x is not _A and not (_t35(x)):
-        return False
-    x = v['success']
-    if not (x.__class__ is bool):
-        return False
-    x = v['pastTenseMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('content', _A)
-    if x is not _A and not (_t38(x)):
-        return False
-    x = v.get('structuredContent', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('error', _A)
-    if x is not _A and not (ToolCallPendingResultConfirmationStateError(x)):
-        return False
-    x = v['confirmed']
-    if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
-        return False
-    x = v.get('selectedOption', _A)
-    if x is not _A and not (ConfirmationOption(x)):
-        return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('pending-result-confirmation',)):
-        return False
-    return True
 
 
 def SessionToolConfirmationRequest(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K202 or not _K203 <= v.keys():
+    if v.__class__ is not dict or not _K119.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('toolConfirmation',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCall']
+        if not (_t40(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('toolConfirmation',)):
-        return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['toolCall']
-    if not (_t40(x)):
-        return False
-    return True
 
 
 def ToolCallRunningState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K205 or not _K206 <= v.keys():
+    if v.__class__ is not dict or not _K121.issuperset(v):
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
+    try:
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolName']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('contributor', _A)
+        if x is not _A and not (_t34(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['invocationMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('toolInput', _A)
+        if x is not _A and not (_t35(x)):
+            return False
+        x = v['confirmed']
+        if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
+            return False
+        x = v.get('selectedOption', _A)
+        if x is not _A and not (ConfirmationOption(x)):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('running',)):
+            return False
+        x = v.get('content', _A)
+        if x is not _A and not (_t38(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolName']
-    if not (x.__class__ is str):
-        return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('contributor', _A)
-    if x is not _A and not (_t34(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['invocationMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('toolInput', _A)
-    if x is not _A and not (_t35(x)):
-        return False
-    x = v['confirmed']
-    if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
-        return False
-    x = v.get('selectedOption', _A)
-    if x is not _A and not (ConfirmationOption(x)):
-        return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('running',)):
-        return False
-    x = v.get('content', _A)
-    if x is not _A and not (_t38(x)):
-        return False
-    return True
 
 
 def SessionToolClientExecutionRequest(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K207 or not _K208 <= v.keys():
+    if v.__class__ is not dict or not _K122.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('toolClientExecution',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['clientId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCall']
+        if not (ToolCallRunningState(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('toolClientExecution',)):
-        return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['clientId']
-    if not (x.__class__ is str):
-        return False
-    x = v['toolCall']
-    if not (ToolCallRunningState(x)):
-        return False
-    return True
 
 
 def McpAuthRequirement(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K209 or not _K210 <= v.keys():
+    if v.__class__ is not dict or not _K123.issuperset(v):
         return False
-    x = v['reason']
-    if not ((x.__class__ is str and x in {'expired', 'insufficientScope', 'required'})):
+    try:
+        x = v['reason']
+        if not ((x.__class__ is str and x in {'expired', 'insufficientScope', 'required'})):
+            return False
+        x = v.get('oauthClient', _A)
+        if x is not _A and not (McpOAuthClient(x)):
+            return False
+        x = v['resource']
+        if not (ProtectedResourceMetadata(x)):
+            return False
+        x = v.get('requiredScopes', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('oauthClient', _A)
-    if x is not _A and not (McpOAuthClient(x)):
-        return False
-    x = v['resource']
-    if not (ProtectedResourceMetadata(x)):
-        return False
-    x = v.get('requiredScopes', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ToolCallAuthRequiredState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K211 or not _K212 <= v.keys():
+    if v.__class__ is not dict or not _K124.issuperset(v):
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
+    try:
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolName']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['contributor']
+        if not (ToolCallMcpContributor(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['invocationMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('toolInput', _A)
+        if x is not _A and not (_t35(x)):
+            return False
+        x = v['confirmed']
+        if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
+            return False
+        x = v.get('selectedOption', _A)
+        if x is not _A and not (ConfirmationOption(x)):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('auth-required',)):
+            return False
+        x = v['auth']
+        if not (McpAuthRequirement(x)):
+            return False
+        x = v.get('content', _A)
+        if x is not _A and not (_t38(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolName']
-    if not (x.__class__ is str):
-        return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['contributor']
-    if not (ToolCallMcpContributor(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['invocationMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('toolInput', _A)
-    if x is not _A and not (_t35(x)):
-        return False
-    x = v['confirmed']
-    if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
-        return False
-    x = v.get('selectedOption', _A)
-    if x is not _A and not (ConfirmationOption(x)):
-        return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('auth-required',)):
-        return False
-    x = v['auth']
-    if not (McpAuthRequirement(x)):
-        return False
-    x = v.get('content', _A)
-    if x is not _A and not (_t38(x)):
-        return False
-    return True
 
 
 def SessionToolAuthenticationRequest(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K213 or not _K214 <= v.keys():
+    if v.__class__ is not dict or not _K125.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('toolAuthentication',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCall']
+        if not (ToolCallAuthRequiredState(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('toolAuthentication',)):
-        return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['toolCall']
-    if not (ToolCallAuthRequiredState(x)):
-        return False
-    return True
 
 
 def SessionState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K215 or not _K216 <= v.keys():
+    if v.__class__ is not dict or not _K126.issuperset(v):
         return False
-    x = v['provider']
-    if not (x.__class__ is str):
+    try:
+        x = v['provider']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v['status']
+        if not (x.__class__ is int):
+            return False
+        x = v.get('activity', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('origin', _A)
+        if x is not _A and not (AutomationSessionOrigin(x)):
+            return False
+        x = v.get('project', _A)
+        if x is not _A and not (ProjectInfo(x)):
+            return False
+        x = v.get('workingDirectories', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('annotations', _A)
+        if x is not _A and not (AnnotationsSummary(x)):
+            return False
+        x = v['lifecycle']
+        if not ((x.__class__ is str and x in {'creating', 'failed', 'ready'})):
+            return False
+        x = v.get('creationError', _A)
+        if x is not _A and not (ErrorInfo(x)):
+            return False
+        x = v.get('serverTools', _A)
+        if x is not _A and not (_t23(x)):
+            return False
+        x = v['activeClients']
+        if not (_t41(x)):
+            return False
+        x = v['chats']
+        if not (_t42(x)):
+            return False
+        x = v.get('defaultChat', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('config', _A)
+        if x is not _A and not (SessionConfigState(x)):
+            return False
+        x = v.get('customizations', _A)
+        if x is not _A and not (_t15(x)):
+            return False
+        x = v.get('changesets', _A)
+        if x is not _A and not (_t43(x)):
+            return False
+        x = v.get('inputNeeded', _A)
+        if x is not _A and not (_t44(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v['status']
-    if not (x.__class__ is int):
-        return False
-    x = v.get('activity', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('origin', _A)
-    if x is not _A and not (AutomationSessionOrigin(x)):
-        return False
-    x = v.get('project', _A)
-    if x is not _A and not (ProjectInfo(x)):
-        return False
-    x = v.get('workingDirectories', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('annotations', _A)
-    if x is not _A and not (AnnotationsSummary(x)):
-        return False
-    x = v['lifecycle']
-    if not ((x.__class__ is str and x in {'creating', 'failed', 'ready'})):
-        return False
-    x = v.get('creationError', _A)
-    if x is not _A and not (ErrorInfo(x)):
-        return False
-    x = v.get('serverTools', _A)
-    if x is not _A and not (_t23(x)):
-        return False
-    x = v['activeClients']
-    if not (_t41(x)):
-        return False
-    x = v['chats']
-    if not (_t42(x)):
-        return False
-    x = v.get('defaultChat', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('config', _A)
-    if x is not _A and not (SessionConfigState(x)):
-        return False
-    x = v.get('customizations', _A)
-    if x is not _A and not (_t15(x)):
-        return False
-    x = v.get('changesets', _A)
-    if x is not _A and not (_t43(x)):
-        return False
-    x = v.get('inputNeeded', _A)
-    if x is not _A and not (_t44(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def TerminalUnclassifiedPart(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K218 or not _K219 <= v.keys():
+    if v.__class__ is not dict or not _K128.issuperset(v):
         return False
-    x = v['type']
-    if not (x in ('unclassified',)):
+    try:
+        x = v['type']
+        if not (x in ('unclassified',)):
+            return False
+        x = v['value']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['value']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def TerminalCommandPart(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K220 or not _K221 <= v.keys():
+    if v.__class__ is not dict or not _K129.issuperset(v):
         return False
-    x = v['type']
-    if not (x in ('command',)):
+    try:
+        x = v['type']
+        if not (x in ('command',)):
+            return False
+        x = v['commandId']
+        if not (x.__class__ is str):
+            return False
+        x = v['commandLine']
+        if not (x.__class__ is str):
+            return False
+        x = v['output']
+        if not (x.__class__ is str):
+            return False
+        x = v['timestamp']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['isComplete']
+        if not (x.__class__ is bool):
+            return False
+        x = v.get('exitCode', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('durationMs', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['commandId']
-    if not (x.__class__ is str):
-        return False
-    x = v['commandLine']
-    if not (x.__class__ is str):
-        return False
-    x = v['output']
-    if not (x.__class__ is str):
-        return False
-    x = v['timestamp']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['isComplete']
-    if not (x.__class__ is bool):
-        return False
-    x = v.get('exitCode', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('durationMs', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def TerminalState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K222 or not _K223 <= v.keys():
+    if v.__class__ is not dict or not _K130.issuperset(v):
         return False
-    x = v['title']
-    if not (x.__class__ is str):
+    try:
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('cwd', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('cols', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('rows', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['content']
+        if not (_t46(x)):
+            return False
+        x = v['lifecycle']
+        if not (_t18(x)):
+            return False
+        x = v['claim']
+        if not (_t17(x)):
+            return False
+        x = v.get('supportsCommandDetection', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('isPty', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('cwd', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('cols', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('rows', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['content']
-    if not (_t46(x)):
-        return False
-    x = v['lifecycle']
-    if not (_t18(x)):
-        return False
-    x = v['claim']
-    if not (_t17(x)):
-        return False
-    x = v.get('supportsCommandDetection', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('isPty', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChangesetFile(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K224 or not _K225 <= v.keys():
+    if v.__class__ is not dict or not _K131.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['edit']
+        if not (FileEdit(x)):
+            return False
+        x = v.get('reviewed', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['edit']
-    if not (FileEdit(x)):
-        return False
-    x = v.get('reviewed', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChangesetOperation(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K226 or not _K227 <= v.keys():
+    if v.__class__ is not dict or not _K132.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['scopes']
+        if not (_t48(x)):
+            return False
+        x = v.get('confirmation', _A)
+        if x is not _A and not (_t33(x)):
+            return False
+        x = v.get('icon', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('group', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['status']
+        if not ((x.__class__ is str and x in {'disabled', 'error', 'idle', 'running'})):
+            return False
+        x = v.get('error', _A)
+        if x is not _A and not (ErrorInfo(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['label']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['scopes']
-    if not (_t48(x)):
-        return False
-    x = v.get('confirmation', _A)
-    if x is not _A and not (_t33(x)):
-        return False
-    x = v.get('icon', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('group', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['status']
-    if not ((x.__class__ is str and x in {'disabled', 'error', 'idle', 'running'})):
-        return False
-    x = v.get('error', _A)
-    if x is not _A and not (ErrorInfo(x)):
-        return False
-    return True
 
 
 def ChangesetState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K228 or not _K229 <= v.keys():
+    if v.__class__ is not dict or not _K133.issuperset(v):
         return False
-    x = v['status']
-    if not ((x.__class__ is str and x in {'computing', 'error', 'ready', 'recomputing'})):
+    try:
+        x = v['status']
+        if not ((x.__class__ is str and x in {'computing', 'error', 'ready', 'recomputing'})):
+            return False
+        x = v.get('error', _A)
+        if x is not _A and not (ErrorInfo(x)):
+            return False
+        x = v['files']
+        if not (_t49(x)):
+            return False
+        x = v.get('operations', _A)
+        if x is not _A and not (_t50(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('error', _A)
-    if x is not _A and not (ErrorInfo(x)):
-        return False
-    x = v['files']
-    if not (_t49(x)):
-        return False
-    x = v.get('operations', _A)
-    if x is not _A and not (_t50(x)):
-        return False
-    return True
 
 
 def ResourceWatchStateExcludes(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K230 or not _K231 <= v.keys():
+    if v.__class__ is not dict or not _K134.issuperset(v):
         return False
-    x = v['items']
-    if not (_t0(x)):
+    try:
+        x = v['items']
+        if not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ResourceWatchStateIncludes(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K232 or not _K233 <= v.keys():
+    if v.__class__ is not dict or not _K135.issuperset(v):
         return False
-    x = v['items']
-    if not (_t0(x)):
+    try:
+        x = v['items']
+        if not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ResourceWatchState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K234 or not _K235 <= v.keys():
+    if v.__class__ is not dict or not _K136.issuperset(v):
         return False
-    x = v['root']
-    if not (x.__class__ is str):
+    try:
+        x = v['root']
+        if not (x.__class__ is str):
+            return False
+        x = v['recursive']
+        if not (x.__class__ is bool):
+            return False
+        x = v.get('excludes', _A)
+        if x is not _A and not (ResourceWatchStateExcludes(x)):
+            return False
+        x = v.get('includes', _A)
+        if x is not _A and not (ResourceWatchStateIncludes(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['recursive']
-    if not (x.__class__ is bool):
-        return False
-    x = v.get('excludes', _A)
-    if x is not _A and not (ResourceWatchStateExcludes(x)):
-        return False
-    x = v.get('includes', _A)
-    if x is not _A and not (ResourceWatchStateIncludes(x)):
-        return False
-    return True
 
 
 def AnnotationOrigin(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K236 or not _K237 <= v.keys():
+    if v.__class__ is not dict or not _K137.issuperset(v):
         return False
-    x = v['session']
-    if not (x.__class__ is str):
+    try:
+        x = v['session']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('chat', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('turnId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('chat', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('turnId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def AnnotationEntry(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K238 or not _K239 <= v.keys():
+    if v.__class__ is not dict or not _K138.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['text']
+        if not (_t33(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['text']
-    if not (_t33(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def Annotation(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K240 or not _K241 <= v.keys():
+    if v.__class__ is not dict or not _K139.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['origin']
+        if not (AnnotationOrigin(x)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v['resolved']
+        if not (x.__class__ is bool):
+            return False
+        x = v['entries']
+        if not (_t51(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['origin']
-    if not (AnnotationOrigin(x)):
-        return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v['resolved']
-    if not (x.__class__ is bool):
-        return False
-    x = v['entries']
-    if not (_t51(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def AnnotationsState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K242 or not _K243 <= v.keys():
+    if v.__class__ is not dict or not _K140.issuperset(v):
         return False
-    x = v['annotations']
-    if not (_t52(x)):
+    try:
+        x = v['annotations']
+        if not (_t52(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def BackgroundShellWork(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K244 or not _K245 <= v.keys():
+    if v.__class__ is not dict or not _K141.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v['startedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('shell',)):
+            return False
+        x = v['command']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('terminal', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['label']
-    if not (x.__class__ is str):
-        return False
-    x = v['startedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('shell',)):
-        return False
-    x = v['command']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('terminal', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def BackgroundSubagentWork(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K246 or not _K247 <= v.keys():
+    if v.__class__ is not dict or not _K142.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v['startedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('subagent',)):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['label']
-    if not (x.__class__ is str):
-        return False
-    x = v['startedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('subagent',)):
-        return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def CanvasReference(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K248 or not _K249 <= v.keys():
+    if v.__class__ is not dict or not _K143.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def MessageOrigin(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K250 or not _K251 <= v.keys():
+    if v.__class__ is not dict or not _K144.issuperset(v):
         return False
-    x = v['kind']
-    if not ((x.__class__ is str and x in {'agent', 'automation', 'systemNotification', 'tool', 'user'})):
+    try:
+        x = v['kind']
+        if not ((x.__class__ is str and x in {'agent', 'automation', 'systemNotification', 'tool', 'user'})):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def SimpleMessageAttachment(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K252 or not _K253 <= v.keys():
+    if v.__class__ is not dict or not _K145.issuperset(v):
         return False
-    x = v['label']
-    if not (x.__class__ is str):
+    try:
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('displayKind', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('simple',)):
+            return False
+        x = v.get('modelRepresentation', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('displayKind', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('simple',)):
-        return False
-    x = v.get('modelRepresentation', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def MessageEmbeddedResourceAttachment(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K254 or not _K255 <= v.keys():
+    if v.__class__ is not dict or not _K146.issuperset(v):
         return False
-    x = v['label']
-    if not (x.__class__ is str):
+    try:
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('displayKind', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('embeddedResource',)):
+            return False
+        x = v['data']
+        if not (x.__class__ is str):
+            return False
+        x = v['contentType']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('selection', _A)
+        if x is not _A and not (TextSelection(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('displayKind', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('embeddedResource',)):
-        return False
-    x = v['data']
-    if not (x.__class__ is str):
-        return False
-    x = v['contentType']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('selection', _A)
-    if x is not _A and not (TextSelection(x)):
-        return False
-    return True
 
 
 def MessageResourceAttachment(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K256 or not _K257 <= v.keys():
+    if v.__class__ is not dict or not _K147.issuperset(v):
         return False
-    x = v['label']
-    if not (x.__class__ is str):
+    try:
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('displayKind', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('sizeHint', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('contentType', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('nonce', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('resource',)):
+            return False
+        x = v.get('selection', _A)
+        if x is not _A and not (TextSelection(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('displayKind', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('sizeHint', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('contentType', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('nonce', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('resource',)):
-        return False
-    x = v.get('selection', _A)
-    if x is not _A and not (TextSelection(x)):
-        return False
-    return True
 
 
 def MessageAnnotationsAttachment(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K258 or not _K259 <= v.keys():
+    if v.__class__ is not dict or not _K148.issuperset(v):
         return False
-    x = v['label']
-    if not (x.__class__ is str):
+    try:
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('displayKind', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('annotations',)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('annotationIds', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('displayKind', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('annotations',)):
-        return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('annotationIds', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def MessageChatAttachment(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K260 or not _K261 <= v.keys():
+    if v.__class__ is not dict or not _K149.issuperset(v):
         return False
-    x = v['label']
-    if not (x.__class__ is str):
+    try:
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('displayKind', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat',)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('endTurn', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('displayKind', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat',)):
-        return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('endTurn', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ModelSelection(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K262 or not _K263 <= v.keys():
+    if v.__class__ is not dict or not _K150.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('config', _A)
+        if x is not _A and not (_t53(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('config', _A)
-    if x is not _A and not (_t53(x)):
-        return False
-    return True
 
 
 def AgentSelection(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K264 or not _K265 <= v.keys():
+    if v.__class__ is not dict or not _K151.issuperset(v):
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
+    try:
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def Message(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K266 or not _K267 <= v.keys():
+    if v.__class__ is not dict or not _K152.issuperset(v):
         return False
-    x = v['text']
-    if not (x.__class__ is str):
+    try:
+        x = v['text']
+        if not (x.__class__ is str):
+            return False
+        x = v['origin']
+        if not (MessageOrigin(x)):
+            return False
+        x = v.get('attachments', _A)
+        if x is not _A and not (_t54(x)):
+            return False
+        x = v.get('model', _A)
+        if x is not _A and not (ModelSelection(x)):
+            return False
+        x = v.get('agent', _A)
+        if x is not _A and not (AgentSelection(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['origin']
-    if not (MessageOrigin(x)):
-        return False
-    x = v.get('attachments', _A)
-    if x is not _A and not (_t54(x)):
-        return False
-    x = v.get('model', _A)
-    if x is not _A and not (ModelSelection(x)):
-        return False
-    x = v.get('agent', _A)
-    if x is not _A and not (AgentSelection(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def MarkdownResponsePart(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K269 or not _K270 <= v.keys():
+    if v.__class__ is not dict or not _K154.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('markdown',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('markdown',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['content']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    x = v['content']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ResourceResponsePart(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K271 or not _K272 <= v.keys():
+    if v.__class__ is not dict or not _K155.issuperset(v):
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
+    try:
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('sizeHint', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('contentType', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('nonce', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('contentRef',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('sizeHint', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('contentType', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('nonce', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('contentRef',)):
-        return False
-    return True
 
 
 def ToolCallStreamingState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K273 or not _K274 <= v.keys():
+    if v.__class__ is not dict or not _K156.issuperset(v):
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
+    try:
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolName']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('contributor', _A)
+        if x is not _A and not (_t34(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('streaming',)):
+            return False
+        x = v.get('partialInput', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('invocationMessage', _A)
+        if x is not _A and not (_t33(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolName']
-    if not (x.__class__ is str):
-        return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('contributor', _A)
-    if x is not _A and not (_t34(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('streaming',)):
-        return False
-    x = v.get('partialInput', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('invocationMessage', _A)
-    if x is not _A and not (_t33(x)):
-        return False
-    return True
 
 
 def ToolCallCompletedStateError(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K275 or not _K276 <= v.keys():
+    if v.__class__ is not dict or not _K157.issuperset(v):
         return False
-    x = v['message']
-    if not (x.__class__ is str):
+    try:
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('code', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('code', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ToolCallCompletedState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K277 or not _K278 <= v.keys():
+    if v.__class__ is not dict or not _K158.issuperset(v):
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
+    try:
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolName']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('contributor', _A)
+        if x is not _A and not (_t34(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['invocationMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('toolInput', _A)
+        if x is not _A and not (_t35(x)):
+            return False
+        x = v['success']
+        if not (x.__class__ is bool):
+            return False
+        x = v['pastTenseMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('content', _A)
+        if x is not _A and not (_t38(x)):
+            return False
+        x = v.get('structuredContent', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('error', _A)
+        if x is not _A and not (ToolCallCompletedStateError(x)):
+            return False
+        x = v['confirmed']
+        if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
+            return False
+        x = v.get('selectedOption', _A)
+        if x is not _A and not (ConfirmationOption(x)):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('completed',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolName']
-    if not (x.__class__ is str):
-        return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('contributor', _A)
-    if x is not _A and not (_t34(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['invocationMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('toolInput', _A)
-    if x is not _A and not (_t35(x)):
-        return False
-    x = v['success']
-    if not (x.__class__ is bool):
-        return False
-    x = v['pastTenseMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('content', _A)
-    if x is not _A and not (_t38(x)):
-        return False
-    x = v.get('structuredContent', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('error', _A)
-    if x is not _A and not (ToolCallCompletedStateError(x)):
-        return False
-    x = v['confirmed']
-    if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
-        return False
-    x = v.get('selectedOption', _A)
-    if x is not _A and not (ConfirmationOption(x)):
-        return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('completed',)):
-        return False
-    return True
 
 
 def ToolCallCancelledState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K279 or not _K280 <= v.keys():
+    if v.__class__ is not dict or not _K159.issuperset(v):
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
+    try:
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolName']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('contributor', _A)
+        if x is not _A and not (_t34(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['invocationMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('toolInput', _A)
+        if x is not _A and not (_t35(x)):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('cancelled',)):
+            return False
+        x = v['reason']
+        if not ((x.__class__ is str and x in {'denied', 'result-denied', 'skipped'})):
+            return False
+        x = v.get('reasonMessage', _A)
+        if x is not _A and not (_t33(x)):
+            return False
+        x = v.get('userSuggestion', _A)
+        if x is not _A and not (Message(x)):
+            return False
+        x = v.get('selectedOption', _A)
+        if x is not _A and not (ConfirmationOption(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolName']
-    if not (x.__class__ is str):
-        return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('contributor', _A)
-    if x is not _A and not (_t34(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['invocationMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('toolInput', _A)
-    if x is not _A and not (_t35(x)):
-        return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('cancelled',)):
-        return False
-    x = v['reason']
-    if not ((x.__class__ is str and x in {'denied', 'result-denied', 'skipped'})):
-        return False
-    x = v.get('reasonMessage', _A)
-    if x is not _A and not (_t33(x)):
-        return False
-    x = v.get('userSuggestion', _A)
-    if x is not _A and not (Message(x)):
-        return False
-    x = v.get('selectedOption', _A)
-    if x is not _A and not (ConfirmationOption(x)):
-        return False
-    return True
 
 
 def ToolCallResponsePart(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K281 or not _K282 <= v.keys():
+    if v.__class__ is not dict or not _K160.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('toolCall',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('toolCall',)):
+            return False
+        x = v['toolCall']
+        if not (_t56(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCall']
-    if not (_t56(x)):
-        return False
-    return True
 
 
 def ReasoningResponsePart(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K284 or not _K285 <= v.keys():
+    if v.__class__ is not dict or not _K162.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('reasoning',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('reasoning',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['content']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    x = v['content']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SystemNotificationResponsePart(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K286 or not _K287 <= v.keys():
+    if v.__class__ is not dict or not _K163.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('systemNotification',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('systemNotification',)):
+            return False
+        x = v['content']
+        if not (_t33(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['content']
-    if not (_t33(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def InputRequestResponsePart(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K288 or not _K289 <= v.keys():
+    if v.__class__ is not dict or not _K164.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('inputRequest',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('inputRequest',)):
+            return False
+        x = v['request']
+        if not (ChatInputRequest(x)):
+            return False
+        x = v.get('response', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'accept', 'cancel', 'decline'})):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['request']
-    if not (ChatInputRequest(x)):
-        return False
-    x = v.get('response', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'accept', 'cancel', 'decline'})):
-        return False
-    return True
 
 
 def ErrorResponsePart(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K290 or not _K291 <= v.keys():
+    if v.__class__ is not dict or not _K165.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('error',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('error',)):
+            return False
+        x = v['error']
+        if not (ErrorInfo(x)):
+            return False
+        x = v.get('resumable', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['error']
-    if not (ErrorInfo(x)):
-        return False
-    x = v.get('resumable', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def Turn(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K292 or not _K293 <= v.keys():
+    if v.__class__ is not dict or not _K166.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('startedAt', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('duration', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['message']
+        if not (Message(x)):
+            return False
+        x = v['responseParts']
+        if not (_t57(x)):
+            return False
+        x = v.get('usage', _A)
+        if x is not _A and not (UsageInfo(x)):
+            return False
+        x = v['state']
+        if not ((x.__class__ is str and x in {'cancelled', 'complete', 'error'})):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('startedAt', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('duration', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['message']
-    if not (Message(x)):
-        return False
-    x = v['responseParts']
-    if not (_t57(x)):
-        return False
-    x = v.get('usage', _A)
-    if x is not _A and not (UsageInfo(x)):
-        return False
-    x = v['state']
-    if not ((x.__class__ is str and x in {'cancelled', 'complete', 'error'})):
-        return False
-    return True
 
 
 def ActiveTurn(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K295 or not _K296 <= v.keys():
+    if v.__class__ is not dict or not _K168.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['startedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (Message(x)):
+            return False
+        x = v['responseParts']
+        if not (_t57(x)):
+            return False
+        x = v.get('usage', _A)
+        if x is not _A and not (UsageInfo(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['startedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v['message']
-    if not (Message(x)):
-        return False
-    x = v['responseParts']
-    if not (_t57(x)):
-        return False
-    x = v.get('usage', _A)
-    if x is not _A and not (UsageInfo(x)):
-        return False
-    return True
 
 
 def PendingMessage(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K297 or not _K298 <= v.keys():
+    if v.__class__ is not dict or not _K169.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (Message(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['message']
-    if not (Message(x)):
-        return False
-    return True
 
 
 def ChatState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K299 or not _K300 <= v.keys():
+    if v.__class__ is not dict or not _K170.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v['status']
+        if not (x.__class__ is int):
+            return False
+        x = v.get('activity', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['modifiedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('changes', _A)
+        if x is not _A and not (ChangesSummary(x)):
+            return False
+        x = v.get('origin', _A)
+        if x is not _A and not (_t25(x)):
+            return False
+        x = v.get('movable', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('interactivity', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'full', 'hidden', 'read-only'})):
+            return False
+        x = v.get('workingDirectories', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('changesets', _A)
+        if x is not _A and not (_t43(x)):
+            return False
+        x = v.get('backgroundWork', _A)
+        if x is not _A and not (_t59(x)):
+            return False
+        x = v.get('canvases', _A)
+        if x is not _A and not (_t61(x)):
+            return False
+        x = v['turns']
+        if not (_t62(x)):
+            return False
+        x = v.get('turnsNextCursor', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('activeTurn', _A)
+        if x is not _A and not (ActiveTurn(x)):
+            return False
+        x = v.get('steeringMessage', _A)
+        if x is not _A and not (PendingMessage(x)):
+            return False
+        x = v.get('queuedMessages', _A)
+        if x is not _A and not (_t63(x)):
+            return False
+        x = v.get('draft', _A)
+        if x is not _A and not (Message(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v['status']
-    if not (x.__class__ is int):
-        return False
-    x = v.get('activity', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['modifiedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('changes', _A)
-    if x is not _A and not (ChangesSummary(x)):
-        return False
-    x = v.get('origin', _A)
-    if x is not _A and not (_t25(x)):
-        return False
-    x = v.get('movable', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('interactivity', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'full', 'hidden', 'read-only'})):
-        return False
-    x = v.get('workingDirectories', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('changesets', _A)
-    if x is not _A and not (_t43(x)):
-        return False
-    x = v.get('backgroundWork', _A)
-    if x is not _A and not (_t59(x)):
-        return False
-    x = v.get('canvases', _A)
-    if x is not _A and not (_t61(x)):
-        return False
-    x = v['turns']
-    if not (_t62(x)):
-        return False
-    x = v.get('turnsNextCursor', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('activeTurn', _A)
-    if x is not _A and not (ActiveTurn(x)):
-        return False
-    x = v.get('steeringMessage', _A)
-    if x is not _A and not (PendingMessage(x)):
-        return False
-    x = v.get('queuedMessages', _A)
-    if x is not _A and not (_t63(x)):
-        return False
-    x = v.get('draft', _A)
-    if x is not _A and not (Message(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def CanvasState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K302 or not _K303 <= v.keys():
+    if v.__class__ is not dict or not _K172.issuperset(v):
         return False
-    x = v['instanceId']
-    if not (x.__class__ is str):
+    try:
+        x = v['instanceId']
+        if not (x.__class__ is str):
+            return False
+        x = v['extensionId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('extensionName', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['canvasId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('title', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('url', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['extensionId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('extensionName', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['canvasId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('title', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('status', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('url', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationSessionTemplate(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K304:
+    if v.__class__ is not dict or not _K173.issuperset(v):
         return False
     x = v.get('provider', _A)
     if x is not _A and not (x.__class__ is str):
@@ -3255,130 +3640,151 @@ def AutomationSessionTemplate(v: Any) -> bool:
 
 
 def AutomationSchedule(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K305 or not _K306 <= v.keys():
+    if v.__class__ is not dict or not _K174.issuperset(v):
         return False
-    x = v['expression']
-    if not (x.__class__ is str):
+    try:
+        x = v['expression']
+        if not (x.__class__ is str):
+            return False
+        x = v['timeZone']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['timeZone']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationScheduleTrigger(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K307 or not _K308 <= v.keys():
+    if v.__class__ is not dict or not _K175.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('schedule',)):
+            return False
+        x = v['schedule']
+        if not (AutomationSchedule(x)):
+            return False
+        x = v.get('misfirePolicy', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'runOnce', 'skip'})):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('schedule',)):
-        return False
-    x = v['schedule']
-    if not (AutomationSchedule(x)):
-        return False
-    x = v.get('misfirePolicy', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'runOnce', 'skip'})):
-        return False
-    return True
 
 
 def AutomationTriggerEventDefinition(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K309 or not _K310 <= v.keys():
+    if v.__class__ is not dict or not _K176.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationEventTrigger(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K311 or not _K312 <= v.keys():
+    if v.__class__ is not dict or not _K177.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('event',)):
+            return False
+        x = v['type']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['events']
+        if not (_t64(x)):
+            return False
+        x = v.get('config', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('event',)):
-        return False
-    x = v['type']
-    if not (x.__class__ is str):
-        return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['events']
-    if not (_t64(x)):
-        return False
-    x = v.get('config', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def AutomationAfterRunsCondition(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K313 or not _K314 <= v.keys():
+    if v.__class__ is not dict or not _K178.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('afterRuns',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('afterRuns',)):
+            return False
+        x = v['max']
+        if not (x.__class__ is int):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['max']
-    if not (x.__class__ is int):
-        return False
-    return True
 
 
 def AutomationAfterDateCondition(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K315 or not _K316 <= v.keys():
+    if v.__class__ is not dict or not _K179.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('afterDate',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('afterDate',)):
+            return False
+        x = v['date']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['date']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationDefinition(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K317 or not _K318 <= v.keys():
+    if v.__class__ is not dict or not _K180.issuperset(v):
         return False
-    x = v['title']
-    if not (x.__class__ is str):
+    try:
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (Message(x)):
+            return False
+        x = v['session']
+        if not (AutomationSessionTemplate(x)):
+            return False
+        x = v['enabled']
+        if not (x.__class__ is bool):
+            return False
+        x = v['triggers']
+        if not (_t65(x)):
+            return False
+        x = v.get('disableConditions', _A)
+        if x is not _A and not (_t67(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['message']
-    if not (Message(x)):
-        return False
-    x = v['session']
-    if not (AutomationSessionTemplate(x)):
-        return False
-    x = v['enabled']
-    if not (x.__class__ is bool):
-        return False
-    x = v['triggers']
-    if not (_t65(x)):
-        return False
-    x = v.get('disableConditions', _A)
-    if x is not _A and not (_t67(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def AutomationManualRunOrigin(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K321:
+    if v.__class__ is not dict or not _K183.issuperset(v):
         return False
     x = v.get('kind', _A)
     if x is not _A and not (x in ('manual',)):
@@ -3387,580 +3793,661 @@ def AutomationManualRunOrigin(v: Any) -> bool:
 
 
 def AutomationTriggeredRunOrigin(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K322 or not _K323 <= v.keys():
+    if v.__class__ is not dict or not _K184.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('trigger',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('trigger',)):
+            return False
+        x = v['triggerId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('scheduledFor', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('catchUp', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('event', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['triggerId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('scheduledFor', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('catchUp', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('event', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def AutomationPendingRunLifecycle(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K324 or not _K325 <= v.keys():
+    if v.__class__ is not dict or not _K185.issuperset(v):
         return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('pending',)):
+    try:
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('pending',)):
+            return False
+        x = v['createdAt']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['createdAt']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationRunningRunLifecycle(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K326 or not _K327 <= v.keys():
+    if v.__class__ is not dict or not _K186.issuperset(v):
         return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('running',)):
+    try:
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('running',)):
+            return False
+        x = v['createdAt']
+        if not (x.__class__ is str):
+            return False
+        x = v['startedAt']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['createdAt']
-    if not (x.__class__ is str):
-        return False
-    x = v['startedAt']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationCompletedRunLifecycle(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K328 or not _K329 <= v.keys():
+    if v.__class__ is not dict or not _K187.issuperset(v):
         return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('completed',)):
+    try:
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('completed',)):
+            return False
+        x = v['createdAt']
+        if not (x.__class__ is str):
+            return False
+        x = v['startedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v['completedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('usage', _A)
+        if x is not _A and not (UsageInfo(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['createdAt']
-    if not (x.__class__ is str):
-        return False
-    x = v['startedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v['completedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('usage', _A)
-    if x is not _A and not (UsageInfo(x)):
-        return False
-    return True
 
 
 def AutomationFailedRunLifecycle(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K330 or not _K331 <= v.keys():
+    if v.__class__ is not dict or not _K188.issuperset(v):
         return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('failed',)):
+    try:
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('failed',)):
+            return False
+        x = v['createdAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('startedAt', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['completedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v['error']
+        if not (ErrorInfo(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['createdAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('startedAt', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['completedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v['error']
-    if not (ErrorInfo(x)):
-        return False
-    return True
 
 
 def AutomationCancelledRunLifecycle(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K332 or not _K333 <= v.keys():
+    if v.__class__ is not dict or not _K189.issuperset(v):
         return False
-    x = v.get('status', _A)
-    if x is not _A and not (x in ('cancelled',)):
+    try:
+        x = v.get('status', _A)
+        if x is not _A and not (x in ('cancelled',)):
+            return False
+        x = v['createdAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('startedAt', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['completedAt']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['createdAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('startedAt', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['completedAt']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationRunSummary(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K334 or not _K335 <= v.keys():
+    if v.__class__ is not dict or not _K190.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['automation']
+        if not (x.__class__ is str):
+            return False
+        x = v['origin']
+        if not (_t69(x)):
+            return False
+        x = v['lifecycle']
+        if not (_t70(x)):
+            return False
+        x = v.get('primarySession', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['sessionCount']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['automation']
-    if not (x.__class__ is str):
-        return False
-    x = v['origin']
-    if not (_t69(x)):
-        return False
-    x = v['lifecycle']
-    if not (_t70(x)):
-        return False
-    x = v.get('primarySession', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['sessionCount']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def AutomationEntry(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K338 or not _K339 <= v.keys():
+    if v.__class__ is not dict or not _K193.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['definition']
+        if not (AutomationDefinition(x)):
+            return False
+        x = v.get('nextRunAt', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('runCount', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['runs']
+        if not (_t71(x)):
+            return False
+        x = v.get('runsNextCursor', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['operations']
+        if not (_t72(x)):
+            return False
+        x = v.get('customizations', _A)
+        if x is not _A and not (_t73(x)):
+            return False
+        x = v['createdAt']
+        if not (x.__class__ is str):
+            return False
+        x = v['modifiedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['definition']
-    if not (AutomationDefinition(x)):
-        return False
-    x = v.get('nextRunAt', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('runCount', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['runs']
-    if not (_t71(x)):
-        return False
-    x = v.get('runsNextCursor', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['operations']
-    if not (_t72(x)):
-        return False
-    x = v.get('customizations', _A)
-    if x is not _A and not (_t73(x)):
-        return False
-    x = v['createdAt']
-    if not (x.__class__ is str):
-        return False
-    x = v['modifiedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def AutomationState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K340 or not _K341 <= v.keys():
+    if v.__class__ is not dict or not _K194.issuperset(v):
         return False
-    x = v['entries']
-    if not (_t74(x)):
+    try:
+        x = v['entries']
+        if not (_t74(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def AutomationRunState(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K342 or not _K343 <= v.keys():
+    if v.__class__ is not dict or not _K195.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['automation']
+        if not (x.__class__ is str):
+            return False
+        x = v['origin']
+        if not (_t69(x)):
+            return False
+        x = v['lifecycle']
+        if not (_t70(x)):
+            return False
+        x = v['sessions']
+        if not (_t0(x)):
+            return False
+        x = v.get('primarySession', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['automation']
-    if not (x.__class__ is str):
-        return False
-    x = v['origin']
-    if not (_t69(x)):
-        return False
-    x = v['lifecycle']
-    if not (_t70(x)):
-        return False
-    x = v['sessions']
-    if not (_t0(x)):
-        return False
-    x = v.get('primarySession', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def Snapshot(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K344 or not _K345 <= v.keys():
+    if v.__class__ is not dict or not _K196.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['state']
+        if not (_t75(x)):
+            return False
+        x = v['fromSeq']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['state']
-    if not (_t75(x)):
-        return False
-    x = v['fromSeq']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def SessionMetadata(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K346 or not _K347 <= v.keys():
+    if v.__class__ is not dict or not _K197.issuperset(v):
         return False
-    x = v['provider']
-    if not (x.__class__ is str):
+    try:
+        x = v['provider']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v['status']
+        if not (x.__class__ is int):
+            return False
+        x = v.get('activity', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('origin', _A)
+        if x is not _A and not (AutomationSessionOrigin(x)):
+            return False
+        x = v.get('project', _A)
+        if x is not _A and not (ProjectInfo(x)):
+            return False
+        x = v.get('workingDirectories', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('annotations', _A)
+        if x is not _A and not (AnnotationsSummary(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v['status']
-    if not (x.__class__ is int):
-        return False
-    x = v.get('activity', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('origin', _A)
-    if x is not _A and not (AutomationSessionOrigin(x)):
-        return False
-    x = v.get('project', _A)
-    if x is not _A and not (ProjectInfo(x)):
-        return False
-    x = v.get('workingDirectories', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('annotations', _A)
-    if x is not _A and not (AnnotationsSummary(x)):
-        return False
-    return True
 
 
 def SessionInputRequestBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K348 or not _K349 <= v.keys():
+    if v.__class__ is not dict or not _K198.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionChatSummary(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K350 or not _K351 <= v.keys():
+    if v.__class__ is not dict or not _K199.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('origin', _A)
+        if x is not _A and not (_t25(x)):
+            return False
+        x = v.get('interactivity', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'full', 'hidden', 'read-only'})):
+            return False
+        x = v.get('status', _A)
+        if x is not _A and not (x.__class__ is int):
+            return False
+        x = v.get('changes', _A)
+        if x is not _A and not (ChangesSummary(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('origin', _A)
-    if x is not _A and not (_t25(x)):
-        return False
-    x = v.get('interactivity', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'full', 'hidden', 'read-only'})):
-        return False
-    x = v.get('status', _A)
-    if x is not _A and not (x.__class__ is int):
-        return False
-    x = v.get('changes', _A)
-    if x is not _A and not (ChangesSummary(x)):
-        return False
-    return True
 
 
 def SessionSummary(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K352 or not _K353 <= v.keys():
+    if v.__class__ is not dict or not _K200.issuperset(v):
         return False
-    x = v['provider']
-    if not (x.__class__ is str):
+    try:
+        x = v['provider']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v['status']
+        if not (x.__class__ is int):
+            return False
+        x = v.get('activity', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('origin', _A)
+        if x is not _A and not (AutomationSessionOrigin(x)):
+            return False
+        x = v.get('project', _A)
+        if x is not _A and not (ProjectInfo(x)):
+            return False
+        x = v.get('workingDirectories', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('annotations', _A)
+        if x is not _A and not (AnnotationsSummary(x)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['createdAt']
+        if not (x.__class__ is str):
+            return False
+        x = v['modifiedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('changes', _A)
+        if x is not _A and not (ChangesSummary(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('chats', _A)
+        if x is not _A and not (_t76(x)):
+            return False
+        x = v.get('defaultChat', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v['status']
-    if not (x.__class__ is int):
-        return False
-    x = v.get('activity', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('origin', _A)
-    if x is not _A and not (AutomationSessionOrigin(x)):
-        return False
-    x = v.get('project', _A)
-    if x is not _A and not (ProjectInfo(x)):
-        return False
-    x = v.get('workingDirectories', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('annotations', _A)
-    if x is not _A and not (AnnotationsSummary(x)):
-        return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v['createdAt']
-    if not (x.__class__ is str):
-        return False
-    x = v['modifiedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('changes', _A)
-    if x is not _A and not (ChangesSummary(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('chats', _A)
-    if x is not _A and not (_t76(x)):
-        return False
-    x = v.get('defaultChat', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def CustomizationBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K354 or not _K355 <= v.keys():
+    if v.__class__ is not dict or not _K201.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ContainerCustomizationBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K356 or not _K357 <= v.keys():
+    if v.__class__ is not dict or not _K202.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('clientId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('load', _A)
+        if x is not _A and not (_t10(x)):
+            return False
+        x = v.get('children', _A)
+        if x is not _A and not (_t11(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('clientId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('load', _A)
-    if x is not _A and not (_t10(x)):
-        return False
-    x = v.get('children', _A)
-    if x is not _A and not (_t11(x)):
-        return False
-    return True
 
 
 def ChildCustomizationBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K358 or not _K359 <= v.keys():
+    if v.__class__ is not dict or not _K203.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('icons', _A)
+        if x is not _A and not (_t6(x)):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('enabled', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['name']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('icons', _A)
-    if x is not _A and not (_t6(x)):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('enabled', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def BackgroundWorkBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K360 or not _K361 <= v.keys():
+    if v.__class__ is not dict or not _K204.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v['startedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['label']
-    if not (x.__class__ is str):
-        return False
-    x = v['startedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChatInputQuestionBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K362 or not _K363 <= v.keys():
+    if v.__class__ is not dict or not _K205.issuperset(v):
         return False
-    x = v['id']
-    if not (x.__class__ is str):
+    try:
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('title', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('required', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('title', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['message']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('required', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def MessageAttachmentBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K364 or not _K365 <= v.keys():
+    if v.__class__ is not dict or not _K206.issuperset(v):
         return False
-    x = v['label']
-    if not (x.__class__ is str):
+    try:
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('displayKind', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('displayKind', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ToolCallRiskAssessmentBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K366 or not _K367 <= v.keys():
+    if v.__class__ is not dict or not _K207.issuperset(v):
         return False
-    x = v['kind']
-    if not ((x.__class__ is str and x in {'judge'})):
+    try:
+        x = v['kind']
+        if not ((x.__class__ is str and x in {'judge'})):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ToolCallBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K368 or not _K369 <= v.keys():
+    if v.__class__ is not dict or not _K208.issuperset(v):
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
+    try:
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolName']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('contributor', _A)
+        if x is not _A and not (_t34(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolName']
-    if not (x.__class__ is str):
-        return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('contributor', _A)
-    if x is not _A and not (_t34(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ToolCallParameterFields(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K370 or not _K371 <= v.keys():
+    if v.__class__ is not dict or not _K209.issuperset(v):
         return False
-    x = v['invocationMessage']
-    if not (_t33(x)):
+    try:
+        x = v['invocationMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('toolInput', _A)
+        if x is not _A and not (_t35(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('toolInput', _A)
-    if x is not _A and not (_t35(x)):
-        return False
-    return True
 
 
 def ToolCallResultError(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K372 or not _K373 <= v.keys():
+    if v.__class__ is not dict or not _K210.issuperset(v):
         return False
-    x = v['message']
-    if not (x.__class__ is str):
+    try:
+        x = v['message']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('code', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('code', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ToolCallResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K374 or not _K375 <= v.keys():
+    if v.__class__ is not dict or not _K211.issuperset(v):
         return False
-    x = v['success']
-    if not (x.__class__ is bool):
+    try:
+        x = v['success']
+        if not (x.__class__ is bool):
+            return False
+        x = v['pastTenseMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('content', _A)
+        if x is not _A and not (_t38(x)):
+            return False
+        x = v.get('structuredContent', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('error', _A)
+        if x is not _A and not (ToolCallResultError(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['pastTenseMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('content', _A)
-    if x is not _A and not (_t38(x)):
-        return False
-    x = v.get('structuredContent', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('error', _A)
-    if x is not _A and not (ToolCallResultError(x)):
-        return False
-    return True
 
 
 def ToolCallPostConfirmationFields(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K376 or not _K377 <= v.keys():
+    if v.__class__ is not dict or not _K212.issuperset(v):
         return False
-    x = v['confirmed']
-    if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
+    try:
+        x = v['confirmed']
+        if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
+            return False
+        x = v.get('selectedOption', _A)
+        if x is not _A and not (ConfirmationOption(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('selectedOption', _A)
-    if x is not _A and not (ConfirmationOption(x)):
-        return False
-    return True
 
 
 def TelemetryCapabilities(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K378:
+    if v.__class__ is not dict or not _K213.issuperset(v):
         return False
     x = v.get('logs', _A)
     if x is not _A and not (x.__class__ is str):
@@ -3975,109 +4462,130 @@ def TelemetryCapabilities(v: Any) -> bool:
 
 
 def ResourceChange(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K379 or not _K380 <= v.keys():
+    if v.__class__ is not dict or not _K214.issuperset(v):
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
+    try:
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['type']
+        if not ((x.__class__ is str and x in {'added', 'deleted', 'updated'})):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['type']
-    if not ((x.__class__ is str and x in {'added', 'deleted', 'updated'})):
-        return False
-    return True
 
 
 def AutomationTriggerDefinition(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K381 or not _K382 <= v.keys():
+    if v.__class__ is not dict or not _K215.issuperset(v):
         return False
-    x = v['type']
-    if not (x.__class__ is str):
+    try:
+        x = v['type']
+        if not (x.__class__ is str):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['events']
+        if not (_t64(x)):
+            return False
+        x = v.get('configSchema', _A)
+        if x is not _A and not (ConfigSchema(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['events']
-    if not (_t64(x)):
-        return False
-    x = v.get('configSchema', _A)
-    if x is not _A and not (ConfigSchema(x)):
-        return False
-    return True
 
 
 def TcpConnectionsCapability(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K383:
+    if v.__class__ is not dict or not _K216.issuperset(v):
         return False
     return True
 
 
 def ActionOrigin(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K384 or not _K385 <= v.keys():
+    if v.__class__ is not dict or not _K217.issuperset(v):
         return False
-    x = v['clientId']
-    if not (x.__class__ is str):
+    try:
+        x = v['clientId']
+        if not (x.__class__ is str):
+            return False
+        x = v['clientSeq']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['clientSeq']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def RootAgentsChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K386 or not _K387 <= v.keys():
+    if v.__class__ is not dict or not _K218.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('root/agentsChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('root/agentsChanged',)):
+            return False
+        x = v['agents']
+        if not (_t19(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['agents']
-    if not (_t19(x)):
-        return False
-    return True
 
 
 def RootActiveSessionsChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K388 or not _K389 <= v.keys():
+    if v.__class__ is not dict or not _K219.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('root/activeSessionsChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('root/activeSessionsChanged',)):
+            return False
+        x = v['activeSessions']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['activeSessions']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def RootTerminalsChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K390 or not _K391 <= v.keys():
+    if v.__class__ is not dict or not _K220.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('root/terminalsChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('root/terminalsChanged',)):
+            return False
+        x = v['terminals']
+        if not (_t20(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['terminals']
-    if not (_t20(x)):
-        return False
-    return True
 
 
 def RootConfigChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K392 or not _K393 <= v.keys():
+    if v.__class__ is not dict or not _K221.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('root/configChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('root/configChanged',)):
+            return False
+        x = v['config']
+        if not (x.__class__ is dict):
+            return False
+        x = v.get('replace', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['config']
-    if not (x.__class__ is dict):
-        return False
-    x = v.get('replace', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def SessionReadyAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K394:
+    if v.__class__ is not dict or not _K222.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('session/ready',)):
@@ -4086,43 +4594,52 @@ def SessionReadyAction(v: Any) -> bool:
 
 
 def SessionCreationFailedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K395 or not _K396 <= v.keys():
+    if v.__class__ is not dict or not _K223.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/creationFailed',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/creationFailed',)):
+            return False
+        x = v['error']
+        if not (ErrorInfo(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['error']
-    if not (ErrorInfo(x)):
-        return False
-    return True
 
 
 def SessionChatAddedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K397 or not _K398 <= v.keys():
+    if v.__class__ is not dict or not _K224.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/chatAdded',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/chatAdded',)):
+            return False
+        x = v['summary']
+        if not (ChatSummary(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['summary']
-    if not (ChatSummary(x)):
-        return False
-    return True
 
 
 def SessionChatRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K399 or not _K400 <= v.keys():
+    if v.__class__ is not dict or not _K225.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/chatRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/chatRemoved',)):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionChatUpdatedActionChanges(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K401:
+    if v.__class__ is not dict or not _K226.issuperset(v):
         return False
     x = v.get('resource', _A)
     if x is not _A and not (x.__class__ is str):
@@ -4158,34 +4675,40 @@ def SessionChatUpdatedActionChanges(v: Any) -> bool:
 
 
 def SessionChatUpdatedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K402 or not _K403 <= v.keys():
+    if v.__class__ is not dict or not _K227.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/chatUpdated',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/chatUpdated',)):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v['changes']
+        if not (SessionChatUpdatedActionChanges(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v['changes']
-    if not (SessionChatUpdatedActionChanges(x)):
-        return False
-    return True
 
 
 def SessionChatsReorderedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K404 or not _K405 <= v.keys():
+    if v.__class__ is not dict or not _K228.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/chatsReordered',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/chatsReordered',)):
+            return False
+        x = v['chats']
+        if not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chats']
-    if not (_t0(x)):
-        return False
-    return True
 
 
 def SessionDefaultChatChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K406:
+    if v.__class__ is not dict or not _K229.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('session/defaultChatChanged',)):
@@ -4197,247 +4720,304 @@ def SessionDefaultChatChangedAction(v: Any) -> bool:
 
 
 def SessionTitleChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K407 or not _K408 <= v.keys():
+    if v.__class__ is not dict or not _K230.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/titleChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/titleChanged',)):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionServerToolsChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K409 or not _K410 <= v.keys():
+    if v.__class__ is not dict or not _K231.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/serverToolsChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/serverToolsChanged',)):
+            return False
+        x = v['tools']
+        if not (_t23(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['tools']
-    if not (_t23(x)):
-        return False
-    return True
 
 
 def SessionActiveClientSetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K411 or not _K412 <= v.keys():
+    if v.__class__ is not dict or not _K232.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/activeClientSet',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/activeClientSet',)):
+            return False
+        x = v['activeClient']
+        if not (SessionActiveClient(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['activeClient']
-    if not (SessionActiveClient(x)):
-        return False
-    return True
 
 
 def SessionActiveClientRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K413 or not _K414 <= v.keys():
+    if v.__class__ is not dict or not _K233.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/activeClientRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/activeClientRemoved',)):
+            return False
+        x = v['clientId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['clientId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionWorkingDirectorySetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K415 or not _K416 <= v.keys():
+    if v.__class__ is not dict or not _K234.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/workingDirectorySet',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/workingDirectorySet',)):
+            return False
+        x = v['directory']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['directory']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionWorkingDirectoryRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K417 or not _K418 <= v.keys():
+    if v.__class__ is not dict or not _K235.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/workingDirectoryRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/workingDirectoryRemoved',)):
+            return False
+        x = v['directory']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['directory']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionWorkingDirectoryReplacedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K419 or not _K420 <= v.keys():
+    if v.__class__ is not dict or not _K236.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/workingDirectoryReplaced',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/workingDirectoryReplaced',)):
+            return False
+        x = v['directory']
+        if not (x.__class__ is str):
+            return False
+        x = v['replacement']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['directory']
-    if not (x.__class__ is str):
-        return False
-    x = v['replacement']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionInputNeededSetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K421 or not _K422 <= v.keys():
+    if v.__class__ is not dict or not _K237.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/inputNeededSet',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/inputNeededSet',)):
+            return False
+        x = v['request']
+        if not (_t45(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['request']
-    if not (_t45(x)):
-        return False
-    return True
 
 
 def SessionInputNeededRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K423 or not _K424 <= v.keys():
+    if v.__class__ is not dict or not _K238.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/inputNeededRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/inputNeededRemoved',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionCustomizationsChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K425 or not _K426 <= v.keys():
+    if v.__class__ is not dict or not _K239.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/customizationsChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/customizationsChanged',)):
+            return False
+        x = v['customizations']
+        if not (_t15(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['customizations']
-    if not (_t15(x)):
-        return False
-    return True
 
 
 def SessionCustomizationToggledAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K427 or not _K428 <= v.keys():
+    if v.__class__ is not dict or not _K240.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/customizationToggled',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/customizationToggled',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['enablement']
+        if not (_t7(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    x = v['enablement']
-    if not (_t7(x)):
-        return False
-    return True
 
 
 def SessionCustomizationUpdatedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K429 or not _K430 <= v.keys():
+    if v.__class__ is not dict or not _K241.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/customizationUpdated',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/customizationUpdated',)):
+            return False
+        x = v['customization']
+        if not (_t16(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['customization']
-    if not (_t16(x)):
-        return False
-    return True
 
 
 def SessionCustomizationRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K431 or not _K432 <= v.keys():
+    if v.__class__ is not dict or not _K242.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/customizationRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/customizationRemoved',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionMcpServerStateChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K433 or not _K434 <= v.keys():
+    if v.__class__ is not dict or not _K243.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/mcpServerStateChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/mcpServerStateChanged',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['state']
+        if not (_t9(x)):
+            return False
+        x = v.get('channel', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    x = v['state']
-    if not (_t9(x)):
-        return False
-    x = v.get('channel', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionMcpServerStartRequestedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K435 or not _K436 <= v.keys():
+    if v.__class__ is not dict or not _K244.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/mcpServerStartRequested',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/mcpServerStartRequested',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionMcpServerStopRequestedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K437 or not _K438 <= v.keys():
+    if v.__class__ is not dict or not _K245.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/mcpServerStopRequested',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/mcpServerStopRequested',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionMcpServerBackgroundRequestedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K439 or not _K440 <= v.keys():
+    if v.__class__ is not dict or not _K246.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/mcpServerBackgroundRequested',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/mcpServerBackgroundRequested',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionIsReadChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K441 or not _K442 <= v.keys():
+    if v.__class__ is not dict or not _K247.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/isReadChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/isReadChanged',)):
+            return False
+        x = v['isRead']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['isRead']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def SessionIsArchivedChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K443 or not _K444 <= v.keys():
+    if v.__class__ is not dict or not _K248.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/isArchivedChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/isArchivedChanged',)):
+            return False
+        x = v['isArchived']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['isArchived']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def SessionActivityChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K445:
+    if v.__class__ is not dict or not _K249.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('session/activityChanged',)):
@@ -4449,7 +5029,7 @@ def SessionActivityChangedAction(v: Any) -> bool:
 
 
 def SessionChangesetsChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K446:
+    if v.__class__ is not dict or not _K250.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('session/changesetsChanged',)):
@@ -4461,22 +5041,25 @@ def SessionChangesetsChangedAction(v: Any) -> bool:
 
 
 def SessionConfigChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K447 or not _K448 <= v.keys():
+    if v.__class__ is not dict or not _K251.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('session/configChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('session/configChanged',)):
+            return False
+        x = v['config']
+        if not (x.__class__ is dict):
+            return False
+        x = v.get('replace', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['config']
-    if not (x.__class__ is dict):
-        return False
-    x = v.get('replace', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def SessionMetaChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K449:
+    if v.__class__ is not dict or not _K252.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('session/metaChanged',)):
@@ -4488,409 +5071,460 @@ def SessionMetaChangedAction(v: Any) -> bool:
 
 
 def ChatTurnStartedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K450 or not _K451 <= v.keys():
+    if v.__class__ is not dict or not _K253.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/turnStarted',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/turnStarted',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['startedAt']
+        if not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (Message(x)):
+            return False
+        x = v.get('queuedMessageId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['startedAt']
-    if not (x.__class__ is str):
-        return False
-    x = v['message']
-    if not (Message(x)):
-        return False
-    x = v.get('queuedMessageId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChatDeltaAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K452 or not _K453 <= v.keys():
+    if v.__class__ is not dict or not _K254.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/delta',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/delta',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['partId']
+        if not (x.__class__ is str):
+            return False
+        x = v['content']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['partId']
-    if not (x.__class__ is str):
-        return False
-    x = v['content']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChatResponsePartAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K454 or not _K455 <= v.keys():
+    if v.__class__ is not dict or not _K255.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/responsePart',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/responsePart',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['part']
+        if not (_t58(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['part']
-    if not (_t58(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChatToolCallStartAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K456 or not _K457 <= v.keys():
+    if v.__class__ is not dict or not _K256.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallStart',)):
+            return False
+        x = v['toolName']
+        if not (x.__class__ is str):
+            return False
+        x = v['displayName']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('contributor', _A)
+        if x is not _A and not (_t34(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallStart',)):
-        return False
-    x = v['toolName']
-    if not (x.__class__ is str):
-        return False
-    x = v['displayName']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('contributor', _A)
-    if x is not _A and not (_t34(x)):
-        return False
-    return True
 
 
 def ChatToolCallDeltaAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K458 or not _K459 <= v.keys():
+    if v.__class__ is not dict or not _K257.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallDelta',)):
+            return False
+        x = v.get('content', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('invocationMessage', _A)
+        if x is not _A and not (_t33(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallDelta',)):
-        return False
-    x = v.get('content', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('invocationMessage', _A)
-    if x is not _A and not (_t33(x)):
-        return False
-    return True
 
 
 def ChatToolCallReadyAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K460 or not _K461 <= v.keys():
+    if v.__class__ is not dict or not _K258.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallReady',)):
+            return False
+        x = v.get('contributor', _A)
+        if x is not _A and not (_t34(x)):
+            return False
+        x = v.get('intention', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['invocationMessage']
+        if not (_t33(x)):
+            return False
+        x = v.get('toolInput', _A)
+        if x is not _A and not (_t35(x)):
+            return False
+        x = v.get('confirmationTitle', _A)
+        if x is not _A and not (_t33(x)):
+            return False
+        x = v.get('riskAssessment', _A)
+        if x is not _A and not (_t36(x)):
+            return False
+        x = v.get('edits', _A)
+        if x is not _A and not (FileEditCollection(x)):
+            return False
+        x = v.get('editable', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('confirmed', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
+            return False
+        x = v.get('options', _A)
+        if x is not _A and not (_t37(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallReady',)):
-        return False
-    x = v.get('contributor', _A)
-    if x is not _A and not (_t34(x)):
-        return False
-    x = v.get('intention', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v['invocationMessage']
-    if not (_t33(x)):
-        return False
-    x = v.get('toolInput', _A)
-    if x is not _A and not (_t35(x)):
-        return False
-    x = v.get('confirmationTitle', _A)
-    if x is not _A and not (_t33(x)):
-        return False
-    x = v.get('riskAssessment', _A)
-    if x is not _A and not (_t36(x)):
-        return False
-    x = v.get('edits', _A)
-    if x is not _A and not (FileEditCollection(x)):
-        return False
-    x = v.get('editable', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('confirmed', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
-        return False
-    x = v.get('options', _A)
-    if x is not _A and not (_t37(x)):
-        return False
-    return True
 
 
 def ChatToolCallApprovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K462 or not _K463 <= v.keys():
+    if v.__class__ is not dict or not _K259.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallConfirmed',)):
+            return False
+        x = v.get('approved', _A)
+        if x is not _A and not (x in (True,)):
+            return False
+        x = v['confirmed']
+        if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
+            return False
+        x = v.get('editedToolInput', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('selectedOptionId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallConfirmed',)):
-        return False
-    x = v.get('approved', _A)
-    if x is not _A and not (x in (True,)):
-        return False
-    x = v['confirmed']
-    if not ((x.__class__ is str and x in {'not-needed', 'setting', 'user-action'})):
-        return False
-    x = v.get('editedToolInput', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('selectedOptionId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatToolCallDeniedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K464 or not _K465 <= v.keys():
+    if v.__class__ is not dict or not _K260.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallConfirmed',)):
+            return False
+        x = v.get('approved', _A)
+        if x is not _A and not (x in (False,)):
+            return False
+        x = v['reason']
+        if not (x in ('denied', 'skipped',)):
+            return False
+        x = v.get('userSuggestion', _A)
+        if x is not _A and not (Message(x)):
+            return False
+        x = v.get('reasonMessage', _A)
+        if x is not _A and not (_t33(x)):
+            return False
+        x = v.get('selectedOptionId', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallConfirmed',)):
-        return False
-    x = v.get('approved', _A)
-    if x is not _A and not (x in (False,)):
-        return False
-    x = v['reason']
-    if not (x in ('denied', 'skipped',)):
-        return False
-    x = v.get('userSuggestion', _A)
-    if x is not _A and not (Message(x)):
-        return False
-    x = v.get('reasonMessage', _A)
-    if x is not _A and not (_t33(x)):
-        return False
-    x = v.get('selectedOptionId', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatToolCallCompleteAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K466 or not _K467 <= v.keys():
+    if v.__class__ is not dict or not _K261.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallComplete',)):
+            return False
+        x = v['result']
+        if not (ToolCallResult(x)):
+            return False
+        x = v.get('requiresResultConfirmation', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallComplete',)):
-        return False
-    x = v['result']
-    if not (ToolCallResult(x)):
-        return False
-    x = v.get('requiresResultConfirmation', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChatToolCallResultConfirmedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K468 or not _K469 <= v.keys():
+    if v.__class__ is not dict or not _K262.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallResultConfirmed',)):
+            return False
+        x = v['approved']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallResultConfirmed',)):
-        return False
-    x = v['approved']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChatToolCallContentChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K470 or not _K471 <= v.keys():
+    if v.__class__ is not dict or not _K263.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallContentChanged',)):
+            return False
+        x = v['content']
+        if not (_t38(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallContentChanged',)):
-        return False
-    x = v['content']
-    if not (_t38(x)):
-        return False
-    return True
 
 
 def ChatToolCallAuthRequiredAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K472 or not _K473 <= v.keys():
+    if v.__class__ is not dict or not _K264.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallAuthRequired',)):
+            return False
+        x = v['auth']
+        if not (McpAuthRequirement(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallAuthRequired',)):
-        return False
-    x = v['auth']
-    if not (McpAuthRequirement(x)):
-        return False
-    return True
 
 
 def ChatToolCallAuthResolvedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K474 or not _K475 <= v.keys():
+    if v.__class__ is not dict or not _K265.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/toolCallAuthResolved',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/toolCallAuthResolved',)):
-        return False
-    return True
 
 
 def ChatTurnCompleteAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K476 or not _K477 <= v.keys():
+    if v.__class__ is not dict or not _K266.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/turnComplete',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/turnComplete',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['duration']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['duration']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChatTurnCancelledAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K478 or not _K479 <= v.keys():
+    if v.__class__ is not dict or not _K267.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/turnCancelled',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/turnCancelled',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['duration']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['duration']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChatErrorAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K480 or not _K481 <= v.keys():
+    if v.__class__ is not dict or not _K268.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/error',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/error',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['duration']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['part']
+        if not (ErrorResponsePart(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['duration']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['part']
-    if not (ErrorResponsePart(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChatTurnResumeAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K482 or not _K483 <= v.keys():
+    if v.__class__ is not dict or not _K269.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/turnResume',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/turnResume',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatActivityChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K484:
+    if v.__class__ is not dict or not _K270.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('chat/activityChanged',)):
@@ -4902,43 +5536,52 @@ def ChatActivityChangedAction(v: Any) -> bool:
 
 
 def ChatBackgroundWorkSetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K485 or not _K486 <= v.keys():
+    if v.__class__ is not dict or not _K271.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/backgroundWorkSet',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/backgroundWorkSet',)):
+            return False
+        x = v['work']
+        if not (_t60(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['work']
-    if not (_t60(x)):
-        return False
-    return True
 
 
 def ChatBackgroundWorkRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K487 or not _K488 <= v.keys():
+    if v.__class__ is not dict or not _K272.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/backgroundWorkRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/backgroundWorkRemoved',)):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatMovableChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K489 or not _K490 <= v.keys():
+    if v.__class__ is not dict or not _K273.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/movableChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/movableChanged',)):
+            return False
+        x = v['movable']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['movable']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChatChangesetsChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K491:
+    if v.__class__ is not dict or not _K274.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('chat/changesetsChanged',)):
@@ -4950,7 +5593,7 @@ def ChatChangesetsChangedAction(v: Any) -> bool:
 
 
 def ChatCanvasesChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K492:
+    if v.__class__ is not dict or not _K275.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('chat/canvasesChanged',)):
@@ -4962,127 +5605,151 @@ def ChatCanvasesChangedAction(v: Any) -> bool:
 
 
 def CanvasStateChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K493 or not _K494 <= v.keys():
+    if v.__class__ is not dict or not _K276.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('canvas/stateChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('canvas/stateChanged',)):
+            return False
+        x = v['canvas']
+        if not (CanvasState(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['canvas']
-    if not (CanvasState(x)):
-        return False
-    return True
 
 
 def ChatWorkingDirectorySetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K495 or not _K496 <= v.keys():
+    if v.__class__ is not dict or not _K277.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/workingDirectorySet',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/workingDirectorySet',)):
+            return False
+        x = v['directory']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['directory']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatWorkingDirectoryRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K497 or not _K498 <= v.keys():
+    if v.__class__ is not dict or not _K278.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/workingDirectoryRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/workingDirectoryRemoved',)):
+            return False
+        x = v['directory']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['directory']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatUsageAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K499 or not _K500 <= v.keys():
+    if v.__class__ is not dict or not _K279.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/usage',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/usage',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['usage']
+        if not (UsageInfo(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['usage']
-    if not (UsageInfo(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChatReasoningAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K501 or not _K502 <= v.keys():
+    if v.__class__ is not dict or not _K280.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/reasoning',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/reasoning',)):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['partId']
+        if not (x.__class__ is str):
+            return False
+        x = v['content']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v['partId']
-    if not (x.__class__ is str):
-        return False
-    x = v['content']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChatPendingMessageSetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K503 or not _K504 <= v.keys():
+    if v.__class__ is not dict or not _K281.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/pendingMessageSet',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/pendingMessageSet',)):
+            return False
+        x = v['kind']
+        if not ((x.__class__ is str and x in {'queued', 'steering'})):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        x = v['message']
+        if not (Message(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['kind']
-    if not ((x.__class__ is str and x in {'queued', 'steering'})):
-        return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    x = v['message']
-    if not (Message(x)):
-        return False
-    return True
 
 
 def ChatPendingMessageRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K505 or not _K506 <= v.keys():
+    if v.__class__ is not dict or not _K282.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/pendingMessageRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/pendingMessageRemoved',)):
+            return False
+        x = v['kind']
+        if not ((x.__class__ is str and x in {'queued', 'steering'})):
+            return False
+        x = v['id']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['kind']
-    if not ((x.__class__ is str and x in {'queued', 'steering'})):
-        return False
-    x = v['id']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatQueuedMessagesReorderedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K507 or not _K508 <= v.keys():
+    if v.__class__ is not dict or not _K283.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/queuedMessagesReordered',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/queuedMessagesReordered',)):
+            return False
+        x = v['order']
+        if not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['order']
-    if not (_t0(x)):
-        return False
-    return True
 
 
 def ChatDraftChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K509:
+    if v.__class__ is not dict or not _K284.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('chat/draftChanged',)):
@@ -5094,79 +5761,94 @@ def ChatDraftChangedAction(v: Any) -> bool:
 
 
 def ChatIsReadChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K510 or not _K511 <= v.keys():
+    if v.__class__ is not dict or not _K285.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/isReadChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/isReadChanged',)):
+            return False
+        x = v['isRead']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['isRead']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChatIsArchivedChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K512 or not _K513 <= v.keys():
+    if v.__class__ is not dict or not _K286.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/isArchivedChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/isArchivedChanged',)):
+            return False
+        x = v['isArchived']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['isArchived']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChatInputRequestedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K514 or not _K515 <= v.keys():
+    if v.__class__ is not dict or not _K287.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/inputRequested',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/inputRequested',)):
+            return False
+        x = v['request']
+        if not (ChatInputRequest(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['request']
-    if not (ChatInputRequest(x)):
-        return False
-    return True
 
 
 def ChatInputAnswerChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K516 or not _K517 <= v.keys():
+    if v.__class__ is not dict or not _K288.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/inputAnswerChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/inputAnswerChanged',)):
+            return False
+        x = v['requestId']
+        if not (x.__class__ is str):
+            return False
+        x = v['questionId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('answer', _A)
+        if x is not _A and not (_t32(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['requestId']
-    if not (x.__class__ is str):
-        return False
-    x = v['questionId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('answer', _A)
-    if x is not _A and not (_t32(x)):
-        return False
-    return True
 
 
 def ChatInputCompletedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K518 or not _K519 <= v.keys():
+    if v.__class__ is not dict or not _K289.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/inputCompleted',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/inputCompleted',)):
+            return False
+        x = v['requestId']
+        if not (x.__class__ is str):
+            return False
+        x = v['response']
+        if not ((x.__class__ is str and x in {'accept', 'cancel', 'decline'})):
+            return False
+        x = v.get('answers', _A)
+        if x is not _A and not (_t31(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['requestId']
-    if not (x.__class__ is str):
-        return False
-    x = v['response']
-    if not ((x.__class__ is str and x in {'accept', 'cancel', 'decline'})):
-        return False
-    x = v.get('answers', _A)
-    if x is not _A and not (_t31(x)):
-        return False
-    return True
 
 
 def ChatTruncatedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K520:
+    if v.__class__ is not dict or not _K290.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('chat/truncated',)):
@@ -5178,91 +5860,109 @@ def ChatTruncatedAction(v: Any) -> bool:
 
 
 def ChatTurnsLoadedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K521 or not _K522 <= v.keys():
+    if v.__class__ is not dict or not _K291.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('chat/turnsLoaded',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('chat/turnsLoaded',)):
+            return False
+        x = v['turns']
+        if not (_t62(x)):
+            return False
+        x = v.get('turnsNextCursor', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['turns']
-    if not (_t62(x)):
-        return False
-    x = v.get('turnsNextCursor', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChangesetStatusChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K523 or not _K524 <= v.keys():
+    if v.__class__ is not dict or not _K292.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('changeset/statusChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('changeset/statusChanged',)):
+            return False
+        x = v['status']
+        if not ((x.__class__ is str and x in {'computing', 'error', 'ready', 'recomputing'})):
+            return False
+        x = v.get('error', _A)
+        if x is not _A and not (ErrorInfo(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['status']
-    if not ((x.__class__ is str and x in {'computing', 'error', 'ready', 'recomputing'})):
-        return False
-    x = v.get('error', _A)
-    if x is not _A and not (ErrorInfo(x)):
-        return False
-    return True
 
 
 def ChangesetFileSetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K525 or not _K526 <= v.keys():
+    if v.__class__ is not dict or not _K293.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('changeset/fileSet',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('changeset/fileSet',)):
+            return False
+        x = v['file']
+        if not (ChangesetFile(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['file']
-    if not (ChangesetFile(x)):
-        return False
-    return True
 
 
 def ChangesetFileRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K527 or not _K528 <= v.keys():
+    if v.__class__ is not dict or not _K294.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('changeset/fileRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('changeset/fileRemoved',)):
+            return False
+        x = v['fileId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['fileId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChangesetFilesReviewChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K529 or not _K530 <= v.keys():
+    if v.__class__ is not dict or not _K295.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('changeset/filesReviewChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('changeset/filesReviewChanged',)):
+            return False
+        x = v['files']
+        if not (_t0(x)):
+            return False
+        x = v['reviewed']
+        if not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['files']
-    if not (_t0(x)):
-        return False
-    x = v['reviewed']
-    if not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChangesetContentChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K531 or not _K532 <= v.keys():
+    if v.__class__ is not dict or not _K296.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('changeset/contentChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('changeset/contentChanged',)):
+            return False
+        x = v['files']
+        if not (_t49(x)):
+            return False
+        x = v.get('operations', _A)
+        if x is not _A and not (_t50(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['files']
-    if not (_t49(x)):
-        return False
-    x = v.get('operations', _A)
-    if x is not _A and not (_t50(x)):
-        return False
-    return True
 
 
 def ChangesetOperationsChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K533:
+    if v.__class__ is not dict or not _K297.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('changeset/operationsChanged',)):
@@ -5274,25 +5974,28 @@ def ChangesetOperationsChangedAction(v: Any) -> bool:
 
 
 def ChangesetOperationStatusChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K534 or not _K535 <= v.keys():
+    if v.__class__ is not dict or not _K298.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('changeset/operationStatusChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('changeset/operationStatusChanged',)):
+            return False
+        x = v['operationId']
+        if not (x.__class__ is str):
+            return False
+        x = v['status']
+        if not ((x.__class__ is str and x in {'disabled', 'error', 'idle', 'running'})):
+            return False
+        x = v.get('error', _A)
+        if x is not _A and not (ErrorInfo(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['operationId']
-    if not (x.__class__ is str):
-        return False
-    x = v['status']
-    if not ((x.__class__ is str and x in {'disabled', 'error', 'idle', 'running'})):
-        return False
-    x = v.get('error', _A)
-    if x is not _A and not (ErrorInfo(x)):
-        return False
-    return True
 
 
 def ChangesetClearedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K536:
+    if v.__class__ is not dict or not _K299.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('changeset/cleared',)):
@@ -5301,160 +6004,193 @@ def ChangesetClearedAction(v: Any) -> bool:
 
 
 def AnnotationsSetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K537 or not _K538 <= v.keys():
+    if v.__class__ is not dict or not _K300.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('annotations/set',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('annotations/set',)):
+            return False
+        x = v['annotation']
+        if not (Annotation(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['annotation']
-    if not (Annotation(x)):
-        return False
-    return True
 
 
 def AnnotationsUpdatedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K539 or not _K540 <= v.keys():
+    if v.__class__ is not dict or not _K301.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('annotations/updated',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('annotations/updated',)):
+            return False
+        x = v['annotationId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('origin', _A)
+        if x is not _A and not (AnnotationOrigin(x)):
+            return False
+        x = v.get('resource', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('range', _A)
+        if x is not _A and not (TextRange(x)):
+            return False
+        x = v.get('resolved', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['annotationId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('origin', _A)
-    if x is not _A and not (AnnotationOrigin(x)):
-        return False
-    x = v.get('resource', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('range', _A)
-    if x is not _A and not (TextRange(x)):
-        return False
-    x = v.get('resolved', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def AnnotationsRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K541 or not _K542 <= v.keys():
+    if v.__class__ is not dict or not _K302.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('annotations/removed',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('annotations/removed',)):
+            return False
+        x = v['annotationId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['annotationId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AnnotationsEntrySetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K543 or not _K544 <= v.keys():
+    if v.__class__ is not dict or not _K303.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('annotations/entrySet',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('annotations/entrySet',)):
+            return False
+        x = v['annotationId']
+        if not (x.__class__ is str):
+            return False
+        x = v['entry']
+        if not (AnnotationEntry(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['annotationId']
-    if not (x.__class__ is str):
-        return False
-    x = v['entry']
-    if not (AnnotationEntry(x)):
-        return False
-    return True
 
 
 def AnnotationsEntryRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K545 or not _K546 <= v.keys():
+    if v.__class__ is not dict or not _K304.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('annotations/entryRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('annotations/entryRemoved',)):
+            return False
+        x = v['annotationId']
+        if not (x.__class__ is str):
+            return False
+        x = v['entryId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['annotationId']
-    if not (x.__class__ is str):
-        return False
-    x = v['entryId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def TerminalDataAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K547 or not _K548 <= v.keys():
+    if v.__class__ is not dict or not _K305.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('terminal/data',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('terminal/data',)):
+            return False
+        x = v['data']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['data']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def TerminalInputAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K549 or not _K550 <= v.keys():
+    if v.__class__ is not dict or not _K306.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('terminal/input',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('terminal/input',)):
+            return False
+        x = v['data']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['data']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def TerminalResizedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K551 or not _K552 <= v.keys():
+    if v.__class__ is not dict or not _K307.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('terminal/resized',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('terminal/resized',)):
+            return False
+        x = v['cols']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['rows']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['cols']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['rows']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def TerminalClaimedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K553 or not _K554 <= v.keys():
+    if v.__class__ is not dict or not _K308.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('terminal/claimed',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('terminal/claimed',)):
+            return False
+        x = v['claim']
+        if not (_t17(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['claim']
-    if not (_t17(x)):
-        return False
-    return True
 
 
 def TerminalTitleChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K555 or not _K556 <= v.keys():
+    if v.__class__ is not dict or not _K309.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('terminal/titleChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('terminal/titleChanged',)):
+            return False
+        x = v['title']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['title']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def TerminalCwdChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K557 or not _K558 <= v.keys():
+    if v.__class__ is not dict or not _K310.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('terminal/cwdChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('terminal/cwdChanged',)):
+            return False
+        x = v['cwd']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['cwd']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def TerminalExitedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K559:
+    if v.__class__ is not dict or not _K311.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('terminal/exited',)):
@@ -5466,7 +6202,7 @@ def TerminalExitedAction(v: Any) -> bool:
 
 
 def TerminalClearedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K560:
+    if v.__class__ is not dict or not _K312.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('terminal/cleared',)):
@@ -5475,7 +6211,7 @@ def TerminalClearedAction(v: Any) -> bool:
 
 
 def TerminalCommandDetectionAvailableAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K561:
+    if v.__class__ is not dict or not _K313.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('terminal/commandDetectionAvailable',)):
@@ -5484,79 +6220,94 @@ def TerminalCommandDetectionAvailableAction(v: Any) -> bool:
 
 
 def TerminalCommandExecutedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K562 or not _K563 <= v.keys():
+    if v.__class__ is not dict or not _K314.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('terminal/commandExecuted',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('terminal/commandExecuted',)):
+            return False
+        x = v['commandId']
+        if not (x.__class__ is str):
+            return False
+        x = v['commandLine']
+        if not (x.__class__ is str):
+            return False
+        x = v['timestamp']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['commandId']
-    if not (x.__class__ is str):
-        return False
-    x = v['commandLine']
-    if not (x.__class__ is str):
-        return False
-    x = v['timestamp']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def TerminalCommandFinishedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K564 or not _K565 <= v.keys():
+    if v.__class__ is not dict or not _K315.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('terminal/commandFinished',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('terminal/commandFinished',)):
+            return False
+        x = v['commandId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('exitCode', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('durationMs', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['commandId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('exitCode', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('durationMs', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def ResourceWatchChangedActionChanges(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K566 or not _K567 <= v.keys():
+    if v.__class__ is not dict or not _K316.issuperset(v):
         return False
-    x = v['items']
-    if not (_t77(x)):
+    try:
+        x = v['items']
+        if not (_t77(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ResourceWatchChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K568 or not _K569 <= v.keys():
+    if v.__class__ is not dict or not _K317.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('resourceWatch/changed',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('resourceWatch/changed',)):
+            return False
+        x = v['changes']
+        if not (ResourceWatchChangedActionChanges(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['changes']
-    if not (ResourceWatchChangedActionChanges(x)):
-        return False
-    return True
 
 
 def AutomationCreateRequestedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K570 or not _K571 <= v.keys():
+    if v.__class__ is not dict or not _K318.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('automation/createRequested',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('automation/createRequested',)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['definition']
+        if not (AutomationDefinition(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v['definition']
-    if not (AutomationDefinition(x)):
-        return False
-    return True
 
 
 def AutomationDefinitionPatch(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K572:
+    if v.__class__ is not dict or not _K319.issuperset(v):
         return False
     x = v.get('title', _A)
     if x is not _A and not (x.__class__ is str):
@@ -5583,82 +6334,100 @@ def AutomationDefinitionPatch(v: Any) -> bool:
 
 
 def AutomationUpdateRequestedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K573 or not _K574 <= v.keys():
+    if v.__class__ is not dict or not _K320.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('automation/updateRequested',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('automation/updateRequested',)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['changes']
+        if not (AutomationDefinitionPatch(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v['changes']
-    if not (AutomationDefinitionPatch(x)):
-        return False
-    return True
 
 
 def AutomationSetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K575 or not _K576 <= v.keys():
+    if v.__class__ is not dict or not _K321.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('automation/set',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('automation/set',)):
+            return False
+        x = v['automation']
+        if not (AutomationEntry(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['automation']
-    if not (AutomationEntry(x)):
-        return False
-    return True
 
 
 def AutomationRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K577 or not _K578 <= v.keys():
+    if v.__class__ is not dict or not _K322.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('automation/removed',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('automation/removed',)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationRunLifecycleChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K579 or not _K580 <= v.keys():
+    if v.__class__ is not dict or not _K323.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('automationRun/lifecycleChanged',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('automationRun/lifecycleChanged',)):
+            return False
+        x = v['lifecycle']
+        if not (_t70(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['lifecycle']
-    if not (_t70(x)):
-        return False
-    return True
 
 
 def AutomationRunSessionSetAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K581 or not _K582 <= v.keys():
+    if v.__class__ is not dict or not _K324.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('automationRun/sessionSet',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('automationRun/sessionSet',)):
+            return False
+        x = v['session']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['session']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationRunSessionRemovedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K583 or not _K584 <= v.keys():
+    if v.__class__ is not dict or not _K325.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('automationRun/sessionRemoved',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('automationRun/sessionRemoved',)):
+            return False
+        x = v['session']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['session']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def AutomationRunPrimarySessionChangedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K585:
+    if v.__class__ is not dict or not _K326.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('automationRun/primarySessionChanged',)):
@@ -5670,7 +6439,7 @@ def AutomationRunPrimarySessionChangedAction(v: Any) -> bool:
 
 
 def AutomationRunCancelRequestedAction(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K586:
+    if v.__class__ is not dict or not _K327.issuperset(v):
         return False
     x = v.get('type', _A)
     if x is not _A and not (x in ('automationRun/cancelRequested',)):
@@ -5679,55 +6448,64 @@ def AutomationRunCancelRequestedAction(v: Any) -> bool:
 
 
 def ActionEnvelope(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K587 or not _K588 <= v.keys():
+    if v.__class__ is not dict or not _K328.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['action']
+        if not (_t78(x)):
+            return False
+        x = v['serverSeq']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('origin', _A)
+        if x is not _A and not (ActionOrigin(x)):
+            return False
+        x = v.get('rejectionReason', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['action']
-    if not (_t78(x)):
-        return False
-    x = v['serverSeq']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('origin', _A)
-    if x is not _A and not (ActionOrigin(x)):
-        return False
-    x = v.get('rejectionReason', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ToolCallActionBase(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K590 or not _K591 <= v.keys():
+    if v.__class__ is not dict or not _K330.issuperset(v):
         return False
-    x = v['turnId']
-    if not (x.__class__ is str):
+    try:
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v['toolCallId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['toolCallId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def BaseParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K592 or not _K593 <= v.keys():
+    if v.__class__ is not dict or not _K331.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def PaginatedParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K594:
+    if v.__class__ is not dict or not _K332.issuperset(v):
         return False
     x = v.get('limit', _A)
     if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
@@ -5739,7 +6517,7 @@ def PaginatedParams(v: Any) -> bool:
 
 
 def PaginatedResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K595:
+    if v.__class__ is not dict or not _K333.issuperset(v):
         return False
     x = v.get('nextCursor', _A)
     if x is not _A and not (x.__class__ is str):
@@ -5748,22 +6526,25 @@ def PaginatedResult(v: Any) -> bool:
 
 
 def Implementation(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K596 or not _K597 <= v.keys():
+    if v.__class__ is not dict or not _K334.issuperset(v):
         return False
-    x = v['name']
-    if not (x.__class__ is str):
+    try:
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('version', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('title', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('version', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('title', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ClientCapabilities(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K598:
+    if v.__class__ is not dict or not _K335.issuperset(v):
         return False
     x = v.get('mcpApps', _A)
     if x is not _A and not (x.__class__ is dict):
@@ -5772,43 +6553,46 @@ def ClientCapabilities(v: Any) -> bool:
 
 
 def InitializeParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K599 or not _K600 <= v.keys():
+    if v.__class__ is not dict or not _K336.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['protocolVersions']
+        if not (_t0(x)):
+            return False
+        x = v['clientId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('clientInfo', _A)
+        if x is not _A and not (Implementation(x)):
+            return False
+        x = v.get('initialSubscriptions', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('locale', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('capabilities', _A)
+        if x is not _A and not (ClientCapabilities(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['protocolVersions']
-    if not (_t0(x)):
-        return False
-    x = v['clientId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('clientInfo', _A)
-    if x is not _A and not (Implementation(x)):
-        return False
-    x = v.get('initialSubscriptions', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('locale', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('capabilities', _A)
-    if x is not _A and not (ClientCapabilities(x)):
-        return False
-    return True
 
 
 def AutomationCreateCapability(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K601:
+    if v.__class__ is not dict or not _K337.issuperset(v):
         return False
     return True
 
 
 def AutomationScheduleCapabilities(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K602:
+    if v.__class__ is not dict or not _K338.issuperset(v):
         return False
     x = v.get('minIntervalMinutes', _A)
     if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
@@ -5817,19 +6601,19 @@ def AutomationScheduleCapabilities(v: Any) -> bool:
 
 
 def AutomationRunCancellationCapability(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K603:
+    if v.__class__ is not dict or not _K339.issuperset(v):
         return False
     return True
 
 
 def AutomationCustomizationsCapability(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K604:
+    if v.__class__ is not dict or not _K340.issuperset(v):
         return False
     return True
 
 
 def AutomationCapabilities(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K605:
+    if v.__class__ is not dict or not _K341.issuperset(v):
         return False
     x = v.get('create', _A)
     if x is not _A and not (AutomationCreateCapability(x)):
@@ -5850,145 +6634,169 @@ def AutomationCapabilities(v: Any) -> bool:
 
 
 def InitializeResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K606 or not _K607 <= v.keys():
+    if v.__class__ is not dict or not _K342.issuperset(v):
         return False
-    x = v['protocolVersion']
-    if not (x.__class__ is str):
+    try:
+        x = v['protocolVersion']
+        if not (x.__class__ is str):
+            return False
+        x = v['serverSeq']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('serverInfo', _A)
+        if x is not _A and not (Implementation(x)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['snapshots']
+        if not (_t79(x)):
+            return False
+        x = v.get('defaultDirectory', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('completionTriggerCharacters', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('terminalCommandPrefix', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('telemetry', _A)
+        if x is not _A and not (TelemetryCapabilities(x)):
+            return False
+        x = v.get('automations', _A)
+        if x is not _A and not (AutomationCapabilities(x)):
+            return False
+        x = v.get('tcpConnections', _A)
+        if x is not _A and not (TcpConnectionsCapability(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['serverSeq']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('serverInfo', _A)
-    if x is not _A and not (Implementation(x)):
-        return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['snapshots']
-    if not (_t79(x)):
-        return False
-    x = v.get('defaultDirectory', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('completionTriggerCharacters', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('terminalCommandPrefix', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('telemetry', _A)
-    if x is not _A and not (TelemetryCapabilities(x)):
-        return False
-    x = v.get('automations', _A)
-    if x is not _A and not (AutomationCapabilities(x)):
-        return False
-    x = v.get('tcpConnections', _A)
-    if x is not _A and not (TcpConnectionsCapability(x)):
-        return False
-    return True
 
 
 def PingParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K608 or not _K609 <= v.keys():
+    if v.__class__ is not dict or not _K343.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChannelDeliveryResumeParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K610 or not _K611 <= v.keys():
+    if v.__class__ is not dict or not _K344.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('lastAppliedServerSeq', _A)
+        if x is not _A and not (x.__class__ is int):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('lastAppliedServerSeq', _A)
-    if x is not _A and not (x.__class__ is int):
-        return False
-    return True
 
 
 def ChannelDeliveryResumeOptions(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K612 or not _K613 <= v.keys():
+    if v.__class__ is not dict or not _K345.issuperset(v):
         return False
-    x = v['items']
-    if not (_t80(x)):
+    try:
+        x = v['items']
+        if not (_t80(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ReconnectParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K614 or not _K615 <= v.keys():
+    if v.__class__ is not dict or not _K346.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['clientId']
+        if not (x.__class__ is str):
+            return False
+        x = v['lastSeenServerSeq']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['subscriptions']
+        if not (_t0(x)):
+            return False
+        x = v.get('windows', _A)
+        if x is not _A and not (ChannelDeliveryResumeOptions(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['clientId']
-    if not (x.__class__ is str):
-        return False
-    x = v['lastSeenServerSeq']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['subscriptions']
-    if not (_t0(x)):
-        return False
-    x = v.get('windows', _A)
-    if x is not _A and not (ChannelDeliveryResumeOptions(x)):
-        return False
-    return True
 
 
 def ChannelDeliveryResumeResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K616 or not _K617 <= v.keys():
+    if v.__class__ is not dict or not _K347.issuperset(v):
         return False
-    x = v['items']
-    if not (_t81(x)):
+    try:
+        x = v['items']
+        if not (_t81(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ReconnectReplayResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K618 or not _K619 <= v.keys():
+    if v.__class__ is not dict or not _K348.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('replay',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('replay',)):
+            return False
+        x = v['actions']
+        if not (_t82(x)):
+            return False
+        x = v['missing']
+        if not (_t0(x)):
+            return False
+        x = v.get('windows', _A)
+        if x is not _A and not (ChannelDeliveryResumeResult(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['actions']
-    if not (_t82(x)):
-        return False
-    x = v['missing']
-    if not (_t0(x)):
-        return False
-    x = v.get('windows', _A)
-    if x is not _A and not (ChannelDeliveryResumeResult(x)):
-        return False
-    return True
 
 
 def ReconnectSnapshotResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K620 or not _K621 <= v.keys():
+    if v.__class__ is not dict or not _K349.issuperset(v):
         return False
-    x = v.get('type', _A)
-    if x is not _A and not (x in ('snapshot',)):
+    try:
+        x = v.get('type', _A)
+        if x is not _A and not (x in ('snapshot',)):
+            return False
+        x = v['snapshots']
+        if not (_t79(x)):
+            return False
+        x = v.get('windows', _A)
+        if x is not _A and not (ChannelDeliveryResumeResult(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['snapshots']
-    if not (_t79(x)):
-        return False
-    x = v.get('windows', _A)
-    if x is not _A and not (ChannelDeliveryResumeResult(x)):
-        return False
-    return True
 
 
 def SubscriptionDeliveryOptions(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K622:
+    if v.__class__ is not dict or not _K350.issuperset(v):
         return False
     x = v.get('maxLatencyMs', _A)
     if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
@@ -5997,7 +6805,7 @@ def SubscriptionDeliveryOptions(v: Any) -> bool:
 
 
 def SubscribeView(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K623:
+    if v.__class__ is not dict or not _K351.issuperset(v):
         return False
     x = v.get('turns', _A)
     if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
@@ -6006,37 +6814,43 @@ def SubscribeView(v: Any) -> bool:
 
 
 def SubscriptionFlowControlOptions(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K624 or not _K625 <= v.keys():
+    if v.__class__ is not dict or not _K352.issuperset(v):
         return False
-    x = v['receive']
-    if not (ChannelReceiveLimits(x)):
+    try:
+        x = v['receive']
+        if not (ChannelReceiveLimits(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def SubscribeParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K626 or not _K627 <= v.keys():
+    if v.__class__ is not dict or not _K353.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('delivery', _A)
+        if x is not _A and not (SubscriptionDeliveryOptions(x)):
+            return False
+        x = v.get('view', _A)
+        if x is not _A and not (SubscribeView(x)):
+            return False
+        x = v.get('flowControl', _A)
+        if x is not _A and not (SubscriptionFlowControlOptions(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('delivery', _A)
-    if x is not _A and not (SubscriptionDeliveryOptions(x)):
-        return False
-    x = v.get('view', _A)
-    if x is not _A and not (SubscribeView(x)):
-        return False
-    x = v.get('flowControl', _A)
-    if x is not _A and not (SubscriptionFlowControlOptions(x)):
-        return False
-    return True
 
 
 def SubscribeResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K628:
+    if v.__class__ is not dict or not _K354.issuperset(v):
         return False
     x = v.get('snapshot', _A)
     if x is not _A and not (Snapshot(x)):
@@ -6048,637 +6862,736 @@ def SubscribeResult(v: Any) -> bool:
 
 
 def UnsubscribeParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K629 or not _K630 <= v.keys():
+    if v.__class__ is not dict or not _K355.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def DispatchActionParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K631 or not _K632 <= v.keys():
+    if v.__class__ is not dict or not _K356.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['clientSeq']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['action']
+        if not (_t78(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['clientSeq']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['action']
-    if not (_t78(x)):
-        return False
-    return True
 
 
 def ResourceReadParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K633 or not _K634 <= v.keys():
+    if v.__class__ is not dict or not _K357.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('encoding', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'base64', 'utf-8'})):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('encoding', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'base64', 'utf-8'})):
-        return False
-    return True
 
 
 def ResourceReadResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K635 or not _K636 <= v.keys():
+    if v.__class__ is not dict or not _K358.issuperset(v):
         return False
-    x = v['data']
-    if not (x.__class__ is str):
+    try:
+        x = v['data']
+        if not (x.__class__ is str):
+            return False
+        x = v['encoding']
+        if not ((x.__class__ is str and x in {'base64', 'utf-8'})):
+            return False
+        x = v.get('contentType', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['encoding']
-    if not ((x.__class__ is str and x in {'base64', 'utf-8'})):
-        return False
-    x = v.get('contentType', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ResourceWriteParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K637 or not _K638 <= v.keys():
+    if v.__class__ is not dict or not _K359.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['data']
+        if not (x.__class__ is str):
+            return False
+        x = v['encoding']
+        if not ((x.__class__ is str and x in {'base64', 'utf-8'})):
+            return False
+        x = v.get('contentType', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('createOnly', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('mode', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'append', 'insert', 'truncate'})):
+            return False
+        x = v.get('position', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('ifMatch', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v['data']
-    if not (x.__class__ is str):
-        return False
-    x = v['encoding']
-    if not ((x.__class__ is str and x in {'base64', 'utf-8'})):
-        return False
-    x = v.get('contentType', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('createOnly', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('mode', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'append', 'insert', 'truncate'})):
-        return False
-    x = v.get('position', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('ifMatch', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ResourceWriteResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K639:
+    if v.__class__ is not dict or not _K360.issuperset(v):
         return False
     return True
 
 
 def ResourceListParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K640 or not _K641 <= v.keys():
+    if v.__class__ is not dict or not _K361.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def DirectoryEntry(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K642 or not _K643 <= v.keys():
+    if v.__class__ is not dict or not _K362.issuperset(v):
         return False
-    x = v['name']
-    if not (x.__class__ is str):
+    try:
+        x = v['name']
+        if not (x.__class__ is str):
+            return False
+        x = v['type']
+        if not (x in ('file', 'directory',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['type']
-    if not (x in ('file', 'directory',)):
-        return False
-    return True
 
 
 def ResourceListResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K644 or not _K645 <= v.keys():
+    if v.__class__ is not dict or not _K363.issuperset(v):
         return False
-    x = v['entries']
-    if not (_t83(x)):
+    try:
+        x = v['entries']
+        if not (_t83(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ResourceCopyParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K646 or not _K647 <= v.keys():
+    if v.__class__ is not dict or not _K364.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['source']
+        if not (x.__class__ is str):
+            return False
+        x = v['destination']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('failIfExists', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['source']
-    if not (x.__class__ is str):
-        return False
-    x = v['destination']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('failIfExists', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ResourceCopyResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K648:
+    if v.__class__ is not dict or not _K365.issuperset(v):
         return False
     return True
 
 
 def ResourceDeleteParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K649 or not _K650 <= v.keys():
+    if v.__class__ is not dict or not _K366.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('recursive', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('recursive', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ResourceDeleteResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K651:
+    if v.__class__ is not dict or not _K367.issuperset(v):
         return False
     return True
 
 
 def ResourceRequestParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K652 or not _K653 <= v.keys():
+    if v.__class__ is not dict or not _K368.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('read', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('write', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('read', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('write', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ResourceRequestResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K654:
+    if v.__class__ is not dict or not _K369.issuperset(v):
         return False
     return True
 
 
 def ResourceMoveParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K655 or not _K656 <= v.keys():
+    if v.__class__ is not dict or not _K370.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['source']
+        if not (x.__class__ is str):
+            return False
+        x = v['destination']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('failIfExists', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['source']
-    if not (x.__class__ is str):
-        return False
-    x = v['destination']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('failIfExists', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ResourceMoveResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K657:
+    if v.__class__ is not dict or not _K371.issuperset(v):
         return False
     return True
 
 
 def ResourceResolveParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K658 or not _K659 <= v.keys():
+    if v.__class__ is not dict or not _K372.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('followSymlinks', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('followSymlinks', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ResourceResolveResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K660 or not _K661 <= v.keys():
+    if v.__class__ is not dict or not _K373.issuperset(v):
         return False
-    x = v['uri']
-    if not (x.__class__ is str):
+    try:
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v['type']
+        if not ((x.__class__ is str and x in {'directory', 'file', 'symlink'})):
+            return False
+        x = v.get('size', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('mtime', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('ctime', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('contentType', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('etag', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['type']
-    if not ((x.__class__ is str and x in {'directory', 'file', 'symlink'})):
-        return False
-    x = v.get('size', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('mtime', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('ctime', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('contentType', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('etag', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ResourceMkdirParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K662 or not _K663 <= v.keys():
+    if v.__class__ is not dict or not _K374.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def ResourceMkdirResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K664:
+    if v.__class__ is not dict or not _K375.issuperset(v):
         return False
     return True
 
 
 def AuthenticateParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K665 or not _K666 <= v.keys():
+    if v.__class__ is not dict or not _K376.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v['token']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('expiresIn', _A)
+        if x is not _A and not (x.__class__ is int):
+            return False
+        x = v.get('scopes', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v['token']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('expiresIn', _A)
-    if x is not _A and not (x.__class__ is int):
-        return False
-    x = v.get('scopes', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def AuthenticateResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K667:
+    if v.__class__ is not dict or not _K377.issuperset(v):
         return False
     return True
 
 
 def ListSessionsParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K668 or not _K669 <= v.keys():
+    if v.__class__ is not dict or not _K378.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('limit', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('cursor', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('limit', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('cursor', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ListSessionsResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K670 or not _K671 <= v.keys():
+    if v.__class__ is not dict or not _K379.issuperset(v):
         return False
-    x = v.get('nextCursor', _A)
-    if x is not _A and not (x.__class__ is str):
+    try:
+        x = v.get('nextCursor', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v['items']
+        if not (_t84(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['items']
-    if not (_t84(x)):
-        return False
-    return True
 
 
 def ResolveSessionConfigParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K672 or not _K673 <= v.keys():
+    if v.__class__ is not dict or not _K380.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('provider', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('workingDirectory', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('config', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('provider', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('workingDirectory', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('config', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ResolveSessionConfigResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K674 or not _K675 <= v.keys():
+    if v.__class__ is not dict or not _K381.issuperset(v):
         return False
-    x = v['schema']
-    if not (SessionConfigSchema(x)):
+    try:
+        x = v['schema']
+        if not (SessionConfigSchema(x)):
+            return False
+        x = v['values']
+        if not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['values']
-    if not (x.__class__ is dict):
-        return False
-    return True
 
 
 def SessionConfigValueItem(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K676 or not _K677 <= v.keys():
+    if v.__class__ is not dict or not _K382.issuperset(v):
         return False
-    x = v['value']
-    if not (x.__class__ is str):
+    try:
+        x = v['value']
+        if not (x.__class__ is str):
+            return False
+        x = v['label']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('description', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['label']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('description', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionConfigCompletionsParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K678 or not _K679 <= v.keys():
+    if v.__class__ is not dict or not _K383.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('provider', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('workingDirectory', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('config', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['property']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('query', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('provider', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('workingDirectory', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('config', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['property']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('query', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionConfigCompletionsResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K680 or not _K681 <= v.keys():
+    if v.__class__ is not dict or not _K384.issuperset(v):
         return False
-    x = v['items']
-    if not (_t85(x)):
+    try:
+        x = v['items']
+        if not (_t85(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def CreateSessionParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K682 or not _K683 <= v.keys():
+    if v.__class__ is not dict or not _K385.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('provider', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('workingDirectories', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('config', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('activeClient', _A)
+        if x is not _A and not (SessionActiveClient(x)):
+            return False
+        x = v.get('progressToken', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('provider', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('workingDirectories', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('config', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('activeClient', _A)
-    if x is not _A and not (SessionActiveClient(x)):
-        return False
-    x = v.get('progressToken', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def DisposeSessionParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K684 or not _K685 <= v.keys():
+    if v.__class__ is not dict or not _K386.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def FetchTurnsParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K686 or not _K687 <= v.keys():
+    if v.__class__ is not dict or not _K387.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('cursor', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('cursor', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def FetchTurnsResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K688:
+    if v.__class__ is not dict or not _K388.issuperset(v):
         return False
     return True
 
 
 def CompletionsParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K689 or not _K690 <= v.keys():
+    if v.__class__ is not dict or not _K389.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['kind']
+        if not ((x.__class__ is str and x in {'userMessage'})):
+            return False
+        x = v['text']
+        if not (x.__class__ is str):
+            return False
+        x = v['offset']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['kind']
-    if not ((x.__class__ is str and x in {'userMessage'})):
-        return False
-    x = v['text']
-    if not (x.__class__ is str):
-        return False
-    x = v['offset']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def CompletionItem(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K691 or not _K692 <= v.keys():
+    if v.__class__ is not dict or not _K390.issuperset(v):
         return False
-    x = v['insertText']
-    if not (x.__class__ is str):
+    try:
+        x = v['insertText']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('rangeStart', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('rangeEnd', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v['attachment']
+        if not (_t55(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('rangeStart', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('rangeEnd', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v['attachment']
-    if not (_t55(x)):
-        return False
-    return True
 
 
 def CompletionsResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K693 or not _K694 <= v.keys():
+    if v.__class__ is not dict or not _K391.issuperset(v):
         return False
-    x = v['items']
-    if not (_t86(x)):
+    try:
+        x = v['items']
+        if not (_t86(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ForkChatSource(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K695 or not _K696 <= v.keys():
+    if v.__class__ is not dict or not _K392.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('fork',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('fork',)):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SideChatSource(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K697 or not _K698 <= v.keys():
+    if v.__class__ is not dict or not _K393.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('sideChat',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('sideChat',)):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v['turnId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('selection', _A)
+        if x is not _A and not (SideChatSelection(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v['turnId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('selection', _A)
-    if x is not _A and not (SideChatSelection(x)):
-        return False
-    return True
 
 
 def CreateChatParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K699 or not _K700 <= v.keys():
+    if v.__class__ is not dict or not _K394.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['chat']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('initialMessage', _A)
+        if x is not _A and not (Message(x)):
+            return False
+        x = v.get('source', _A)
+        if x is not _A and not (_t87(x)):
+            return False
+        x = v.get('workingDirectories', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['chat']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('initialMessage', _A)
-    if x is not _A and not (Message(x)):
-        return False
-    x = v.get('source', _A)
-    if x is not _A and not (_t87(x)):
-        return False
-    x = v.get('workingDirectories', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    return True
 
 
 def ChatMoveToSessionDestination(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K702 or not _K703 <= v.keys():
+    if v.__class__ is not dict or not _K396.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('session',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('session',)):
+            return False
+        x = v['session']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('after', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['session']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('after', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def ChatMoveToNewSessionDestination(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K704:
+    if v.__class__ is not dict or not _K397.issuperset(v):
         return False
     x = v.get('kind', _A)
     if x is not _A and not (x in ('newSession',)):
@@ -6687,145 +7600,172 @@ def ChatMoveToNewSessionDestination(v: Any) -> bool:
 
 
 def MoveChatParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K705 or not _K706 <= v.keys():
+    if v.__class__ is not dict or not _K398.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['destination']
+        if not (_t88(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['destination']
-    if not (_t88(x)):
-        return False
-    return True
 
 
 def MoveChatResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K708 or not _K709 <= v.keys():
+    if v.__class__ is not dict or not _K400.issuperset(v):
         return False
-    x = v['session']
-    if not (x.__class__ is str):
+    try:
+        x = v['session']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def DisposeChatParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K710 or not _K711 <= v.keys():
+    if v.__class__ is not dict or not _K401.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def CreateTerminalParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K712 or not _K713 <= v.keys():
+    if v.__class__ is not dict or not _K402.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['claim']
+        if not (_t17(x)):
+            return False
+        x = v.get('name', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('cwd', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('cols', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('rows', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['claim']
-    if not (_t17(x)):
-        return False
-    x = v.get('name', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('cwd', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('cols', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('rows', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    return True
 
 
 def DisposeTerminalParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K714 or not _K715 <= v.keys():
+    if v.__class__ is not dict or not _K403.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ChangesetOperationFollowUp(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K716 or not _K717 <= v.keys():
+    if v.__class__ is not dict or not _K404.issuperset(v):
         return False
-    x = v['content']
-    if not (ContentRef(x)):
+    try:
+        x = v['content']
+        if not (ContentRef(x)):
+            return False
+        x = v.get('external', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('external', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChangesetOperationTargetResource(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K718 or not _K719 <= v.keys():
+    if v.__class__ is not dict or not _K405.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('resource',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('resource',)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('side', _A)
+        if x is not _A and not (x in ('before', 'after',)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('side', _A)
-    if x is not _A and not (x in ('before', 'after',)):
-        return False
-    return True
 
 
 def ChangesetOperationTargetRange(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K720 or not _K721 <= v.keys():
+    if v.__class__ is not dict or not _K406.issuperset(v):
         return False
-    x = v.get('kind', _A)
-    if x is not _A and not (x in ('range',)):
+    try:
+        x = v.get('kind', _A)
+        if x is not _A and not (x in ('range',)):
+            return False
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('side', _A)
+        if x is not _A and not (x in ('before', 'after',)):
+            return False
+        x = v['range']
+        if not (TextRange(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('side', _A)
-    if x is not _A and not (x in ('before', 'after',)):
-        return False
-    x = v['range']
-    if not (TextRange(x)):
-        return False
-    return True
 
 
 def InvokeChangesetOperationParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K722 or not _K723 <= v.keys():
+    if v.__class__ is not dict or not _K407.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['operationId']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('target', _A)
+        if x is not _A and not (_t89(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['operationId']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('target', _A)
-    if x is not _A and not (_t89(x)):
-        return False
-    return True
 
 
 def InvokeChangesetOperationResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K725:
+    if v.__class__ is not dict or not _K409.issuperset(v):
         return False
     x = v.get('message', _A)
     if x is not _A and not (_t33(x)):
@@ -6837,253 +7777,307 @@ def InvokeChangesetOperationResult(v: Any) -> bool:
 
 
 def CreateResourceWatchParamsExcludes(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K726 or not _K727 <= v.keys():
+    if v.__class__ is not dict or not _K410.issuperset(v):
         return False
-    x = v['items']
-    if not (_t0(x)):
+    try:
+        x = v['items']
+        if not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def CreateResourceWatchParamsIncludes(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K728 or not _K729 <= v.keys():
+    if v.__class__ is not dict or not _K411.issuperset(v):
         return False
-    x = v['items']
-    if not (_t0(x)):
+    try:
+        x = v['items']
+        if not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def CreateResourceWatchParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K730 or not _K731 <= v.keys():
+    if v.__class__ is not dict or not _K412.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['uri']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('recursive', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        x = v.get('excludes', _A)
+        if x is not _A and not (CreateResourceWatchParamsExcludes(x)):
+            return False
+        x = v.get('includes', _A)
+        if x is not _A and not (CreateResourceWatchParamsIncludes(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['uri']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('recursive', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    x = v.get('excludes', _A)
-    if x is not _A and not (CreateResourceWatchParamsExcludes(x)):
-        return False
-    x = v.get('includes', _A)
-    if x is not _A and not (CreateResourceWatchParamsIncludes(x)):
-        return False
-    return True
 
 
 def CreateResourceWatchResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K732 or not _K733 <= v.keys():
+    if v.__class__ is not dict or not _K413.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ListAutomationTriggerDefinitionsParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K734 or not _K735 <= v.keys():
+    if v.__class__ is not dict or not _K414.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-root://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-root://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v.get('provider', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        x = v.get('workingDirectories', _A)
+        if x is not _A and not (_t0(x)):
+            return False
+        x = v.get('sessionConfig', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v.get('provider', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    x = v.get('workingDirectories', _A)
-    if x is not _A and not (_t0(x)):
-        return False
-    x = v.get('sessionConfig', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    return True
 
 
 def ListAutomationTriggerDefinitionsResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K736 or not _K737 <= v.keys():
+    if v.__class__ is not dict or not _K415.issuperset(v):
         return False
-    x = v['items']
-    if not (_t90(x)):
+    try:
+        x = v['items']
+        if not (_t90(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def RunAutomationParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K738 or not _K739 <= v.keys():
+    if v.__class__ is not dict or not _K416.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-automations://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-automations://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['automation']
+        if not (x.__class__ is str):
+            return False
+        x = v['requestId']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['automation']
-    if not (x.__class__ is str):
-        return False
-    x = v['requestId']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def RunAutomationResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K740 or not _K741 <= v.keys():
+    if v.__class__ is not dict or not _K417.issuperset(v):
         return False
-    x = v['resource']
-    if not (x.__class__ is str):
+    try:
+        x = v['resource']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def FetchAutomationRunsParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K742 or not _K743 <= v.keys():
+    if v.__class__ is not dict or not _K418.issuperset(v):
         return False
-    x = v['channel']
-    if not (x in ('ahp-automations://',)):
+    try:
+        x = v['channel']
+        if not (x in ('ahp-automations://',)):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['automation']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('cursor', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['automation']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('cursor', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def FetchAutomationRunsResult(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K744:
+    if v.__class__ is not dict or not _K419.issuperset(v):
         return False
     return True
 
 
 def CreateTcpConnectionParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K745 or not _K746 <= v.keys():
+    if v.__class__ is not dict or not _K420.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('_meta', _A)
+        if x is not _A and not (x.__class__ is dict):
+            return False
+        x = v['host']
+        if not (x.__class__ is str):
+            return False
+        x = v['port']
+        if not (x.__class__ is int):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v.get('_meta', _A)
-    if x is not _A and not (x.__class__ is dict):
-        return False
-    x = v['host']
-    if not (x.__class__ is str):
-        return False
-    x = v['port']
-    if not (x.__class__ is int):
-        return False
-    return True
 
 
 def AuthRequiredParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K747 or not _K748 <= v.keys():
+    if v.__class__ is not dict or not _K421.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['resource']
+        if not (ProtectedResourceMetadata(x)):
+            return False
+        x = v.get('reason', _A)
+        if x is not _A and not ((x.__class__ is str and x in {'expired', 'required'})):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['resource']
-    if not (ProtectedResourceMetadata(x)):
-        return False
-    x = v.get('reason', _A)
-    if x is not _A and not ((x.__class__ is str and x in {'expired', 'required'})):
-        return False
-    return True
 
 
 def ChannelFrameParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K749 or not _K750 <= v.keys():
+    if v.__class__ is not dict or not _K422.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['data']
+        if not (x.__class__ is str):
+            return False
+        x = v.get('final', _A)
+        if x is not _A and not (x.__class__ is bool):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['data']
-    if not (x.__class__ is str):
-        return False
-    x = v.get('final', _A)
-    if x is not _A and not (x.__class__ is bool):
-        return False
-    return True
 
 
 def ChannelCreditParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K751 or not _K752 <= v.keys():
+    if v.__class__ is not dict or not _K423.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['consumedBytes']
+        if not (x.__class__ is int):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['consumedBytes']
-    if not (x.__class__ is int):
-        return False
-    return True
 
 
 def ChannelReadyParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K753 or not _K754 <= v.keys():
+    if v.__class__ is not dict or not _K424.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ChannelResetParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K755 or not _K756 <= v.keys():
+    if v.__class__ is not dict or not _K425.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def ChannelSnapshotParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K757 or not _K758 <= v.keys():
+    if v.__class__ is not dict or not _K426.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['snapshot']
+        if not (Snapshot(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['snapshot']
-    if not (Snapshot(x)):
-        return False
-    return True
 
 
 def SessionAddedParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K759 or not _K760 <= v.keys():
+    if v.__class__ is not dict or not _K427.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['summary']
+        if not (SessionSummary(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['summary']
-    if not (SessionSummary(x)):
-        return False
-    return True
 
 
 def SessionRemovedParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K761 or not _K762 <= v.keys():
+    if v.__class__ is not dict or not _K428.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['session']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['session']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def SessionSummaryChangedParamsChanges(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K763:
+    if v.__class__ is not dict or not _K429.issuperset(v):
         return False
     x = v.get('provider', _A)
     if x is not _A and not (x.__class__ is str):
@@ -7134,109 +8128,133 @@ def SessionSummaryChangedParamsChanges(v: Any) -> bool:
 
 
 def SessionSummaryChangedParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K764 or not _K765 <= v.keys():
+    if v.__class__ is not dict or not _K430.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['session']
+        if not (x.__class__ is str):
+            return False
+        x = v['changes']
+        if not (SessionSummaryChangedParamsChanges(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['session']
-    if not (x.__class__ is str):
-        return False
-    x = v['changes']
-    if not (SessionSummaryChangedParamsChanges(x)):
-        return False
-    return True
 
 
 def ProgressParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K766 or not _K767 <= v.keys():
+    if v.__class__ is not dict or not _K431.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['progressToken']
+        if not (x.__class__ is str):
+            return False
+        x = v['progress']
+        if not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('total', _A)
+        if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
+            return False
+        x = v.get('message', _A)
+        if x is not _A and not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['progressToken']
-    if not (x.__class__ is str):
-        return False
-    x = v['progress']
-    if not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('total', _A)
-    if x is not _A and not ((x.__class__ is int or x.__class__ is float)):
-        return False
-    x = v.get('message', _A)
-    if x is not _A and not (x.__class__ is str):
-        return False
-    return True
 
 
 def OtlpExportLogsParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K768 or not _K769 <= v.keys():
+    if v.__class__ is not dict or not _K432.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['payload']
+        if not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['payload']
-    if not (x.__class__ is dict):
-        return False
-    return True
 
 
 def OtlpExportTracesParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K770 or not _K771 <= v.keys():
+    if v.__class__ is not dict or not _K433.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['payload']
+        if not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['payload']
-    if not (x.__class__ is dict):
-        return False
-    return True
 
 
 def OtlpExportMetricsParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K772 or not _K773 <= v.keys():
+    if v.__class__ is not dict or not _K434.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['payload']
+        if not (x.__class__ is dict):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['payload']
-    if not (x.__class__ is dict):
-        return False
-    return True
 
 
 def TcpDataParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K774 or not _K775 <= v.keys():
+    if v.__class__ is not dict or not _K435.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        x = v['data']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    x = v['data']
-    if not (x.__class__ is str):
-        return False
-    return True
 
 
 def TcpEofParams(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K776 or not _K777 <= v.keys():
+    if v.__class__ is not dict or not _K436.issuperset(v):
         return False
-    x = v['channel']
-    if not (x.__class__ is str):
+    try:
+        x = v['channel']
+        if not (x.__class__ is str):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def AuthRequiredErrorData(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K778 or not _K779 <= v.keys():
+    if v.__class__ is not dict or not _K437.issuperset(v):
         return False
-    x = v['resources']
-    if not (_t14(x)):
+    try:
+        x = v['resources']
+        if not (_t14(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def PermissionDeniedErrorData(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K780:
+    if v.__class__ is not dict or not _K438.issuperset(v):
         return False
     x = v.get('request', _A)
     if x is not _A and not (ResourceRequestParams(x)):
@@ -7245,12 +8263,15 @@ def PermissionDeniedErrorData(v: Any) -> bool:
 
 
 def UnsupportedProtocolVersionErrorData(v: Any) -> bool:
-    if v.__class__ is not dict or not v.keys() <= _K781 or not _K782 <= v.keys():
+    if v.__class__ is not dict or not _K439.issuperset(v):
         return False
-    x = v['supportedVersions']
-    if not (_t0(x)):
+    try:
+        x = v['supportedVersions']
+        if not (_t0(x)):
+            return False
+        return True
+    except KeyError:  # a required key is missing
         return False
-    return True
 
 
 def _t0(x: Any) -> bool:
@@ -7312,7 +8333,10 @@ def _t6(x: Any) -> bool:
 
 def _t8(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D72, x.get('kind', _A))
+        try:
+            found = _D42.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7333,7 +8357,10 @@ def _t7(x: Any) -> bool:
 
 def _t9(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D73, x.get('kind', _A))
+        try:
+            found = _D43.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7345,7 +8372,10 @@ def _t9(x: Any) -> bool:
 
 def _t10(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D76, x.get('kind', _A))
+        try:
+            found = _D45.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7357,7 +8387,10 @@ def _t10(x: Any) -> bool:
 
 def _t12(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D77, x.get('type', _A))
+        try:
+            found = _D46.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7396,7 +8429,10 @@ def _t14(x: Any) -> bool:
 
 def _t16(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D85, x.get('type', _A))
+        try:
+            found = _D52.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7417,7 +8453,10 @@ def _t15(x: Any) -> bool:
 
 def _t17(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D94, x.get('kind', _A))
+        try:
+            found = _D58.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7429,7 +8468,10 @@ def _t17(x: Any) -> bool:
 
 def _t18(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D95, x.get('status', _A))
+        try:
+            found = _D59.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7495,7 +8537,10 @@ def _t24(x: Any) -> bool:
 
 def _t25(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D129, x.get('kind', _A))
+        try:
+            found = _D78.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7525,7 +8570,10 @@ def _t27(x: Any) -> bool:
 
 def _t28(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D163, x.get('kind', _A))
+        try:
+            found = _D96.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7573,7 +8621,10 @@ def _t33(x: Any) -> bool:
 
 def _t34(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D183, x.get('kind', _A))
+        try:
+            found = _D107.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7591,7 +8642,10 @@ def _t35(x: Any) -> bool:
 
 def _t36(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D184, x.get('status', _A))
+        try:
+            found = _D108.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7612,7 +8666,10 @@ def _t37(x: Any) -> bool:
 
 def _t39(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D201, x.get('type', _A))
+        try:
+            found = _D118.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7633,7 +8690,10 @@ def _t38(x: Any) -> bool:
 
 def _t40(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D204, x.get('status', _A))
+        try:
+            found = _D120.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7672,7 +8732,10 @@ def _t43(x: Any) -> bool:
 
 def _t45(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D217, x.get('kind', _A))
+        try:
+            found = _D127.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7762,7 +8825,10 @@ def _t53(x: Any) -> bool:
 
 def _t55(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D268, x.get('type', _A))
+        try:
+            found = _D153.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7783,7 +8849,10 @@ def _t54(x: Any) -> bool:
 
 def _t56(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D283, x.get('status', _A))
+        try:
+            found = _D161.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7795,7 +8864,10 @@ def _t56(x: Any) -> bool:
 
 def _t58(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D294, x.get('kind', _A))
+        try:
+            found = _D167.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7816,7 +8888,10 @@ def _t57(x: Any) -> bool:
 
 def _t60(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D301, x.get('kind', _A))
+        try:
+            found = _D171.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7873,7 +8948,10 @@ def _t64(x: Any) -> bool:
 
 def _t66(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D319, x.get('kind', _A))
+        try:
+            found = _D181.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7894,7 +8972,10 @@ def _t65(x: Any) -> bool:
 
 def _t68(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D320, x.get('kind', _A))
+        try:
+            found = _D182.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7915,7 +8996,10 @@ def _t67(x: Any) -> bool:
 
 def _t69(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D336, x.get('kind', _A))
+        try:
+            found = _D191.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7927,7 +9011,10 @@ def _t69(x: Any) -> bool:
 
 def _t70(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D337, x.get('status', _A))
+        try:
+            found = _D192.get(x.get('status', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -7999,7 +9086,10 @@ def _t77(x: Any) -> bool:
 
 def _t78(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D589, x.get('type', _A))
+        try:
+            found = _D329.get(x.get('type', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -8083,7 +9173,10 @@ def _t86(x: Any) -> bool:
 
 def _t87(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D701, x.get('kind', _A))
+        try:
+            found = _D395.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -8095,7 +9188,10 @@ def _t87(x: Any) -> bool:
 
 def _t88(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D707, x.get('kind', _A))
+        try:
+            found = _D399.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -8107,7 +9203,10 @@ def _t88(x: Any) -> bool:
 
 def _t89(x: Any) -> bool:
     if x.__class__ is dict:
-        found = _tab(_D724, x.get('kind', _A))
+        try:
+            found = _D408.get(x.get('kind', _A))
+        except TypeError:  # an unhashable value
+            return False
         if found is None:
             return False
         for fits in found:
@@ -8127,788 +9226,445 @@ def _t90(x: Any) -> bool:
 
 
 _K0 = frozenset({'windowBytes', 'maximumFrameBytes', 'maximumMessageBytes'})
-_K1 = frozenset({'windowBytes', 'maximumFrameBytes', 'maximumMessageBytes'})
-_K2 = frozenset({'clientReceive', 'hostReceive'})
-_K3 = frozenset({'clientReceive', 'hostReceive'})
-_K4 = frozenset({'channel', 'flowControl', 'recovery'})
-_K5 = frozenset({'channel', 'flowControl', 'recovery'})
-_K6 = frozenset({'src', 'contentType', 'sizes', 'theme'})
-_K7 = frozenset({'src'})
-_K8 = frozenset({'resource', 'resource_name', 'authorization_servers', 'jwks_uri', 'scopes_supported', 'bearer_methods_supported', 'resource_signing_alg_values_supported', 'resource_documentation', 'resource_policy_uri', 'resource_tos_uri', 'required'})
-_K9 = frozenset({'resource'})
-_K10 = frozenset({'type', 'title', 'description', 'default', 'enum', 'enumLabels', 'enumDescriptions', 'readOnly', 'items', 'minItems', 'maxItems', 'properties', 'required', 'additionalProperties'})
-_K11 = frozenset({'type', 'title'})
-_K12 = frozenset({'type', 'properties', 'required'})
-_K13 = frozenset({'type', 'properties'})
-_K14 = frozenset({'line', 'character'})
-_K15 = frozenset({'line', 'character'})
-_K16 = frozenset({'start', 'end'})
-_K17 = frozenset({'start', 'end'})
-_K18 = frozenset({'range'})
-_K19 = frozenset({'range'})
-_K20 = frozenset({'uri', 'sizeHint', 'contentType', 'nonce'})
-_K21 = frozenset({'uri'})
-_K22 = frozenset({'uri', 'content'})
-_K23 = frozenset({'uri', 'content'})
-_K24 = frozenset({'added', 'removed'})
-_K25 = frozenset({'before', 'after', 'diff'})
-_K26 = frozenset({'items'})
-_K27 = frozenset({'items'})
-_K28 = frozenset({'inputTokens', 'outputTokens', 'model', 'cacheReadTokens', '_meta'})
-_K29 = frozenset({'errorType', 'message', 'stack', '_meta'})
-_K30 = frozenset({'errorType', 'message'})
-_K31 = frozenset({'id', 'provider', 'name', 'maxContextWindow', 'maxOutputTokens', 'maxPromptTokens', 'supportsVision', 'policyState', 'configSchema', '_meta', 'vendor'})
-_K32 = frozenset({'id', 'provider', 'name'})
-_K33 = frozenset({'kind'})
-_K34 = frozenset({'kind'})
-_K35 = frozenset({'kind', 'message'})
-_K36 = frozenset({'message'})
-_K37 = frozenset({'kind', 'message'})
-_K38 = frozenset({'message'})
-_K39 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description', 'model', 'tools', 'disableModelInvocation', 'disableUserInvocation'})
-_K40 = frozenset({'id', 'uri', 'name'})
-_K41 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description', 'disableModelInvocation', 'disableUserInvocation'})
-_K42 = frozenset({'id', 'uri', 'name'})
-_K43 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description'})
-_K44 = frozenset({'id', 'uri', 'name'})
-_K45 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description', 'alwaysApply', 'globs'})
-_K46 = frozenset({'id', 'uri', 'name'})
-_K47 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type'})
-_K48 = frozenset({'id', 'uri', 'name'})
-_K49 = frozenset({'kind', 'enabled'})
-_K50 = frozenset({'enabled'})
-_K51 = frozenset({'kind', 'uri', 'enabled'})
-_K52 = frozenset({'uri', 'enabled'})
-_K53 = frozenset({'kind', 'enabled'})
-_K54 = frozenset({'enabled'})
-_K55 = frozenset({'kind', 'blocking'})
-_K56 = frozenset({'kind'})
-_K57 = frozenset({'clientId', 'clientSecret'})
-_K58 = frozenset({'clientId'})
-_K59 = frozenset({'reason', 'oauthClient', 'resource', 'requiredScopes', 'description', 'kind'})
-_K60 = frozenset({'reason', 'resource'})
-_K61 = frozenset({'kind', 'error'})
-_K62 = frozenset({'error'})
-_K63 = frozenset({'kind'})
-_K64 = frozenset({'listChanged'})
-_K65 = frozenset({'listChanged'})
-_K66 = frozenset({'tools'})
-_K67 = frozenset({'serverTools', 'serverResources', 'logging', 'sampling'})
-_K68 = frozenset({'capabilities'})
-_K69 = frozenset({'capabilities'})
-_K70 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'type', 'enablement', 'state', 'channel', 'mcpApp'})
-_K71 = frozenset({'id', 'uri', 'name', 'state'})
-_D72 = {'global': (CustomizationEnablementGlobal,), 'workspace': (CustomizationEnablementWorkspace,), 'session': (CustomizationEnablementSession,)}
-_D73 = {'starting': (McpServerStartingState,), 'ready': (McpServerReadyState,), 'authRequired': (McpServerAuthRequiredState,), 'error': (McpServerErrorState,), 'stopped': (McpServerStoppedState,)}
-_K74 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children', 'type', 'enablement', 'version'})
-_K75 = frozenset({'id', 'uri', 'name'})
-_D76 = {'loading': (CustomizationLoadingState,), 'loaded': (CustomizationLoadedState,), 'degraded': (CustomizationDegradedState,), 'error': (CustomizationErrorState,)}
-_D77 = {'agent': (AgentCustomization,), 'skill': (SkillCustomization,), 'prompt': (PromptCustomization,), 'rule': (RuleCustomization,), 'hook': (HookCustomization,), 'mcpServer': (McpServerCustomization,)}
-_K78 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children', 'type', 'enabled', 'contents', 'writable'})
-_K79 = frozenset({'id', 'uri', 'name', 'enabled', 'contents', 'writable'})
-_K80 = frozenset({'fork', 'sideChat'})
-_K81 = frozenset({'immutablePrimary', 'primaryReplacement'})
-_K82 = frozenset({'multipleChats', 'multipleWorkingDirectories'})
-_K83 = frozenset({'provider', 'displayName', 'description', 'models', 'protectedResources', 'customizations', 'capabilities'})
-_K84 = frozenset({'provider', 'displayName', 'description', 'models'})
-_D85 = {'plugin': (PluginCustomization,), 'directory': (DirectoryCustomization,), 'mcpServer': (McpServerCustomization,)}
-_K86 = frozenset({'kind', 'clientId'})
-_K87 = frozenset({'clientId'})
-_K88 = frozenset({'kind', 'session', 'chat', 'turnId', 'toolCallId'})
-_K89 = frozenset({'session', 'chat'})
-_K90 = frozenset({'status'})
-_K91 = frozenset({'status', 'exitCode'})
-_K92 = frozenset({'resource', 'title', 'claim', 'lifecycle'})
-_K93 = frozenset({'resource', 'title', 'claim', 'lifecycle'})
-_D94 = {'client': (TerminalClientClaim,), 'session': (TerminalSessionClaim,)}
-_D95 = {'running': (TerminalRunningLifecycleState,), 'exited': (TerminalExitedLifecycleState,)}
-_K96 = frozenset({'schema', 'values'})
-_K97 = frozenset({'schema', 'values'})
-_K98 = frozenset({'agents', 'activeSessions', 'terminals', 'config', '_meta'})
-_K99 = frozenset({'agents'})
-_K100 = frozenset({'kind', 'automation', 'run'})
-_K101 = frozenset({'automation', 'run'})
-_K102 = frozenset({'uri', 'displayName'})
-_K103 = frozenset({'uri', 'displayName'})
-_K104 = frozenset({'resource', 'annotationCount', 'entryCount'})
-_K105 = frozenset({'resource', 'annotationCount', 'entryCount'})
-_K106 = frozenset({'type', 'properties', 'required'})
-_K107 = frozenset({'type'})
-_K108 = frozenset({'type', 'properties', 'required'})
-_K109 = frozenset({'type'})
-_K110 = frozenset({'title', 'readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'})
-_K111 = frozenset({'name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'})
-_K112 = frozenset({'name'})
-_K113 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children', 'type', 'enablement', 'version', 'nonce', 'childEnablement'})
-_K114 = frozenset({'id', 'uri', 'name'})
-_K115 = frozenset({'clientId', 'displayName', 'tools', 'customizations'})
-_K116 = frozenset({'clientId', 'tools'})
-_K117 = frozenset({'additions', 'deletions', 'files'})
-_K118 = frozenset({'kind'})
-_K119 = frozenset({'kind', 'chat', 'turnId'})
-_K120 = frozenset({'chat', 'turnId'})
-_K121 = frozenset({'text', 'responsePartId'})
-_K122 = frozenset({'text'})
-_K123 = frozenset({'kind', 'chat', 'turnId', 'selection'})
-_K124 = frozenset({'chat', 'turnId'})
-_K125 = frozenset({'kind', 'chat', 'toolCallId'})
-_K126 = frozenset({'chat', 'toolCallId'})
-_K127 = frozenset({'resource', 'title', 'status', 'activity', 'modifiedAt', 'changes', 'origin', 'movable', 'interactivity', 'workingDirectories'})
-_K128 = frozenset({'resource', 'title', 'status', 'modifiedAt'})
-_D129 = {'user': (ChatOriginUser,), 'fork': (ChatOriginFork,), 'sideChat': (ChatOriginSideChat,), 'tool': (ChatOriginTool,)}
-_K130 = frozenset({'type', 'title', 'description', 'default', 'enum', 'enumLabels', 'enumDescriptions', 'readOnly', 'items', 'minItems', 'maxItems', 'properties', 'required', 'additionalProperties', 'enumDynamic', 'sessionMutable'})
-_K131 = frozenset({'type', 'title'})
-_K132 = frozenset({'type', 'properties', 'required'})
-_K133 = frozenset({'type', 'properties'})
-_K134 = frozenset({'schema', 'values'})
-_K135 = frozenset({'schema', 'values'})
-_K136 = frozenset({'review'})
-_K137 = frozenset({'label', 'uriTemplate', 'description', 'changeKind', 'capabilities'})
-_K138 = frozenset({'label', 'uriTemplate', 'changeKind'})
-_K139 = frozenset({'id', 'title', 'message', 'required', 'kind', 'format', 'min', 'max', 'defaultValue'})
-_K140 = frozenset({'id', 'message'})
-_K141 = frozenset({'id', 'title', 'message', 'required', 'kind', 'min', 'max', 'defaultValue'})
-_K142 = frozenset({'id', 'message', 'kind'})
-_K143 = frozenset({'id', 'title', 'message', 'required', 'kind', 'defaultValue'})
-_K144 = frozenset({'id', 'message'})
-_K145 = frozenset({'id', 'label', 'description', 'recommended'})
-_K146 = frozenset({'id', 'label'})
-_K147 = frozenset({'id', 'title', 'message', 'required', 'kind', 'options', 'allowFreeformInput'})
-_K148 = frozenset({'id', 'message', 'options'})
-_K149 = frozenset({'id', 'title', 'message', 'required', 'kind', 'options', 'allowFreeformInput', 'min', 'max'})
-_K150 = frozenset({'id', 'message', 'options'})
-_K151 = frozenset({'kind', 'value'})
-_K152 = frozenset({'value'})
-_K153 = frozenset({'kind', 'value'})
-_K154 = frozenset({'value'})
-_K155 = frozenset({'kind', 'value'})
-_K156 = frozenset({'value'})
-_K157 = frozenset({'kind', 'value', 'freeformValues'})
-_K158 = frozenset({'value'})
-_K159 = frozenset({'kind', 'value', 'freeformValues'})
-_K160 = frozenset({'value'})
-_K161 = frozenset({'state', 'value'})
-_K162 = frozenset({'state', 'value'})
-_D163 = {'text': (ChatInputTextAnswerValue,), 'number': (ChatInputNumberAnswerValue,), 'boolean': (ChatInputBooleanAnswerValue,), 'selected': (ChatInputSelectedAnswerValue,), 'selected-many': (ChatInputSelectedManyAnswerValue,)}
-_K164 = frozenset({'state', 'freeformValues'})
-_K165 = frozenset({'id', 'message', 'url', 'questions', 'answers'})
-_K166 = frozenset({'id'})
-_K167 = frozenset({'id', 'chat', 'kind', 'request'})
-_K168 = frozenset({'id', 'chat', 'request'})
-_K169 = frozenset({'kind', 'clientId'})
-_K170 = frozenset({'clientId'})
-_K171 = frozenset({'kind', 'customizationId'})
-_K172 = frozenset({'customizationId'})
-_K173 = frozenset({'markdown'})
-_K174 = frozenset({'markdown'})
-_K175 = frozenset({'kind', 'status'})
-_K176 = frozenset({'kind'})
-_K177 = frozenset({'kind', 'status', 'reason', 'safety'})
-_K178 = frozenset({'kind', 'reason', 'safety'})
-_K179 = frozenset({'id', 'label', 'kind', 'group'})
-_K180 = frozenset({'id', 'label', 'kind'})
-_K181 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'status', 'confirmationTitle', 'riskAssessment', 'edits', 'editable', 'options'})
-_K182 = frozenset({'toolCallId', 'toolName', 'displayName', 'invocationMessage'})
-_D183 = {'client': (ToolCallClientContributor,), 'mcp': (ToolCallMcpContributor,)}
-_D184 = {'loading': (ToolCallRiskAssessmentLoadingState,), 'complete': (ToolCallRiskAssessmentCompleteState,)}
-_K185 = frozenset({'type', 'text'})
-_K186 = frozenset({'text'})
-_K187 = frozenset({'type', 'data', 'contentType'})
-_K188 = frozenset({'data', 'contentType'})
-_K189 = frozenset({'uri', 'sizeHint', 'contentType', 'nonce', 'type'})
-_K190 = frozenset({'uri'})
-_K191 = frozenset({'before', 'after', 'diff', 'type'})
-_K192 = frozenset({'exitCode', 'preview', 'truncated'})
-_K193 = frozenset({'type', 'resource', 'title', 'isPty', 'result'})
-_K194 = frozenset({'resource', 'title'})
-_K195 = frozenset({'type', 'resource', 'title', 'agentName', 'description'})
-_K196 = frozenset({'resource', 'title'})
-_K197 = frozenset({'message', 'code'})
-_K198 = frozenset({'message'})
-_K199 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'success', 'pastTenseMessage', 'content', 'structuredContent', 'error', 'confirmed', 'selectedOption', 'status'})
-_K200 = frozenset({'toolCallId', 'toolName', 'displayName', 'invocationMessage', 'success', 'pastTenseMessage', 'confirmed'})
-_D201 = {'text': (ToolResultTextContent,), 'embeddedResource': (ToolResultEmbeddedResourceContent,), 'resource': (ToolResultResourceContent,), 'fileEdit': (ToolResultFileEditContent,), 'terminal': (ToolResultTerminalContent,), 'subagent': (ToolResultSubagentContent,)}
-_K202 = frozenset({'id', 'chat', 'kind', 'turnId', 'toolCall'})
-_K203 = frozenset({'id', 'chat', 'turnId', 'toolCall'})
-_D204 = {'pending-confirmation': (ToolCallPendingConfirmationState,), 'pending-result-confirmation': (ToolCallPendingResultConfirmationState,)}
-_K205 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'confirmed', 'selectedOption', 'status', 'content'})
-_K206 = frozenset({'toolCallId', 'toolName', 'displayName', 'invocationMessage', 'confirmed'})
-_K207 = frozenset({'id', 'chat', 'kind', 'turnId', 'clientId', 'toolCall'})
-_K208 = frozenset({'id', 'chat', 'turnId', 'clientId', 'toolCall'})
-_K209 = frozenset({'reason', 'oauthClient', 'resource', 'requiredScopes', 'description'})
-_K210 = frozenset({'reason', 'resource'})
-_K211 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'confirmed', 'selectedOption', 'status', 'auth', 'content'})
-_K212 = frozenset({'toolCallId', 'toolName', 'displayName', 'contributor', 'invocationMessage', 'confirmed', 'auth'})
-_K213 = frozenset({'id', 'chat', 'kind', 'turnId', 'toolCall'})
-_K214 = frozenset({'id', 'chat', 'turnId', 'toolCall'})
-_K215 = frozenset({'provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations', 'lifecycle', 'creationError', 'serverTools', 'activeClients', 'chats', 'defaultChat', 'config', 'customizations', 'changesets', 'inputNeeded', '_meta'})
-_K216 = frozenset({'provider', 'title', 'status', 'lifecycle', 'activeClients', 'chats'})
-_D217 = {'chatInput': (SessionChatInputRequest,), 'toolConfirmation': (SessionToolConfirmationRequest,), 'toolClientExecution': (SessionToolClientExecutionRequest,), 'toolAuthentication': (SessionToolAuthenticationRequest,)}
-_K218 = frozenset({'type', 'value'})
-_K219 = frozenset({'type', 'value'})
-_K220 = frozenset({'type', 'commandId', 'commandLine', 'output', 'timestamp', 'isComplete', 'exitCode', 'durationMs'})
-_K221 = frozenset({'type', 'commandId', 'commandLine', 'output', 'timestamp', 'isComplete'})
-_K222 = frozenset({'title', 'cwd', 'cols', 'rows', 'content', 'lifecycle', 'claim', 'supportsCommandDetection', 'isPty'})
-_K223 = frozenset({'title', 'content', 'lifecycle', 'claim'})
-_K224 = frozenset({'id', 'edit', 'reviewed', '_meta'})
-_K225 = frozenset({'id', 'edit'})
-_K226 = frozenset({'id', 'label', 'description', 'scopes', 'confirmation', 'icon', 'group', 'status', 'error'})
-_K227 = frozenset({'id', 'label', 'scopes', 'status'})
-_K228 = frozenset({'status', 'error', 'files', 'operations'})
-_K229 = frozenset({'status', 'files'})
-_K230 = frozenset({'items'})
-_K231 = frozenset({'items'})
-_K232 = frozenset({'items'})
-_K233 = frozenset({'items'})
-_K234 = frozenset({'root', 'recursive', 'excludes', 'includes'})
-_K235 = frozenset({'root', 'recursive'})
-_K236 = frozenset({'session', 'chat', 'turnId'})
-_K237 = frozenset({'session'})
-_K238 = frozenset({'id', 'text', '_meta'})
-_K239 = frozenset({'id', 'text'})
-_K240 = frozenset({'id', 'origin', 'resource', 'range', 'resolved', 'entries', '_meta'})
-_K241 = frozenset({'id', 'origin', 'resource', 'resolved', 'entries'})
-_K242 = frozenset({'annotations'})
-_K243 = frozenset({'annotations'})
-_K244 = frozenset({'id', 'label', 'startedAt', '_meta', 'kind', 'command', 'terminal'})
-_K245 = frozenset({'id', 'label', 'startedAt', 'command'})
-_K246 = frozenset({'id', 'label', 'startedAt', '_meta', 'kind', 'chat'})
-_K247 = frozenset({'id', 'label', 'startedAt', 'chat'})
-_K248 = frozenset({'resource'})
-_K249 = frozenset({'resource'})
-_K250 = frozenset({'kind'})
-_K251 = frozenset({'kind'})
-_K252 = frozenset({'label', 'range', 'displayKind', '_meta', 'type', 'modelRepresentation'})
-_K253 = frozenset({'label'})
-_K254 = frozenset({'label', 'range', 'displayKind', '_meta', 'type', 'data', 'contentType', 'selection'})
-_K255 = frozenset({'label', 'data', 'contentType'})
-_K256 = frozenset({'label', 'range', 'displayKind', '_meta', 'uri', 'sizeHint', 'contentType', 'nonce', 'type', 'selection'})
-_K257 = frozenset({'label', 'uri'})
-_K258 = frozenset({'label', 'range', 'displayKind', '_meta', 'type', 'resource', 'annotationIds'})
-_K259 = frozenset({'label', 'resource'})
-_K260 = frozenset({'label', 'range', 'displayKind', '_meta', 'type', 'resource', 'endTurn'})
-_K261 = frozenset({'label', 'resource'})
-_K262 = frozenset({'id', 'config'})
-_K263 = frozenset({'id'})
-_K264 = frozenset({'uri'})
-_K265 = frozenset({'uri'})
-_K266 = frozenset({'text', 'origin', 'attachments', 'model', 'agent', '_meta'})
-_K267 = frozenset({'text', 'origin'})
-_D268 = {'simple': (SimpleMessageAttachment,), 'embeddedResource': (MessageEmbeddedResourceAttachment,), 'resource': (MessageResourceAttachment,), 'annotations': (MessageAnnotationsAttachment,), 'chat': (MessageChatAttachment,)}
-_K269 = frozenset({'kind', 'id', 'content'})
-_K270 = frozenset({'id', 'content'})
-_K271 = frozenset({'uri', 'sizeHint', 'contentType', 'nonce', 'kind'})
-_K272 = frozenset({'uri'})
-_K273 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'status', 'partialInput', 'invocationMessage'})
-_K274 = frozenset({'toolCallId', 'toolName', 'displayName'})
-_K275 = frozenset({'message', 'code'})
-_K276 = frozenset({'message'})
-_K277 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'success', 'pastTenseMessage', 'content', 'structuredContent', 'error', 'confirmed', 'selectedOption', 'status'})
-_K278 = frozenset({'toolCallId', 'toolName', 'displayName', 'invocationMessage', 'success', 'pastTenseMessage', 'confirmed'})
-_K279 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'status', 'reason', 'reasonMessage', 'userSuggestion', 'selectedOption'})
-_K280 = frozenset({'toolCallId', 'toolName', 'displayName', 'invocationMessage', 'reason'})
-_K281 = frozenset({'kind', 'toolCall'})
-_K282 = frozenset({'toolCall'})
-_D283 = {'streaming': (ToolCallStreamingState,), 'pending-confirmation': (ToolCallPendingConfirmationState,), 'running': (ToolCallRunningState,), 'auth-required': (ToolCallAuthRequiredState,), 'pending-result-confirmation': (ToolCallPendingResultConfirmationState,), 'completed': (ToolCallCompletedState,), 'cancelled': (ToolCallCancelledState,)}
-_K284 = frozenset({'kind', 'id', 'content'})
-_K285 = frozenset({'id', 'content'})
-_K286 = frozenset({'kind', 'content', '_meta'})
-_K287 = frozenset({'content'})
-_K288 = frozenset({'kind', 'request', 'response'})
-_K289 = frozenset({'request'})
-_K290 = frozenset({'kind', 'error', 'resumable'})
-_K291 = frozenset({'error'})
-_K292 = frozenset({'id', 'startedAt', 'duration', 'message', 'responseParts', 'usage', 'state'})
-_K293 = frozenset({'id', 'message', 'responseParts', 'state'})
-_D294 = {'markdown': (MarkdownResponsePart,), 'contentRef': (ResourceResponsePart,), 'toolCall': (ToolCallResponsePart,), 'reasoning': (ReasoningResponsePart,), 'systemNotification': (SystemNotificationResponsePart,), 'inputRequest': (InputRequestResponsePart,), 'error': (ErrorResponsePart,)}
-_K295 = frozenset({'id', 'startedAt', 'message', 'responseParts', 'usage'})
-_K296 = frozenset({'id', 'startedAt', 'message', 'responseParts'})
-_K297 = frozenset({'id', 'message'})
-_K298 = frozenset({'id', 'message'})
-_K299 = frozenset({'resource', 'title', 'status', 'activity', 'modifiedAt', 'changes', 'origin', 'movable', 'interactivity', 'workingDirectories', 'changesets', 'backgroundWork', 'canvases', 'turns', 'turnsNextCursor', 'activeTurn', 'steeringMessage', 'queuedMessages', 'draft', '_meta'})
-_K300 = frozenset({'resource', 'title', 'status', 'modifiedAt', 'turns'})
-_D301 = {'shell': (BackgroundShellWork,), 'subagent': (BackgroundSubagentWork,)}
-_K302 = frozenset({'instanceId', 'extensionId', 'extensionName', 'canvasId', 'title', 'status', 'url'})
-_K303 = frozenset({'instanceId', 'extensionId', 'canvasId'})
-_K304 = frozenset({'provider', 'model', 'agent', 'workingDirectories', 'config', 'customizations'})
-_K305 = frozenset({'expression', 'timeZone'})
-_K306 = frozenset({'expression', 'timeZone'})
-_K307 = frozenset({'id', 'kind', 'schedule', 'misfirePolicy'})
-_K308 = frozenset({'id', 'schedule'})
-_K309 = frozenset({'id', 'title', 'description'})
-_K310 = frozenset({'id', 'title'})
-_K311 = frozenset({'id', 'kind', 'type', 'title', 'description', 'events', 'config'})
-_K312 = frozenset({'id', 'type', 'title', 'events'})
-_K313 = frozenset({'kind', 'max'})
-_K314 = frozenset({'max'})
-_K315 = frozenset({'kind', 'date'})
-_K316 = frozenset({'date'})
-_K317 = frozenset({'title', 'message', 'session', 'enabled', 'triggers', 'disableConditions', '_meta'})
-_K318 = frozenset({'title', 'message', 'session', 'enabled', 'triggers'})
-_D319 = {'schedule': (AutomationScheduleTrigger,), 'event': (AutomationEventTrigger,)}
-_D320 = {'afterRuns': (AutomationAfterRunsCondition,), 'afterDate': (AutomationAfterDateCondition,)}
-_K321 = frozenset({'kind'})
-_K322 = frozenset({'kind', 'triggerId', 'scheduledFor', 'catchUp', 'event'})
-_K323 = frozenset({'triggerId'})
-_K324 = frozenset({'status', 'createdAt'})
-_K325 = frozenset({'createdAt'})
-_K326 = frozenset({'status', 'createdAt', 'startedAt'})
-_K327 = frozenset({'createdAt', 'startedAt'})
-_K328 = frozenset({'status', 'createdAt', 'startedAt', 'completedAt', 'usage'})
-_K329 = frozenset({'createdAt', 'startedAt', 'completedAt'})
-_K330 = frozenset({'status', 'createdAt', 'startedAt', 'completedAt', 'error'})
-_K331 = frozenset({'createdAt', 'completedAt', 'error'})
-_K332 = frozenset({'status', 'createdAt', 'startedAt', 'completedAt'})
-_K333 = frozenset({'createdAt', 'completedAt'})
-_K334 = frozenset({'resource', 'automation', 'origin', 'lifecycle', 'primarySession', 'sessionCount', '_meta'})
-_K335 = frozenset({'resource', 'automation', 'origin', 'lifecycle', 'sessionCount'})
-_D336 = {'manual': (AutomationManualRunOrigin,), 'trigger': (AutomationTriggeredRunOrigin,)}
-_D337 = {'pending': (AutomationPendingRunLifecycle,), 'running': (AutomationRunningRunLifecycle,), 'completed': (AutomationCompletedRunLifecycle,), 'failed': (AutomationFailedRunLifecycle,), 'cancelled': (AutomationCancelledRunLifecycle,)}
-_K338 = frozenset({'resource', 'definition', 'nextRunAt', 'runCount', 'runs', 'runsNextCursor', 'operations', 'customizations', 'createdAt', 'modifiedAt', '_meta'})
-_K339 = frozenset({'resource', 'definition', 'runs', 'operations', 'createdAt', 'modifiedAt'})
-_K340 = frozenset({'entries', '_meta'})
-_K341 = frozenset({'entries'})
-_K342 = frozenset({'resource', 'automation', 'origin', 'lifecycle', 'sessions', 'primarySession', '_meta'})
-_K343 = frozenset({'resource', 'automation', 'origin', 'lifecycle', 'sessions'})
-_K344 = frozenset({'resource', 'state', 'fromSeq'})
-_K345 = frozenset({'resource', 'state', 'fromSeq'})
-_K346 = frozenset({'provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations'})
-_K347 = frozenset({'provider', 'title', 'status'})
-_K348 = frozenset({'id', 'chat'})
-_K349 = frozenset({'id', 'chat'})
-_K350 = frozenset({'resource', 'title', 'origin', 'interactivity', 'status', 'changes'})
-_K351 = frozenset({'resource', 'title'})
-_K352 = frozenset({'provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations', 'resource', 'createdAt', 'modifiedAt', 'changes', '_meta', 'chats', 'defaultChat'})
-_K353 = frozenset({'provider', 'title', 'status', 'resource', 'createdAt', 'modifiedAt'})
-_K354 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta'})
-_K355 = frozenset({'id', 'uri', 'name'})
-_K356 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children'})
-_K357 = frozenset({'id', 'uri', 'name'})
-_K358 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled'})
-_K359 = frozenset({'id', 'uri', 'name'})
-_K360 = frozenset({'id', 'label', 'startedAt', '_meta'})
-_K361 = frozenset({'id', 'label', 'startedAt'})
-_K362 = frozenset({'id', 'title', 'message', 'required'})
-_K363 = frozenset({'id', 'message'})
-_K364 = frozenset({'label', 'range', 'displayKind', '_meta'})
-_K365 = frozenset({'label'})
-_K366 = frozenset({'kind'})
-_K367 = frozenset({'kind'})
-_K368 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta'})
-_K369 = frozenset({'toolCallId', 'toolName', 'displayName'})
-_K370 = frozenset({'invocationMessage', 'toolInput'})
-_K371 = frozenset({'invocationMessage'})
-_K372 = frozenset({'message', 'code'})
-_K373 = frozenset({'message'})
-_K374 = frozenset({'success', 'pastTenseMessage', 'content', 'structuredContent', 'error'})
-_K375 = frozenset({'success', 'pastTenseMessage'})
-_K376 = frozenset({'confirmed', 'selectedOption'})
-_K377 = frozenset({'confirmed'})
-_K378 = frozenset({'logs', 'traces', 'metrics'})
-_K379 = frozenset({'uri', 'type'})
-_K380 = frozenset({'uri', 'type'})
-_K381 = frozenset({'type', 'title', 'description', 'events', 'configSchema'})
-_K382 = frozenset({'type', 'title', 'events'})
-_K383: frozenset[str] = frozenset()
-_K384 = frozenset({'clientId', 'clientSeq'})
-_K385 = frozenset({'clientId', 'clientSeq'})
-_K386 = frozenset({'type', 'agents'})
-_K387 = frozenset({'agents'})
-_K388 = frozenset({'type', 'activeSessions'})
-_K389 = frozenset({'activeSessions'})
-_K390 = frozenset({'type', 'terminals'})
-_K391 = frozenset({'terminals'})
-_K392 = frozenset({'type', 'config', 'replace'})
-_K393 = frozenset({'config'})
-_K394 = frozenset({'type'})
-_K395 = frozenset({'type', 'error'})
-_K396 = frozenset({'error'})
-_K397 = frozenset({'type', 'summary'})
-_K398 = frozenset({'summary'})
-_K399 = frozenset({'type', 'chat'})
-_K400 = frozenset({'chat'})
-_K401 = frozenset({'resource', 'title', 'status', 'activity', 'modifiedAt', 'changes', 'origin', 'movable', 'interactivity', 'workingDirectories'})
-_K402 = frozenset({'type', 'chat', 'changes'})
-_K403 = frozenset({'chat', 'changes'})
-_K404 = frozenset({'type', 'chats'})
-_K405 = frozenset({'chats'})
-_K406 = frozenset({'type', 'defaultChat'})
-_K407 = frozenset({'type', 'title'})
-_K408 = frozenset({'title'})
-_K409 = frozenset({'type', 'tools'})
-_K410 = frozenset({'tools'})
-_K411 = frozenset({'type', 'activeClient'})
-_K412 = frozenset({'activeClient'})
-_K413 = frozenset({'type', 'clientId'})
-_K414 = frozenset({'clientId'})
-_K415 = frozenset({'type', 'directory'})
-_K416 = frozenset({'directory'})
-_K417 = frozenset({'type', 'directory'})
-_K418 = frozenset({'directory'})
-_K419 = frozenset({'type', 'directory', 'replacement'})
-_K420 = frozenset({'directory', 'replacement'})
-_K421 = frozenset({'type', 'request'})
-_K422 = frozenset({'request'})
-_K423 = frozenset({'type', 'id'})
-_K424 = frozenset({'id'})
-_K425 = frozenset({'type', 'customizations'})
-_K426 = frozenset({'customizations'})
-_K427 = frozenset({'type', 'id', 'enablement'})
-_K428 = frozenset({'id', 'enablement'})
-_K429 = frozenset({'type', 'customization'})
-_K430 = frozenset({'customization'})
-_K431 = frozenset({'type', 'id'})
-_K432 = frozenset({'id'})
-_K433 = frozenset({'type', 'id', 'state', 'channel'})
-_K434 = frozenset({'id', 'state'})
-_K435 = frozenset({'type', 'id'})
-_K436 = frozenset({'id'})
-_K437 = frozenset({'type', 'id'})
-_K438 = frozenset({'id'})
-_K439 = frozenset({'type', 'id'})
-_K440 = frozenset({'id'})
-_K441 = frozenset({'type', 'isRead'})
-_K442 = frozenset({'isRead'})
-_K443 = frozenset({'type', 'isArchived'})
-_K444 = frozenset({'isArchived'})
-_K445 = frozenset({'type', 'activity'})
-_K446 = frozenset({'type', 'changesets'})
-_K447 = frozenset({'type', 'config', 'replace'})
-_K448 = frozenset({'config'})
-_K449 = frozenset({'type', '_meta'})
-_K450 = frozenset({'type', 'turnId', 'startedAt', 'message', 'queuedMessageId', '_meta'})
-_K451 = frozenset({'turnId', 'startedAt', 'message'})
-_K452 = frozenset({'type', 'turnId', 'partId', 'content', '_meta'})
-_K453 = frozenset({'turnId', 'partId', 'content'})
-_K454 = frozenset({'type', 'turnId', 'part', '_meta'})
-_K455 = frozenset({'turnId', 'part'})
-_K456 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'toolName', 'displayName', 'intention', 'contributor'})
-_K457 = frozenset({'turnId', 'toolCallId', 'toolName', 'displayName'})
-_K458 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'content', 'invocationMessage'})
-_K459 = frozenset({'turnId', 'toolCallId'})
-_K460 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'contributor', 'intention', 'invocationMessage', 'toolInput', 'confirmationTitle', 'riskAssessment', 'edits', 'editable', 'confirmed', 'options'})
-_K461 = frozenset({'turnId', 'toolCallId', 'invocationMessage'})
-_K462 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'approved', 'confirmed', 'editedToolInput', 'selectedOptionId'})
-_K463 = frozenset({'turnId', 'toolCallId', 'confirmed'})
-_K464 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'approved', 'reason', 'userSuggestion', 'reasonMessage', 'selectedOptionId'})
-_K465 = frozenset({'turnId', 'toolCallId', 'reason'})
-_K466 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'result', 'requiresResultConfirmation'})
-_K467 = frozenset({'turnId', 'toolCallId', 'result'})
-_K468 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'approved'})
-_K469 = frozenset({'turnId', 'toolCallId', 'approved'})
-_K470 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'content'})
-_K471 = frozenset({'turnId', 'toolCallId', 'content'})
-_K472 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'auth'})
-_K473 = frozenset({'turnId', 'toolCallId', 'auth'})
-_K474 = frozenset({'turnId', 'toolCallId', '_meta', 'type'})
-_K475 = frozenset({'turnId', 'toolCallId'})
-_K476 = frozenset({'type', 'turnId', 'duration', '_meta'})
-_K477 = frozenset({'turnId', 'duration'})
-_K478 = frozenset({'type', 'turnId', 'duration', '_meta'})
-_K479 = frozenset({'turnId', 'duration'})
-_K480 = frozenset({'type', 'turnId', 'duration', 'part', '_meta'})
-_K481 = frozenset({'turnId', 'duration', 'part'})
-_K482 = frozenset({'type', 'turnId'})
-_K483 = frozenset({'turnId'})
-_K484 = frozenset({'type', 'activity'})
-_K485 = frozenset({'type', 'work'})
-_K486 = frozenset({'work'})
-_K487 = frozenset({'type', 'id'})
-_K488 = frozenset({'id'})
-_K489 = frozenset({'type', 'movable'})
-_K490 = frozenset({'movable'})
-_K491 = frozenset({'type', 'changesets'})
-_K492 = frozenset({'type', 'canvases'})
-_K493 = frozenset({'type', 'canvas'})
-_K494 = frozenset({'canvas'})
-_K495 = frozenset({'type', 'directory'})
-_K496 = frozenset({'directory'})
-_K497 = frozenset({'type', 'directory'})
-_K498 = frozenset({'directory'})
-_K499 = frozenset({'type', 'turnId', 'usage', '_meta'})
-_K500 = frozenset({'turnId', 'usage'})
-_K501 = frozenset({'type', 'turnId', 'partId', 'content', '_meta'})
-_K502 = frozenset({'turnId', 'partId', 'content'})
-_K503 = frozenset({'type', 'kind', 'id', 'message'})
-_K504 = frozenset({'kind', 'id', 'message'})
-_K505 = frozenset({'type', 'kind', 'id'})
-_K506 = frozenset({'kind', 'id'})
-_K507 = frozenset({'type', 'order'})
-_K508 = frozenset({'order'})
-_K509 = frozenset({'type', 'draft'})
-_K510 = frozenset({'type', 'isRead'})
-_K511 = frozenset({'isRead'})
-_K512 = frozenset({'type', 'isArchived'})
-_K513 = frozenset({'isArchived'})
-_K514 = frozenset({'type', 'request'})
-_K515 = frozenset({'request'})
-_K516 = frozenset({'type', 'requestId', 'questionId', 'answer'})
-_K517 = frozenset({'requestId', 'questionId'})
-_K518 = frozenset({'type', 'requestId', 'response', 'answers'})
-_K519 = frozenset({'requestId', 'response'})
-_K520 = frozenset({'type', 'turnId'})
-_K521 = frozenset({'type', 'turns', 'turnsNextCursor'})
-_K522 = frozenset({'turns'})
-_K523 = frozenset({'type', 'status', 'error'})
-_K524 = frozenset({'status'})
-_K525 = frozenset({'type', 'file'})
-_K526 = frozenset({'file'})
-_K527 = frozenset({'type', 'fileId'})
-_K528 = frozenset({'fileId'})
-_K529 = frozenset({'type', 'files', 'reviewed'})
-_K530 = frozenset({'files', 'reviewed'})
-_K531 = frozenset({'type', 'files', 'operations'})
-_K532 = frozenset({'files'})
-_K533 = frozenset({'type', 'operations'})
-_K534 = frozenset({'type', 'operationId', 'status', 'error'})
-_K535 = frozenset({'operationId', 'status'})
-_K536 = frozenset({'type'})
-_K537 = frozenset({'type', 'annotation'})
-_K538 = frozenset({'annotation'})
-_K539 = frozenset({'type', 'annotationId', 'origin', 'resource', 'range', 'resolved'})
-_K540 = frozenset({'annotationId'})
-_K541 = frozenset({'type', 'annotationId'})
-_K542 = frozenset({'annotationId'})
-_K543 = frozenset({'type', 'annotationId', 'entry'})
-_K544 = frozenset({'annotationId', 'entry'})
-_K545 = frozenset({'type', 'annotationId', 'entryId'})
-_K546 = frozenset({'annotationId', 'entryId'})
-_K547 = frozenset({'type', 'data'})
-_K548 = frozenset({'data'})
-_K549 = frozenset({'type', 'data'})
-_K550 = frozenset({'data'})
-_K551 = frozenset({'type', 'cols', 'rows'})
-_K552 = frozenset({'cols', 'rows'})
-_K553 = frozenset({'type', 'claim'})
-_K554 = frozenset({'claim'})
-_K555 = frozenset({'type', 'title'})
-_K556 = frozenset({'title'})
-_K557 = frozenset({'type', 'cwd'})
-_K558 = frozenset({'cwd'})
-_K559 = frozenset({'type', 'exitCode'})
-_K560 = frozenset({'type'})
-_K561 = frozenset({'type'})
-_K562 = frozenset({'type', 'commandId', 'commandLine', 'timestamp'})
-_K563 = frozenset({'commandId', 'commandLine', 'timestamp'})
-_K564 = frozenset({'type', 'commandId', 'exitCode', 'durationMs'})
-_K565 = frozenset({'commandId'})
-_K566 = frozenset({'items'})
-_K567 = frozenset({'items'})
-_K568 = frozenset({'type', 'changes'})
-_K569 = frozenset({'changes'})
-_K570 = frozenset({'type', 'resource', 'definition'})
-_K571 = frozenset({'resource', 'definition'})
-_K572 = frozenset({'title', 'message', 'session', 'enabled', 'triggers', 'disableConditions', '_meta'})
-_K573 = frozenset({'type', 'resource', 'changes'})
-_K574 = frozenset({'resource', 'changes'})
-_K575 = frozenset({'type', 'automation'})
-_K576 = frozenset({'automation'})
-_K577 = frozenset({'type', 'resource'})
-_K578 = frozenset({'resource'})
-_K579 = frozenset({'type', 'lifecycle'})
-_K580 = frozenset({'lifecycle'})
-_K581 = frozenset({'type', 'session'})
-_K582 = frozenset({'session'})
-_K583 = frozenset({'type', 'session'})
-_K584 = frozenset({'session'})
-_K585 = frozenset({'type', 'primarySession'})
-_K586 = frozenset({'type'})
-_K587 = frozenset({'channel', 'action', 'serverSeq', 'origin', 'rejectionReason'})
-_K588 = frozenset({'channel', 'action', 'serverSeq'})
-_D589 = {'root/agentsChanged': (RootAgentsChangedAction,), 'root/activeSessionsChanged': (RootActiveSessionsChangedAction,), 'root/terminalsChanged': (RootTerminalsChangedAction,), 'root/configChanged': (RootConfigChangedAction,), 'session/ready': (SessionReadyAction,), 'session/creationFailed': (SessionCreationFailedAction,), 'session/chatAdded': (SessionChatAddedAction,), 'session/chatRemoved': (SessionChatRemovedAction,), 'session/chatUpdated': (SessionChatUpdatedAction,), 'session/chatsReordered': (SessionChatsReorderedAction,), 'session/defaultChatChanged': (SessionDefaultChatChangedAction,), 'session/titleChanged': (SessionTitleChangedAction,), 'session/serverToolsChanged': (SessionServerToolsChangedAction,), 'session/activeClientSet': (SessionActiveClientSetAction,), 'session/activeClientRemoved': (SessionActiveClientRemovedAction,), 'session/workingDirectorySet': (SessionWorkingDirectorySetAction,), 'session/workingDirectoryRemoved': (SessionWorkingDirectoryRemovedAction,), 'session/workingDirectoryReplaced': (SessionWorkingDirectoryReplacedAction,), 'session/inputNeededSet': (SessionInputNeededSetAction,), 'session/inputNeededRemoved': (SessionInputNeededRemovedAction,), 'session/customizationsChanged': (SessionCustomizationsChangedAction,), 'session/customizationToggled': (SessionCustomizationToggledAction,), 'session/customizationUpdated': (SessionCustomizationUpdatedAction,), 'session/customizationRemoved': (SessionCustomizationRemovedAction,), 'session/mcpServerStateChanged': (SessionMcpServerStateChangedAction,), 'session/mcpServerStartRequested': (SessionMcpServerStartRequestedAction,), 'session/mcpServerStopRequested': (SessionMcpServerStopRequestedAction,), 'session/mcpServerBackgroundRequested': (SessionMcpServerBackgroundRequestedAction,), 'session/isReadChanged': (SessionIsReadChangedAction,), 'session/isArchivedChanged': (SessionIsArchivedChangedAction,), 'session/activityChanged': (SessionActivityChangedAction,), 'session/changesetsChanged': (SessionChangesetsChangedAction,), 'session/configChanged': (SessionConfigChangedAction,), 'session/metaChanged': (SessionMetaChangedAction,), 'chat/turnStarted': (ChatTurnStartedAction,), 'chat/delta': (ChatDeltaAction,), 'chat/responsePart': (ChatResponsePartAction,), 'chat/toolCallStart': (ChatToolCallStartAction,), 'chat/toolCallDelta': (ChatToolCallDeltaAction,), 'chat/toolCallReady': (ChatToolCallReadyAction,), 'chat/toolCallConfirmed': (ChatToolCallApprovedAction, ChatToolCallDeniedAction,), 'chat/toolCallComplete': (ChatToolCallCompleteAction,), 'chat/toolCallResultConfirmed': (ChatToolCallResultConfirmedAction,), 'chat/toolCallContentChanged': (ChatToolCallContentChangedAction,), 'chat/toolCallAuthRequired': (ChatToolCallAuthRequiredAction,), 'chat/toolCallAuthResolved': (ChatToolCallAuthResolvedAction,), 'chat/turnComplete': (ChatTurnCompleteAction,), 'chat/turnCancelled': (ChatTurnCancelledAction,), 'chat/error': (ChatErrorAction,), 'chat/turnResume': (ChatTurnResumeAction,), 'chat/activityChanged': (ChatActivityChangedAction,), 'chat/backgroundWorkSet': (ChatBackgroundWorkSetAction,), 'chat/backgroundWorkRemoved': (ChatBackgroundWorkRemovedAction,), 'chat/movableChanged': (ChatMovableChangedAction,), 'chat/changesetsChanged': (ChatChangesetsChangedAction,), 'chat/canvasesChanged': (ChatCanvasesChangedAction,), 'canvas/stateChanged': (CanvasStateChangedAction,), 'chat/workingDirectorySet': (ChatWorkingDirectorySetAction,), 'chat/workingDirectoryRemoved': (ChatWorkingDirectoryRemovedAction,), 'chat/usage': (ChatUsageAction,), 'chat/reasoning': (ChatReasoningAction,), 'chat/pendingMessageSet': (ChatPendingMessageSetAction,), 'chat/pendingMessageRemoved': (ChatPendingMessageRemovedAction,), 'chat/queuedMessagesReordered': (ChatQueuedMessagesReorderedAction,), 'chat/draftChanged': (ChatDraftChangedAction,), 'chat/isReadChanged': (ChatIsReadChangedAction,), 'chat/isArchivedChanged': (ChatIsArchivedChangedAction,), 'chat/inputRequested': (ChatInputRequestedAction,), 'chat/inputAnswerChanged': (ChatInputAnswerChangedAction,), 'chat/inputCompleted': (ChatInputCompletedAction,), 'chat/truncated': (ChatTruncatedAction,), 'chat/turnsLoaded': (ChatTurnsLoadedAction,), 'changeset/statusChanged': (ChangesetStatusChangedAction,), 'changeset/fileSet': (ChangesetFileSetAction,), 'changeset/fileRemoved': (ChangesetFileRemovedAction,), 'changeset/filesReviewChanged': (ChangesetFilesReviewChangedAction,), 'changeset/contentChanged': (ChangesetContentChangedAction,), 'changeset/operationsChanged': (ChangesetOperationsChangedAction,), 'changeset/operationStatusChanged': (ChangesetOperationStatusChangedAction,), 'changeset/cleared': (ChangesetClearedAction,), 'annotations/set': (AnnotationsSetAction,), 'annotations/updated': (AnnotationsUpdatedAction,), 'annotations/removed': (AnnotationsRemovedAction,), 'annotations/entrySet': (AnnotationsEntrySetAction,), 'annotations/entryRemoved': (AnnotationsEntryRemovedAction,), 'terminal/data': (TerminalDataAction,), 'terminal/input': (TerminalInputAction,), 'terminal/resized': (TerminalResizedAction,), 'terminal/claimed': (TerminalClaimedAction,), 'terminal/titleChanged': (TerminalTitleChangedAction,), 'terminal/cwdChanged': (TerminalCwdChangedAction,), 'terminal/exited': (TerminalExitedAction,), 'terminal/cleared': (TerminalClearedAction,), 'terminal/commandDetectionAvailable': (TerminalCommandDetectionAvailableAction,), 'terminal/commandExecuted': (TerminalCommandExecutedAction,), 'terminal/commandFinished': (TerminalCommandFinishedAction,), 'resourceWatch/changed': (ResourceWatchChangedAction,), 'automation/createRequested': (AutomationCreateRequestedAction,), 'automation/updateRequested': (AutomationUpdateRequestedAction,), 'automation/set': (AutomationSetAction,), 'automation/removed': (AutomationRemovedAction,), 'automationRun/lifecycleChanged': (AutomationRunLifecycleChangedAction,), 'automationRun/sessionSet': (AutomationRunSessionSetAction,), 'automationRun/sessionRemoved': (AutomationRunSessionRemovedAction,), 'automationRun/primarySessionChanged': (AutomationRunPrimarySessionChangedAction,), 'automationRun/cancelRequested': (AutomationRunCancelRequestedAction,)}
-_K590 = frozenset({'turnId', 'toolCallId', '_meta'})
-_K591 = frozenset({'turnId', 'toolCallId'})
-_K592 = frozenset({'channel', '_meta'})
-_K593 = frozenset({'channel'})
-_K594 = frozenset({'limit', 'cursor'})
-_K595 = frozenset({'nextCursor'})
-_K596 = frozenset({'name', 'version', 'title'})
-_K597 = frozenset({'name'})
-_K598 = frozenset({'mcpApps'})
-_K599 = frozenset({'channel', '_meta', 'protocolVersions', 'clientId', 'clientInfo', 'initialSubscriptions', 'locale', 'capabilities'})
-_K600 = frozenset({'channel', 'protocolVersions', 'clientId'})
-_K601: frozenset[str] = frozenset()
-_K602 = frozenset({'minIntervalMinutes'})
-_K603: frozenset[str] = frozenset()
-_K604: frozenset[str] = frozenset()
-_K605 = frozenset({'create', 'schedules', 'runCancellation', 'runHistoryLimit', 'customizations'})
-_K606 = frozenset({'protocolVersion', 'serverSeq', 'serverInfo', '_meta', 'snapshots', 'defaultDirectory', 'completionTriggerCharacters', 'terminalCommandPrefix', 'telemetry', 'automations', 'tcpConnections'})
-_K607 = frozenset({'protocolVersion', 'serverSeq', 'snapshots'})
-_K608 = frozenset({'channel', '_meta'})
-_K609 = frozenset({'channel'})
-_K610 = frozenset({'channel', 'lastAppliedServerSeq'})
-_K611 = frozenset({'channel'})
-_K612 = frozenset({'items'})
-_K613 = frozenset({'items'})
-_K614 = frozenset({'channel', '_meta', 'clientId', 'lastSeenServerSeq', 'subscriptions', 'windows'})
-_K615 = frozenset({'channel', 'clientId', 'lastSeenServerSeq', 'subscriptions'})
-_K616 = frozenset({'items'})
-_K617 = frozenset({'items'})
-_K618 = frozenset({'type', 'actions', 'missing', 'windows'})
-_K619 = frozenset({'actions', 'missing'})
-_K620 = frozenset({'type', 'snapshots', 'windows'})
-_K621 = frozenset({'snapshots'})
-_K622 = frozenset({'maxLatencyMs'})
-_K623 = frozenset({'turns'})
-_K624 = frozenset({'receive'})
-_K625 = frozenset({'receive'})
-_K626 = frozenset({'channel', '_meta', 'delivery', 'view', 'flowControl'})
-_K627 = frozenset({'channel'})
-_K628 = frozenset({'snapshot', 'flowControl'})
-_K629 = frozenset({'channel'})
-_K630 = frozenset({'channel'})
-_K631 = frozenset({'channel', 'clientSeq', 'action'})
-_K632 = frozenset({'channel', 'clientSeq', 'action'})
-_K633 = frozenset({'channel', '_meta', 'uri', 'encoding'})
-_K634 = frozenset({'channel', 'uri'})
-_K635 = frozenset({'data', 'encoding', 'contentType'})
-_K636 = frozenset({'data', 'encoding'})
-_K637 = frozenset({'channel', '_meta', 'uri', 'data', 'encoding', 'contentType', 'createOnly', 'mode', 'position', 'ifMatch'})
-_K638 = frozenset({'channel', 'uri', 'data', 'encoding'})
-_K639: frozenset[str] = frozenset()
-_K640 = frozenset({'channel', '_meta', 'uri'})
-_K641 = frozenset({'channel', 'uri'})
-_K642 = frozenset({'name', 'type'})
-_K643 = frozenset({'name', 'type'})
-_K644 = frozenset({'entries'})
-_K645 = frozenset({'entries'})
-_K646 = frozenset({'channel', '_meta', 'source', 'destination', 'failIfExists'})
-_K647 = frozenset({'channel', 'source', 'destination'})
-_K648: frozenset[str] = frozenset()
-_K649 = frozenset({'channel', '_meta', 'uri', 'recursive'})
-_K650 = frozenset({'channel', 'uri'})
-_K651: frozenset[str] = frozenset()
-_K652 = frozenset({'channel', '_meta', 'uri', 'read', 'write'})
-_K653 = frozenset({'channel', 'uri'})
-_K654: frozenset[str] = frozenset()
-_K655 = frozenset({'channel', '_meta', 'source', 'destination', 'failIfExists'})
-_K656 = frozenset({'channel', 'source', 'destination'})
-_K657: frozenset[str] = frozenset()
-_K658 = frozenset({'channel', '_meta', 'uri', 'followSymlinks'})
-_K659 = frozenset({'channel', 'uri'})
-_K660 = frozenset({'uri', 'type', 'size', 'mtime', 'ctime', 'contentType', 'etag'})
-_K661 = frozenset({'uri', 'type'})
-_K662 = frozenset({'channel', '_meta', 'uri'})
-_K663 = frozenset({'channel', 'uri'})
-_K664: frozenset[str] = frozenset()
-_K665 = frozenset({'channel', '_meta', 'resource', 'token', 'expiresIn', 'scopes'})
-_K666 = frozenset({'channel', 'resource', 'token'})
-_K667: frozenset[str] = frozenset()
-_K668 = frozenset({'channel', '_meta', 'limit', 'cursor'})
-_K669 = frozenset({'channel'})
-_K670 = frozenset({'nextCursor', 'items'})
-_K671 = frozenset({'items'})
-_K672 = frozenset({'channel', '_meta', 'provider', 'workingDirectory', 'config'})
-_K673 = frozenset({'channel'})
-_K674 = frozenset({'schema', 'values'})
-_K675 = frozenset({'schema', 'values'})
-_K676 = frozenset({'value', 'label', 'description'})
-_K677 = frozenset({'value', 'label'})
-_K678 = frozenset({'channel', '_meta', 'provider', 'workingDirectory', 'config', 'property', 'query'})
-_K679 = frozenset({'channel', 'property'})
-_K680 = frozenset({'items'})
-_K681 = frozenset({'items'})
-_K682 = frozenset({'channel', '_meta', 'provider', 'workingDirectories', 'config', 'activeClient', 'progressToken'})
-_K683 = frozenset({'channel'})
-_K684 = frozenset({'channel', '_meta'})
-_K685 = frozenset({'channel'})
-_K686 = frozenset({'channel', '_meta', 'cursor'})
-_K687 = frozenset({'channel'})
-_K688: frozenset[str] = frozenset()
-_K689 = frozenset({'channel', '_meta', 'kind', 'text', 'offset'})
-_K690 = frozenset({'channel', 'kind', 'text', 'offset'})
-_K691 = frozenset({'insertText', 'rangeStart', 'rangeEnd', 'attachment'})
-_K692 = frozenset({'insertText', 'attachment'})
-_K693 = frozenset({'items'})
-_K694 = frozenset({'items'})
-_K695 = frozenset({'kind', 'chat', 'turnId'})
-_K696 = frozenset({'chat', 'turnId'})
-_K697 = frozenset({'kind', 'chat', 'turnId', 'selection'})
-_K698 = frozenset({'chat', 'turnId'})
-_K699 = frozenset({'channel', '_meta', 'chat', 'initialMessage', 'source', 'workingDirectories'})
-_K700 = frozenset({'channel', 'chat'})
-_D701 = {'fork': (ForkChatSource,), 'sideChat': (SideChatSource,)}
-_K702 = frozenset({'kind', 'session', 'after'})
-_K703 = frozenset({'session'})
-_K704 = frozenset({'kind'})
-_K705 = frozenset({'channel', '_meta', 'destination'})
-_K706 = frozenset({'channel', 'destination'})
-_D707 = {'session': (ChatMoveToSessionDestination,), 'newSession': (ChatMoveToNewSessionDestination,)}
-_K708 = frozenset({'session'})
-_K709 = frozenset({'session'})
-_K710 = frozenset({'channel', '_meta'})
-_K711 = frozenset({'channel'})
-_K712 = frozenset({'channel', '_meta', 'claim', 'name', 'cwd', 'cols', 'rows'})
-_K713 = frozenset({'channel', 'claim'})
-_K714 = frozenset({'channel', '_meta'})
-_K715 = frozenset({'channel'})
-_K716 = frozenset({'content', 'external'})
-_K717 = frozenset({'content'})
-_K718 = frozenset({'kind', 'resource', 'side'})
-_K719 = frozenset({'resource'})
-_K720 = frozenset({'kind', 'resource', 'side', 'range'})
-_K721 = frozenset({'resource', 'range'})
-_K722 = frozenset({'channel', '_meta', 'operationId', 'target'})
-_K723 = frozenset({'channel', 'operationId'})
-_D724 = {'resource': (ChangesetOperationTargetResource,), 'range': (ChangesetOperationTargetRange,)}
-_K725 = frozenset({'message', 'followUp'})
-_K726 = frozenset({'items'})
-_K727 = frozenset({'items'})
-_K728 = frozenset({'items'})
-_K729 = frozenset({'items'})
-_K730 = frozenset({'channel', '_meta', 'uri', 'recursive', 'excludes', 'includes'})
-_K731 = frozenset({'channel', 'uri'})
-_K732 = frozenset({'channel'})
-_K733 = frozenset({'channel'})
-_K734 = frozenset({'channel', '_meta', 'provider', 'workingDirectories', 'sessionConfig'})
-_K735 = frozenset({'channel'})
-_K736 = frozenset({'items'})
-_K737 = frozenset({'items'})
-_K738 = frozenset({'channel', '_meta', 'automation', 'requestId'})
-_K739 = frozenset({'channel', 'automation', 'requestId'})
-_K740 = frozenset({'resource'})
-_K741 = frozenset({'resource'})
-_K742 = frozenset({'channel', '_meta', 'automation', 'cursor'})
-_K743 = frozenset({'channel', 'automation'})
-_K744: frozenset[str] = frozenset()
-_K745 = frozenset({'channel', '_meta', 'host', 'port'})
-_K746 = frozenset({'channel', 'host', 'port'})
-_K747 = frozenset({'channel', 'resource', 'reason'})
-_K748 = frozenset({'channel', 'resource'})
-_K749 = frozenset({'channel', 'data', 'final'})
-_K750 = frozenset({'channel', 'data'})
-_K751 = frozenset({'channel', 'consumedBytes'})
-_K752 = frozenset({'channel', 'consumedBytes'})
-_K753 = frozenset({'channel'})
-_K754 = frozenset({'channel'})
-_K755 = frozenset({'channel'})
-_K756 = frozenset({'channel'})
-_K757 = frozenset({'channel', 'snapshot'})
-_K758 = frozenset({'channel', 'snapshot'})
-_K759 = frozenset({'channel', 'summary'})
-_K760 = frozenset({'channel', 'summary'})
-_K761 = frozenset({'channel', 'session'})
-_K762 = frozenset({'channel', 'session'})
-_K763 = frozenset({'provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations', 'resource', 'createdAt', 'modifiedAt', 'changes', '_meta', 'chats', 'defaultChat'})
-_K764 = frozenset({'channel', 'session', 'changes'})
-_K765 = frozenset({'channel', 'session', 'changes'})
-_K766 = frozenset({'channel', 'progressToken', 'progress', 'total', 'message'})
-_K767 = frozenset({'channel', 'progressToken', 'progress'})
-_K768 = frozenset({'channel', 'payload'})
-_K769 = frozenset({'channel', 'payload'})
-_K770 = frozenset({'channel', 'payload'})
-_K771 = frozenset({'channel', 'payload'})
-_K772 = frozenset({'channel', 'payload'})
-_K773 = frozenset({'channel', 'payload'})
-_K774 = frozenset({'channel', 'data'})
-_K775 = frozenset({'channel', 'data'})
-_K776 = frozenset({'channel'})
-_K777 = frozenset({'channel'})
-_K778 = frozenset({'resources'})
-_K779 = frozenset({'resources'})
-_K780 = frozenset({'request'})
-_K781 = frozenset({'supportedVersions'})
-_K782 = frozenset({'supportedVersions'})
+_K1 = frozenset({'clientReceive', 'hostReceive'})
+_K2 = frozenset({'channel', 'flowControl', 'recovery'})
+_K3 = frozenset({'src', 'contentType', 'sizes', 'theme'})
+_K4 = frozenset({'resource', 'resource_name', 'authorization_servers', 'jwks_uri', 'scopes_supported', 'bearer_methods_supported', 'resource_signing_alg_values_supported', 'resource_documentation', 'resource_policy_uri', 'resource_tos_uri', 'required'})
+_K5 = frozenset({'type', 'title', 'description', 'default', 'enum', 'enumLabels', 'enumDescriptions', 'readOnly', 'items', 'minItems', 'maxItems', 'properties', 'required', 'additionalProperties'})
+_K6 = frozenset({'type', 'properties', 'required'})
+_K7 = frozenset({'line', 'character'})
+_K8 = frozenset({'start', 'end'})
+_K9 = frozenset({'range'})
+_K10 = frozenset({'uri', 'sizeHint', 'contentType', 'nonce'})
+_K11 = frozenset({'uri', 'content'})
+_K12 = frozenset({'added', 'removed'})
+_K13 = frozenset({'before', 'after', 'diff'})
+_K14 = frozenset({'items'})
+_K15 = frozenset({'inputTokens', 'outputTokens', 'model', 'cacheReadTokens', '_meta'})
+_K16 = frozenset({'errorType', 'message', 'stack', '_meta'})
+_K17 = frozenset({'id', 'provider', 'name', 'maxContextWindow', 'maxOutputTokens', 'maxPromptTokens', 'supportsVision', 'policyState', 'configSchema', '_meta', 'vendor'})
+_K18 = frozenset({'kind'})
+_K19 = frozenset({'kind'})
+_K20 = frozenset({'kind', 'message'})
+_K21 = frozenset({'kind', 'message'})
+_K22 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description', 'model', 'tools', 'disableModelInvocation', 'disableUserInvocation'})
+_K23 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description', 'disableModelInvocation', 'disableUserInvocation'})
+_K24 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description'})
+_K25 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type', 'description', 'alwaysApply', 'globs'})
+_K26 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled', 'type'})
+_K27 = frozenset({'kind', 'enabled'})
+_K28 = frozenset({'kind', 'uri', 'enabled'})
+_K29 = frozenset({'kind', 'enabled'})
+_K30 = frozenset({'kind', 'blocking'})
+_K31 = frozenset({'kind'})
+_K32 = frozenset({'clientId', 'clientSecret'})
+_K33 = frozenset({'reason', 'oauthClient', 'resource', 'requiredScopes', 'description', 'kind'})
+_K34 = frozenset({'kind', 'error'})
+_K35 = frozenset({'kind'})
+_K36 = frozenset({'listChanged'})
+_K37 = frozenset({'listChanged'})
+_K38 = frozenset({'tools'})
+_K39 = frozenset({'serverTools', 'serverResources', 'logging', 'sampling'})
+_K40 = frozenset({'capabilities'})
+_K41 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'type', 'enablement', 'state', 'channel', 'mcpApp'})
+_D42 = {'global': (CustomizationEnablementGlobal,), 'workspace': (CustomizationEnablementWorkspace,), 'session': (CustomizationEnablementSession,)}
+_D43 = {'starting': (McpServerStartingState,), 'ready': (McpServerReadyState,), 'authRequired': (McpServerAuthRequiredState,), 'error': (McpServerErrorState,), 'stopped': (McpServerStoppedState,)}
+_K44 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children', 'type', 'enablement', 'version'})
+_D45 = {'loading': (CustomizationLoadingState,), 'loaded': (CustomizationLoadedState,), 'degraded': (CustomizationDegradedState,), 'error': (CustomizationErrorState,)}
+_D46 = {'agent': (AgentCustomization,), 'skill': (SkillCustomization,), 'prompt': (PromptCustomization,), 'rule': (RuleCustomization,), 'hook': (HookCustomization,), 'mcpServer': (McpServerCustomization,)}
+_K47 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children', 'type', 'enabled', 'contents', 'writable'})
+_K48 = frozenset({'fork', 'sideChat'})
+_K49 = frozenset({'immutablePrimary', 'primaryReplacement'})
+_K50 = frozenset({'multipleChats', 'multipleWorkingDirectories'})
+_K51 = frozenset({'provider', 'displayName', 'description', 'models', 'protectedResources', 'customizations', 'capabilities'})
+_D52 = {'plugin': (PluginCustomization,), 'directory': (DirectoryCustomization,), 'mcpServer': (McpServerCustomization,)}
+_K53 = frozenset({'kind', 'clientId'})
+_K54 = frozenset({'kind', 'session', 'chat', 'turnId', 'toolCallId'})
+_K55 = frozenset({'status'})
+_K56 = frozenset({'status', 'exitCode'})
+_K57 = frozenset({'resource', 'title', 'claim', 'lifecycle'})
+_D58 = {'client': (TerminalClientClaim,), 'session': (TerminalSessionClaim,)}
+_D59 = {'running': (TerminalRunningLifecycleState,), 'exited': (TerminalExitedLifecycleState,)}
+_K60 = frozenset({'schema', 'values'})
+_K61 = frozenset({'agents', 'activeSessions', 'terminals', 'config', '_meta'})
+_K62 = frozenset({'kind', 'automation', 'run'})
+_K63 = frozenset({'uri', 'displayName'})
+_K64 = frozenset({'resource', 'annotationCount', 'entryCount'})
+_K65 = frozenset({'type', 'properties', 'required'})
+_K66 = frozenset({'type', 'properties', 'required'})
+_K67 = frozenset({'title', 'readOnlyHint', 'destructiveHint', 'idempotentHint', 'openWorldHint'})
+_K68 = frozenset({'name', 'title', 'description', 'inputSchema', 'outputSchema', 'annotations', '_meta'})
+_K69 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children', 'type', 'enablement', 'version', 'nonce', 'childEnablement'})
+_K70 = frozenset({'clientId', 'displayName', 'tools', 'customizations'})
+_K71 = frozenset({'additions', 'deletions', 'files'})
+_K72 = frozenset({'kind'})
+_K73 = frozenset({'kind', 'chat', 'turnId'})
+_K74 = frozenset({'text', 'responsePartId'})
+_K75 = frozenset({'kind', 'chat', 'turnId', 'selection'})
+_K76 = frozenset({'kind', 'chat', 'toolCallId'})
+_K77 = frozenset({'resource', 'title', 'status', 'activity', 'modifiedAt', 'changes', 'origin', 'movable', 'interactivity', 'workingDirectories'})
+_D78 = {'user': (ChatOriginUser,), 'fork': (ChatOriginFork,), 'sideChat': (ChatOriginSideChat,), 'tool': (ChatOriginTool,)}
+_K79 = frozenset({'type', 'title', 'description', 'default', 'enum', 'enumLabels', 'enumDescriptions', 'readOnly', 'items', 'minItems', 'maxItems', 'properties', 'required', 'additionalProperties', 'enumDynamic', 'sessionMutable'})
+_K80 = frozenset({'type', 'properties', 'required'})
+_K81 = frozenset({'schema', 'values'})
+_K82 = frozenset({'review'})
+_K83 = frozenset({'label', 'uriTemplate', 'description', 'changeKind', 'capabilities'})
+_K84 = frozenset({'id', 'title', 'message', 'required', 'kind', 'format', 'min', 'max', 'defaultValue'})
+_K85 = frozenset({'id', 'title', 'message', 'required', 'kind', 'min', 'max', 'defaultValue'})
+_K86 = frozenset({'id', 'title', 'message', 'required', 'kind', 'defaultValue'})
+_K87 = frozenset({'id', 'label', 'description', 'recommended'})
+_K88 = frozenset({'id', 'title', 'message', 'required', 'kind', 'options', 'allowFreeformInput'})
+_K89 = frozenset({'id', 'title', 'message', 'required', 'kind', 'options', 'allowFreeformInput', 'min', 'max'})
+_K90 = frozenset({'kind', 'value'})
+_K91 = frozenset({'kind', 'value'})
+_K92 = frozenset({'kind', 'value'})
+_K93 = frozenset({'kind', 'value', 'freeformValues'})
+_K94 = frozenset({'kind', 'value', 'freeformValues'})
+_K95 = frozenset({'state', 'value'})
+_D96 = {'text': (ChatInputTextAnswerValue,), 'number': (ChatInputNumberAnswerValue,), 'boolean': (ChatInputBooleanAnswerValue,), 'selected': (ChatInputSelectedAnswerValue,), 'selected-many': (ChatInputSelectedManyAnswerValue,)}
+_K97 = frozenset({'state', 'freeformValues'})
+_K98 = frozenset({'id', 'message', 'url', 'questions', 'answers'})
+_K99 = frozenset({'id', 'chat', 'kind', 'request'})
+_K100 = frozenset({'kind', 'clientId'})
+_K101 = frozenset({'kind', 'customizationId'})
+_K102 = frozenset({'markdown'})
+_K103 = frozenset({'kind', 'status'})
+_K104 = frozenset({'kind', 'status', 'reason', 'safety'})
+_K105 = frozenset({'id', 'label', 'kind', 'group'})
+_K106 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'status', 'confirmationTitle', 'riskAssessment', 'edits', 'editable', 'options'})
+_D107 = {'client': (ToolCallClientContributor,), 'mcp': (ToolCallMcpContributor,)}
+_D108 = {'loading': (ToolCallRiskAssessmentLoadingState,), 'complete': (ToolCallRiskAssessmentCompleteState,)}
+_K109 = frozenset({'type', 'text'})
+_K110 = frozenset({'type', 'data', 'contentType'})
+_K111 = frozenset({'uri', 'sizeHint', 'contentType', 'nonce', 'type'})
+_K112 = frozenset({'before', 'after', 'diff', 'type'})
+_K113 = frozenset({'exitCode', 'preview', 'truncated'})
+_K114 = frozenset({'type', 'resource', 'title', 'isPty', 'result'})
+_K115 = frozenset({'type', 'resource', 'title', 'agentName', 'description'})
+_K116 = frozenset({'message', 'code'})
+_K117 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'success', 'pastTenseMessage', 'content', 'structuredContent', 'error', 'confirmed', 'selectedOption', 'status'})
+_D118 = {'text': (ToolResultTextContent,), 'embeddedResource': (ToolResultEmbeddedResourceContent,), 'resource': (ToolResultResourceContent,), 'fileEdit': (ToolResultFileEditContent,), 'terminal': (ToolResultTerminalContent,), 'subagent': (ToolResultSubagentContent,)}
+_K119 = frozenset({'id', 'chat', 'kind', 'turnId', 'toolCall'})
+_D120 = {'pending-confirmation': (ToolCallPendingConfirmationState,), 'pending-result-confirmation': (ToolCallPendingResultConfirmationState,)}
+_K121 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'confirmed', 'selectedOption', 'status', 'content'})
+_K122 = frozenset({'id', 'chat', 'kind', 'turnId', 'clientId', 'toolCall'})
+_K123 = frozenset({'reason', 'oauthClient', 'resource', 'requiredScopes', 'description'})
+_K124 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'confirmed', 'selectedOption', 'status', 'auth', 'content'})
+_K125 = frozenset({'id', 'chat', 'kind', 'turnId', 'toolCall'})
+_K126 = frozenset({'provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations', 'lifecycle', 'creationError', 'serverTools', 'activeClients', 'chats', 'defaultChat', 'config', 'customizations', 'changesets', 'inputNeeded', '_meta'})
+_D127 = {'chatInput': (SessionChatInputRequest,), 'toolConfirmation': (SessionToolConfirmationRequest,), 'toolClientExecution': (SessionToolClientExecutionRequest,), 'toolAuthentication': (SessionToolAuthenticationRequest,)}
+_K128 = frozenset({'type', 'value'})
+_K129 = frozenset({'type', 'commandId', 'commandLine', 'output', 'timestamp', 'isComplete', 'exitCode', 'durationMs'})
+_K130 = frozenset({'title', 'cwd', 'cols', 'rows', 'content', 'lifecycle', 'claim', 'supportsCommandDetection', 'isPty'})
+_K131 = frozenset({'id', 'edit', 'reviewed', '_meta'})
+_K132 = frozenset({'id', 'label', 'description', 'scopes', 'confirmation', 'icon', 'group', 'status', 'error'})
+_K133 = frozenset({'status', 'error', 'files', 'operations'})
+_K134 = frozenset({'items'})
+_K135 = frozenset({'items'})
+_K136 = frozenset({'root', 'recursive', 'excludes', 'includes'})
+_K137 = frozenset({'session', 'chat', 'turnId'})
+_K138 = frozenset({'id', 'text', '_meta'})
+_K139 = frozenset({'id', 'origin', 'resource', 'range', 'resolved', 'entries', '_meta'})
+_K140 = frozenset({'annotations'})
+_K141 = frozenset({'id', 'label', 'startedAt', '_meta', 'kind', 'command', 'terminal'})
+_K142 = frozenset({'id', 'label', 'startedAt', '_meta', 'kind', 'chat'})
+_K143 = frozenset({'resource'})
+_K144 = frozenset({'kind'})
+_K145 = frozenset({'label', 'range', 'displayKind', '_meta', 'type', 'modelRepresentation'})
+_K146 = frozenset({'label', 'range', 'displayKind', '_meta', 'type', 'data', 'contentType', 'selection'})
+_K147 = frozenset({'label', 'range', 'displayKind', '_meta', 'uri', 'sizeHint', 'contentType', 'nonce', 'type', 'selection'})
+_K148 = frozenset({'label', 'range', 'displayKind', '_meta', 'type', 'resource', 'annotationIds'})
+_K149 = frozenset({'label', 'range', 'displayKind', '_meta', 'type', 'resource', 'endTurn'})
+_K150 = frozenset({'id', 'config'})
+_K151 = frozenset({'uri'})
+_K152 = frozenset({'text', 'origin', 'attachments', 'model', 'agent', '_meta'})
+_D153 = {'simple': (SimpleMessageAttachment,), 'embeddedResource': (MessageEmbeddedResourceAttachment,), 'resource': (MessageResourceAttachment,), 'annotations': (MessageAnnotationsAttachment,), 'chat': (MessageChatAttachment,)}
+_K154 = frozenset({'kind', 'id', 'content'})
+_K155 = frozenset({'uri', 'sizeHint', 'contentType', 'nonce', 'kind'})
+_K156 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'status', 'partialInput', 'invocationMessage'})
+_K157 = frozenset({'message', 'code'})
+_K158 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'success', 'pastTenseMessage', 'content', 'structuredContent', 'error', 'confirmed', 'selectedOption', 'status'})
+_K159 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta', 'invocationMessage', 'toolInput', 'status', 'reason', 'reasonMessage', 'userSuggestion', 'selectedOption'})
+_K160 = frozenset({'kind', 'toolCall'})
+_D161 = {'streaming': (ToolCallStreamingState,), 'pending-confirmation': (ToolCallPendingConfirmationState,), 'running': (ToolCallRunningState,), 'auth-required': (ToolCallAuthRequiredState,), 'pending-result-confirmation': (ToolCallPendingResultConfirmationState,), 'completed': (ToolCallCompletedState,), 'cancelled': (ToolCallCancelledState,)}
+_K162 = frozenset({'kind', 'id', 'content'})
+_K163 = frozenset({'kind', 'content', '_meta'})
+_K164 = frozenset({'kind', 'request', 'response'})
+_K165 = frozenset({'kind', 'error', 'resumable'})
+_K166 = frozenset({'id', 'startedAt', 'duration', 'message', 'responseParts', 'usage', 'state'})
+_D167 = {'markdown': (MarkdownResponsePart,), 'contentRef': (ResourceResponsePart,), 'toolCall': (ToolCallResponsePart,), 'reasoning': (ReasoningResponsePart,), 'systemNotification': (SystemNotificationResponsePart,), 'inputRequest': (InputRequestResponsePart,), 'error': (ErrorResponsePart,)}
+_K168 = frozenset({'id', 'startedAt', 'message', 'responseParts', 'usage'})
+_K169 = frozenset({'id', 'message'})
+_K170 = frozenset({'resource', 'title', 'status', 'activity', 'modifiedAt', 'changes', 'origin', 'movable', 'interactivity', 'workingDirectories', 'changesets', 'backgroundWork', 'canvases', 'turns', 'turnsNextCursor', 'activeTurn', 'steeringMessage', 'queuedMessages', 'draft', '_meta'})
+_D171 = {'shell': (BackgroundShellWork,), 'subagent': (BackgroundSubagentWork,)}
+_K172 = frozenset({'instanceId', 'extensionId', 'extensionName', 'canvasId', 'title', 'status', 'url'})
+_K173 = frozenset({'provider', 'model', 'agent', 'workingDirectories', 'config', 'customizations'})
+_K174 = frozenset({'expression', 'timeZone'})
+_K175 = frozenset({'id', 'kind', 'schedule', 'misfirePolicy'})
+_K176 = frozenset({'id', 'title', 'description'})
+_K177 = frozenset({'id', 'kind', 'type', 'title', 'description', 'events', 'config'})
+_K178 = frozenset({'kind', 'max'})
+_K179 = frozenset({'kind', 'date'})
+_K180 = frozenset({'title', 'message', 'session', 'enabled', 'triggers', 'disableConditions', '_meta'})
+_D181 = {'schedule': (AutomationScheduleTrigger,), 'event': (AutomationEventTrigger,)}
+_D182 = {'afterRuns': (AutomationAfterRunsCondition,), 'afterDate': (AutomationAfterDateCondition,)}
+_K183 = frozenset({'kind'})
+_K184 = frozenset({'kind', 'triggerId', 'scheduledFor', 'catchUp', 'event'})
+_K185 = frozenset({'status', 'createdAt'})
+_K186 = frozenset({'status', 'createdAt', 'startedAt'})
+_K187 = frozenset({'status', 'createdAt', 'startedAt', 'completedAt', 'usage'})
+_K188 = frozenset({'status', 'createdAt', 'startedAt', 'completedAt', 'error'})
+_K189 = frozenset({'status', 'createdAt', 'startedAt', 'completedAt'})
+_K190 = frozenset({'resource', 'automation', 'origin', 'lifecycle', 'primarySession', 'sessionCount', '_meta'})
+_D191 = {'manual': (AutomationManualRunOrigin,), 'trigger': (AutomationTriggeredRunOrigin,)}
+_D192 = {'pending': (AutomationPendingRunLifecycle,), 'running': (AutomationRunningRunLifecycle,), 'completed': (AutomationCompletedRunLifecycle,), 'failed': (AutomationFailedRunLifecycle,), 'cancelled': (AutomationCancelledRunLifecycle,)}
+_K193 = frozenset({'resource', 'definition', 'nextRunAt', 'runCount', 'runs', 'runsNextCursor', 'operations', 'customizations', 'createdAt', 'modifiedAt', '_meta'})
+_K194 = frozenset({'entries', '_meta'})
+_K195 = frozenset({'resource', 'automation', 'origin', 'lifecycle', 'sessions', 'primarySession', '_meta'})
+_K196 = frozenset({'resource', 'state', 'fromSeq'})
+_K197 = frozenset({'provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations'})
+_K198 = frozenset({'id', 'chat'})
+_K199 = frozenset({'resource', 'title', 'origin', 'interactivity', 'status', 'changes'})
+_K200 = frozenset({'provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations', 'resource', 'createdAt', 'modifiedAt', 'changes', '_meta', 'chats', 'defaultChat'})
+_K201 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta'})
+_K202 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'clientId', 'load', 'children'})
+_K203 = frozenset({'id', 'uri', 'name', 'icons', 'range', '_meta', 'enabled'})
+_K204 = frozenset({'id', 'label', 'startedAt', '_meta'})
+_K205 = frozenset({'id', 'title', 'message', 'required'})
+_K206 = frozenset({'label', 'range', 'displayKind', '_meta'})
+_K207 = frozenset({'kind'})
+_K208 = frozenset({'toolCallId', 'toolName', 'displayName', 'intention', 'contributor', '_meta'})
+_K209 = frozenset({'invocationMessage', 'toolInput'})
+_K210 = frozenset({'message', 'code'})
+_K211 = frozenset({'success', 'pastTenseMessage', 'content', 'structuredContent', 'error'})
+_K212 = frozenset({'confirmed', 'selectedOption'})
+_K213 = frozenset({'logs', 'traces', 'metrics'})
+_K214 = frozenset({'uri', 'type'})
+_K215 = frozenset({'type', 'title', 'description', 'events', 'configSchema'})
+_K216: frozenset[str] = frozenset()
+_K217 = frozenset({'clientId', 'clientSeq'})
+_K218 = frozenset({'type', 'agents'})
+_K219 = frozenset({'type', 'activeSessions'})
+_K220 = frozenset({'type', 'terminals'})
+_K221 = frozenset({'type', 'config', 'replace'})
+_K222 = frozenset({'type'})
+_K223 = frozenset({'type', 'error'})
+_K224 = frozenset({'type', 'summary'})
+_K225 = frozenset({'type', 'chat'})
+_K226 = frozenset({'resource', 'title', 'status', 'activity', 'modifiedAt', 'changes', 'origin', 'movable', 'interactivity', 'workingDirectories'})
+_K227 = frozenset({'type', 'chat', 'changes'})
+_K228 = frozenset({'type', 'chats'})
+_K229 = frozenset({'type', 'defaultChat'})
+_K230 = frozenset({'type', 'title'})
+_K231 = frozenset({'type', 'tools'})
+_K232 = frozenset({'type', 'activeClient'})
+_K233 = frozenset({'type', 'clientId'})
+_K234 = frozenset({'type', 'directory'})
+_K235 = frozenset({'type', 'directory'})
+_K236 = frozenset({'type', 'directory', 'replacement'})
+_K237 = frozenset({'type', 'request'})
+_K238 = frozenset({'type', 'id'})
+_K239 = frozenset({'type', 'customizations'})
+_K240 = frozenset({'type', 'id', 'enablement'})
+_K241 = frozenset({'type', 'customization'})
+_K242 = frozenset({'type', 'id'})
+_K243 = frozenset({'type', 'id', 'state', 'channel'})
+_K244 = frozenset({'type', 'id'})
+_K245 = frozenset({'type', 'id'})
+_K246 = frozenset({'type', 'id'})
+_K247 = frozenset({'type', 'isRead'})
+_K248 = frozenset({'type', 'isArchived'})
+_K249 = frozenset({'type', 'activity'})
+_K250 = frozenset({'type', 'changesets'})
+_K251 = frozenset({'type', 'config', 'replace'})
+_K252 = frozenset({'type', '_meta'})
+_K253 = frozenset({'type', 'turnId', 'startedAt', 'message', 'queuedMessageId', '_meta'})
+_K254 = frozenset({'type', 'turnId', 'partId', 'content', '_meta'})
+_K255 = frozenset({'type', 'turnId', 'part', '_meta'})
+_K256 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'toolName', 'displayName', 'intention', 'contributor'})
+_K257 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'content', 'invocationMessage'})
+_K258 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'contributor', 'intention', 'invocationMessage', 'toolInput', 'confirmationTitle', 'riskAssessment', 'edits', 'editable', 'confirmed', 'options'})
+_K259 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'approved', 'confirmed', 'editedToolInput', 'selectedOptionId'})
+_K260 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'approved', 'reason', 'userSuggestion', 'reasonMessage', 'selectedOptionId'})
+_K261 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'result', 'requiresResultConfirmation'})
+_K262 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'approved'})
+_K263 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'content'})
+_K264 = frozenset({'turnId', 'toolCallId', '_meta', 'type', 'auth'})
+_K265 = frozenset({'turnId', 'toolCallId', '_meta', 'type'})
+_K266 = frozenset({'type', 'turnId', 'duration', '_meta'})
+_K267 = frozenset({'type', 'turnId', 'duration', '_meta'})
+_K268 = frozenset({'type', 'turnId', 'duration', 'part', '_meta'})
+_K269 = frozenset({'type', 'turnId'})
+_K270 = frozenset({'type', 'activity'})
+_K271 = frozenset({'type', 'work'})
+_K272 = frozenset({'type', 'id'})
+_K273 = frozenset({'type', 'movable'})
+_K274 = frozenset({'type', 'changesets'})
+_K275 = frozenset({'type', 'canvases'})
+_K276 = frozenset({'type', 'canvas'})
+_K277 = frozenset({'type', 'directory'})
+_K278 = frozenset({'type', 'directory'})
+_K279 = frozenset({'type', 'turnId', 'usage', '_meta'})
+_K280 = frozenset({'type', 'turnId', 'partId', 'content', '_meta'})
+_K281 = frozenset({'type', 'kind', 'id', 'message'})
+_K282 = frozenset({'type', 'kind', 'id'})
+_K283 = frozenset({'type', 'order'})
+_K284 = frozenset({'type', 'draft'})
+_K285 = frozenset({'type', 'isRead'})
+_K286 = frozenset({'type', 'isArchived'})
+_K287 = frozenset({'type', 'request'})
+_K288 = frozenset({'type', 'requestId', 'questionId', 'answer'})
+_K289 = frozenset({'type', 'requestId', 'response', 'answers'})
+_K290 = frozenset({'type', 'turnId'})
+_K291 = frozenset({'type', 'turns', 'turnsNextCursor'})
+_K292 = frozenset({'type', 'status', 'error'})
+_K293 = frozenset({'type', 'file'})
+_K294 = frozenset({'type', 'fileId'})
+_K295 = frozenset({'type', 'files', 'reviewed'})
+_K296 = frozenset({'type', 'files', 'operations'})
+_K297 = frozenset({'type', 'operations'})
+_K298 = frozenset({'type', 'operationId', 'status', 'error'})
+_K299 = frozenset({'type'})
+_K300 = frozenset({'type', 'annotation'})
+_K301 = frozenset({'type', 'annotationId', 'origin', 'resource', 'range', 'resolved'})
+_K302 = frozenset({'type', 'annotationId'})
+_K303 = frozenset({'type', 'annotationId', 'entry'})
+_K304 = frozenset({'type', 'annotationId', 'entryId'})
+_K305 = frozenset({'type', 'data'})
+_K306 = frozenset({'type', 'data'})
+_K307 = frozenset({'type', 'cols', 'rows'})
+_K308 = frozenset({'type', 'claim'})
+_K309 = frozenset({'type', 'title'})
+_K310 = frozenset({'type', 'cwd'})
+_K311 = frozenset({'type', 'exitCode'})
+_K312 = frozenset({'type'})
+_K313 = frozenset({'type'})
+_K314 = frozenset({'type', 'commandId', 'commandLine', 'timestamp'})
+_K315 = frozenset({'type', 'commandId', 'exitCode', 'durationMs'})
+_K316 = frozenset({'items'})
+_K317 = frozenset({'type', 'changes'})
+_K318 = frozenset({'type', 'resource', 'definition'})
+_K319 = frozenset({'title', 'message', 'session', 'enabled', 'triggers', 'disableConditions', '_meta'})
+_K320 = frozenset({'type', 'resource', 'changes'})
+_K321 = frozenset({'type', 'automation'})
+_K322 = frozenset({'type', 'resource'})
+_K323 = frozenset({'type', 'lifecycle'})
+_K324 = frozenset({'type', 'session'})
+_K325 = frozenset({'type', 'session'})
+_K326 = frozenset({'type', 'primarySession'})
+_K327 = frozenset({'type'})
+_K328 = frozenset({'channel', 'action', 'serverSeq', 'origin', 'rejectionReason'})
+_D329 = {'root/agentsChanged': (RootAgentsChangedAction,), 'root/activeSessionsChanged': (RootActiveSessionsChangedAction,), 'root/terminalsChanged': (RootTerminalsChangedAction,), 'root/configChanged': (RootConfigChangedAction,), 'session/ready': (SessionReadyAction,), 'session/creationFailed': (SessionCreationFailedAction,), 'session/chatAdded': (SessionChatAddedAction,), 'session/chatRemoved': (SessionChatRemovedAction,), 'session/chatUpdated': (SessionChatUpdatedAction,), 'session/chatsReordered': (SessionChatsReorderedAction,), 'session/defaultChatChanged': (SessionDefaultChatChangedAction,), 'session/titleChanged': (SessionTitleChangedAction,), 'session/serverToolsChanged': (SessionServerToolsChangedAction,), 'session/activeClientSet': (SessionActiveClientSetAction,), 'session/activeClientRemoved': (SessionActiveClientRemovedAction,), 'session/workingDirectorySet': (SessionWorkingDirectorySetAction,), 'session/workingDirectoryRemoved': (SessionWorkingDirectoryRemovedAction,), 'session/workingDirectoryReplaced': (SessionWorkingDirectoryReplacedAction,), 'session/inputNeededSet': (SessionInputNeededSetAction,), 'session/inputNeededRemoved': (SessionInputNeededRemovedAction,), 'session/customizationsChanged': (SessionCustomizationsChangedAction,), 'session/customizationToggled': (SessionCustomizationToggledAction,), 'session/customizationUpdated': (SessionCustomizationUpdatedAction,), 'session/customizationRemoved': (SessionCustomizationRemovedAction,), 'session/mcpServerStateChanged': (SessionMcpServerStateChangedAction,), 'session/mcpServerStartRequested': (SessionMcpServerStartRequestedAction,), 'session/mcpServerStopRequested': (SessionMcpServerStopRequestedAction,), 'session/mcpServerBackgroundRequested': (SessionMcpServerBackgroundRequestedAction,), 'session/isReadChanged': (SessionIsReadChangedAction,), 'session/isArchivedChanged': (SessionIsArchivedChangedAction,), 'session/activityChanged': (SessionActivityChangedAction,), 'session/changesetsChanged': (SessionChangesetsChangedAction,), 'session/configChanged': (SessionConfigChangedAction,), 'session/metaChanged': (SessionMetaChangedAction,), 'chat/turnStarted': (ChatTurnStartedAction,), 'chat/delta': (ChatDeltaAction,), 'chat/responsePart': (ChatResponsePartAction,), 'chat/toolCallStart': (ChatToolCallStartAction,), 'chat/toolCallDelta': (ChatToolCallDeltaAction,), 'chat/toolCallReady': (ChatToolCallReadyAction,), 'chat/toolCallConfirmed': (ChatToolCallApprovedAction, ChatToolCallDeniedAction,), 'chat/toolCallComplete': (ChatToolCallCompleteAction,), 'chat/toolCallResultConfirmed': (ChatToolCallResultConfirmedAction,), 'chat/toolCallContentChanged': (ChatToolCallContentChangedAction,), 'chat/toolCallAuthRequired': (ChatToolCallAuthRequiredAction,), 'chat/toolCallAuthResolved': (ChatToolCallAuthResolvedAction,), 'chat/turnComplete': (ChatTurnCompleteAction,), 'chat/turnCancelled': (ChatTurnCancelledAction,), 'chat/error': (ChatErrorAction,), 'chat/turnResume': (ChatTurnResumeAction,), 'chat/activityChanged': (ChatActivityChangedAction,), 'chat/backgroundWorkSet': (ChatBackgroundWorkSetAction,), 'chat/backgroundWorkRemoved': (ChatBackgroundWorkRemovedAction,), 'chat/movableChanged': (ChatMovableChangedAction,), 'chat/changesetsChanged': (ChatChangesetsChangedAction,), 'chat/canvasesChanged': (ChatCanvasesChangedAction,), 'canvas/stateChanged': (CanvasStateChangedAction,), 'chat/workingDirectorySet': (ChatWorkingDirectorySetAction,), 'chat/workingDirectoryRemoved': (ChatWorkingDirectoryRemovedAction,), 'chat/usage': (ChatUsageAction,), 'chat/reasoning': (ChatReasoningAction,), 'chat/pendingMessageSet': (ChatPendingMessageSetAction,), 'chat/pendingMessageRemoved': (ChatPendingMessageRemovedAction,), 'chat/queuedMessagesReordered': (ChatQueuedMessagesReorderedAction,), 'chat/draftChanged': (ChatDraftChangedAction,), 'chat/isReadChanged': (ChatIsReadChangedAction,), 'chat/isArchivedChanged': (ChatIsArchivedChangedAction,), 'chat/inputRequested': (ChatInputRequestedAction,), 'chat/inputAnswerChanged': (ChatInputAnswerChangedAction,), 'chat/inputCompleted': (ChatInputCompletedAction,), 'chat/truncated': (ChatTruncatedAction,), 'chat/turnsLoaded': (ChatTurnsLoadedAction,), 'changeset/statusChanged': (ChangesetStatusChangedAction,), 'changeset/fileSet': (ChangesetFileSetAction,), 'changeset/fileRemoved': (ChangesetFileRemovedAction,), 'changeset/filesReviewChanged': (ChangesetFilesReviewChangedAction,), 'changeset/contentChanged': (ChangesetContentChangedAction,), 'changeset/operationsChanged': (ChangesetOperationsChangedAction,), 'changeset/operationStatusChanged': (ChangesetOperationStatusChangedAction,), 'changeset/cleared': (ChangesetClearedAction,), 'annotations/set': (AnnotationsSetAction,), 'annotations/updated': (AnnotationsUpdatedAction,), 'annotations/removed': (AnnotationsRemovedAction,), 'annotations/entrySet': (AnnotationsEntrySetAction,), 'annotations/entryRemoved': (AnnotationsEntryRemovedAction,), 'terminal/data': (TerminalDataAction,), 'terminal/input': (TerminalInputAction,), 'terminal/resized': (TerminalResizedAction,), 'terminal/claimed': (TerminalClaimedAction,), 'terminal/titleChanged': (TerminalTitleChangedAction,), 'terminal/cwdChanged': (TerminalCwdChangedAction,), 'terminal/exited': (TerminalExitedAction,), 'terminal/cleared': (TerminalClearedAction,), 'terminal/commandDetectionAvailable': (TerminalCommandDetectionAvailableAction,), 'terminal/commandExecuted': (TerminalCommandExecutedAction,), 'terminal/commandFinished': (TerminalCommandFinishedAction,), 'resourceWatch/changed': (ResourceWatchChangedAction,), 'automation/createRequested': (AutomationCreateRequestedAction,), 'automation/updateRequested': (AutomationUpdateRequestedAction,), 'automation/set': (AutomationSetAction,), 'automation/removed': (AutomationRemovedAction,), 'automationRun/lifecycleChanged': (AutomationRunLifecycleChangedAction,), 'automationRun/sessionSet': (AutomationRunSessionSetAction,), 'automationRun/sessionRemoved': (AutomationRunSessionRemovedAction,), 'automationRun/primarySessionChanged': (AutomationRunPrimarySessionChangedAction,), 'automationRun/cancelRequested': (AutomationRunCancelRequestedAction,)}
+_K330 = frozenset({'turnId', 'toolCallId', '_meta'})
+_K331 = frozenset({'channel', '_meta'})
+_K332 = frozenset({'limit', 'cursor'})
+_K333 = frozenset({'nextCursor'})
+_K334 = frozenset({'name', 'version', 'title'})
+_K335 = frozenset({'mcpApps'})
+_K336 = frozenset({'channel', '_meta', 'protocolVersions', 'clientId', 'clientInfo', 'initialSubscriptions', 'locale', 'capabilities'})
+_K337: frozenset[str] = frozenset()
+_K338 = frozenset({'minIntervalMinutes'})
+_K339: frozenset[str] = frozenset()
+_K340: frozenset[str] = frozenset()
+_K341 = frozenset({'create', 'schedules', 'runCancellation', 'runHistoryLimit', 'customizations'})
+_K342 = frozenset({'protocolVersion', 'serverSeq', 'serverInfo', '_meta', 'snapshots', 'defaultDirectory', 'completionTriggerCharacters', 'terminalCommandPrefix', 'telemetry', 'automations', 'tcpConnections'})
+_K343 = frozenset({'channel', '_meta'})
+_K344 = frozenset({'channel', 'lastAppliedServerSeq'})
+_K345 = frozenset({'items'})
+_K346 = frozenset({'channel', '_meta', 'clientId', 'lastSeenServerSeq', 'subscriptions', 'windows'})
+_K347 = frozenset({'items'})
+_K348 = frozenset({'type', 'actions', 'missing', 'windows'})
+_K349 = frozenset({'type', 'snapshots', 'windows'})
+_K350 = frozenset({'maxLatencyMs'})
+_K351 = frozenset({'turns'})
+_K352 = frozenset({'receive'})
+_K353 = frozenset({'channel', '_meta', 'delivery', 'view', 'flowControl'})
+_K354 = frozenset({'snapshot', 'flowControl'})
+_K355 = frozenset({'channel'})
+_K356 = frozenset({'channel', 'clientSeq', 'action'})
+_K357 = frozenset({'channel', '_meta', 'uri', 'encoding'})
+_K358 = frozenset({'data', 'encoding', 'contentType'})
+_K359 = frozenset({'channel', '_meta', 'uri', 'data', 'encoding', 'contentType', 'createOnly', 'mode', 'position', 'ifMatch'})
+_K360: frozenset[str] = frozenset()
+_K361 = frozenset({'channel', '_meta', 'uri'})
+_K362 = frozenset({'name', 'type'})
+_K363 = frozenset({'entries'})
+_K364 = frozenset({'channel', '_meta', 'source', 'destination', 'failIfExists'})
+_K365: frozenset[str] = frozenset()
+_K366 = frozenset({'channel', '_meta', 'uri', 'recursive'})
+_K367: frozenset[str] = frozenset()
+_K368 = frozenset({'channel', '_meta', 'uri', 'read', 'write'})
+_K369: frozenset[str] = frozenset()
+_K370 = frozenset({'channel', '_meta', 'source', 'destination', 'failIfExists'})
+_K371: frozenset[str] = frozenset()
+_K372 = frozenset({'channel', '_meta', 'uri', 'followSymlinks'})
+_K373 = frozenset({'uri', 'type', 'size', 'mtime', 'ctime', 'contentType', 'etag'})
+_K374 = frozenset({'channel', '_meta', 'uri'})
+_K375: frozenset[str] = frozenset()
+_K376 = frozenset({'channel', '_meta', 'resource', 'token', 'expiresIn', 'scopes'})
+_K377: frozenset[str] = frozenset()
+_K378 = frozenset({'channel', '_meta', 'limit', 'cursor'})
+_K379 = frozenset({'nextCursor', 'items'})
+_K380 = frozenset({'channel', '_meta', 'provider', 'workingDirectory', 'config'})
+_K381 = frozenset({'schema', 'values'})
+_K382 = frozenset({'value', 'label', 'description'})
+_K383 = frozenset({'channel', '_meta', 'provider', 'workingDirectory', 'config', 'property', 'query'})
+_K384 = frozenset({'items'})
+_K385 = frozenset({'channel', '_meta', 'provider', 'workingDirectories', 'config', 'activeClient', 'progressToken'})
+_K386 = frozenset({'channel', '_meta'})
+_K387 = frozenset({'channel', '_meta', 'cursor'})
+_K388: frozenset[str] = frozenset()
+_K389 = frozenset({'channel', '_meta', 'kind', 'text', 'offset'})
+_K390 = frozenset({'insertText', 'rangeStart', 'rangeEnd', 'attachment'})
+_K391 = frozenset({'items'})
+_K392 = frozenset({'kind', 'chat', 'turnId'})
+_K393 = frozenset({'kind', 'chat', 'turnId', 'selection'})
+_K394 = frozenset({'channel', '_meta', 'chat', 'initialMessage', 'source', 'workingDirectories'})
+_D395 = {'fork': (ForkChatSource,), 'sideChat': (SideChatSource,)}
+_K396 = frozenset({'kind', 'session', 'after'})
+_K397 = frozenset({'kind'})
+_K398 = frozenset({'channel', '_meta', 'destination'})
+_D399 = {'session': (ChatMoveToSessionDestination,), 'newSession': (ChatMoveToNewSessionDestination,)}
+_K400 = frozenset({'session'})
+_K401 = frozenset({'channel', '_meta'})
+_K402 = frozenset({'channel', '_meta', 'claim', 'name', 'cwd', 'cols', 'rows'})
+_K403 = frozenset({'channel', '_meta'})
+_K404 = frozenset({'content', 'external'})
+_K405 = frozenset({'kind', 'resource', 'side'})
+_K406 = frozenset({'kind', 'resource', 'side', 'range'})
+_K407 = frozenset({'channel', '_meta', 'operationId', 'target'})
+_D408 = {'resource': (ChangesetOperationTargetResource,), 'range': (ChangesetOperationTargetRange,)}
+_K409 = frozenset({'message', 'followUp'})
+_K410 = frozenset({'items'})
+_K411 = frozenset({'items'})
+_K412 = frozenset({'channel', '_meta', 'uri', 'recursive', 'excludes', 'includes'})
+_K413 = frozenset({'channel'})
+_K414 = frozenset({'channel', '_meta', 'provider', 'workingDirectories', 'sessionConfig'})
+_K415 = frozenset({'items'})
+_K416 = frozenset({'channel', '_meta', 'automation', 'requestId'})
+_K417 = frozenset({'resource'})
+_K418 = frozenset({'channel', '_meta', 'automation', 'cursor'})
+_K419: frozenset[str] = frozenset()
+_K420 = frozenset({'channel', '_meta', 'host', 'port'})
+_K421 = frozenset({'channel', 'resource', 'reason'})
+_K422 = frozenset({'channel', 'data', 'final'})
+_K423 = frozenset({'channel', 'consumedBytes'})
+_K424 = frozenset({'channel'})
+_K425 = frozenset({'channel'})
+_K426 = frozenset({'channel', 'snapshot'})
+_K427 = frozenset({'channel', 'summary'})
+_K428 = frozenset({'channel', 'session'})
+_K429 = frozenset({'provider', 'title', 'status', 'activity', 'origin', 'project', 'workingDirectories', 'annotations', 'resource', 'createdAt', 'modifiedAt', 'changes', '_meta', 'chats', 'defaultChat'})
+_K430 = frozenset({'channel', 'session', 'changes'})
+_K431 = frozenset({'channel', 'progressToken', 'progress', 'total', 'message'})
+_K432 = frozenset({'channel', 'payload'})
+_K433 = frozenset({'channel', 'payload'})
+_K434 = frozenset({'channel', 'payload'})
+_K435 = frozenset({'channel', 'data'})
+_K436 = frozenset({'channel'})
+_K437 = frozenset({'resources'})
+_K438 = frozenset({'request'})
+_K439 = frozenset({'supportedVersions'})
 
 
 #: Model class -> its function.

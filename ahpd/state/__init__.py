@@ -10,6 +10,7 @@ object, so `new is old` detects a no-op.
 
 # No ``from __future__ import annotations`` here: it would bind the name
 # ``annotations`` that the channel module of that name takes below.
+from collections.abc import Callable
 from typing import Any
 
 from . import annotations, automation, automation_run, changeset, chat, resource_watch, root, session, terminal
@@ -38,6 +39,7 @@ __all__ = [
     "reduce_root",
     "reduce_session",
     "reduce_terminal",
+    "reducer",
 ]
 
 _REGISTRIES: dict[str, Registry] = {
@@ -66,6 +68,15 @@ def reduce(channel: str, state: dict[str, Any], action: dict[str, Any]) -> dict[
     if registry is None:
         raise ValueError(f"unknown channel {channel!r}")
     return registry.reduce(state, action)
+
+
+def reducer(channel: str) -> Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]:
+    """`reduce` for one channel, its table looked up once: for a caller that
+    applies a great many actions (`ahpd wire-check` replaying a capture)."""
+    registry = _REGISTRIES.get(channel)
+    if registry is None:
+        raise ValueError(f"unknown channel {channel!r}")
+    return registry.reduce
 
 
 # Which actions a client may originate (the protocol's client-dispatchable

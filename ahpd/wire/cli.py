@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from ahpd.wire.check import Checker
+from ahpd.wire.check import Checker, Problem
 from ahpd.wire.reader import ReadError, read_frames
 
 CLEAN, PROBLEMS, UNREADABLE = 0, 1, 2
@@ -35,17 +35,25 @@ def _fewer_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
-def wire_check(paths: list[str], *, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    out, err = out or sys.stdout, err or sys.stderr
+def _check(paths: list[str]) -> tuple[list[Problem], int, int]:
+    """(problems, frames, connections) of the capture files ``paths``."""
     checker = Checker()
     frames = 0
+    for frame in read_frames(paths):
+        checker.feed(frame)
+        frames += not frame.closed
+    if not frames:
+        raise ReadError(", ".join(paths), None, "no frames")
+    return checker.finish(), frames, len(checker.connections)
+
+
+def wire_check(paths: list[str], *, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
     try:
+        # The checker and what it kept are freed as ``_check`` returns, before
+        # the collector's pace is restored: it has nothing of theirs left to scan.
         with _fewer_collections():
-            for frame in read_frames(paths):
-                checker.feed(frame)
-                frames += not frame.closed
-        if not frames:
-            raise ReadError(", ".join(paths), None, "no frames")
+            problems, frames, connections = _check(paths)
     except ReadError as exc:
         if as_json:
             json.dump({"error": {"path": exc.path, "line": exc.line, "reason": exc.reason}}, out)
@@ -53,10 +61,9 @@ def wire_check(paths: list[str], *, as_json: bool = False, out: TextIO | None = 
         else:
             print(f"ahpd wire-check: {exc}", file=err)
         return UNREADABLE
-    problems = checker.finish()
     if as_json:
         json.dump(
-            {"frames": frames, "connections": len(checker.connections), "problems": [p.to_json() for p in problems]},
+            {"frames": frames, "connections": connections, "problems": [p.to_json() for p in problems]},
             out,
             ensure_ascii=False,
             indent=1,
@@ -66,5 +73,5 @@ def wire_check(paths: list[str], *, as_json: bool = False, out: TextIO | None = 
         for problem in problems:
             print(problem, file=out)
         verdict = f"{len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems else "clean"
-        print(f"{verdict}: {frames} frames, {len(checker.connections)} connections", file=out)
+        print(f"{verdict}: {frames} frames, {connections} connections", file=out)
     return PROBLEMS if problems else CLEAN

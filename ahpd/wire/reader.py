@@ -41,6 +41,8 @@ def loads(raw: bytes) -> Any:
     return json.loads(raw)
 
 
+_orjson_loads, _OrjsonError = orjson.loads, orjson.JSONDecodeError
+_NOT_READ: Any = object()
 _DIRECTIONS = {"c2s": "c2s", "s2c": "s2c", "client": "c2s", "host": "s2c", "server": "s2c"}
 
 
@@ -70,63 +72,78 @@ class Frame(NamedTuple):
 _make_frame = tuple.__new__
 
 
-def frame_of(record: Any, path: str, line: int, file_index: int = 0) -> Frame:
-    """The frame one parsed capture line holds; ``ReadError`` when it holds none."""
-    if not isinstance(record, dict):
-        raise ReadError(path, line, "not a JSON object")
-    log = record.pop("_ahpLog", None)  # the record is ours: what is left is the message
-    message: Any  # a dict, a list (a batch), anything JSON; None when there is none
-    if isinstance(log, dict):
-        message = record
-        direction, conn = log.get("dir"), log.get("connectionId")
-        ts, client, unparsed = log.get("ts"), log.get("clientId"), log.get("unparsed")
-        closed = log.get("event") == "close"
-        if unparsed is not None or closed:
-            message = None
-    elif "frame" in record:
-        message, unparsed, closed = record["frame"], None, False
-        direction, conn = record.get("from", record.get("dir")), record.get("peer")
-        ts, client = record.get("at", record.get("ts")), record.get("clientId")
-        if isinstance(message, str):  # the older shape kept the text itself
-            try:
-                message = json.loads(message)
-            except ValueError:
-                message, unparsed = None, record["frame"]
-    else:
-        raise ReadError(path, line, "neither an _ahpLog line nor a {frame} line")
-    if direction not in _DIRECTIONS:
-        raise ReadError(path, line, f"unknown direction {direction!r}")
-    # Every field given, in order: the tuple made directly, without the
-    # NamedTuple's keyword-taking constructor (~5% of a large capture's check).
-    return _make_frame(
-        Frame,
-        (
-            path,
-            line,
-            _DIRECTIONS[direction],
-            f"{file_index}/{conn if conn is not None else '-'}",
-            client if isinstance(client, str) else None,
-            ts if isinstance(ts, str) else None,
-            message,
-            unparsed,
-            closed,
-        ),
-    )
-
-
 def read_frames(paths: Iterable[str]) -> Iterator[Frame]:
-    """Every frame of every file, in file order then line order."""
+    """Every frame of every file, in file order then line order.
+
+    One loop reads, parses and shapes each line, without a call per line of
+    its own: this is the part of ``ahpd wire-check`` that runs for every
+    frame of a capture, however clean."""
     for index, path in enumerate(paths):
         try:
             f = open(path, "rb")  # noqa: SIM115 - closed below; bytes: json decodes UTF-8 itself
         except OSError as exc:
             raise ReadError(path, None, exc.strerror or str(exc)) from None
+        # Each connection id's name (``<file index>/<id>``), so that every frame of a
+        # connection carries the same string, formatted and hashed once.
+        names: dict[str, str] = {}
         with f:
             for number, raw in enumerate(f, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    record = loads(raw)
-                except ValueError as exc:
-                    raise ReadError(path, number, f"not JSON ({exc})") from None
-                yield frame_of(record, path, number, index)
+                record = _NOT_READ  # ``loads``, written out
+                if _LONG_NUMBER not in raw.translate(_DIGITS):
+                    try:
+                        record = _orjson_loads(raw)
+                    except _OrjsonError:
+                        pass
+                if record is _NOT_READ:
+                    if not raw.strip():  # a blank line, which no decoder reads
+                        continue
+                    try:
+                        record = json.loads(raw)
+                    except ValueError as exc:
+                        raise ReadError(path, number, f"not JSON ({exc})") from None
+                if not isinstance(record, dict):
+                    raise ReadError(path, number, "not a JSON object")
+                log = record.pop("_ahpLog", None)  # the record is ours: what is left is the message
+                message: Any  # a dict, a list (a batch), anything JSON; None when there is none
+                if isinstance(log, dict):
+                    message = record
+                    get = log.get
+                    direction, conn = get("dir"), get("connectionId")
+                    ts, client, unparsed = get("ts"), get("clientId"), get("unparsed")
+                    closed = get("event") == "close"
+                    if unparsed is not None or closed:
+                        message = None
+                elif "frame" in record:
+                    message, unparsed, closed = record["frame"], None, False
+                    direction, conn = record.get("from", record.get("dir")), record.get("peer")
+                    ts, client = record.get("at", record.get("ts")), record.get("clientId")
+                    if isinstance(message, str):  # the older shape kept the text itself
+                        try:
+                            message = json.loads(message)
+                        except ValueError:
+                            message, unparsed = None, record["frame"]
+                else:
+                    raise ReadError(path, number, "neither an _ahpLog line nor a {frame} line")
+                if direction not in _DIRECTIONS:
+                    raise ReadError(path, number, f"unknown direction {direction!r}")
+                name = names.get(conn) if conn.__class__ is str else None
+                if name is None:
+                    name = f"{index}/{conn if conn is not None else '-'}"
+                    if conn.__class__ is str:
+                        names[conn] = name
+                # Every field given, in order: the tuple made directly, without the
+                # NamedTuple's keyword-taking constructor (~5% of a large capture's check).
+                yield _make_frame(
+                    Frame,
+                    (
+                        path,
+                        number,
+                        _DIRECTIONS[direction],
+                        name,
+                        client if isinstance(client, str) else None,
+                        ts if isinstance(ts, str) else None,
+                        message,
+                        unparsed,
+                        closed,
+                    ),
+                )

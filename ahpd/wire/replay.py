@@ -23,6 +23,7 @@ the last ``HISTORY`` actions), for as long as somebody watches it.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ahpd import state as reducers
@@ -39,6 +40,9 @@ _KIND_BY_KEY = (
     ("files", "changeset"),
     ("recursive", "resourceWatch"),
 )
+
+#: Each channel's reducer, looked up once (``apply`` runs for every action of a capture).
+_REDUCERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]] = {}
 
 #: How many of a channel's latest states its history keeps: a snapshot's
 #: answer reaches the wire shortly after the actions before it.
@@ -135,18 +139,25 @@ class Channel:
 
     def apply(self, seq: int, action: dict[str, Any]) -> Exception | None:
         """Reduce ``action`` onto the state; the reducer's exception, if it raised one."""
-        if self.kind is None:
-            self.kind = reducers.channel_of_action(str(action.get("type", "")))
+        kind = self.kind
+        if kind is None:
+            kind = self.kind = reducers.channel_of_action(str(action.get("type", "")))
         failure = None
-        if self.state is not None and self.kind is not None:
+        state = self.state
+        if state is not None and kind is not None:
             try:
-                self.state = reducers.reduce(self.kind, self.state, action)
+                reduce = _REDUCERS.get(kind) or _REDUCERS.setdefault(kind, reducers.reducer(kind))
+                state = self.state = reduce(state, action)
             except Exception as exc:  # noqa: BLE001 - a malformed action is reported, not fatal
                 failure = exc
-            if self.owner in self.history.holders:
-                self.history.record(seq, self.state)
+            history = self.history
+            if self.owner in history.holders:
+                # ``History.record`` written out: this runs for every action of a capture.
+                entries = history.entries
+                if state is not None and (not entries or seq > entries[-1][0]):
+                    entries.append((seq, state))
         if self.pending:
-            self.log.append((seq, action, self.state))
+            self.log.append((seq, action, state))
         return failure
 
     def would_change(self, action: dict[str, Any]) -> bool | None:

@@ -20,6 +20,7 @@ builds nothing here (``codec.check``), is asked only about the rest.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from ahpd.protocol import DecodeError, codec, fits, model
@@ -44,6 +45,18 @@ def target(table: str, method: str, part: str = "") -> Target | None:
         return f"/{table}/{_escape(method)}/{part}", entry[0 if part == "params" else 1]
     cls = (model.CLIENT_NOTIFICATIONS if table == "clientNotifications" else model.SERVER_NOTIFICATIONS).get(method)
     return None if cls is None else (f"/{table}/{_escape(method)}", cls)
+
+
+def _is_null(value: Any) -> bool:
+    return value is None
+
+
+def quick(where: Target) -> Callable[[Any], bool] | None:
+    """The generated yes-or-no function for ``where`` (True: it fits; False: ask
+    ``problems``), for a caller that checks many payloads against one target;
+    None where there is none."""
+    cls = where[1]
+    return _is_null if cls is None else fits.BY_CLASS.get(cls)
 
 
 def problems(where: Target, value: Any) -> list[tuple[str, str]]:

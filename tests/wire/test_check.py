@@ -78,6 +78,19 @@ def test_a_delta_aimed_at_a_part_of_another_kind(tmp_path: Path) -> None:
     assert found(problems, "part-order") == [(DELTA, "$.params.action.partId")]
 
 
+def test_a_delta_naming_a_turn_that_is_not_running(tmp_path: Path) -> None:
+    # The append rules' own path (most of a capture's actions), each outcome with its path and words.
+    lines = mutate(conversation(), DELTA, lambda m: m["params"]["action"].update(turnId="t9"))
+    code, problems = check(tmp_path, render(with_snapshot(lines)))
+    assert code == 1
+    assert found(problems, "part-order") == [(DELTA, "$.params.action.turnId")]
+    assert problems[0].message == "chat/delta names turn t9, which is not running"
+    late = conversation()
+    late.append(("s2c", "1", action(5, {"type": "chat/delta", "turnId": "t1", "partId": "p1", "content": "x"})))
+    code, problems = check(tmp_path, render(late))
+    assert found(problems, "part-order") == [(len(late), "$.params.action.turnId")]
+
+
 def test_a_turn_with_no_ending(tmp_path: Path) -> None:
     lines = conversation()[: COMPLETE - 1]
     code, problems = check(tmp_path, render(with_snapshot(lines)))
