@@ -63,6 +63,12 @@ ON_FIRST_USE = (
     "cattrs",
     "jsonschema",
     "argon2",
+    # trio.testing imports pytest wherever pytest is installed (the daemon takes
+    # wait_all_tasks_blocked from trio's core); the wire checker is wire-check's, not run's.
+    "trio.testing",
+    "pytest",
+    "ahpd.wire.check",
+    "ahpd.wire.reader",
 )
 
 
