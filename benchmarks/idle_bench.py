@@ -231,6 +231,7 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
             text=True,
             env=env,
+            cwd=tmp,  # not the checkout's root, where ``-m ahpd`` would import the checkout's ahpd before PYTHONPATH's
         )
         try:
             assert process.stdout is not None
