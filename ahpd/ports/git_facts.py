@@ -123,6 +123,33 @@ def facts(folder: Path | str, uncommitted: int | None = None) -> dict[str, objec
     return out
 
 
+def branches(folder: Path | str) -> list[str]:
+    """Local branches, most recently committed first (``Repo.branches``)."""
+    folder = Path(folder)
+    check(folder)
+    if not _cli():
+        return Repo(folder).branches()
+    done = _run(folder, "for-each-ref", "--format=%(committerdate:unix) %(refname)", "refs/heads/")
+    if done.returncode != 0:
+        raise GitError(f"git for-each-ref failed in {folder}: {done.stderr.decode(errors='replace').strip()}")
+    dated = []
+    for line in done.stdout.decode(errors="surrogateescape").splitlines():
+        when, _, ref = line.partition(" ")
+        dated.append((int(when or 0), ref.removeprefix("refs/heads/")))
+    return [name for _, name in sorted(dated, key=lambda d: (-d[0], d[1]))]
+
+
+def current_branch(folder: Path | str) -> str | None:
+    """The branch HEAD is on (with no commit yet, too); None when HEAD is detached."""
+    folder = Path(folder)
+    check(folder)
+    if not _cli():
+        return git_branches.current_branch(Repo(folder))
+    ref = _run(folder, "symbolic-ref", "-q", "HEAD")
+    branch = ref.stdout.decode(errors="surrogateescape").strip() if ref.returncode == 0 else ""
+    return branch.removeprefix("refs/heads/") or None
+
+
 def github_place(folder: Path | str) -> tuple[str, str, str, str | None] | None:
     """``(remote, owner, repo, branch)`` of the folder's GitHub remote (``origin``
     when it is GitHub's, else the first that is) and the branch HEAD is on
@@ -143,9 +170,7 @@ def github_place(folder: Path | str) -> tuple[str, str, str, str | None] | None:
     for name in sorted(urls, key=lambda n: (n != "origin", n)):
         found = git_branches.github_of(urls[name])
         if found is not None and name:
-            ref = _run(folder, "symbolic-ref", "-q", "HEAD")
-            branch = ref.stdout.decode(errors="surrogateescape").strip() if ref.returncode == 0 else ""
-            return name, *found, branch.removeprefix("refs/heads/") or None
+            return name, *found, current_branch(folder)
     return None
 
 

@@ -55,6 +55,7 @@ from collections.abc import Awaitable, Callable
 from itertools import accumulate
 
 import trio
+
 # trio.testing's own spelling would import trio.testing, and with it pytest wherever pytest is
 # installed (~100 ms and several MB before the ready line): the same function, from trio's core.
 from trio._core import wait_all_tasks_blocked

@@ -9,6 +9,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from ..gitrepo import git, git_env, mixed_repo
 from .helpers import rpc, running_daemon, snapshot_until
 
@@ -28,6 +30,12 @@ async def test_a_session_in_a_repository_leaves_libgit2_unloaded(tmp_path) -> No
     async with running_daemon(tmp_path / "d", "--sessions", "memory", "--no-web", env=_env(tmp_path)) as daemon:
         async with rpc(daemon.url) as client:
             await client.initialize("alice")
+            # The form a client shows first: the repository's branches, read without libgit2 too.
+            git(repo, "branch", "older")
+            reply = await client.call(
+                "resolveSessionConfig", {"channel": "ahp-root://", "workingDirectory": repo.as_uri(), "config": {}}
+            )
+            assert "older" in str(reply["result"]["schema"]["properties"]), reply
             uri = f"ahp-session:/{uuid.uuid4()}"
             reply = await client.call(
                 "createSession", {"channel": uri, "workingDirectories": [(repo / "src").as_uri()]}, timeout=60
@@ -36,7 +44,7 @@ async def test_a_session_in_a_repository_leaves_libgit2_unloaded(tmp_path) -> No
             state = await snapshot_until(client, uri, lambda s: bool(_git_meta(s)) and bool(s.get("changesets")))
             # Under the session's folder (src/): the modified module and the untracked one.
             assert _git_meta(state) == {"branchName": "main", "uncommittedChanges": 2}
-            maps = Path(f"/proc/{daemon.pid}/maps").read_text()
+            maps = await trio.Path(f"/proc/{daemon.pid}/maps").read_text()
             assert "libgit2" not in maps and "_pygit2" not in maps
         daemon.terminate()
         await daemon.wait()

@@ -10,7 +10,7 @@ import pytest
 
 from ahpd.ports import git as gitport
 from ahpd.ports import git_facts
-from tests.gitrepo import git, make_repo, mixed_repo
+from tests.gitrepo import git, git_env, make_repo, mixed_repo
 
 
 @pytest.fixture(autouse=True)
@@ -122,3 +122,18 @@ def test_the_facts_leave_libgit2_unloaded_and_the_index_unwritten(tmp_path) -> N
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert run.stdout.splitlines() == ["6", "None", "False"]
     assert index.read_bytes() == before
+
+
+def test_branches_and_the_current_one_as_libgit2_lists_them(tmp_path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    git(repo, "branch", "zeta")
+    git(repo, "branch", "alpha")  # the same commit as main's: by name, as Repo orders them
+    git(repo, "checkout", "-q", "-b", "newest")
+    (repo / "b.txt").write_text("b\n")
+    git(repo, "add", "b.txt")
+    env = {**git_env(tmp_path / "git-home"), "GIT_COMMITTER_DATE": "2030-01-01T00:00:00Z"}
+    subprocess.run(["git", "commit", "-qm", "b"], cwd=repo, env=env, check=True)
+    assert git_facts.branches(repo) == gitport.Repo(repo).branches() == ["newest", "alpha", "main", "zeta"]
+    assert git_facts.current_branch(repo) == "newest"
+    git(repo, "checkout", "-q", "--detach")
+    assert git_facts.current_branch(repo) is None
