@@ -83,13 +83,15 @@ def facts(folder: Path | str, uncommitted: int | None = None) -> dict[str, objec
     how far apart they are, and how many files under the folder are uncommitted
     (counted here unless given)."""
     folder = Path(folder)
-    check(folder)
+    if _no_git_above(folder):
+        raise NotARepository(f"{folder} is not in a git repository")
     if not _cli():
         return Repo(folder).facts(uncommitted)
     args = ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all"]
     done = _run(folder, *args, "--", ".")
-    if done.returncode != 0:
-        raise GitError(f"git status failed in {folder}: {done.stderr.decode(errors='replace').strip()}")
+    if done.returncode != 0:  # no repository, a bare one, or inside .git: git status needs a working tree
+        said = done.stderr.decode(errors="replace").strip()
+        raise NotARepository(f"{folder} has no git status: {said}")
     head = oid = upstream = None
     ab: tuple[int, int] | None = None
     rows = 0
