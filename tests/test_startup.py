@@ -69,6 +69,8 @@ ON_FIRST_USE = (
     "pytest",
     "ahpd.wire.check",
     "ahpd.wire.reader",
+    # SQLite: an in-memory automation store connects at its first transaction.
+    "sqlite3",
 )
 
 
