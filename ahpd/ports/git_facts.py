@@ -50,9 +50,15 @@ def _env() -> dict[str, str]:
 
 
 def _run(folder: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        ["git", "--no-pager", *args], cwd=folder, capture_output=True, env=_env(), check=False, timeout=120
-    )
+    """``git args`` in ``folder``; a folder gone or a git that hangs is a GitError, said, not a crash."""
+    try:
+        return subprocess.run(
+            ["git", "--no-pager", *args], cwd=folder, capture_output=True, env=_env(), check=False, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} in {folder} did not answer in 120 s") from None
+    except OSError as exc:
+        raise NotARepository(f"git {args[0]} could not run in {folder}: {exc.strerror or exc}") from None
 
 
 def _cli() -> bool:
@@ -71,7 +77,7 @@ def check(folder: Path | str) -> None:
     if done.returncode != 0:
         said = done.stderr.decode(errors="replace").strip()
         raise NotARepository(f"{folder} is not in a readable git repository: {said}")
-    bare, inside = done.stdout.decode().split()[:2]
+    bare, inside = [*done.stdout.decode().split(), "", ""][:2]
     if bare == "true":
         raise NotARepository(f"{folder} is in a bare repository: it has no working tree to change")
     if inside != "true":

@@ -137,3 +137,12 @@ def test_branches_and_the_current_one_as_libgit2_lists_them(tmp_path) -> None:
     assert git_facts.current_branch(repo) == "newest"
     git(repo, "checkout", "-q", "--detach")
     assert git_facts.current_branch(repo) is None
+
+
+def test_a_folder_gone_is_a_git_error_not_a_crash(tmp_path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    gone = repo / "removed"
+    with pytest.raises(gitport.NotARepository, match="could not run"):
+        git_facts.facts(gone)
+    with pytest.raises(gitport.NotARepository, match="could not run"):
+        git_facts.check(gone)
