@@ -335,7 +335,7 @@ def main() -> None:
         c, r = _median(a_cpu), _median(a_rss)
         print(
             f"  anchor {name}: CPU {c * 1000:.0f} ms, RSS {r:.1f} MB; "
-            f"ahpd run / anchor: CPU {cpu / c:.2f}x, RSS {rss / r:.2f}x"
+            f"ahpd run / anchor: CPU {f'{cpu / c:.2f}x' if c else 'n/a (under one 10 ms tick)'}, RSS {rss / r:.2f}x"
         )
     _print_demo_agent(demo_agent, bare[0], asyncio_anchor[0])
     ms = [f"{t * 1000:.0f}" for t in chat]
