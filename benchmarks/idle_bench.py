@@ -194,7 +194,7 @@ def main() -> None:
         "--demo-only", action="store_true", help="hide the Claude Agent SDK, so the daemon offers the demo agent alone"
     )
     parser.add_argument(
-        "--git", action="store_true", help="make the sessions' folder a git repository (each session reads its git facts)"
+        "--git", action="store_true", help="make the sessions' folder a git repository (sessions read git facts)"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ahpd-idle-") as folder:
