@@ -14,8 +14,8 @@ Anchors measured in the same run: a bare ``python -c pass`` and
 runs one turn in a session and waits for its agent's idle stop
 (``agentIdleTimeout`` set to 1 s for the run), to show the memory coming
 back. ``--demo-only`` hides the Claude Agent SDK altogether; ``--git``
-makes the sessions' folder a git repository, so the git port loads libgit2
-(a plain folder does not).
+makes the sessions' folder a git repository: each session's git facts are
+then read (with the ``git`` command; libgit2 is loaded only for a changeset).
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def main() -> None:
         "--demo-only", action="store_true", help="hide the Claude Agent SDK, so the daemon offers the demo agent alone"
     )
     parser.add_argument(
-        "--git", action="store_true", help="make the sessions' folder a git repository (the git port loads libgit2)"
+        "--git", action="store_true", help="make the sessions' folder a git repository (sessions read git facts)"
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ahpd-idle-") as folder:
@@ -231,6 +231,7 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
             text=True,
             env=env,
+            cwd=tmp,  # not the checkout's root, where ``-m ahpd`` would import the checkout's ahpd before PYTHONPATH's
         )
         try:
             assert process.stdout is not None

@@ -148,6 +148,7 @@ def start_daemon(data: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str]
         stderr=subprocess.DEVNULL,
         text=True,
         env=env,
+        cwd=data.parent,  # not the checkout's root: there ``-m ahpd`` would import the checkout's ahpd first
     )
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -213,7 +214,7 @@ def cold_chat(runs: int, tmp: Path) -> tuple[list[float], list[float]]:
         for n in range(runs + 1):
             before = os.times()
             started = time.perf_counter()
-            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+            done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, cwd=tmp)
             took = time.perf_counter() - started
             after = os.times()
             if done.returncode != 0:
@@ -239,6 +240,7 @@ def demo_agent_start(runs: int, tmp: Path) -> list[float]:
             stdout=subprocess.PIPE,
             text=True,
             env=env,
+            cwd=tmp,
         )
         assert process.stdin is not None and process.stdout is not None
         process.stdin.write(json.dumps(request) + "\n")
@@ -333,7 +335,7 @@ def main() -> None:
         c, r = _median(a_cpu), _median(a_rss)
         print(
             f"  anchor {name}: CPU {c * 1000:.0f} ms, RSS {r:.1f} MB; "
-            f"ahpd run / anchor: CPU {cpu / c:.2f}x, RSS {rss / r:.2f}x"
+            f"ahpd run / anchor: CPU {f'{cpu / c:.2f}x' if c else 'n/a (under one 10 ms tick)'}, RSS {rss / r:.2f}x"
         )
     _print_demo_agent(demo_agent, bare[0], asyncio_anchor[0])
     ms = [f"{t * 1000:.0f}" for t in chat]

@@ -63,6 +63,14 @@ ON_FIRST_USE = (
     "cattrs",
     "jsonschema",
     "argon2",
+    # trio.testing imports pytest wherever pytest is installed (the daemon takes
+    # wait_all_tasks_blocked from trio's core); the wire checker is wire-check's, not run's.
+    "trio.testing",
+    "pytest",
+    "ahpd.wire.check",
+    "ahpd.wire.reader",
+    # SQLite: an in-memory automation store connects at its first transaction.
+    "sqlite3",
 )
 
 

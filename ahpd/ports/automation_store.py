@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import sqlite3
 
 from ahpd.ports.private_files import private_file
 
@@ -93,9 +95,7 @@ class AutomationStore:
         self.path = path
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
-        if path is None:
-            self._db = self._connect()
-        else:
+        if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             # 0600 before SQLite makes it with the umask's mode; its -wal and -shm take the database's.
             private_file(path)
@@ -109,6 +109,10 @@ class AutomationStore:
                 db.close()
 
     def _connect(self) -> sqlite3.Connection:
+        # Here, not at the top: a host that keeps its automations in memory starts with none,
+        # and needs no SQLite (~1 MB of the daemon) until the first one is made.
+        import sqlite3
+
         db = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA synchronous=FULL")
         db.executescript(_SCHEMA)
@@ -122,9 +126,20 @@ class AutomationStore:
     def _tx(self) -> _Tx:
         return _Tx(self, self._lock)
 
+    def _open(self) -> sqlite3.Connection:
+        """A connection for one transaction: the one in-memory database
+        (made on first use), or a new connection to the file."""
+        if self.path is not None:
+            return self._connect()
+        if self._db is None:
+            self._db = self._connect()
+        return self._db
+
     # -- reading ----------------------------------------------------------------
 
     def load(self) -> Stored:
+        if self.path is None and self._db is None:  # an in-memory store nothing was written to yet
+            return Stored([], {}, {}, [], {})
         with self._tx() as db:
             automations = [json.loads(r[0]) for r in db.execute("SELECT record FROM automations ORDER BY position")]
             runs: dict[str, list[dict[str, Any]]] = {}
@@ -281,7 +296,7 @@ class _Tx:
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
         try:
-            self.db = self.store._db or self.store._connect()
+            self.db = self.store._open()
             self.db.execute("BEGIN IMMEDIATE")
         except BaseException:
             self._release()

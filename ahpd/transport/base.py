@@ -55,7 +55,10 @@ from collections.abc import Awaitable, Callable
 from itertools import accumulate
 
 import trio
-from trio.testing import wait_all_tasks_blocked
+
+# trio.testing's own spelling would import trio.testing, and with it pytest wherever pytest is
+# installed (~100 ms and several MB before the ready line): the same function, from trio's core.
+from trio._core import wait_all_tasks_blocked
 
 from ahpd.host.telemetry import telemetry
 from ahpd.host.kernel.frame import NoRoom
@@ -135,8 +138,8 @@ class WriteGate:
     task is blocked (trio's ``wait_all_tasks_blocked``: nothing runnable,
     no I/O ready) or ``HOLD`` seconds have passed, then wakes every writer
     noted meanwhile. Without a running gate a writer is woken at once.
-    (``wait_all_tasks_blocked`` lives in ``trio.testing`` but is public API,
-    and the only public way to learn that the loop has run out of work.)
+    (``wait_all_tasks_blocked``, public in ``trio.testing``, is the only way
+    trio offers to learn that the loop has run out of work.)
     """
 
     #: The longest a frame waits for the loop to be idle before its writer

@@ -16,9 +16,30 @@ recorder wraps a transport ``Connection`` from the outside.
 
 from __future__ import annotations
 
-from ahpd.wire.capture import CaptureFile, RecordingConnection, capture_line, recording, redact
-from ahpd.wire.check import Checker, Problem, check_frames
-from ahpd.wire.reader import Frame, ReadError, read_frames
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ahpd.wire.capture import CaptureFile, RecordingConnection, capture_line, recording, redact
+    from ahpd.wire.check import Checker, Problem, check_frames
+    from ahpd.wire.reader import Frame, ReadError, read_frames
+
+#: Where each name lives, imported when first read: ``ahpd run --wire`` needs the recorder
+#: alone, and the checker with its schema and reducers is 1.5 MB and ~10 ms of a daemon's
+#: start that only ``wire-check`` and the tests use.
+_HOMES = {
+    **dict.fromkeys(("CaptureFile", "RecordingConnection", "capture_line", "recording", "redact"), "capture"),
+    **dict.fromkeys(("Checker", "Problem", "check_frames"), "check"),
+    **dict.fromkeys(("Frame", "ReadError", "read_frames"), "reader"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
 
 __all__ = [
     "CaptureFile",

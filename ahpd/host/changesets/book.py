@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ahpd.host.sessions.summaries import set_meta
 from ahpd.ports import git as gitport
+from ahpd.ports import git_facts
 from ahpd.ports import threads
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ async def refresh_git(session: Session, uncommitted: int | None = None) -> None:
     of a worktree. Said only when it moved, through the one place that
     says ``_meta`` (``ahpd.host.sessions.summaries.set_meta``): it is replaced whole."""
     try:
-        facts = await run_off_loop(lambda: gitport.Repo(session.cwd).facts(uncommitted))
+        facts = await run_off_loop(git_facts.facts, session.cwd, uncommitted)  # libgit2 not loaded for it
     except gitport.GitError:
         return
     except Exception:  # noqa: BLE001 - facts that cannot be read are facts not shown

@@ -30,6 +30,7 @@ from ahpd.host.changesets.book import MARK, book_of, refresh_git, restore, run_o
 from ahpd.host.changesets.view import BLOB, View, refresh_git_soon, views
 from ahpd.host.kernel.jsonrpc import RpcError
 from ahpd.ports import git as gitport
+from ahpd.ports import git_facts
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host
@@ -255,7 +256,7 @@ async def advertise(session: Session) -> None:
     """Offer the session's changesets when its folder is in a repository
     (a folder that is not, or a bare repository, simply has none)."""
     try:
-        await run_off_loop(gitport.Repo, session.cwd)
+        await run_off_loop(git_facts.check, session.cwd)
     except gitport.GitError as exc:
         log.debug("%s: no changesets: %s", session.uri, exc)
         return

@@ -35,7 +35,7 @@ from ahpd.host.kernel import auth
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.host.sessions.summaries import set_metas
 from ahpd.ports import git as gitport
-from ahpd.ports import git_branches
+from ahpd.ports import git_branches, git_facts
 from ahpd.ports.github import RECORD, RESOURCE, GitHubError, PullRequest
 
 if TYPE_CHECKING:
@@ -122,11 +122,7 @@ async def token(host: Host) -> str | None:
 
 def _local(folder: Any) -> tuple[str, str, str, str | None] | None:
     """``(remote, owner, repo, branch)`` of the folder's repository, None without a GitHub remote."""
-    repo = gitport.Repo(folder)
-    found = git_branches.github_remote(repo)
-    if found is None:
-        return None
-    return (*found, git_branches.current_branch(repo))
+    return git_facts.github_place(folder)  # read with the git command: libgit2 stays unloaded
 
 
 def _publish(session: Session, state: dict[str, Any] | None) -> None:

@@ -27,7 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
-from trio.testing import wait_all_tasks_blocked
+
+# trio.testing's own spelling would import trio.testing, and with it pytest wherever pytest is
+# installed (~100 ms and several MB before the ready line): the same function, from trio's core.
+from trio._core import wait_all_tasks_blocked
 
 from ahpd.backends.port import Backend, StoredConversation
 from ahpd.host.kernel.auth import USERS_RECORD

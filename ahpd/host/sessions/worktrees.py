@@ -37,6 +37,7 @@ from typing import Any
 
 from ahpd.host.kernel.jsonrpc import INVALID_PARAMS, RpcError
 from ahpd.ports import git as gitport
+from ahpd.ports import git_facts
 from ahpd.ports import threads
 
 log = logging.getLogger("ahpd.host")
@@ -121,19 +122,16 @@ def _yes_no(title: str, default: str, description: str) -> dict[str, Any]:
 def repository_facts(folder: Path) -> tuple[list[str], str | None] | None:
     """(branches most recently committed first, the current one), or None
     outside a repository (a thread's work)."""
-    try:
-        repo = gitport.Repo(folder)
+    try:  # read with the git command: asking for a session's form does not load libgit2
+        return git_facts.branches(folder), git_facts.current_branch(folder)
     except gitport.GitError:
         return None
-    facts = repo.facts()
-    current = facts.get("branchName")
-    return repo.branches(), current if isinstance(current, str) and current != "HEAD" else None
 
 
 def complete_branch(folder: Path, query: str) -> list[str]:
     """Branches whose name holds ``query``, most recently committed first."""
     try:
-        branches = gitport.Repo(folder).branches()
+        branches = git_facts.branches(folder)
     except gitport.GitError:
         return []
     needle = query.lower()
