@@ -27,7 +27,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from importlib import metadata
+from importlib import metadata, util
 from pathlib import Path
 from typing import Any
 
@@ -378,11 +378,12 @@ def claude_cli(backend: Any) -> str | None:
     """The CLI the SDK would run: ours if configured, the bundled one, else PATH's."""
     if getattr(backend, "cli_path", None):
         return str(backend.cli_path)
-    import claude_agent_sdk
-
-    bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
-    if bundled.is_file():
-        return str(bundled)
+    # Found, not imported: importing the SDK (with the MCP library and pydantic) is most of a second.
+    spec = util.find_spec("claude_agent_sdk")
+    for folder in (spec and spec.submodule_search_locations) or ():
+        bundled = Path(folder) / "_bundled" / "claude"
+        if bundled.is_file():
+            return str(bundled)
     return shutil.which("claude")
 
 
