@@ -64,7 +64,9 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         await host.ensure_channel(params["channel"])
     client_seq = params.get("clientSeq")
     try:
-        decoded = codec.decode(model.DispatchActionParams, params)
+        # The wire JSON the host sends for it (declared order, constants
+        # filled in), strictly checked, without building the model's objects.
+        decoded = codec.normalize(model.DispatchActionParams, params)
     except DecodeError as err:
         envelope = _lenient(params) or _readable_envelope(params)
         if envelope is None:
@@ -84,8 +86,8 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         channel, client_seq, action = envelope
         _refuse(host, peer, channel, action, client_seq, f"{err.reason} at {err.path}")
         return
-    channel = decoded.channel
-    action = codec.encode(decoded.action)
+    channel = decoded["channel"]
+    action = decoded["action"]
     origin = {"clientId": peer.client_id, "clientSeq": client_seq}
     # Under an alias, the rules see the channel's own names and the sender
     # is answered in the names it used (ahpd.host.kernel.alias).
