@@ -162,20 +162,29 @@ class ActionBus:
         envelope: dict[str, Any] = {"channel": uri, "action": action, "serverSeq": seq}
         if origin is not None:
             envelope["origin"] = origin
+        # Framed only for whoever reads it: under its own name when someone
+        # watches it so or nobody watches it under another (the frame is
+        # still what says whether it has a JSON form), and once per alias
+        # watched. The same values renamed, so one frame made is all made.
+        frames: list[tuple[set[Subscriber], str]] = []
         try:
-            text = notification_frame("action", envelope)
+            if channel.subscribers or not channel.aliased:
+                frames.append((channel.subscribers, notification_frame("action", envelope)))
+            for name, watching in channel.aliased.items():  # the same action, spelled from each alias
+                alias = self.aliases[name]
+                renamed = {**envelope, "channel": name, "action": alias.out(action)}
+                frames.append((watching, notification_frame("action", renamed)))
         except NotJson as err:
             log.error("%s on %s has no JSON form (%s); dropped, nothing moved", action.get("type"), uri, err)
             return None
         channel.state = new_state
         taken = self.sequencer.next()
         assert taken == seq
-        self.replay.append(Entry(seq, uri, envelope, len(text)))
-        self._fan_out(channel.subscribers, text)
-        for name, watching in channel.aliased.items():  # the same action, spelled from each alias
-            alias = self.aliases[name]
-            renamed = {**envelope, "channel": name, "action": alias.out(action)}
-            self._fan_out(watching, notification_frame("action", renamed))
+        # Weighed by the first frame it went out as.
+        self.replay.append(Entry(seq, uri, envelope, len(frames[0][1])))
+        for watching, text in frames:
+            if watching:
+                self._fan_out(watching, text)
         for observe in self.observers:
             observe(uri, action)
         return seq

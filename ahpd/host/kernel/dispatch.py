@@ -106,8 +106,8 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     rule = host.client_actions.get(action["type"])
     try:
         decision = rule(host, peer, channel, action) if rule else Apply(action)
-        if inspect.isawaitable(decision):  # a rule that must write before it answers
-            decision = await decision
+        if not isinstance(decision, Apply | Refuse) and inspect.isawaitable(decision):
+            decision = await decision  # a rule that must write before it answers
         if isinstance(decision, Refuse):
             refuse(action, decision.reason)
             return
