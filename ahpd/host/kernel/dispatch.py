@@ -122,7 +122,8 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         # (for a key the connection keeps, that is nothing the host holds).
         host.bus.answer(peer, named, alias.out(decision.action) if alias else decision.action, origin)
     else:
-        if host.bus.emit(channel, decision.action, origin, new_state=new_state) is None:
+        read = rule is None  # a rule may add what no frame held
+        if host.bus.emit(channel, decision.action, origin, new_state=new_state, read=read) is None:
             why = host.bus.sequencer.unavailable() or "the action has no JSON form this host can send"
             refuse(action, why)
             return

@@ -136,3 +136,15 @@ def test_numbers_read_fast_are_the_numbers_the_stdlib_reads() -> None:
             assert (type(got), repr(got)) == (type(expected), repr(expected)), number
         else:  # an infinity: refused as the stdlib's reading refuses it
             assert isinstance(fast, Invalid) and "infinity" in fast.reply, number
+
+
+def test_a_frame_of_what_was_read_is_the_stdlibs_text() -> None:
+    rng = random.Random(7)
+    numbers = [rng.uniform(-1e6, 1e6) for _ in range(500)] + [
+        rng.random() * 10 ** rng.randint(-30, 30) for _ in range(2000)
+    ]
+    values: list[object] = [json.loads(text) for text in _captured()]
+    values += [{"n": n} for n in (*numbers, 1e16, 1e-05, 0.0001, -0.0, 2**64 - 1, 2**64, -(2**63) - 1)]
+    values.append({"text": "".join(chr(c) for c in range(0x800)) + "\u2028\u2029\ufeff😀"})
+    for value in values:
+        assert jsonrpc.notification_frame_of_read("action", value) == jsonrpc.notification_frame("action", value)
