@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import re
 from pathlib import Path
 
 import pytest
@@ -88,54 +87,6 @@ def _captured() -> list[str]:
     """The conformance capture's frames as a peer sent them (without the log's own key)."""
     lines = (Path(__file__).parents[3] / "conformance" / "fixtures" / "wire.jsonl").read_text().splitlines()
     return [json.dumps({k: v for k, v in json.loads(line).items() if k != "_ahpLog"}) for line in lines]
-
-
-_FRAMES = [
-    *_captured(),
-    request('{"a":"\\u00e9\\n\\t\\"","b":[true,false,null],"c":-0,"d":18446744073709551615}'),
-    request('{"a":1.5,"b":1e16,"c":0.1,"d":123456789012345678901234567890,"e":-9223372036854775809}'),
-    request('{"a":"\\u001f\\u007f\\u2028é😀"}'),
-    request('{"a":"x\\udc00"}'),
-    request('{"a":"\x01"}'),
-    request("[" * 2000 + "1" + "]" * 2000),
-    '{"jsonrpc":"2.0","method":"m","params":{"k":"v","k":"w"}}',
-    ' \t{"jsonrpc":"2.0","id":"r","result":null}\r\n',
-    '{"jsonrpc":"2.0","id":"r","result":null} x',
-    "\ufeff" + request("{}"),
-    "[1,2]",
-    "7",
-    "",
-]
-
-
-@pytest.mark.parametrize("text", _FRAMES)
-def test_the_fast_reading_classifies_every_frame_as_the_stdlib_does(text, monkeypatch) -> None:
-    fast = jsonrpc.parse(text)
-    monkeypatch.setattr(jsonrpc, "_NOT_FOR_ORJSON", re.compile(""))  # every frame the stdlib's way
-    assert fast == jsonrpc.parse(text)
-
-
-def test_most_frames_take_the_fast_reading() -> None:
-    fast = [text for text in _FRAMES if jsonrpc._NOT_FOR_ORJSON.search(text) is None]
-    assert len(fast) > len(_FRAMES) // 2
-
-
-def test_numbers_read_fast_are_the_numbers_the_stdlib_reads() -> None:
-    rng = random.Random(24)
-    texts = [repr(rng.uniform(-1e6, 1e6)) for _ in range(2000)]
-    texts += [f"{rng.randint(1, 99999)}.{rng.randint(0, 10**12)}e{rng.randint(-340, 310)}" for _ in range(2000)]
-    texts += ["1e-400", "-1e-400", "4.9e-324", "2.2250738585072011e-308", "1E5", "-0", "-0.0", "9223372036854775807"]
-    for number in texts:
-        text = request('{"n":' + number + "}")
-        if jsonrpc._NOT_FOR_ORJSON.search(text) is not None:
-            continue
-        fast = jsonrpc.parse(text)
-        expected = json.loads(number)
-        if isinstance(fast, Request):
-            got = fast.params["n"]
-            assert (type(got), repr(got)) == (type(expected), repr(expected)), number
-        else:  # an infinity: refused as the stdlib's reading refuses it
-            assert isinstance(fast, Invalid) and "infinity" in fast.reply, number
 
 
 def test_a_frame_of_what_was_read_is_the_stdlibs_text() -> None:
