@@ -331,7 +331,47 @@ class _Decoders:
                 out[key] = element
             return out
 
-        return structure
+        if not wire:
+            return structure
+        # One pass over the declared fields, in the order ``encode`` writes
+        # them; whatever is wrong (a key missing, undeclared or null, a value
+        # that does not fit) is left to ``structure``, which names it as a
+        # decode would.
+        steps = [
+            (f.name, self._later(f.type), _admits_null(f.type), f.default is NOTHING, f.default is not None, f.default)
+            for f in fields(cls)
+        ]
+        missing = NOTHING
+
+        def wire_structure(value: Any) -> Any:
+            if value.__class__ is not dict:
+                return structure(value)
+            out = {}
+            found = 0
+            try:
+                for key, decoder, nullable, needed, always, default in steps:
+                    element = value.get(key, missing)
+                    if element is missing:
+                        if needed:
+                            return structure(value)
+                        if always:
+                            out[key] = encode(default)
+                        continue
+                    found += 1
+                    if element is None:
+                        if not nullable:
+                            return structure(value)
+                        if always:
+                            out[key] = decoder()(element)
+                        continue
+                    out[key] = decoder()(element)
+            except Exception:  # noqa: BLE001 - named below, as a decode names it
+                return structure(value)
+            if found != len(value):  # an undeclared key
+                return structure(value)
+            return out
+
+        return wire_structure
 
     # -- unions --------------------------------------------------------------
 
