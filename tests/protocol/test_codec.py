@@ -275,3 +275,28 @@ def test_normalize_fills_constants_drops_nulls_and_refuses_what_a_constructor_wo
         assert fast == slow or (fast[0] == slow[0] == "refused"), approved  # type: ignore[index]
     for value in ({"inputTokens": 2.0}, {"inputTokens": 7, "outputTokens": None}, {"inputTokens": "7"}):
         assert _both(model.UsageInfo, value)[0] == _both(model.UsageInfo, value)[1]
+
+
+def test_normalize_names_what_is_wrong_as_decode_does() -> None:
+    good = {"type": "chat/draftChanged", "draft": {"text": "t", "origin": {"kind": "user"}}}
+    wrong = [
+        {**good, "extra": 1},
+        {**good, "draft": None},
+        {**good, "draft": {"text": 3, "origin": {"kind": "user"}}},
+        {**good, "draft": {"origin": {"kind": "user"}}},
+        {**good, "draft": {"text": "t", "origin": {"kind": "user"}, "model": None}},
+        {**good, "draft": {"text": "t", "origin": {"kind": "nobody"}}},
+        {**good, "draft": {"text": "t", "origin": {"kind": "user"}, "_meta": []}},
+        {"type": "chat/draftChanged", "draft": [good]},
+    ]
+    for action in wrong:
+        params = {"channel": "c", "clientSeq": 1, "action": action}
+        with pytest.raises(DecodeError) as decoded:
+            codec.decode(model.DispatchActionParams, params)
+        with pytest.raises(DecodeError) as normalized:
+            codec.normalize(model.DispatchActionParams, params)
+        assert (normalized.value.path, normalized.value.reason) == (decoded.value.path, decoded.value.reason)
+    params = {"channel": "c", "clientSeq": 1, "action": {**good, "draft": {**good["draft"], "_meta": {"k": None}}}}
+    assert codec.normalize(model.DispatchActionParams, params) == codec.encode(
+        codec.decode(model.DispatchActionParams, params)
+    )
