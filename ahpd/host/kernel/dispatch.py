@@ -60,8 +60,9 @@ ON_A_CHAT = frozenset({"session/titleChanged"})
 
 async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     params = raw if isinstance(raw, dict) else {}
-    if isinstance(params.get("channel"), str):
-        await host.ensure_channel(params["channel"])
+    given = params.get("channel")
+    if isinstance(given, str) and not host.bus.has(given):  # open already: nothing to wake, no await
+        await host.ensure_channel(given)
     client_seq = params.get("clientSeq")
     try:
         # The wire JSON the host sends for it (declared order, constants
