@@ -145,9 +145,11 @@ def _discriminator(classes: list[type]) -> tuple[str | None, dict[Any, list[type
 class _Decoders:
     """The decoding functions of one mode: strict or lenient, building objects or only checking."""
 
-    def __init__(self, *, strict: bool, build: bool) -> None:
+    def __init__(self, *, strict: bool, build: bool, wire: bool = False) -> None:
         self.strict = strict
         self.build = build
+        #: Answer what ``encode(decode(value))`` would, without the objects in between.
+        self.wire = wire
         self.made: dict[Any, Decoder] = {}
 
     def of(self, tp: Any) -> Decoder:
@@ -174,7 +176,7 @@ class _Decoders:
                 return self._class(tp)
         origin = typing.get_origin(tp)
         if origin is Literal:
-            return self._literal(tp)
+            return self._literal(tp, exact=self.wire)
         if origin is list:
             return self._list(tp)
         if origin is dict:
@@ -188,6 +190,8 @@ class _Decoders:
     def _enum(self, tp: type[enum.Enum]) -> Decoder:
         if issubclass(tp, enum.IntFlag):
             flags = tp
+            if self.wire:
+                return lambda value: flags(_int(value)).value
             return lambda value: flags(_int(value))
         allowed = ", ".join(repr(m.value) for m in tp)
         build = self.build
@@ -202,8 +206,19 @@ class _Decoders:
         return structure
 
     @staticmethod
-    def _literal(tp: Any) -> Decoder:
+    def _literal(tp: Any, *, exact: bool = False) -> Decoder:
         allowed = typing.get_args(tp)
+        if exact:
+            # ``1 in (True,)``: where no object is built, whose constructor
+            # would refuse it, the value's type is compared as well.
+            typed = frozenset((type(a), a) for a in allowed)
+
+            def exactly(value: Any) -> Any:
+                if value not in allowed or (type(value), value) not in typed:
+                    raise ValueError(f"{value} not in literal {tp}")
+                return value
+
+            return exactly
 
         def structure(value: Any) -> Any:
             if value not in allowed:
@@ -273,7 +288,10 @@ class _Decoders:
                 required.append(f.name)
         required_set = frozenset(required)
         name = cls.__name__
-        strict, build = self.strict, self.build
+        strict, build, wire = self.strict, self.build, self.wire
+        # What ``encode`` writes (wire mode): the fields in declared order,
+        # a constant or a required one always, an optional one when set.
+        order = [(f.name, f.default is not None, f.default) for f in fields(cls)]
 
         def structure(value: Any) -> Any:
             if not isinstance(value, dict):
@@ -294,12 +312,66 @@ class _Decoders:
                         raise _Located(_key_path(key), ValueError("null is not allowed here; omit the key"))
                     continue
                 try:
-                    kwargs[alias] = decoder()(element)
+                    kwargs[key if wire else alias] = decoder()(element)
                 except Exception as exc:  # noqa: BLE001 - re-raised with its key
                     raise _Located(_key_path(key), exc) from None
-            return cls(**kwargs) if build else value
+            if build:
+                return cls(**kwargs)
+            if not wire:
+                return value
+            out = {}
+            for key, always, default in order:
+                element = kwargs.get(key, NOTHING)
+                if element is NOTHING:
+                    if not always or default is NOTHING:
+                        continue
+                    element = encode(default)
+                elif element is None and not always:
+                    continue
+                out[key] = element
+            return out
 
-        return structure
+        if not wire:
+            return structure
+        # One pass over the declared fields, in the order ``encode`` writes
+        # them; whatever is wrong (a key missing, undeclared or null, a value
+        # that does not fit) is left to ``structure``, which names it as a
+        # decode would.
+        steps = [
+            (f.name, self._later(f.type), _admits_null(f.type), f.default is NOTHING, f.default is not None, f.default)
+            for f in fields(cls)
+        ]
+        missing = NOTHING
+
+        def wire_structure(value: Any) -> Any:
+            if value.__class__ is not dict:
+                return structure(value)
+            out = {}
+            found = 0
+            try:
+                for key, decoder, nullable, needed, always, default in steps:
+                    element = value.get(key, missing)
+                    if element is missing:
+                        if needed:
+                            return structure(value)
+                        if always:
+                            out[key] = encode(default)
+                        continue
+                    found += 1
+                    if element is None:
+                        if not nullable:
+                            return structure(value)
+                        if always:
+                            out[key] = decoder()(element)
+                        continue
+                    out[key] = decoder()(element)
+            except Exception:  # noqa: BLE001 - named below, as a decode names it
+                return structure(value)
+            if found != len(value):  # an undeclared key
+                return structure(value)
+            return out
+
+        return wire_structure
 
     # -- unions --------------------------------------------------------------
 
@@ -356,6 +428,7 @@ class _Decoders:
 
 
 _MODES = {(strict, build): _Decoders(strict=strict, build=build) for strict in (True, False) for build in (True, False)}
+_WIRE = _Decoders(strict=True, build=False, wire=True)
 
 
 def _run(decoders: _Decoders, tp: Any, data: Any) -> Any:
@@ -370,6 +443,12 @@ def _run(decoders: _Decoders, tp: Any, data: Any) -> Any:
 def decode(tp: Any, data: Any, *, strict: bool = True) -> Any:
     """Structure wire JSON ``data`` as ``tp``; raise :class:`DecodeError`."""
     return _run(_MODES[strict, True], tp, data)
+
+
+def normalize(tp: Any, data: Any) -> Any:
+    """``encode(decode(tp, data))``, strictly, without building the objects:
+    the wire JSON a host sends for what it was sent (a client's action)."""
+    return _run(_WIRE, tp, data)
 
 
 def check(tp: Any, data: Any) -> None:

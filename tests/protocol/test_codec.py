@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -220,3 +221,82 @@ def test_model_objects_are_immutable_values() -> None:
     with pytest.raises(ValueError):
         model.ChatDeltaAction(type="chat/reasoning", turnId="t", partId="p", content="x")  # type: ignore[arg-type]
     assert repr(a) == "TextPosition(line=1, character=2)"
+
+
+def _both(tp: object, value: object) -> tuple[object, object]:
+    """What decode-then-encode and normalize make of ``value``: the wire JSON or the error."""
+    try:
+        slow: object = codec.encode(codec.decode(tp, value))
+    except DecodeError as err:
+        slow = ("refused", err.path)
+    try:
+        fast: object = codec.normalize(tp, value)
+    except DecodeError as err:
+        fast = ("refused", err.path)
+    return slow, fast
+
+
+def test_normalize_is_decode_then_encode_on_the_conformance_capture() -> None:
+    capture = Path(__file__).parents[2] / "conformance" / "fixtures" / "wire.jsonl"
+    compared = 0
+    for line in capture.read_text().splitlines():
+        frame = json.loads(line)
+        method, params = frame.get("method"), frame.get("params")
+        if not isinstance(params, dict):
+            continue
+        if method == "action":
+            tp: object = model.ActionEnvelope
+        elif method in model.COMMANDS:
+            tp = model.COMMANDS[method][0]
+        elif method in model.CLIENT_NOTIFICATIONS:
+            tp = model.CLIENT_NOTIFICATIONS[method]
+        else:
+            continue
+        slow, fast = _both(tp, params)
+        assert fast == slow, method
+        assert not isinstance(fast, dict) or list(fast) == list(slow)  # type: ignore[arg-type]
+        compared += 1
+    assert compared > 50
+
+
+def test_normalize_fills_constants_drops_nulls_and_refuses_what_a_constructor_would() -> None:
+    delta = {"content": "x", "partId": "p", "turnId": "t"}  # no type: the class's constant
+    assert _both(model.ChatDeltaAction, delta)[1] == {
+        "type": "chat/delta",
+        "turnId": "t",
+        "partId": "p",
+        "content": "x",
+    }
+    confirmed = {"type": "chat/toolCallConfirmed", "turnId": "t", "toolCallId": "c", "confirmed": "user-action"}
+    for approved in (True, False, 1, 0, 1.0, "yes", [True]):
+        params = {"channel": "c", "clientSeq": 1, "action": {**confirmed, "approved": approved}}
+        slow, fast = _both(model.DispatchActionParams, params)
+        # Refused alike (where: the constructor's refusal has no path; this one names the key).
+        assert fast == slow or (fast[0] == slow[0] == "refused"), approved  # type: ignore[index]
+    for value in ({"inputTokens": 2.0}, {"inputTokens": 7, "outputTokens": None}, {"inputTokens": "7"}):
+        assert _both(model.UsageInfo, value)[0] == _both(model.UsageInfo, value)[1]
+
+
+def test_normalize_names_what_is_wrong_as_decode_does() -> None:
+    good = {"type": "chat/draftChanged", "draft": {"text": "t", "origin": {"kind": "user"}}}
+    wrong = [
+        {**good, "extra": 1},
+        {**good, "draft": None},
+        {**good, "draft": {"text": 3, "origin": {"kind": "user"}}},
+        {**good, "draft": {"origin": {"kind": "user"}}},
+        {**good, "draft": {"text": "t", "origin": {"kind": "user"}, "model": None}},
+        {**good, "draft": {"text": "t", "origin": {"kind": "nobody"}}},
+        {**good, "draft": {"text": "t", "origin": {"kind": "user"}, "_meta": []}},
+        {"type": "chat/draftChanged", "draft": [good]},
+    ]
+    for action in wrong:
+        params = {"channel": "c", "clientSeq": 1, "action": action}
+        with pytest.raises(DecodeError) as decoded:
+            codec.decode(model.DispatchActionParams, params)
+        with pytest.raises(DecodeError) as normalized:
+            codec.normalize(model.DispatchActionParams, params)
+        assert (normalized.value.path, normalized.value.reason) == (decoded.value.path, decoded.value.reason)
+    params = {"channel": "c", "clientSeq": 1, "action": {**good, "draft": {**good["draft"], "_meta": {"k": None}}}}
+    assert codec.normalize(model.DispatchActionParams, params) == codec.encode(
+        codec.decode(model.DispatchActionParams, params)
+    )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ahpd import state as reducers
 from ahpd.host.kernel.alias import Alias
 from ahpd.host.kernel.frame import SharedFrame
-from ahpd.host.kernel.jsonrpc import NotJson, notification_frame
+from ahpd.host.kernel.jsonrpc import NotJson, notification_frame, notification_frame_of_read
 from ahpd.host.kernel.replay import Entry, ReplayBuffer
 from ahpd.host.kernel.seqstore import Sequencer
 
@@ -136,6 +136,7 @@ class ActionBus:
         origin: dict[str, Any] | None = None,
         *,
         new_state: dict[str, Any] | None = None,
+        read: bool = False,
     ) -> int | None:
         """Apply ``action`` to channel ``uri`` and tell its subscribers.
 
@@ -143,7 +144,8 @@ class ActionBus:
         or cannot be encoded, or its channel is gone, or no serverSeq can be
         handed out (the reservation on disk is spent; then nobody is told,
         nothing moves and no number is spent). ``new_state`` is the already reduced state, when
-        the caller had to look at it first.
+        the caller had to look at it first. ``read``: the action and origin are
+        what a client's frame was read as (``jsonrpc.notification_frame_of_read``).
         """
         channel = self.channels.get(uri)
         if channel is None:
@@ -162,20 +164,30 @@ class ActionBus:
         envelope: dict[str, Any] = {"channel": uri, "action": action, "serverSeq": seq}
         if origin is not None:
             envelope["origin"] = origin
+        # Framed only for whoever reads it: under its own name when someone
+        # watches it so or nobody watches it under another (the frame is
+        # still what says whether it has a JSON form), and once per alias
+        # watched. The same values renamed, so one frame made is all made.
+        frames: list[tuple[set[Subscriber], str]] = []
+        frame = notification_frame_of_read if read else notification_frame
         try:
-            text = notification_frame("action", envelope)
+            if channel.subscribers or not channel.aliased:
+                frames.append((channel.subscribers, frame("action", envelope)))
+            for name, watching in channel.aliased.items():  # the same action, spelled from each alias
+                alias = self.aliases[name]
+                renamed = {**envelope, "channel": name, "action": alias.out(action)}
+                frames.append((watching, frame("action", renamed)))
         except NotJson as err:
             log.error("%s on %s has no JSON form (%s); dropped, nothing moved", action.get("type"), uri, err)
             return None
         channel.state = new_state
         taken = self.sequencer.next()
         assert taken == seq
-        self.replay.append(Entry(seq, uri, envelope, len(text)))
-        self._fan_out(channel.subscribers, text)
-        for name, watching in channel.aliased.items():  # the same action, spelled from each alias
-            alias = self.aliases[name]
-            renamed = {**envelope, "channel": name, "action": alias.out(action)}
-            self._fan_out(watching, notification_frame("action", renamed))
+        # Weighed by the first frame it went out as.
+        self.replay.append(Entry(seq, uri, envelope, len(frames[0][1])))
+        for watching, text in frames:
+            if watching:
+                self._fan_out(watching, text)
         for observe in self.observers:
             observe(uri, action)
         return seq

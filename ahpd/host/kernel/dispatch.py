@@ -60,11 +60,14 @@ ON_A_CHAT = frozenset({"session/titleChanged"})
 
 async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     params = raw if isinstance(raw, dict) else {}
-    if isinstance(params.get("channel"), str):
-        await host.ensure_channel(params["channel"])
+    given = params.get("channel")
+    if isinstance(given, str) and not host.bus.has(given):  # open already: nothing to wake, no await
+        await host.ensure_channel(given)
     client_seq = params.get("clientSeq")
     try:
-        decoded = codec.decode(model.DispatchActionParams, params)
+        # The wire JSON the host sends for it (declared order, constants
+        # filled in), strictly checked, without building the model's objects.
+        decoded = codec.normalize(model.DispatchActionParams, params)
     except DecodeError as err:
         envelope = _lenient(params) or _readable_envelope(params)
         if envelope is None:
@@ -84,8 +87,8 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         channel, client_seq, action = envelope
         _refuse(host, peer, channel, action, client_seq, f"{err.reason} at {err.path}")
         return
-    channel = decoded.channel
-    action = codec.encode(decoded.action)
+    channel = decoded["channel"]
+    action = decoded["action"]
     origin = {"clientId": peer.client_id, "clientSeq": client_seq}
     # Under an alias, the rules see the channel's own names and the sender
     # is answered in the names it used (ahpd.host.kernel.alias).
@@ -104,8 +107,8 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     rule = host.client_actions.get(action["type"])
     try:
         decision = rule(host, peer, channel, action) if rule else Apply(action)
-        if inspect.isawaitable(decision):  # a rule that must write before it answers
-            decision = await decision
+        if not isinstance(decision, Apply | Refuse) and inspect.isawaitable(decision):
+            decision = await decision  # a rule that must write before it answers
         if isinstance(decision, Refuse):
             refuse(action, decision.reason)
             return
@@ -120,7 +123,8 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
         # (for a key the connection keeps, that is nothing the host holds).
         host.bus.answer(peer, named, alias.out(decision.action) if alias else decision.action, origin)
     else:
-        if host.bus.emit(channel, decision.action, origin, new_state=new_state) is None:
+        read = rule is None  # a rule may add what no frame held
+        if host.bus.emit(channel, decision.action, origin, new_state=new_state, read=read) is None:
             why = host.bus.sequencer.unavailable() or "the action has no JSON form this host can send"
             refuse(action, why)
             return

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
-import attrs
 
 MAX_ENVELOPES = 1000
 
 
-@attrs.frozen
-class Entry:
+class Entry(NamedTuple):
+    """One buffered envelope (a tuple: one is made per action)."""
+
     server_seq: int
     channel: str
     envelope: dict  # the ActionEnvelope as sent

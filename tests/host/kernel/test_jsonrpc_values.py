@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +81,21 @@ def test_a_value_shared_twice_is_json_and_one_containing_itself_is_not() -> None
     loop.append(loop)
     with pytest.raises(NotJson, match="contains itself"):
         jsonrpc.dumps({"a": loop})
+
+
+def _captured() -> list[str]:
+    """The conformance capture's frames as a peer sent them (without the log's own key)."""
+    lines = (Path(__file__).parents[3] / "conformance" / "fixtures" / "wire.jsonl").read_text().splitlines()
+    return [json.dumps({k: v for k, v in json.loads(line).items() if k != "_ahpLog"}) for line in lines]
+
+
+def test_a_frame_of_what_was_read_is_the_stdlibs_text() -> None:
+    rng = random.Random(7)
+    numbers = [rng.uniform(-1e6, 1e6) for _ in range(500)] + [
+        rng.random() * 10 ** rng.randint(-30, 30) for _ in range(2000)
+    ]
+    values: list[object] = [json.loads(text) for text in _captured()]
+    values += [{"n": n} for n in (*numbers, 1e16, 1e-05, 0.0001, -0.0, 2**64 - 1, 2**64, -(2**63) - 1)]
+    values.append({"text": "".join(chr(c) for c in range(0x800)) + "\u2028\u2029\ufeff😀"})
+    for value in values:
+        assert jsonrpc.notification_frame_of_read("action", value) == jsonrpc.notification_frame("action", value)
