@@ -100,6 +100,9 @@ async def dispatch_action(host: Host, peer: Peer, raw: Any) -> None:
     def refuse(shown: dict[str, Any], why: str) -> None:
         _refuse(host, peer, named, alias.out(shown) if alias else shown, client_seq, why)
 
+    # The block of serverSeq reserved on disk spent while a healthy disk
+    # writes the next: this connection waits for it, nobody else does.
+    await host.bus.sequencer.numbered()
     reason = _why_not(host, action["type"], channel)
     if reason is not None:
         refuse(action, reason)

@@ -9,13 +9,28 @@ from the reservation: numbers may skip, but never repeat or go backwards.
 
 The reservation is renewed off the event loop when less than half a block
 is left, and the host believes in a reservation only once its write
-succeeded. A disk that refuses the write is retried with a backoff while
-the counter runs on in the block already reserved. Should that block run
-out before the disk takes a write, the host hands out no number above it:
-a client's action is refused with the reason (``Sequencer.unavailable``),
-and a change the host itself would say is dropped and logged, until the
-disk takes the write. A number handed out is always below a reservation
-on disk, so a crash can never make one repeat.
+succeeded. The block grows with the pace: when more than a quarter of it
+was used while one renewal was being written, the next one reserves twice
+as many numbers (up to ``MAX_BLOCK``), so the renewal starts early enough
+for the next write to land before the block is spent. Numbers may skip by
+up to a block after a crash; they never repeat.
+
+Should a healthy disk still be writing when the block runs out (a burst
+faster than the growth caught up with), nothing is refused or dropped for
+it. A client's action waits for that write (``Sequencer.numbered``): that
+connection's reading pauses, nobody else's. A change the host itself says
+cannot wait (it is said synchronously), so the host writes the reservation
+there and then on the event loop, after the write under way (one lock
+orders them) — a stall of one write, logged, which the growth makes
+practically unreachable; still better than a change nobody hears of.
+
+A disk that refuses the write is retried with a backoff while the counter
+runs on in the block already reserved. Should that block run out before
+the disk takes a write, the host hands out no number above it: a client's
+action is refused with the reason (``Sequencer.unavailable``), and a change
+the host itself would say is dropped and logged, until the disk takes the
+write. A number handed out is always below a reservation on disk, so a
+crash can never make one repeat.
 
 A ``serverSeq`` file that is not a count (damaged by hand or by the disk)
 is set aside as ``serverSeq.damaged``, and numbering resumes at the
@@ -29,6 +44,7 @@ treated the same, but left where it is.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 
@@ -40,7 +56,9 @@ from ahpd.ports import threads
 
 log = logging.getLogger("ahpd.host")
 
+#: The first block reserved; a fast pace doubles it, up to ``MAX_BLOCK``.
 BLOCK = 1024
+MAX_BLOCK = 2**20
 #: The largest serverSeq a JavaScript client holds exactly.
 MAX_SEQ = 2**53 - 1
 
@@ -101,13 +119,20 @@ class FileSeqStore:
 class Sequencer:
     """The one counter every state change is numbered by."""
 
-    def __init__(self, store: MemorySeqStore | FileSeqStore) -> None:
+    def __init__(self, store: MemorySeqStore | FileSeqStore, block: int = BLOCK) -> None:
         self._store = store
+        #: Orders the renewal's write (in a thread) and one the event loop
+        #: must make itself: never two writes of the file at once.
+        self._lock = threading.Lock()
         self.current = store.load()
         #: What the store holds for sure: no number past it is handed out
         #: while the disk takes writes.
         self.reserved = self.current
+        #: How many numbers the next reservation takes ahead (grows with the pace).
+        self.block = block
         self._wake: trio.Event | None = None
+        #: Set (and replaced) each time a renewal's write ends, well or not.
+        self._landed = trio.Event()
         #: Why the reservation cannot be written, while it cannot.
         self.failing: str | None = None
         self._beyond = False
@@ -118,7 +143,17 @@ class Sequencer:
         next one would pass the reservation on disk, which cannot be written."""
         if self.current < self.reserved:
             return None
-        if self._wake is None:  # no renewal task (yet): write it here
+        if self._wake is None or self.failing is None:
+            # No renewal task (yet), or a healthy disk still writing its
+            # renewal: the caller cannot wait, so the reservation is written
+            # here (after the write under way, if one is).
+            if self._wake is not None:
+                log.warning(
+                    "serverSeq %d: the reservation was spent before its renewal landed; "
+                    "written on the event loop (the next blocks are larger)",
+                    self.reserved,
+                )
+                self._grow()
             self._reserve_now()
             if self.current < self.reserved:
                 return None
@@ -128,29 +163,54 @@ class Sequencer:
                 "serverSeq %d is the last one reserved on disk (%s): no action is numbered, "
                 "so none is taken, until the reservation can be written",
                 self.reserved,
-                self.failing or "its write is still under way",
+                self.failing,
             )
         return (
             "this host cannot number actions now: its serverSeq reservation cannot be written "
-            f"({self.failing or 'the write is still under way'}); try again once the disk takes writes"
+            f"({self.failing}); try again once the disk takes writes"
         )
+
+    async def numbered(self) -> None:
+        """Return once a number can be handed out without writing on the
+        event loop, or once the disk refused (``unavailable`` says why): a
+        client's action waits here while a healthy disk writes the renewal."""
+        while self.current >= self.reserved and self.failing is None and self._wake is not None:
+            self._wake.set()  # renewed from here on, if it was not yet asked for
+            await self._landed.wait()
 
     def next(self) -> int:
         """The next number; only after ``unavailable()`` said None."""
         if self.unavailable() is not None:
             raise RuntimeError("serverSeq asked for past the reservation on disk")
         self.current += 1
-        if self._wake is not None and self.current > self.reserved - BLOCK // 2:
+        if self._wake is not None and self.current > self.reserved - self.block // 2:
             self._wake.set()
         return self.current
 
+    def _upto(self) -> int:
+        return min(self.current + self.block, MAX_SEQ)
+
+    def _reserve(self, upto: int) -> None:
+        with self._lock:
+            self._store.reserve(upto)
+
     def _reserve_now(self) -> None:
+        upto = self._upto()
         try:
-            self._store.reserve(self.current + BLOCK)
+            self._reserve(upto)
         except OSError as exc:
             self._failed(exc)
         else:
-            self._written(self.current + BLOCK)
+            self._written(upto)
+
+    def _grow(self) -> None:
+        if self.block < MAX_BLOCK:
+            self.block = min(self.block * 2, MAX_BLOCK)
+            log.info("serverSeq is reserved %d ahead now, at the pace actions are numbered", self.block)
+
+    def _land(self) -> None:
+        self._landed.set()
+        self._landed = trio.Event()
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Renew the reservation off the event loop, ahead of the counter."""
@@ -159,22 +219,27 @@ class Sequencer:
         delay = FIRST_RETRY
         try:
             while True:
-                if self.current <= self.reserved - BLOCK // 2:
+                if self.current <= self.reserved - self.block // 2:
                     await self._wake.wait()
                     self._wake = trio.Event()
                     continue
-                upto = self.current + BLOCK
+                upto, before = self._upto(), self.current
                 try:
-                    await threads.run("store", self._store.reserve, upto)
+                    await threads.run("store", self._reserve, upto)
                 except OSError as exc:
                     self._failed(exc)
+                    self._land()
                     await trio.sleep(delay)
                     delay = min(delay * 2, LAST_RETRY)
                     continue
+                if self.current - before > self.block // 4:  # the pace outran a quarter block per write
+                    self._grow()
                 self._written(upto)
+                self._land()
                 delay = FIRST_RETRY
         finally:
             self._wake = None
+            self._land()
 
     def _written(self, upto: int) -> None:
         self.reserved = max(self.reserved, upto)
@@ -198,7 +263,7 @@ class Sequencer:
     def close(self) -> None:
         """A clean stop: the next start resumes right after the last number."""
         try:
-            self._store.reserve(self.current)
+            self._reserve(self.current)
         except OSError as exc:
             self._failed(exc)
             if self.current > self.reserved:
