@@ -19,10 +19,14 @@ Should a healthy disk still be writing when the block runs out (a burst
 faster than the growth caught up with), nothing is refused or dropped for
 it. A client's action waits for that write (``Sequencer.numbered``): that
 connection's reading pauses, nobody else's. A change the host itself says
-cannot wait (it is said synchronously), so the host writes the reservation
-there and then on the event loop, after the write under way (one lock
-orders them) — a stall of one write, logged, which the growth makes
-practically unreachable; still better than a change nobody hears of.
+cannot wait (it is said synchronously), so the event loop waits for the
+write under way (one lock orders the writes), for at most ``STALL``
+seconds, and takes what it wrote (or writes the reservation itself when no
+write was under way yet): a stall of one write, logged, which the growth
+makes practically unreachable, and better than a change nobody hears of.
+A write that outlasts ``STALL`` (a disk that hangs) is not waited for
+longer: that change is dropped and logged as on a refusing disk, and the
+daemon serves on.
 
 A disk that refuses the write is retried with a backoff while the counter
 runs on in the block already reserved. Should that block run out before
@@ -59,6 +63,8 @@ log = logging.getLogger("ahpd.host")
 #: The first block reserved; a fast pace doubles it, up to ``MAX_BLOCK``.
 BLOCK = 1024
 MAX_BLOCK = 2**20
+#: The longest the event loop waits for a renewal under way (seconds).
+STALL = 1.0
 #: The largest serverSeq a JavaScript client holds exactly.
 MAX_SEQ = 2**53 - 1
 
@@ -128,6 +134,8 @@ class Sequencer:
         #: What the store holds for sure: no number past it is handed out
         #: while the disk takes writes.
         self.reserved = self.current
+        #: The last reservation the store took (set under the lock, by whichever thread wrote it).
+        self._on_disk = self.current
         #: How many numbers the next reservation takes ahead (grows with the pace).
         self.block = block
         self._wake: trio.Event | None = None
@@ -147,16 +155,14 @@ class Sequencer:
             # No renewal task (yet), or a healthy disk still writing its
             # renewal: the caller cannot wait, so the reservation is written
             # here (after the write under way, if one is).
-            if self._wake is not None:
-                log.warning(
-                    "serverSeq %d: the reservation was spent before its renewal landed; "
-                    "written on the event loop (the next blocks are larger)",
-                    self.reserved,
-                )
-                self._grow()
-            self._reserve_now()
+            if self._wake is None:
+                self._reserve_now()
+            else:
+                self._catch_up()
             if self.current < self.reserved:
                 return None
+            if self.failing is None:
+                return f"this host's serverSeq reservation took over {STALL:g} s to write; try again"
         if not self._beyond:
             self._beyond = True
             log.error(
@@ -193,6 +199,28 @@ class Sequencer:
     def _reserve(self, upto: int) -> None:
         with self._lock:
             self._store.reserve(upto)
+            self._on_disk = upto
+
+    def _catch_up(self) -> None:
+        """The block spent while the renewal task writes (or is about to):
+        on the event loop, wait for that write, briefly, and take it."""
+        log.warning(
+            "serverSeq %d: the reservation was spent before its renewal landed; "
+            "the event loop waits for it (the next blocks are larger)",
+            self.reserved,
+        )
+        self._grow()
+        if not self._lock.acquire(timeout=STALL):
+            log.error("serverSeq: the reservation's write took over %g s; a change is dropped", STALL)
+            return
+        try:
+            landed = self._on_disk
+        finally:
+            self._lock.release()
+        if landed > self.current:
+            self._written(landed)
+        else:  # not under way yet: written here
+            self._reserve_now()
 
     def _reserve_now(self) -> None:
         upto = self._upto()

@@ -19,6 +19,7 @@ import pytest
 import trio
 
 from ahpd.host.assembly import Host
+from ahpd.host.kernel import seqstore
 from ahpd.host.kernel.seqstore import BLOCK, MAX_SEQ, MemorySeqStore, Sequencer
 
 from ...waits import _frames, _tasks, eventually, until_step
@@ -117,6 +118,22 @@ async def test_a_host_change_is_not_dropped_when_the_block_runs_out_before_the_r
     assert sequencer.current == BLOCK + 10 and sequencer.reserved > sequencer.current
     assert sequencer.unavailable() is None
     assert sequencer.block == 2 * BLOCK  # spent before its renewal landed: larger from now on
+
+
+async def test_a_hung_write_stalls_the_event_loop_briefly_then_the_host_change_is_dropped(held, monkeypatch) -> None:
+    host, store, _ = held
+    sequencer = host.bus.sequencer
+    monkeypatch.setattr(seqstore, "STALL", 0.05)
+    store.gate.clear()
+    spend(host, BLOCK // 2 + 10)
+    await eventually(store.held.is_set)
+    spend(host, sequencer.reserved - sequencer.current)
+    # The write never lands while the change is said: not waited for past STALL.
+    assert host.bus.emit(ROOT, {"type": "root/activeSessionsChanged", "activeSessions": 0}) is None
+    assert sequencer.current == BLOCK
+    store.gate.set()
+    await until_step(lambda: sequencer.reserved > BLOCK)
+    assert host.bus.emit(ROOT, {"type": "root/activeSessionsChanged", "activeSessions": 0}) == BLOCK + 1
 
 
 async def test_a_full_disk_still_refuses_with_the_reason_past_the_block(held) -> None:
