@@ -144,6 +144,8 @@ class Sequencer:
         #: Why the reservation cannot be written, while it cannot.
         self.failing: str | None = None
         self._beyond = False
+        #: A write under way outlasted ``STALL``: not waited for again until it ends.
+        self._stalled = False
         self._reserve_now()
 
     def unavailable(self) -> str | None:
@@ -203,7 +205,10 @@ class Sequencer:
 
     def _catch_up(self) -> None:
         """The block spent while the renewal task writes (or is about to):
-        on the event loop, wait for that write, briefly, and take it."""
+        on the event loop, wait for that write, briefly, and take it. Once
+        it outlasted ``STALL``, nothing waits for it again until it ends."""
+        if self._stalled:
+            return
         log.warning(
             "serverSeq %d: the reservation was spent before its renewal landed; "
             "the event loop waits for it (the next blocks are larger)",
@@ -211,7 +216,8 @@ class Sequencer:
         )
         self._grow()
         if not self._lock.acquire(timeout=STALL):
-            log.error("serverSeq: the reservation's write took over %g s; a change is dropped", STALL)
+            self._stalled = True
+            log.error("serverSeq: the reservation's write took over %g s; changes are dropped until it ends", STALL)
             return
         try:
             landed = self._on_disk
@@ -237,6 +243,7 @@ class Sequencer:
             log.info("serverSeq is reserved %d ahead now, at the pace actions are numbered", self.block)
 
     def _land(self) -> None:
+        self._stalled = False
         self._landed.set()
         self._landed = trio.Event()
 

@@ -120,7 +120,9 @@ async def test_a_host_change_is_not_dropped_when_the_block_runs_out_before_the_r
     assert sequencer.block == 2 * BLOCK  # spent before its renewal landed: larger from now on
 
 
-async def test_a_hung_write_stalls_the_event_loop_briefly_then_the_host_change_is_dropped(held, monkeypatch) -> None:
+async def test_a_hung_write_stalls_the_event_loop_briefly_then_the_host_change_is_dropped(
+    held, monkeypatch, caplog
+) -> None:
     host, store, _ = held
     sequencer = host.bus.sequencer
     monkeypatch.setattr(seqstore, "STALL", 0.05)
@@ -131,6 +133,9 @@ async def test_a_hung_write_stalls_the_event_loop_briefly_then_the_host_change_i
     # The write never lands while the change is said: not waited for past STALL.
     assert host.bus.emit(ROOT, {"type": "root/activeSessionsChanged", "activeSessions": 0}) is None
     assert sequencer.current == BLOCK
+    # Nor waited for again while it hangs: the next change is dropped at once.
+    assert host.bus.emit(ROOT, {"type": "root/activeSessionsChanged", "activeSessions": 1}) is None
+    assert len(caplog.messages) == len(set(caplog.messages))  # each said once
     store.gate.set()
     await until_step(lambda: sequencer.reserved > BLOCK)
     assert host.bus.emit(ROOT, {"type": "root/activeSessionsChanged", "activeSessions": 0}) == BLOCK + 1
