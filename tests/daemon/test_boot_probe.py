@@ -9,7 +9,20 @@ from pathlib import Path
 import pytest
 import trio
 
-from .helpers import daemon_in_process, rpc, running_daemon
+from .helpers import Rpc, daemon_in_process, rpc, running_daemon
+
+
+async def _claude_probed(client: Rpc) -> None:
+    """Until ``root/agentsChanged`` offers Claude's models: its boot probe answered
+    (each backend's probe answers on its own; the demo agent's may come first)."""
+    with trio.fail_after(90):
+        while True:
+            note = await client.next_note(timeout=90)
+            action = note.get("params", {}).get("action", {})
+            if action.get("type") == "root/agentsChanged":
+                [claude] = [a for a in action["agents"] if a["provider"] == "claude"]
+                if claude["models"]:
+                    return
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -30,14 +43,7 @@ async def test_the_probe_starts_at_the_first_initialize_not_at_boot(tmp_path: Pa
                 [claude] = [a for a in result["snapshots"][0]["state"]["agents"] if a["provider"] == "claude"]
                 assert claude["models"] == []  # nothing probed before this client came
                 # Each backend's probe answers on its own (the demo agent's may come first).
-                with trio.fail_after(90):
-                    while True:
-                        note = await client.next_note(timeout=90)
-                        action = note.get("params", {}).get("action", {})
-                        if action.get("type") == "root/agentsChanged":
-                            [claude] = [a for a in action["agents"] if a["provider"] == "claude"]
-                            if claude["models"]:
-                                break
+                await _claude_probed(client)
             daemon.terminate()
             assert await daemon.wait() == 0
 
@@ -58,14 +64,7 @@ async def test_the_probe_and_the_catalogue_load_no_sdk_into_the_daemon(tmp_path:
         async with running_daemon(tmp_path / "d", "--sessions", "memory", env=_env(api.url, str(home))) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize("first")
-                with trio.fail_after(90):
-                    while True:
-                        note = await client.next_note(timeout=90)
-                        action = note.get("params", {}).get("action", {})
-                        if action.get("type") == "root/agentsChanged":
-                            [claude] = [a for a in action["agents"] if a["provider"] == "claude"]
-                            if claude["models"]:
-                                break
+                await _claude_probed(client)
                 assert "result" in await client.call("listSessions", {})
                 with trio.fail_after(60):
                     while daemon.children():  # the probe's and the catalogue's processes have answered
@@ -103,14 +102,7 @@ async def test_the_first_hello_starts_one_child_per_agent_for_its_probe_and_its_
         async with daemon_in_process(tmp_path / "d", "--sessions", "memory", env=env) as daemon:
             async with rpc(daemon.url) as client:
                 await client.initialize("first")
-                with trio.fail_after(90):
-                    while True:
-                        note = await client.next_note(timeout=90)
-                        action = note.get("params", {}).get("action", {})
-                        if action.get("type") == "root/agentsChanged":
-                            [claude] = [a for a in action["agents"] if a["provider"] == "claude"]
-                            if claude["models"]:
-                                break
+                await _claude_probed(client)
                 assert "result" in await client.call("listSessions", {})
                 with trio.fail_after(60):
                     while daemon.children():  # every probe and catalogue child has answered
