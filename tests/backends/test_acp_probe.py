@@ -179,6 +179,10 @@ async def test_an_agent_that_neither_lists_nor_deletes_is_learned_the_same() -> 
             ),
             id="lists-only",
         ),
+        pytest.param(
+            _with({"initialize": {"result": {"protocolVersion": 1, "agentCapabilities": "x"}}}),
+            id="capabilities-not-an-object",
+        ),
         pytest.param(_with({"session/list": {"result": {"sessions": "none"}}}), id="listing-malformed"),
         pytest.param(
             _with(

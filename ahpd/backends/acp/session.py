@@ -26,7 +26,7 @@ from acp.client.router import build_client_router
 from acp.connection import Connection
 from acp.exceptions import RequestError
 from acp.meta import AGENT_METHODS, PROTOCOL_VERSION
-from acp.schema import InitializeResponse, ListSessionsResponse, NewSessionResponse, PromptResponse
+from acp.schema import AgentCapabilities, InitializeResponse, ListSessionsResponse, NewSessionResponse, PromptResponse
 from pydantic import ValidationError
 
 import ahpd
@@ -190,6 +190,10 @@ class Link:
             raise BackendError("the agent answered initialize with an invalid result") from None
         if init.protocol_version != PROTOCOL_VERSION:
             raise BackendError(f"the agent speaks ACP version {init.protocol_version}; ahpd speaks {PROTOCOL_VERSION}")
+        if not isinstance(init.agent_capabilities, AgentCapabilities):
+            # The library leaves capabilities that are not an object as its defaults in a plain
+            # dict; read as those defaults (nothing offered), not as an AttributeError later.
+            init.agent_capabilities = AgentCapabilities.model_validate(init.agent_capabilities or {})
         return init
 
     async def close(self) -> None:
