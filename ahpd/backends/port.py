@@ -18,7 +18,7 @@ which is how a chat's disposal or the host's shutdown ends the agent process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -113,6 +113,33 @@ class StoredConversation:
     cwd: str | None
     created_at: str | None = None
     modified_at: str | None = None
+
+
+class ProbeListing:
+    """What an agent keeps, as its boot probe's child listed it, shared with
+    the catalogue's reading: the probe holds :attr:`lock` while its child
+    runs (it runs the agent, or loads its SDK, anyway), and a listing asked
+    meanwhile takes that answer instead of starting a child of its own."""
+
+    def __init__(self) -> None:
+        self.lock = trio.Lock()
+        self._kept: tuple[float, list[StoredConversation]] | None = None
+
+    def keep(self, learned: Any) -> None:
+        """Keep the probe's ``conversations`` rows, if it sent any; called while it holds :attr:`lock`."""
+        rows = learned.get("conversations") if isinstance(learned, dict) else None
+        if isinstance(rows, list):
+            self._kept = (trio.current_time(), [StoredConversation(**row) for row in rows])
+
+    async def read(self, ask: Callable[[], Awaitable[Any]]) -> list[StoredConversation]:
+        """The stored conversations: a listing the probe finished after this
+        was asked is as new as one started now, so it is taken; else ``ask()``."""
+        asked = trio.current_time()
+        async with self.lock:
+            if self._kept is not None and self._kept[0] >= asked:
+                return list(self._kept[1])
+            answer = await ask()
+        return [StoredConversation(**row) for row in answer or []]
 
 
 @attrs.frozen

@@ -51,6 +51,7 @@ from ahpd.backends.port import (
     Conversation,
     EventSink,
     HistoryTurn,
+    ProbeListing,
     StoredConversation,
     ran_note,
 )
@@ -94,11 +95,9 @@ class AcpBackend:
         self._models: list[dict[str, Any]] = []
         #: See :data:`RELIST_AFTER` (read by the session catalogue).
         self.relist_after = RELIST_AFTER
-        #: Held by the boot probe and by a listing, so a listing never sees
-        #: the conversation the probe makes and deletes again.
-        self.probing = trio.Lock()
-        #: What the agent keeps, as its boot probe listed it: (when, rows).
-        self.probe_listing: tuple[float, list[StoredConversation]] | None = None
+        #: Its lock is held by the boot probe and by a listing, so a listing never
+        #: sees the conversation the probe makes and deletes again.
+        self.probe_listing = ProbeListing()
         self.listed: list[StoredConversation] | None = None  # the same, in the probe's own process
         #: The slash commands the boot probe's conversation was offered (ACP
         #: ``AvailableCommand`` wire JSON): what a session shows before its
@@ -156,7 +155,7 @@ class AcpBackend:
         }
         try:
             with trio.fail_after(self.call_timeout + 30):
-                async with self.probing:
+                async with self.probe_listing.lock:
                     done = await trio.run_process(
                         [sys.executable, "-m", "ahpd.backends.acp.probe", json.dumps(spec)],
                         capture_stdout=True,
@@ -165,7 +164,7 @@ class AcpBackend:
                     )
                     learned = json.loads(done.stdout or b"null")
                     if done.returncode == 0:
-                        self._probe_listed(learned)
+                        self.probe_listing.keep(learned)
         except (OSError, ValueError, trio.TooSlowError) as exc:
             log.warning("%s: the boot probe failed: %s", self.provider, exc)
             return False
@@ -240,24 +239,12 @@ class AcpBackend:
         asked is as new as one started now, so it is taken instead: the
         first reading of the catalogue, at a daemon's first hello, starts no
         agent beyond the probe's."""
-        asked = trio.current_time()
-        async with self.probing:
-            if self.probe_listing is not None and self.probe_listing[0] >= asked:
-                return list(self.probe_listing[1])
-            answer = await self._ask("list")
-        return [StoredConversation(**row) for row in answer or []]
+        return await self.probe_listing.read(lambda: self._ask("list"))
 
     async def read_history(self, backend_id: str) -> list[HistoryTurn]:
         """A stored conversation's turns, from ``session/load``'s replay (a short-lived process)."""
         answer = await self._ask("history", backend_id)
         return [HistoryTurn(**turn) for turn in answer or []]
-
-    def _probe_listed(self, learned: Any) -> None:
-        """Keep what the boot probe listed (it runs the agent anyway); called
-        while the probe still holds :attr:`probing`."""
-        rows = learned.get("conversations") if isinstance(learned, dict) else None
-        if isinstance(rows, list):
-            self.probe_listing = (trio.current_time(), [StoredConversation(**row) for row in rows])
 
     async def _ask(self, *argv: str) -> Any:
         """Run ``catalogue`` as a child process and read its JSON answer;

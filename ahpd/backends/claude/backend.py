@@ -43,7 +43,15 @@ from ahpd.backends.claude.conversation import ClaudeConversation, configured_ser
 from ahpd.backends.claude.tools import SERVER_NAME as CLIENT_TOOL_SERVER
 from ahpd.backends.claude.offers import available_commands, models_from_init
 from ahpd.backends._paths import ignore, scratch_root, working_root
-from ahpd.backends.port import BackendError, Conversation, EventSink, HistoryTurn, StoredConversation, Update
+from ahpd.backends.port import (
+    BackendError,
+    Conversation,
+    EventSink,
+    HistoryTurn,
+    ProbeListing,
+    StoredConversation,
+    Update,
+)
 from ahpd.ports import threads
 
 if TYPE_CHECKING:
@@ -117,11 +125,9 @@ class ClaudeBackend:
         self._models: list[dict[str, Any]] = []
         #: A conversation of this backend has started: the SDK is loaded in this process.
         self._conversed = False
-        #: Held while the boot probe's child runs: it lists the transcripts too
-        #: (the SDK is loaded there anyway), and a listing asked meanwhile takes
-        #: that answer instead of loading the SDK into a child of its own.
-        self.probing = trio.Lock()
-        self.probe_listing: tuple[float, list[StoredConversation]] | None = None
+        #: The boot probe's child lists the transcripts too (the SDK is loaded
+        #: there anyway); a listing asked meanwhile takes that answer.
+        self.probe_listing = ProbeListing()
 
     # -- AgentInfo ----------------------------------------------------------------
 
@@ -213,11 +219,9 @@ class ClaudeBackend:
         this backend has loaded the SDK here, in this process after."""
         if self._sdk_here():
             return await self.probe_here(cwd)
-        async with self.probing:
+        async with self.probe_listing.lock:
             learned = await self._ask("probe", cwd=cwd)
-            rows = learned.get("conversations") if isinstance(learned, dict) else None
-            if isinstance(rows, list):
-                self.probe_listing = (trio.current_time(), [StoredConversation(**row) for row in rows])
+            self.probe_listing.keep(learned)
         if not isinstance(learned, dict):
             return False
         changed = self._learn(learned.get("serverInfo"))
@@ -455,12 +459,7 @@ class ClaudeBackend:
         hello loads the SDK into one child, not two."""
         if self._sdk_here():
             return await _claude_transcripts.list_conversations()
-        asked = trio.current_time()
-        async with self.probing:
-            if self.probe_listing is not None and self.probe_listing[0] >= asked:
-                return list(self.probe_listing[1])
-            answer = await self._ask("list")
-        return [StoredConversation(**row) for row in answer or []]
+        return await self.probe_listing.read(lambda: self._ask("list"))
 
     def state_file(self, backend_id: str) -> Path | None:
         """The CLI's own transcript of a conversation (the window's debug view)."""

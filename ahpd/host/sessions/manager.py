@@ -201,7 +201,7 @@ class SessionManager:
 
         The first reading of the catalogue is started here, before the probe:
         it runs once this task first waits, and the probe has taken its
-        backend's ``probing`` lock by then, so a probe that lists what the
+        backend's ``probe_listing`` lock by then, so a probe that lists what the
         agent keeps (it runs the agent, or loads its SDK, anyway) answers that
         reading too, and no second child is started for it."""
         self.refresh_catalogue_soon(backend.provider)
