@@ -26,10 +26,18 @@ import json
 import logging
 import os
 import signal
-from typing import Any
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import trio
 import trio_asyncio
+
+from ahpd.backends.port import BackendError
+
+if TYPE_CHECKING:
+    from ahpd.backends.acp.backend import AcpBackend
 
 log = logging.getLogger("ahpd.backends.acp.backend")
 
@@ -64,6 +72,28 @@ def signal_group(proc: trio.Process, sig: int) -> None:
             proc.send_signal(sig)
         except ProcessLookupError:
             pass
+
+
+async def start_agent(backend: AcpBackend, root: Path, env: Mapping[str, str], loop: Any) -> AgentProcess:
+    """``backend``'s agent started in ``root`` with ``env``, in a process
+    group of its own (so its children end with it); ``loop`` is the asyncio
+    loop its transport serves, or None. :class:`BackendError` when it cannot start."""
+    try:
+        proc = await trio.lowlevel.open_process(
+            [backend.command, *backend.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(root),
+            env=dict(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise BackendError(
+            f"cannot start the {backend.provider} agent ({backend.command}): {exc.strerror or exc}"
+        ) from None
+    label = f"{backend.provider}[{proc.pid}]"
+    return AgentProcess(proc, loop=loop, label=label, max_line_bytes=backend.max_line_bytes)
 
 
 class AgentProcess:

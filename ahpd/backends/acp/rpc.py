@@ -23,7 +23,6 @@ import itertools
 import json
 import logging
 import os
-import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any
 import trio
 
 from ahpd.backends.acp.backend import AcpBackend
-from ahpd.backends.acp.process import AgentProcess
+from ahpd.backends.acp.process import AgentProcess, start_agent
 from ahpd.backends.port import BackendError
 
 log = logging.getLogger("ahpd.backends.acp.backend")
@@ -119,23 +118,7 @@ def error_message(error: Mapping[str, Any]) -> str:
 async def open_peer(backend: AcpBackend, root: Path, listen: Notification) -> AsyncIterator[Peer]:
     """The agent started in ``root`` and its connection; on the way out its
     stdin is closed and its process group ended and reaped."""
-    try:
-        proc = await trio.lowlevel.open_process(
-            [backend.command, *backend.args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=str(root),
-            env={**os.environ, **backend.env},
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise BackendError(
-            f"cannot start the {backend.provider} agent ({backend.command}): {exc.strerror or exc}"
-        ) from None
-    agent = AgentProcess(
-        proc, loop=None, label=f"{backend.provider}[{proc.pid}]", max_line_bytes=backend.max_line_bytes
-    )
+    agent = await start_agent(backend, root, {**os.environ, **backend.env}, loop=None)
     try:
         async with trio.open_nursery() as nursery:
             agent.start(nursery)

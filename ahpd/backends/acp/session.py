@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,7 +31,7 @@ from pydantic import ValidationError
 import ahpd
 from ahpd.backends.acp import settings as _acp_settings
 from ahpd.backends.acp.client import Client
-from ahpd.backends.acp.process import AgentProcess
+from ahpd.backends.acp.process import AgentProcess, start_agent
 from ahpd.backends.acp.terminals import Terminals
 from ahpd.backends.acp.wire import (
     models_from_config,
@@ -80,22 +79,8 @@ async def open_agent(
     env = {**os.environ, **backend.env}
     try:
         async with trio_asyncio.open_loop() as loop:
-            try:
-                proc = await trio.lowlevel.open_process(
-                    [backend.command, *backend.args],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    cwd=str(root),
-                    env=env,
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                raise BackendError(
-                    f"cannot start the {backend.provider} agent ({backend.command}): {exc.strerror or exc}"
-                ) from None
-            label = f"{backend.provider}[{proc.pid}]"
-            agent = AgentProcess(proc, loop=loop, label=label, max_line_bytes=backend.max_line_bytes)
+            agent = await start_agent(backend, root, env, loop=loop)
+            label = agent.label
             try:
                 async with trio.open_nursery() as nursery:
                     agent.start(nursery)
