@@ -103,40 +103,58 @@ def test_a_chain_of_relative_links_that_leads_out_is_refused(fence: Fence, tree:
 
 def test_a_folder_swapped_for_a_link_while_we_read_never_reaches_out(fence: Fence, tree: tuple[Path, Path]) -> None:
     """A thread flips ``sw`` between a real folder and a link to the outside
-    folder as fast as it can while ``sw/secret`` is read again and again."""
+    folder while ``sw/secret`` is read again and again, so reads meet every
+    moment of the swap. The flipper keeps each settled state until the reader
+    has seen it once, so both sides are met however the threads are scheduled
+    (left free, the GIL can hand one thread whole runs of the other's states)."""
     root, outside = tree
     (root / "sw").mkdir()
     (root / "sw" / "secret").write_bytes(b"harmless\n")
-    stop = threading.Event()
+    seen: dict[str, int] = {}
+    told = threading.Condition()
+    done = threading.Event()
     flips = 0
+
+    def settle(kind: str) -> None:
+        with told:
+            before = seen.get(kind, 0)
+            told.wait_for(lambda: seen.get(kind, 0) > before or done.is_set())
 
     def flip() -> None:
         nonlocal flips
-        while not stop.is_set():
-            os.rename(root / "sw", root / "parked")
-            os.symlink(outside, root / "sw")
-            os.unlink(root / "sw")
-            os.rename(root / "parked", root / "sw")
-            flips += 1
+        try:
+            while flips < 100 and not done.is_set():
+                settle("harmless\n")
+                os.rename(root / "sw", root / "parked")
+                os.symlink(outside, root / "sw")
+                settle("Outside")
+                os.unlink(root / "sw")
+                os.rename(root / "parked", root / "sw")
+                flips += 1
+        finally:
+            done.set()
 
-    seen: dict[str, int] = {}
     flipper = threading.Thread(target=flip)
     flipper.start()
     try:
-        for _ in range(200_000):  # a hang guard: the loop ends once both sides were seen
+        while not done.is_set():
             try:
                 data = fence.read_bytes("sw/secret")
                 assert data != SECRET, "the port read the outside file"
-                seen[data.decode()] = seen.get(data.decode(), 0) + 1
+                kind = data.decode()
             except fs.FsError as exc:
-                seen[type(exc).__name__] = seen.get(type(exc).__name__, 0) + 1
-            if seen.get("harmless\n", 0) >= 100 and seen.get("Outside", 0) >= 100:
-                break
+                kind = type(exc).__name__
+            with told:
+                seen[kind] = seen.get(kind, 0) + 1
+                told.notify_all()
     finally:
-        stop.set()
+        done.set()
+        with told:
+            told.notify_all()
         flipper.join()
-    assert flips > 0
+    assert flips == 100, seen
     assert seen.get("harmless\n", 0) >= 100 and seen.get("Outside", 0) >= 100, seen
+    assert set(seen) <= {"harmless\n", "Outside", "NotFound", "NotADirectory"}, seen
 
 
 def test_odd_names_round_trip(fence: Fence, tree: tuple[Path, Path]) -> None:
