@@ -201,6 +201,7 @@ class SessionLog:
         self.uri = uri
         self.folder = folder
         self.head: dict[str, Any] | None = None
+        self._head_json: str | None = None
         self.head_dirty = False
         self.chats: dict[str, ChatLog] = {}
         #: Journals of chats the session no longer has.
@@ -218,9 +219,12 @@ class SessionLog:
         # still the host's to keep.
         head = {**{k: record.get(k) for k in HEAD_KEYS}, **{k: v for k, v in record.items() if k != "chats"}}
         head["chats"] = [_chat_head(c) for c in record.get("chats") or []]
-        if head != self.head:
-            json.dumps(head, allow_nan=False)  # refused here, not in the writer
-            self.head, self.head_dirty = head, True
+        # Compared and kept as a copy: the record shares the host's live dicts
+        # (a changeset's reviews, say), and one changed in place would
+        # otherwise already equal the head kept here and never be written.
+        encoded = json.dumps(head, allow_nan=False)  # refused here, not in the writer
+        if encoded != self._head_json:
+            self.head, self._head_json, self.head_dirty = json.loads(encoded), encoded, True
         seen = set()
         for chat in record.get("chats") or []:
             seen.add(chat["uri"])

@@ -84,6 +84,24 @@ def test_a_turn_appends_its_own_records_and_nothing_else(tmp_path) -> None:
     assert loaded_turns(tmp_path) == ["turn-0", "turn-1", "turn-2", "turn-3"]
 
 
+@pytest.mark.parametrize("kind", ["file", "memory"])
+def test_a_record_changed_in_place_since_the_last_save_is_written(tmp_path, kind) -> None:
+    """The host's record shares its live dicts with whatever keeps them (a
+    changeset's reviews are one): a dict changed in place between two saves
+    is a change to write, though it is the same object as last time."""
+    store = FileSessionStore(tmp_path) if kind == "file" else MemorySessionStore()
+    reviewed: dict = {}
+    store.save(record([turn(0)], changesets={"reviewed": reviewed}))
+    reviewed.setdefault("uncommitted", {})["file:///r/a.txt"] = "M.:1:2:3"
+    store.save(record([turn(0)], changesets={"reviewed": reviewed}))
+    reviewed["uncommitted"].pop("file:///r/a.txt")
+    reviewed["session"] = {"file:///r/b.txt": "A.:0:4:5"}
+    store.save(record([turn(0)], changesets={"reviewed": reviewed}))
+    loaded = FileSessionStore(tmp_path).load_all() if kind == "file" else store.load_all()
+    [rec] = loaded
+    assert rec["changesets"] == {"reviewed": {"uncommitted": {}, "session": {"file:///r/b.txt": "A.:0:4:5"}}}
+
+
 def test_truncation_and_a_resumed_turn_are_kept_as_cuts(tmp_path) -> None:
     store = FileSessionStore(tmp_path)
     turns = [turn(n) for n in range(5)]
