@@ -47,7 +47,10 @@ from ahpd.wire.check_state import (
     Turn,
     clears_activity,
     excerpt,
+    identifiable,
     join_path,
+    part_key,
+    requested,
 )
 from ahpd.wire.reader import Frame
 from ahpd.wire.replay import History
@@ -136,6 +139,8 @@ class Checker:
             return
         if msg.get("jsonrpc") != "2.0":
             self.report("jsonrpc", 'no "jsonrpc": "2.0"', "$.jsonrpc", msg.get("jsonrpc", "<absent>"))
+        if "id" in msg and isinstance(msg["id"], (bool, dict, list)):  # nothing it could be matched by
+            return self.report("jsonrpc", "an id is a string, a number or null", "$.id", msg["id"])
         method = msg.get("method")
         if direction == "c2s":
             if isinstance(method, str):
@@ -173,7 +178,7 @@ class Checker:
                 return
             if method in ("initialize", "reconnect") and isinstance(params.get("clientId"), str):
                 conn.client_id = params["clientId"]
-            for uri in _requested(method, params):
+            for uri in requested(method, params):
                 conn.dropped.discard(uri)
                 conn.channel(uri).expect()
             return
@@ -183,9 +188,10 @@ class Checker:
         if method == "unsubscribe" and isinstance(params.get("channel"), str):
             conn.channel(params["channel"]).drop()
             conn.dropped.add(params["channel"])
-        elif method == "dispatchAction" and isinstance(params.get("action"), dict):
+        elif method == "dispatchAction" and isinstance(params.get("action"), dict) and identifiable(params["action"]):
             action = params["action"]
-            conn.dispatched[params.get("clientSeq")] = action
+            if isinstance(params.get("clientSeq"), int):  # else the schema check says so
+                conn.dispatched[params["clientSeq"]] = action
             if action.get("type") == "chat/toolCallConfirmed":
                 conn.answerable.add(action.get("toolCallId"))
 
@@ -213,7 +219,7 @@ class Checker:
                 isinstance(error, dict) and isinstance(error.get("code"), int) and isinstance(error.get("message"), str)
             ):
                 self.report("jsonrpc", "an error is {code: integer, message: string}", "$.error", error)
-            for uri in _requested(method, params):
+            for uri in requested(method, params):
                 conn.channel(uri).settle()
             return
         result = msg["result"]
@@ -224,12 +230,12 @@ class Checker:
                 self.snapshot(conn, snap, f"$.result.snapshots[{i}]")
             replay = result.get("type") == "replay"
             if replay:
-                for uri in _requested(method, params):
+                for uri in requested(method, params):
                     conn.channel(uri).subscribed = True  # resumed, though this capture never saw its state
                 for i, env in enumerate(result.get("actions") or []):
                     self.envelope(conn, env, f"$.result.actions[{i}]", replayed=True)
             taken = {s.get("resource") for s in result.get("snapshots") or [] if isinstance(s, dict)}
-            for uri in _requested(method, params):
+            for uri in requested(method, params):
                 if uri not in taken:
                     conn.channel(uri).settle()
         elif method == "subscribe" and isinstance(result, dict) and isinstance(result.get("snapshot"), dict):
@@ -331,7 +337,7 @@ class Checker:
         if isinstance(active, dict) and isinstance(active.get("id"), str):
             # What the snapshot knows is added to what the actions said, never put before it.
             turn = conn.turns.setdefault((uri, active["id"]), Turn(self._line()))
-            for key, kind in map(_part_key, active.get("responseParts") or []):
+            for key, kind in map(part_key, active.get("responseParts") or []):
                 turn.parts.setdefault(key, kind)
             if uri not in conn.running and turn.ended is None:
                 conn.running[uri] = active["id"]
@@ -350,7 +356,8 @@ class Checker:
             own = (
                 conn.client_id is not None
                 and origin.get("clientId") == conn.client_id
-                and origin.get("clientSeq") in conn.dispatched
+                and isinstance(origin.get("clientSeq"), int)
+                and origin["clientSeq"] in conn.dispatched
             )
         else:  # most actions: one the host made, not an answer to a dispatch
             origin, own = {}, False
@@ -407,8 +414,8 @@ class Checker:
     def invariants(self, conn: Connection, uri: str, action: dict[str, Any], at: str, line: int) -> None:
         """The ordering rules for one action at ``at`` (its envelope's path)."""
         kind = action.get("type")
-        if not isinstance(kind, str):
-            return
+        if not isinstance(kind, str) or not identifiable(action):
+            return  # the schema check said what is wrong with it; it names nothing to follow
         need = APPENDS.get(kind)
         if need is not None:  # chat/delta and chat/reasoning: most of a conversation's actions
             turn = conn.turns.get((uri, action.get("turnId")))
@@ -481,7 +488,7 @@ class Checker:
             return
         if kind == "chat/responsePart":
             if turn is not None:
-                key, part_kind = _part_key(action.get("part") or {})
+                key, part_kind = part_key(action.get("part") or {})
                 turn.parts[key] = part_kind
             return
         if kind == "chat/toolCallStart":
@@ -570,24 +577,6 @@ class Checker:
                 self.problems.append(problem)
         self.problems.sort(key=lambda p: (p.path, p.line))
         return self.problems
-
-
-def _requested(method: str, params: Any) -> list[str]:
-    """The channels a request asks to be subscribed to."""
-    if not isinstance(params, dict):
-        return []
-    found = {
-        "subscribe": [params.get("channel")],
-        "initialize": params.get("initialSubscriptions"),
-        "reconnect": params.get("subscriptions"),
-    }.get(method) or []
-    return [uri for uri in found if isinstance(uri, str)]
-
-
-def _part_key(part: dict[str, Any]) -> tuple[Any, str]:
-    if part.get("kind") == "toolCall":
-        return (part.get("toolCall") or {}).get("toolCallId"), "toolCall"
-    return part.get("id"), part.get("kind", "?")
 
 
 def check_frames(frames: Iterable[Frame]) -> list[Problem]:

@@ -100,3 +100,33 @@ class Connection:
             history = self.histories.setdefault(uri, History())
             chan = self.channels[uri] = Channel(uri, self.name, history)
         return chan
+
+
+def requested(method: str, params: Any) -> list[str]:
+    """The channels a request asks to be subscribed to."""
+    if not isinstance(params, dict):
+        return []
+    found = {
+        "subscribe": [params.get("channel")],
+        "initialize": params.get("initialSubscriptions"),
+        "reconnect": params.get("subscriptions"),
+    }.get(method) or []
+    return [uri for uri in found if isinstance(uri, str)]
+
+
+def part_key(part: dict[str, Any]) -> tuple[Any, str]:
+    if part.get("kind") == "toolCall":
+        return (part.get("toolCall") or {}).get("toolCallId"), "toolCall"
+    return part.get("id"), part.get("kind", "?")
+
+
+def identifiable(action: dict[str, Any]) -> bool:
+    """Whether what an action names its turn, part and tool call by can be
+    followed (kept as a key): a list or an object there cannot."""
+    part = action.get("part")
+    names = (action.get("turnId"), action.get("partId"), action.get("toolCallId"))
+    try:
+        hash((names, part_key(part) if isinstance(part, dict) else None))
+    except TypeError:
+        return False
+    return True

@@ -124,7 +124,7 @@ def read_frames(paths: Iterable[str]) -> Iterator[Frame]:
                             message, unparsed = None, record["frame"]
                 else:
                     raise ReadError(path, number, "neither an _ahpLog line nor a {frame} line")
-                if direction not in _DIRECTIONS:
+                if direction.__class__ is not str or direction not in _DIRECTIONS:
                     raise ReadError(path, number, f"unknown direction {direction!r}")
                 name = names.get(conn) if conn.__class__ is str else None
                 if name is None:

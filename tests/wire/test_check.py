@@ -260,6 +260,20 @@ def test_a_response_to_nothing_and_a_request_never_answered(tmp_path: Path) -> N
     assert found(problems, "jsonrpc") == [(len(lines) - 1, "$.id"), (len(lines), "$.id")]
 
 
+@pytest.mark.parametrize("ident", [[1], {"n": 1}, True])
+def test_an_id_that_is_not_a_string_a_number_or_null_is_reported_not_a_crash(tmp_path: Path, ident) -> None:
+    lines = [
+        *conversation(),
+        ("c2s", "1", {"jsonrpc": "2.0", "id": ident, "method": "ping", "params": {"channel": "ahp-root://"}}),
+        ("s2c", "1", {"jsonrpc": "2.0", "id": ident, "result": None}),
+        ("c2s", "1", {"jsonrpc": "2.0", "id": ident, "result": None}),
+    ]
+    code, problems = check(tmp_path, render(lines))
+    assert code == 1
+    n = len(lines)
+    assert found(problems, "jsonrpc") == [(n - 2, "$.id"), (n - 1, "$.id"), (n, "$.id")]
+
+
 def test_text_output_names_line_rule_path_and_excerpt(tmp_path: Path) -> None:
     path = tmp_path / "capture.jsonl"
     path.write_text(render(with_snapshot(mutate(conversation(), DELTA, lambda m: m["params"].update(serverSeq=2)))))

@@ -5,9 +5,11 @@ objects): on good captures and on seeded, damaged copies of them (see
 JSON path, words and excerpt. ``verdicts.json`` was recorded with the
 checker of commit 55a2187, which decoded every frame through cattrs.
 
-Sixteen of the damaged captures crash that checker and this one alike (a
-TypeError: an ``id`` that is a list or an object is used as a dict key);
-they are recorded as such, to be re-recorded when that is fixed."""
+Fourteen of the damaged captures crashed that checker and this one alike
+(a TypeError: an ``id``, a ``clientSeq``, a turn's, part's or tool call's
+id, or a line's direction that is a list or an object, used as a dict
+key); those fourteen were recorded again once the checker reported them
+instead (2026-12-05), and only they changed."""
 
 from __future__ import annotations
 
