@@ -278,8 +278,7 @@ class Incoming:
 
     def _fail(self, code: int, reason: str) -> Fail:
         self._failed = Fail(code, reason)
-        if code != PROTOCOL_ERROR:
-            self.discard()
+        self.discard()  # also keeps next() off its quick path
         return self._failed
 
 
