@@ -15,30 +15,7 @@ from hypothesis import strategies as st
 from ahpd.transport import wsread
 from ahpd.transport.wsread import NO_STATUS, Binary, Close, Fail, Incoming, Ping, Pong, close_payload, unmask
 
-KEY = b"\x37\xfa\x21\x3d"
-
-
-def frame(
-    opcode: int, payload: bytes = b"", *, fin: bool = True, mask: bool = True, rsv: int = 0, width: int | None = None
-) -> bytes:
-    """A client frame; ``width`` forces the length's form (7, 16 or 64 bits)."""
-    n = len(payload)
-    width = width or (7 if n < 126 else 16 if n < 65536 else 64)
-    head = bytes([(0x80 if fin else 0) | rsv << 4 | opcode])
-    bit = 0x80 if mask else 0
-    if width == 7:
-        head += bytes([bit | n])
-    elif width == 16:
-        head += bytes([bit | 126]) + n.to_bytes(2, "big")
-    else:
-        head += bytes([bit | 127]) + n.to_bytes(8, "big")
-    if not mask:
-        return head + payload
-    return head + KEY + bytes(b ^ KEY[i % 4] for i, b in enumerate(payload))
-
-
-def text(s: str, **kw) -> bytes:
-    return frame(0x1, s.encode(), **kw)
+from .conftest import KEY, frame, text
 
 
 def events(data: bytes, *, max_size: int = 2**20, cuts: list[int] | None = None) -> list[object]:
