@@ -65,6 +65,11 @@ from ahpd.transport.wsread import NO_STATUS, Binary, Close, Event, Fail, Incomin
 #: would take a large frame (a ``resourceWrite`` of megabytes) thousands of
 #: reads through wsproto and the scheduler.
 RECEIVE_BYTES = 64 * 1024
+#: Messages ``receive`` hands out from what it already read before it lets
+#: the other tasks run once: a 64 KiB chunk can hold thousands of tiny
+#: messages, and one client's chunk must not hold the event loop that long.
+#: (Reading the socket again is a checkpoint too.)
+BURST = 64
 #: Seconds a new TCP connection gets to send its request head and finish the handshake.
 HANDSHAKE_TIMEOUT = 10.0
 #: Seconds a pong or a close frame may wait for room in the socket (the client
@@ -215,6 +220,7 @@ class WebSocketConnection(Connection):
         self._incoming = Incoming(max_message_size)
         self._incoming.feed(rest)  # what the client sent right behind its head
         self._pending: Event | None = None  # taken out by receive's quick look, not a message
+        self._streak = 0  # messages handed out since this task last let others run
         self._close_sent = False  # our close frame went (or is going) out: nothing may follow it
         self._close_heard = False  # the peer's close frame was read
         self._vanished = False  # the peer's EOF came first, or its socket broke
@@ -235,6 +241,10 @@ class WebSocketConnection(Connection):
         if not self.closed and not self._eof and self._pending is None:
             event = self._incoming.next()
             if type(event) is str:
+                self._streak += 1
+                if self._streak >= BURST:  # a chunk of many small messages: let the others run
+                    self._streak = 0
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                 return event
             self._pending = event
         return await super().receive()
@@ -252,6 +262,7 @@ class WebSocketConnection(Connection):
         if not data:
             return False
         self._incoming.feed(data)
+        self._streak = 0  # the read was a checkpoint
         return True
 
     async def _read_frame(self) -> str | None:

@@ -57,6 +57,9 @@ _CONTINUATION, _TEXT, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0
 _SENDABLE = frozenset((1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013))
 #: From this many bytes a payload is unmasked with translate tables.
 _LARGE = 4096
+#: A buffer larger than this is dropped once everything in it is parsed,
+#: rather than kept for the next small frames.
+_KEEP = 1 << 20
 _XOR = [bytes(i ^ k for i in range(256)) for k in range(256)]
 
 
@@ -233,6 +236,8 @@ class Incoming:
                 return None
             self._pos = end
             payload = unmask(memoryview(buf)[pos + head : end], buf[pos + head - 4 : pos + head])
+            if end == len(buf) and end > _KEEP:  # a large frame, all read: its buffer goes with it
+                self._buf, self._pos = bytearray(), 0
             if opcode >= _CLOSE:
                 event = self._control(opcode, payload)
                 if event is not None:

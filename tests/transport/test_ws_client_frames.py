@@ -7,6 +7,7 @@ answer fails too."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import pytest
@@ -15,7 +16,7 @@ from wsproto import ConnectionType
 from wsproto.connection import Connection as WsprotoConnection
 from wsproto.events import CloseConnection, Event, Pong, TextMessage
 
-from ahpd.transport import base
+from ahpd.transport import base, wsconnection
 
 from .conftest import LIMIT, EchoHandler, frame, serving, text, wait_until, ws_client
 from .test_websocket import UPGRADE_HEAD
@@ -115,6 +116,32 @@ async def test_many_messages_read_at_once_are_handled_in_order(monkeypatch) -> N
             await client.aclose()
     assert handler.received == texts
     assert len(reads) < len(texts) // 10, len(reads)  # most messages came from a chunk already read
+
+
+async def test_a_chunk_of_many_messages_does_not_hold_the_event_loop(monkeypatch) -> None:
+    """Messages handed out from a chunk already read cost no checkpoint, so
+    after ``BURST`` of them the reading task lets the others run."""
+    monkeypatch.setattr(wsconnection, "BURST", 32)
+    handler = EchoHandler()
+    texts = [str(i) for i in range(2000)]  # ~9 bytes a frame: one read holds thousands
+    seen: list[int] = []  # how many messages the handler had each time another task ran
+    with trio.fail_after(LIMIT):
+        async with serving(handler) as server, trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                while True:
+                    seen.append(len(handler.received))
+                    await trio.lowlevel.checkpoint()
+
+            nursery.start_soon(watch)
+            client = await RawWs.connect(server.listening.port)
+            await client.send(b"".join(text(t) for t in texts))
+            got = [await client.next_event() for _ in texts]
+            assert [e.data for e in got] == texts  # type: ignore[union-attr]
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+    steps = [b - a for a, b in itertools.pairwise(seen)]
+    assert max(steps) <= 2 * 32, max(steps)  # trio runs a batch of runnable tasks in any order
 
 
 @pytest.mark.parametrize(("code", "reason"), [(1000, ""), (4001, "bye ✓"), (None, "")])
