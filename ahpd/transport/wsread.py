@@ -88,8 +88,10 @@ class Fail(NamedTuple):
 Event = str | Binary | Ping | Pong | Close | Fail
 
 
-def unmask(data: bytes | bytearray | memoryview, key: bytes | bytearray) -> bytes:
-    """``data`` XOR the 4-byte ``key`` repeated (masking and unmasking alike)."""
+def unmask(data: bytes | bytearray | memoryview, key: bytes | bytearray) -> bytes | bytearray:
+    """``data`` XOR the 4-byte ``key`` repeated (masking and unmasking alike);
+    a large payload comes back as the bytearray it was unmasked in, not
+    copied once more."""
     n = len(data)
     if n < _LARGE:
         if not n:
@@ -99,7 +101,7 @@ def unmask(data: bytes | bytearray | memoryview, key: bytes | bytearray) -> byte
     out = bytearray(data)
     for i in range(4):
         out[i::4] = out[i::4].translate(_XOR[key[i]])
-    return bytes(out)
+    return out
 
 
 def close_payload(code: int, reason: str) -> bytes:
@@ -121,7 +123,7 @@ class Incoming:
         self._buf = bytearray()
         self._pos = 0  # where the unparsed bytes of _buf begin
         self._kind = 0  # the opcode of the message in progress (0: none)
-        self._parts: list[bytes] = []  # its fragments so far, unmasked
+        self._parts: list[bytes | bytearray] = []  # its fragments so far, unmasked
         self._size = 0  # their bytes
         self._skip = 0  # payload bytes still to drop (a frame being discarded)
         self._discarding = False
@@ -239,7 +241,7 @@ class Incoming:
             if end == len(buf) and end > _KEEP:  # a large frame, all read: its buffer goes with it
                 self._buf, self._pos = bytearray(), 0
             if opcode >= _CLOSE:
-                event = self._control(opcode, payload)
+                event = self._control(opcode, bytes(payload))  # at most 125 bytes: already bytes
                 if event is not None:
                     return event
                 continue
