@@ -108,7 +108,7 @@ def task_names() -> list[str]:
 
 
 def transport_tasks() -> list[str]:
-    """The tasks that belong to a transport (ours, trio-websocket's, the listener's)."""
+    """The tasks that belong to a transport (ours, a trio-websocket client's, the listener's)."""
     markers = ("ahpd.transport", "trio_websocket", "serve_listeners", "EchoHandler")
     return [name for name in task_names() if any(m in name for m in markers)]
 
