@@ -42,6 +42,7 @@ conversions cost more.
 
 from __future__ import annotations
 
+import codecs
 from typing import NamedTuple
 
 # Close codes this parser fails a connection with (RFC 6455 section 7.4.1).
@@ -57,9 +58,12 @@ _CONTINUATION, _TEXT, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0
 _SENDABLE = frozenset((1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013))
 #: From this many bytes a payload is unmasked with translate tables.
 _LARGE = 4096
-#: A buffer larger than this is dropped once everything in it is parsed,
-#: rather than kept for the next small frames.
-_KEEP = 1 << 20
+#: A data frame of at least this many bytes whose payload is not all read
+#: yet is unmasked a read at a time: a message of megabytes then costs a
+#: chunk's worth of work per read, not one long pause of the event loop at
+#: its end, and is never held masked and unmasked at once.
+_STREAM = 1 << 16
+_utf8 = codecs.getincrementaldecoder("utf-8")
 _XOR = [bytes(i ^ k for i in range(256)) for k in range(256)]
 
 
@@ -116,15 +120,39 @@ def close_payload(code: int, reason: str) -> bytes:
 class Incoming:
     """The parser of one connection's client frames (see the module's docstring)."""
 
-    __slots__ = ("_buf", "_pos", "_kind", "_parts", "_size", "_skip", "_discarding", "_failed", "max_size")
+    __slots__ = (
+        "_buf",
+        "_pos",
+        "_kind",
+        "_parts",
+        "_decoder",
+        "_bytes",
+        "_size",
+        "_left",
+        "_key",
+        "_fin",
+        "_skip",
+        "_discarding",
+        "_failed",
+        "max_size",
+    )
 
     def __init__(self, max_size: int) -> None:
         self.max_size = max_size
         self._buf = bytearray()
         self._pos = 0  # where the unparsed bytes of _buf begin
         self._kind = 0  # the opcode of the message in progress (0: none)
-        self._parts: list[bytes | bytearray] = []  # its fragments so far, unmasked
-        self._size = 0  # their bytes
+        # A fragmented (or streamed) text message is decoded piece by piece,
+        # so text that is not UTF-8 fails at the piece that shows it, and no
+        # piece waits for the others to be decoded.
+        self._parts: list[str] = []  # its text so far
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._bytes = 0  # a binary message's bytes so far (dropped as they come)
+        self._size = 0  # the message's bytes announced so far, for the size limit
+        # A large data frame is unmasked as its bytes come (``_STREAM``):
+        self._left = 0  # its payload bytes still to come
+        self._key = b""  # its mask, turned to the next byte
+        self._fin = False  # whether it ends its message
         self._skip = 0  # payload bytes still to drop (a frame being discarded)
         self._discarding = False
         self._failed: Fail | None = None
@@ -148,14 +176,17 @@ class Incoming:
     def discard(self) -> None:
         """Drop every data frame from now on (a message in progress too)."""
         self._discarding = True
-        self._kind, self._parts, self._size = 0, [], 0
+        self._kind, self._parts, self._decoder, self._bytes, self._size = 0, [], None, 0, 0
+        self._skip += self._left  # the rest of a frame being streamed
+        self._left = 0
 
     def next(self) -> Event | None:
         """The next message, control frame or failure; None until more bytes come."""
         buf, pos = self._buf, self._pos
         have = len(buf) - pos
         # The usual frame: a whole, masked, final text frame of under 64 KiB,
-        # no message in progress. Anything else takes the general path.
+        # no message in progress (nor a frame being streamed: that sets
+        # _kind). Anything else takes the general path.
         if have >= 6 and buf[pos] == 0x81 and not self._kind and not self._skip and not self._discarding:
             n = buf[pos + 1] ^ 0x80  # the mask bit set, the length below it
             if n < 126:
@@ -189,6 +220,21 @@ class Incoming:
                 if self._skip:
                     return None
                 continue
+            if self._left:
+                take = min(self._left, have)
+                if not take:
+                    return None
+                piece = unmask(memoryview(buf)[pos : pos + take], self._key)
+                self._pos = pos + take
+                self._left -= take
+                turn = take & 3
+                self._key = self._key[turn:] + self._key[:turn]
+                event = self._piece(piece, not self._left and self._fin)
+                if event is not None:
+                    return event
+                if self._left:
+                    return None
+                continue
             if have < 2:
                 return None
             b0, b1 = buf[pos], buf[pos + 1]
@@ -212,6 +258,8 @@ class Incoming:
                     return self._fail(PROTOCOL_ERROR, "a 64-bit length with its top bit set")
                 if n < 65536:
                     return self._fail(PROTOCOL_ERROR, "a length in 64 bits that fits in 16")
+            if have < head:  # the mask is not all here yet
+                return None
             if opcode >= _CLOSE:
                 if opcode > _PONG:
                     return self._fail(PROTOCOL_ERROR, f"unknown opcode {opcode:#x}")
@@ -235,11 +283,18 @@ class Incoming:
                 return self._fail(MESSAGE_TOO_BIG, f"frame of {size} bytes exceeds the {self.max_size}-byte limit")
             end = pos + head + n
             if len(buf) < end:
-                return None
+                if opcode >= _CLOSE or n < _STREAM:
+                    return None
+                # A large data frame: unmasked as it comes, never held whole in the buffer.
+                self._pos = pos + head
+                self._key = bytes(buf[pos + head - 4 : pos + head])
+                self._left, self._fin = n, bool(fin)
+                if opcode:
+                    self._kind = opcode
+                self._size += n
+                continue
             self._pos = end
             payload = unmask(memoryview(buf)[pos + head : end], buf[pos + head - 4 : pos + head])
-            if end == len(buf) and end > _KEEP:  # a large frame, all read: its buffer goes with it
-                self._buf, self._pos = bytearray(), 0
             if opcode >= _CLOSE:
                 event = self._control(opcode, bytes(payload))  # at most 125 bytes: already bytes
                 if event is not None:
@@ -248,20 +303,38 @@ class Incoming:
             if opcode:
                 self._kind = opcode
             if not fin:
-                self._parts.append(payload)
                 self._size += n
-                continue
-            kind = self._kind
-            if self._parts:
-                self._parts.append(payload)
-                payload = b"".join(self._parts)
-            self._kind, self._parts, self._size = 0, [], 0
-            if kind == _BINARY:
-                return Binary(len(payload))
+            event = self._piece(payload, bool(fin))
+            if event is not None:
+                return event
+
+    def _piece(self, payload: bytes | bytearray, last: bool) -> Event | None:
+        """One more piece of the message in progress (a frame, or what came
+        of a streamed one); the message once ``last``."""
+        if self._kind == _BINARY:
+            self._bytes += len(payload)
+            if not last:
+                return None
+            size = self._bytes
+            self._kind, self._bytes, self._size = 0, 0, 0
+            return Binary(size)
+        if last and self._decoder is None:  # a whole message in one frame
+            self._kind, self._size = 0, 0
             try:
                 return payload.decode()
             except UnicodeDecodeError as exc:
                 return self._invalid(exc)
+        if self._decoder is None:
+            self._decoder = _utf8()
+        try:
+            self._parts.append(self._decoder.decode(payload, last))
+        except UnicodeDecodeError as exc:
+            return self._invalid(exc)
+        if not last:
+            return None
+        text = "".join(self._parts)
+        self._kind, self._parts, self._decoder, self._size = 0, [], None, 0
+        return text
 
     def _control(self, opcode: int, payload: bytes) -> Event | None:
         if opcode == _PING:
@@ -281,7 +354,7 @@ class Incoming:
             return self._invalid(exc, "a close frame's reason")
 
     def _invalid(self, exc: UnicodeDecodeError, what: str = "a text message") -> Fail:
-        return self._fail(INVALID_DATA, f"{what} that is not UTF-8 (byte {exc.start})")
+        return self._fail(INVALID_DATA, f"{what} that is not UTF-8 ({exc.reason})")
 
     def _fail(self, code: int, reason: str) -> Fail:
         self._failed = Fail(code, reason)

@@ -183,3 +183,26 @@ def test_a_close_reason_is_cut_at_a_character_to_fit_a_control_frame() -> None:
     payload = close_payload(1000, "✓" * 100)
     assert len(payload) <= 125
     assert payload[2:].decode() == "✓" * 41
+
+
+def test_a_large_frame_is_unmasked_as_it_comes_and_never_held_whole() -> None:
+    big = "é🙂x" * 40_000  # 280,000 bytes, characters cut at every piece's edge
+    data = text("before") + text(big[:5000], fin=False) + frame(0x0, big[5000:].encode()) + text("after")
+    incoming = Incoming(2**20)
+    got: list[object] = []
+    for i in range(0, len(data), 4093):
+        incoming.feed(data[i : i + 4093])
+        while (event := incoming.next()) is not None:
+            got.append(event)
+        assert incoming.buffered < wsread._STREAM  # the large frame never waits whole (a small one may)
+    assert got == ["before", big, "after"]
+
+
+def test_discard_in_the_middle_of_a_large_frame_skips_its_rest() -> None:
+    incoming = Incoming(2**20)
+    data = frame(0x1, b"z" * 200_000) + frame(0x8, close_payload(1000, "done"))
+    incoming.feed(data[:100_000])
+    assert incoming.next() is None
+    incoming.discard()
+    incoming.feed(data[100_000:])
+    assert incoming.next() == Close(1000, "done")
