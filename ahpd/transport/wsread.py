@@ -1,7 +1,7 @@
 """A client's WebSocket frames, parsed from the bytes read so far (RFC 6455 section 5).
 
 No sockets and no tasks here: ``feed()`` bytes in, ``next()`` the next
-thing they complete. ``websocket.WebSocketConnection`` reads its socket on
+thing they complete. ``wsconnection.WebSocketConnection`` reads its socket on
 the task that asks for a message, feeds every chunk it reads here and takes
 the messages out one at a time, so a chunk holding a hundred client
 actions costs one read and no task switch per action. (trio-websocket
@@ -32,12 +32,20 @@ frame; set no reserved bit (no extension is negotiated); use a known opcode;
 keep control frames unfragmented and within 125 bytes; start a message
 before continuing one, and finish it before starting another; spell a
 length in its shortest form; send a close code that may travel on the
-wire. The size limit is on a message's bytes, whatever its characters.
+wire. The size limit is on a message's bytes, whatever its characters, and
+is checked at each frame's header, before its payload is read.
+
+A frame waits in the buffer until it is whole, except a data frame of
+``_STREAM`` bytes or more: that one is unmasked a read at a time, and a
+text message in several pieces is decoded a piece at a time (an
+incremental UTF-8 decoder), so a message of megabytes costs a little work
+per read instead of one long pause of the event loop once it is complete,
+and is never held masked and unmasked at once.
 
 Unmasking XORs the payload with its 4-byte key: as one big integer for
-small payloads (one C operation each way), with wsproto's translate tables
-a quarter of the bytes at a time for large ones, where the integer's
-conversions cost more.
+small payloads (one C operation each way), with translate tables (wsproto's
+trick) a quarter of the bytes at a time for large ones, where the integer's
+conversions cost more (8 against 1.2 ms per MiB, measured).
 """
 
 from __future__ import annotations
