@@ -3,7 +3,7 @@
 Pure functions of a parsed request head (an ``h11.Request``), no I/O, so the
 rules are tested without a socket. ``websocket.py`` reads the head, asks
 ``decide()`` and either answers with ``response()`` or hands the connection
-to trio-websocket.
+to ``wsconnection.WebSocketConnection``.
 
 The rules:
 
@@ -33,8 +33,8 @@ The rules:
 * Every answer carries ``Access-Control-Allow-Origin: *``: a browser page
   probing the port can read the status.
 * A malformed upgrade (wrong method or version, a ``Sec-WebSocket-Key`` that
-  is not 16 bytes in base64) is answered here too, so trio-websocket only
-  ever sees handshakes it will accept.
+  is not 16 bytes in base64) is answered here too, so the handshake
+  (wsproto's) only ever sees requests it will accept.
 """
 
 from __future__ import annotations

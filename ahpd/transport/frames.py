@@ -3,8 +3,8 @@
 A server's frames are never masked, so one message's frame is the same bytes
 for every client: the writer builds it once per message (``SharedFrame``
 caches it) and many frames go out in one write. Only complete, unfragmented
-text frames are written here; the handshake, reading, ping/pong and the
-close handshake stay with trio-websocket (see ``websocket``).
+text frames are written here; the handshake, reading, pongs and close frames
+are ``wsconnection``'s, a client's frames are parsed by ``wsread``.
 
 The header: FIN and the text opcode (0x81), then the payload length in 7
 bits, or 126 and 16 bits, or 127 and 64 bits (network byte order); the mask

@@ -189,7 +189,7 @@ class _WebServer:
         request = None
         with trio.move_on_after(HANDSHAKE_TIMEOUT):
             try:
-                request, _ = await _read_head(stream)
+                request, _, _ = await _read_head(stream)
             except h11.RemoteProtocolError as exc:
                 status = exc.error_status_hint
                 await self._send(stream, _respond(status, b"bad request\n", self.policy, head=False))

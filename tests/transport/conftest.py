@@ -108,7 +108,7 @@ def task_names() -> list[str]:
 
 
 def transport_tasks() -> list[str]:
-    """The tasks that belong to a transport (ours, trio-websocket's, the listener's)."""
+    """The tasks that belong to a transport (ours, a trio-websocket client's, the listener's)."""
     markers = ("ahpd.transport", "trio_websocket", "serve_listeners", "EchoHandler")
     return [name for name in task_names() if any(m in name for m in markers)]
 
@@ -118,3 +118,31 @@ async def wait_until(predicate: Any, what: str) -> None:
     test's trio run takes (a task ending, a writer catching up): ``what`` names
     it for the reader."""
     await until_step(predicate)
+
+
+# -- a client's frames, spelled byte by byte (RFC 6455 section 5.2) -----------------
+
+KEY = b"\x37\xfa\x21\x3d"
+
+
+def frame(
+    opcode: int, payload: bytes = b"", *, fin: bool = True, mask: bool = True, rsv: int = 0, width: int | None = None
+) -> bytes:
+    """A client frame; ``width`` forces the length's form (7, 16 or 64 bits)."""
+    n = len(payload)
+    width = width or (7 if n < 126 else 16 if n < 65536 else 64)
+    head = bytes([(0x80 if fin else 0) | rsv << 4 | opcode])
+    bit = 0x80 if mask else 0
+    if width == 7:
+        head += bytes([bit | n])
+    elif width == 16:
+        head += bytes([bit | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([bit | 127]) + n.to_bytes(8, "big")
+    if not mask:
+        return head + payload
+    return head + KEY + bytes(b ^ KEY[i % 4] for i, b in enumerate(payload))
+
+
+def text(s: str, **kw) -> bytes:
+    return frame(0x1, s.encode(), **kw)

@@ -126,7 +126,7 @@ async def test_payloads_at_every_length_boundary_reach_an_independent_client(uni
                 assert conn.send(SharedFrame(text) if i % 2 else text)
             got = [await client.next_event() for _ in texts]
             assert [e.data for e in got] == texts  # type: ignore[attr-defined]
-            # and the other way round, through trio-websocket's reader, still
+            # and the other way round, through the server's own reader (wsread), still
             await client.send(Message(data=texts[-1]))
             echoed = await client.next_event()
             assert isinstance(echoed, TextMessage) and echoed.data == texts[-1]
