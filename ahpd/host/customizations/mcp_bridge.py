@@ -31,8 +31,10 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import sys
 import tempfile
+import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +43,7 @@ import trio
 from ahpd import __version__
 from ahpd.host.customizations import server_tools
 from ahpd.host.customizations.tool_schemas import ARTIFACT_INSTRUCTION, CONFIRMED
+from ahpd.ports import threads
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host
@@ -55,6 +58,46 @@ MCP_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 #: The longest frame read (a resourceWrite carries a whole file).
 MAX_FRAME = 64 * 2**20
 HELLO_TIMEOUT = 10.0
+
+
+#: The beginning of the name of each daemon's socket folder in the temporary directory.
+FOLDER_PREFIX = "ahpd-mcp-"
+#: A socket no process holds is taken for stale only past this age (one
+#: held in another network namespace is not listed where we look).
+STALE_AFTER = 60.0
+
+
+def sweep_stale(tmp: str) -> None:
+    """Remove the socket folders that daemons killed without a chance to
+    clean up left behind (``kill -9``, a crash, a power cut): this user's,
+    whose socket no process holds any more, and not made in the last
+    minute. Which sockets are held is read from ``/proc/net/unix`` rather
+    than by connecting (a live daemon would log a stranger); without it
+    nothing is swept. A folder that cannot be read or removed is left."""
+    try:
+        names = [n for n in os.listdir(tmp) if n.startswith(FOLDER_PREFIX)]
+        if not names:
+            return
+        with open("/proc/net/unix", "rb") as table:
+            held = {line.rsplit(b" ", 1)[-1].strip() for line in table.read().splitlines()[1:]}
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        folder = os.path.join(tmp, name)
+        path = os.path.join(folder, "tools.sock")
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue  # a daemon starting: its socket is not bound yet
+        if (
+            st.st_uid == os.getuid()
+            and stat.S_ISSOCK(st.st_mode)
+            and now - st.st_mtime > STALE_AFTER
+            and os.fsencode(path) not in held
+        ):
+            shutil.rmtree(folder, ignore_errors=True)
+            log.info("removed %s, left by an ahpd that did not stop cleanly", folder)
 
 
 class Bridge:
@@ -99,7 +142,8 @@ class Bridge:
         self._listening.set()
 
     async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
-        self.folder = tempfile.mkdtemp(prefix="ahpd-mcp-")
+        await threads.run("files", sweep_stale, tempfile.gettempdir())
+        self.folder = tempfile.mkdtemp(prefix=FOLDER_PREFIX)
         self.path = os.path.join(self.folder, "tools.sock")
         sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

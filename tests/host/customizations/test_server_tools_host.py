@@ -12,9 +12,13 @@ import uuid
 
 import json
 import os
+import shutil
+import socket
 import stat
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import trio
@@ -165,6 +169,40 @@ async def test_the_mcp_socket_answers_only_a_secret_it_gave_out(tmp_path) -> Non
         await late.send_all(env["AHPD_MCP_SECRET"].encode() + b"\n" + json.dumps(requests[0]).encode() + b"\n")
         assert await _frames(late, 1) == []
         await late.aclose()
+
+
+def _socket_folder(listening: bool, age: float) -> tuple[Path, socket.socket | None]:
+    """A socket folder as a daemon leaves it: its socket bound, then held
+    (``listening``) or closed as by a killed process, ``age`` seconds old."""
+    folder = Path(tempfile.mkdtemp(prefix="ahpd-mcp-"))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(folder / "tools.sock"))
+    if listening:
+        sock.listen(1)
+    else:
+        sock.close()
+    then = time.time() - age
+    os.utime(folder / "tools.sock", (then, then))
+    return folder, sock if listening else None
+
+
+async def test_socket_folders_left_by_killed_daemons_are_removed_and_live_ones_kept(tmp_path) -> None:
+    stale, _ = _socket_folder(listening=False, age=3600)
+    young, _ = _socket_folder(listening=False, age=0)  # a daemon that has just bound it
+    kept, held = _socket_folder(listening=True, age=3600)
+    try:
+        async with live_host(tmp_path) as live, rpc(live.url) as alice:
+            await alice.initialize("alice")
+            _, chat = await create(alice, tmp_path, channel=f"demo:/{uuid.uuid4()}")
+            server = await bridge(live.host).server_for(chat)
+            mine = Path({e["name"]: e["value"] for e in server["env"]}["AHPD_MCP_SOCKET"]).parent
+            assert not stale.exists()
+            assert young.exists() and kept.exists() and mine.exists()
+    finally:
+        assert held is not None
+        held.close()
+        shutil.rmtree(young, ignore_errors=True)
+        shutil.rmtree(kept, ignore_errors=True)
 
 
 def test_the_relay_says_what_it_lacks(tmp_path) -> None:
