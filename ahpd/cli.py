@@ -161,6 +161,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 limits=_limits(args),
                 worktrees_root=args.worktrees_root,
                 web_port=web_port(args),
+                web_port_pinned=args.web_port is not None,
             )
         )
     except (daemon.UsageError, TokenError) as exc:
@@ -169,7 +170,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except BaseException as exc:  # trio hands a failed bind over inside exception groups
         failure = explain(exc)
         if failure is not None and failure.status == EXIT_ADDRESS_IN_USE:
-            raise CliError(daemon.free_port_hint(args.host, args.port), EXIT_ADDRESS_IN_USE) from exc
+            raise CliError(daemon.free_port_hint(args.host, args.port, args.web_port), EXIT_ADDRESS_IN_USE) from exc
         raise
 
 
@@ -377,8 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=_port,
         default=None,
         metavar="PORT",
-        help="serve the web console on PORT; 0 picks a free one (default: the port after --port, "
-        "a free one with --port 0)",
+        help="serve the web console on PORT, or refuse to start if it is in use; 0 picks a free one "
+        "(default: the port after --port, or a free one when that is in use or with --port 0)",
     )
     webs.add_argument("--no-web", action="store_true", help="do not serve the web console")
     tokens = run.add_mutually_exclusive_group()

@@ -161,11 +161,13 @@ async def run(
     limits: Limits | None = None,
     worktrees_root: Path | None = None,
     web_port: int | None = 0,
+    web_port_pinned: bool = False,
     early_signals: Sequence[int] = (),
 ) -> int:
     """Serve AHP over WebSocket until SIGTERM/SIGINT (or at once for one in
     ``early_signals``, received before this listened); and the web console
-    on ``web_port`` (0: a free port) unless it is None."""
+    on ``web_port`` (0: a free port; a free one too when it is in use and
+    not ``web_port_pinned``) unless it is None."""
     # lazily: `ahpd doctor` imports this module to read the config, and the transports are ~0.2 s
     from ahpd.transport.web import origins, serve_web
     from ahpd.transport.websocket import serve_websocket
@@ -204,7 +206,14 @@ async def run(
             web: dict[str, Any] = {}
             if web_port is not None and browser_origins is not None:
                 page = await nursery.start(
-                    partial(serve_web, host=host_name, port=web_port, ws_port=listening.port, token=token)
+                    partial(
+                        serve_web,
+                        host=host_name,
+                        port=web_port,
+                        ws_port=listening.port,
+                        token=token,
+                        pinned=web_port_pinned,
+                    )
                 )
                 browser_origins.update(origins(host_name, page.port))
                 web = {"webPort": page.port, "webUrl": page.url + (f"?tkn={token}" if token else "")}
@@ -291,10 +300,10 @@ def load_backends(config: dict[str, Any], cli_agents: list[str], data_dir: Path)
         raise UsageError(str(exc)) from None
 
 
-def free_port_hint(host_name: str, port: int) -> str:
-    """A sentence for an address in use."""
+def free_port_hint(host_name: str, port: int, web_port: int | None = None) -> str:
+    """A sentence for an address in use (``web_port``: one the console was pinned to)."""
+    web = f" or the web console's {web_port}" if web_port else ""
     return (
-        f"cannot listen on {host_name}:{port}: the address is in use "
-        "(another ahpd? try `ahpd status`, or pick --port 0 for a free port; the web console "
-        "takes the port after --port unless --web-port or --no-web says otherwise)"
+        f"cannot listen on {host_name}:{port}{web}: the address is in use "
+        "(another ahpd? try `ahpd status`, or pick --port 0 and --web-port 0 for free ports)"
     )

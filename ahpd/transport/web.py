@@ -26,6 +26,8 @@ must be complete within ``websocket.HANDSHAKE_TIMEOUT`` seconds and
 
 from __future__ import annotations
 
+import errno
+
 import logging
 import re
 from dataclasses import dataclass, field
@@ -213,14 +215,25 @@ async def serve_web(
     port: int,
     ws_port: int,
     token: str | None,
+    pinned: bool = True,
     task_status: trio.TaskStatus[WebListening] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the web console on ``host:port`` until cancelled (nursery ``start`` protocol).
 
     ``ws_port`` is the WebSocket listener's port: the page connects there,
-    and the Content-Security-Policy names it."""
+    and the Content-Security-Policy names it. A port that is only the
+    default (not ``pinned``: the one after the WebSocket's) and is in use
+    gives way to a free one, said in the log: the console is a convenience,
+    not a reason for the daemon not to start."""
     assets = load_assets(ws_port, token is not None)
-    listeners = await trio.open_tcp_listeners(port, host=host)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        if pinned or exc.errno != errno.EADDRINUSE:
+            raise
+        logger.warning("the web console's default port %d is in use; it is served on a free port instead", port)
+        port = 0
+        listeners = await trio.open_tcp_listeners(port, host=host)
     if port == 0 and len(listeners) > 1:
         for extra in listeners[1:]:
             await extra.aclose()

@@ -14,8 +14,10 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+import trio
 
 from ahpd import __version__
 from ahpd.cli_errors import (
@@ -77,6 +79,51 @@ def test_a_port_in_use_says_so_with_the_hint(tmp_path) -> None:
     assert run.returncode == EXIT_ADDRESS_IN_USE
     line = one_line(run)
     assert f"127.0.0.1:{port}" in line and "in use" in line and "--port 0" in line
+
+
+def _taken_after_a_free_one() -> tuple[socket.socket, int]:
+    """A listening socket on some port Q whose port Q - 1 was free a moment ago."""
+    for _ in range(50):
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", taken.getsockname()[1] - 1))
+            except OSError:
+                taken.close()
+                continue
+        return taken, taken.getsockname()[1]
+    raise AssertionError("no free port below a taken one in 50 tries")
+
+
+def test_a_web_console_port_asked_for_and_in_use_refuses_with_the_hint(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = ahpd(tmp_path, "run", "--port", "0", "--web-port", str(port), "--data-dir", str(tmp_path / "d"))
+    assert run.returncode == EXIT_ADDRESS_IN_USE
+    assert "Traceback" not in run.stderr
+    line = run.stderr.strip().splitlines()[-1]  # after the WebSocket's own "listening on"
+    assert line.startswith("ahpd: cannot listen on") and f"web console's {port}" in line and "in use" in line and "--web-port 0" in line
+
+
+async def test_the_default_web_console_port_in_use_gives_way_to_a_free_one(tmp_path) -> None:
+    taken, web = _taken_after_a_free_one()
+    with taken, (tmp_path / "stderr").open("wb") as stderr:
+        args = ("--sessions", "memory", "--port", str(web - 1))
+        async with running_daemon(tmp_path / "d", *args, stderr=stderr) as daemon:
+            assert daemon.url.startswith(f"ws://127.0.0.1:{web - 1}/")
+            page = urlsplit(daemon.web_url)
+            assert page.port not in (None, web, web - 1)
+            stream = await trio.open_tcp_stream("127.0.0.1", page.port)
+            await stream.send_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert (await stream.receive_some(64)).startswith(b"HTTP/1.1 ")
+            await stream.aclose()
+            assert f"the web console's default port {web} is in use" in (tmp_path / "stderr").read_text()
+            daemon.terminate()
+            assert await daemon.wait() == 0
 
 
 def test_an_unusable_data_dir(tmp_path) -> None:
