@@ -106,7 +106,12 @@ def test_a_web_console_port_asked_for_and_in_use_refuses_with_the_hint(tmp_path)
     assert run.returncode == EXIT_ADDRESS_IN_USE
     assert "Traceback" not in run.stderr
     line = run.stderr.strip().splitlines()[-1]  # after the WebSocket's own "listening on"
-    assert line.startswith("ahpd: cannot listen on") and f"web console's {port}" in line and "in use" in line and "--web-port 0" in line
+    assert (
+        line.startswith("ahpd: cannot listen on")
+        and f"web console's {port}" in line
+        and "in use" in line
+        and "--web-port 0" in line
+    )
 
 
 async def test_the_default_web_console_port_in_use_gives_way_to_a_free_one(tmp_path) -> None:
