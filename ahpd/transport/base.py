@@ -152,6 +152,11 @@ class WriteGate:
         self._lot = trio.lowlevel.ParkingLot()
         self._running = False
 
+    @property
+    def running(self) -> bool:
+        """Whether the gate's task runs (a writer held now will be released)."""
+        return self._running
+
     def hold(self, conn: Connection) -> None:
         if not self._running:
             conn._writer_idle.unpark()
@@ -447,6 +452,15 @@ class Connection:
                 if self._budget is not None:
                     self._budget.total -= size
                 self._wake_waiters()
+            if self._queue and not self.closed and self._gate is not None and self._gate.running:
+                # What came while this batch was written waits with the
+                # other writers for the burst to end, unless it is a full
+                # batch already: written at once, it would go a frame or
+                # two at a time, interleaved with the burst it is part of.
+                # (Not marked parked: it is held already, a send need not hold it again.)
+                if sum(self._sizes) < BATCH_BYTES:
+                    self._gate.hold(self)
+                    await self._writer_idle.park()  # the gate, or close(), wakes it
 
     def _take_batch(self) -> tuple[list[str], int]:
         """The frames at the head of the queue, up to ``BATCH_BYTES`` (all of
