@@ -344,19 +344,17 @@ class Connection:
         assert self.feed is not None
         frames, sizes = self.feed.leave(self)
         if frames:
-            self._adopt(frames, sizes)
+            self._adopt(len(frames), sum(sizes))
             self._queue.extend(frames)
             self._sizes.extend(sizes)
 
-    def _adopt(self, frames: list[str], sizes: list[int]) -> int:
-        """Frames taken from the view now count as this connection's own
-        (their bytes are already in the budget); their total."""
-        total = sum(sizes)
-        self._counted += total
+    def _adopt(self, count: int, size: int) -> None:
+        """``count`` frames of ``size`` bytes taken from the view now count
+        as this connection's own (their bytes are already in the budget)."""
+        self._counted += size
         counts = telemetry.COUNTS
-        counts.frames_sent += len(frames)
-        counts.bytes_sent += total
-        return total
+        counts.frames_sent += count
+        counts.bytes_sent += size
 
     async def room_for(self, size: int, patience: float) -> Callable[[], None]:
         """Wait until a frame of about ``size`` bytes, not yet made, would be
@@ -488,7 +486,7 @@ class Connection:
     async def _write_loop(self) -> None:
         """Write what is queued, a batch at a time, until closed and drained."""
         while True:
-            if not self._queue and (self.feed is None or self.feed_pos == self.feed.end):
+            if not self._queue and (self.feed is None or self.feed_cum == self.feed.cum):
                 if self.closed:
                     return
                 self._writer_parked = True
@@ -534,10 +532,16 @@ class Connection:
         total = sum(sizes)
         if total <= BATCH_BYTES or self._discard:
             self._queue, self._sizes = [], []
-            if self.feed is not None and total < BATCH_BYTES:  # then what it follows, as far as the cap
-                more, more_sizes = self.feed.take(self, BATCH_BYTES - total)
+            feed = self.feed
+            if feed is not None and total < BATCH_BYTES:  # then what it follows, as far as the cap
+                if feed.cum - self.feed_cum <= BATCH_BYTES - total:
+                    more, size = feed.take_all(self)
+                else:
+                    more, sizes = feed.take(self, BATCH_BYTES - total)
+                    size = sum(sizes)
                 if more:
-                    total += self._adopt(more, more_sizes)
+                    self._adopt(len(more), size)
+                    total += size
                     frames = more if not frames else frames + more
             return frames, total
         ends = list(accumulate(sizes))  # a backlog is cut without a Python loop per frame

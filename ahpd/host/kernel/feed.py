@@ -64,6 +64,7 @@ class Feed:
         "frames",
         "sizes",
         "base",
+        "end",
         "cum",
         "followers",
         "pending",
@@ -79,6 +80,8 @@ class Feed:
         self.frames: list[Any] = []
         self.sizes: list[int] = []
         self.base = 0
+        #: The index the next frame pushed will have (``base + len(frames)``).
+        self.end = 0
         #: Bytes pushed since the feed was made.
         self.cum = 0
         self.followers: set[Follower] = set()
@@ -94,10 +97,6 @@ class Feed:
         self.budget: Any = None
         self.limit: Callable[[], int] | None = None
         self.mixed = False
-
-    @property
-    def end(self) -> int:
-        return self.base + len(self.frames)
 
     # -- the bus's side ----------------------------------------------------------
 
@@ -134,6 +133,7 @@ class Feed:
         """Queue ``frame`` for every follower (``may_bite`` said it fits)."""
         self.frames.append(frame)
         self.sizes.append(size)
+        self.end += 1
         self.cum += size
         self.pending = len(self.followers)
         if self.budget is not None:
@@ -145,6 +145,18 @@ class Feed:
                     follower.wake_writer()
 
     # -- the follower's side -------------------------------------------------------
+
+    def take_all(self, follower: Follower) -> tuple[list[Any], int]:
+        """The frames of ``follower``'s whole view and their bytes (the
+        writer's common case, when they fit in its batch); its position
+        moves past them."""
+        frames = self.frames[follower.feed_pos - self.base :]
+        total = self.cum - follower.feed_cum
+        if frames:
+            follower.feed_pos = self.end
+            follower.feed_cum = self.cum
+            self._drained()
+        return frames, total
 
     def take(self, follower: Follower, cap: int | None) -> tuple[list[Any], list[int]]:
         """The frames of ``follower``'s view, from its position, up to the
