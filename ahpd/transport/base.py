@@ -61,6 +61,7 @@ import trio
 from trio._core import wait_all_tasks_blocked
 
 from ahpd.host.telemetry import telemetry
+from ahpd.host.kernel.feed import Feed
 from ahpd.host.kernel.frame import NoRoom
 from ahpd.host.kernel.supervise import supervised
 
@@ -152,6 +153,11 @@ class WriteGate:
         self._lot = trio.lowlevel.ParkingLot()
         self._running = False
 
+    @property
+    def running(self) -> bool:
+        """Whether the gate's task runs (a writer held now will be released)."""
+        return self._running
+
     def hold(self, conn: Connection) -> None:
         if not self._running:
             conn._writer_idle.unpark()
@@ -191,8 +197,12 @@ class Connection:
     """
 
     name: str
-    queued_bytes: int
     closed: bool
+    #: The channel's frames this connection follows (``ahpd.host.kernel.feed``):
+    #: its queue goes on with them from ``feed_pos`` (``feed_cum`` bytes in).
+    feed: Feed | None
+    feed_pos: int
+    feed_cum: int
 
     def __init__(
         self,
@@ -203,7 +213,9 @@ class Connection:
     ) -> None:
         self.name = name
         self._gate = gate
-        self.queued_bytes = 0
+        #: Bytes queued in ``_queue`` or being written (a view of a feed comes on top).
+        self._counted = 0
+        self.feed, self.feed_pos, self.feed_cum = None, 0, 0
         telemetry.COUNTS.connections += 1
         self._budget = budget  # None once this connection's bytes no longer count there
         if budget is not None:
@@ -228,6 +240,15 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} closed={self.closed}>"
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued for this client and not yet written, its view of a feed included."""
+        feed = self.feed
+        return self._counted if feed is None else self._counted + feed.cum - self.feed_cum
+
+    def queued_outside_feed(self) -> int:
+        return self._counted
 
     # -- the host's side -------------------------------------------------------
 
@@ -261,8 +282,9 @@ class Connection:
             return False
         if size is None:  # a fan-out measures its frame once for every subscriber
             size = len(text.encode())
-        # This runs once per frame per subscriber: the common case is kept short.
-        queued = self.queued_bytes
+        if self.feed is not None:  # what it follows is queued before this frame
+            self._unfollow()
+        queued = self._counted
         if queued and self._queue_limit is not None:
             limit = self._queue_limit()
             if queued + size > limit:
@@ -280,17 +302,59 @@ class Connection:
             if budget.total + size > budget.limit and not budget.make_room(self, size):
                 return False
             budget.total += size
-        self.queued_bytes += size
+        self._counted += size
         self._queue.append(text)
         self._sizes.append(size)
+        self.wake_writer()
+        telemetry.COUNTS.sent(size)
+        return True
+
+    def wake_writer(self) -> None:
+        """Something new is queued: the writer, if parked, is woken (through the gate)."""
         if self._writer_parked:
             self._writer_parked = False  # woken once, however many frames follow before it runs
             if self._gate is not None:
                 self._gate.hold(self)
             else:
                 self._writer_idle.unpark()
-        telemetry.COUNTS.sent(size)
+
+    # -- following a channel's feed ------------------------------------------------
+
+    def follow(self, feed: Feed) -> bool:
+        """Go on with ``feed``'s frames from its end (what this connection
+        follows now is queued before them); False once closed."""
+        if self.feed is feed:
+            return True
+        if self.closed:
+            return False
+        if self.feed is not None:
+            self._unfollow()
+        feed.join(self, self._budget, self._queue_limit)
+        if self._writer_parked:
+            feed.sleep(self)  # parked before it followed: the feed's next frame wakes it
         return True
+
+    def unfollow(self, feed: Feed) -> None:
+        """Stop following ``feed`` (its frames already in the view are still written)."""
+        if self.feed is feed:
+            self._unfollow()
+
+    def _unfollow(self) -> None:
+        """The view becomes frames of this connection's own queue."""
+        assert self.feed is not None
+        frames, sizes = self.feed.leave(self)
+        if frames:
+            self._adopt(len(frames), sum(sizes))
+            self._queue.extend(frames)
+            self._sizes.extend(sizes)
+
+    def _adopt(self, count: int, size: int) -> None:
+        """``count`` frames of ``size`` bytes taken from the view now count
+        as this connection's own (their bytes are already in the budget)."""
+        self._counted += size
+        counts = telemetry.COUNTS
+        counts.frames_sent += count
+        counts.bytes_sent += size
 
     async def room_for(self, size: int, patience: float) -> Callable[[], None]:
         """Wait until a frame of about ``size`` bytes, not yet made, would be
@@ -358,6 +422,8 @@ class Connection:
         if self.closed:
             return
         self.closed = True
+        if self.feed is not None:  # nothing more is queued here: what it follows is its own now
+            self._unfollow()
         self.close_code, self.close_reason = code, reason
         telemetry.COUNTS.queue_closes += code == POLICY_VIOLATION  # 1008: only a client that fell behind
         if discard:
@@ -420,10 +486,12 @@ class Connection:
     async def _write_loop(self) -> None:
         """Write what is queued, a batch at a time, until closed and drained."""
         while True:
-            if not self._queue:
+            if not self._queue and (self.feed is None or self.feed_cum == self.feed.cum):
                 if self.closed:
                     return
                 self._writer_parked = True
+                if self.feed is not None:
+                    self.feed.sleep(self)  # its next frame wakes this writer
                 try:
                     await self._writer_idle.park()  # send() or close() wakes it
                 finally:
@@ -443,10 +511,19 @@ class Connection:
                 self._close(INTERNAL_ERROR, "internal error", discard=True)
                 self._discard = True
             finally:
-                self.queued_bytes -= size
+                self._counted -= size
                 if self._budget is not None:
                     self._budget.total -= size
                 self._wake_waiters()
+            if not self.closed and self._gate is not None and self._gate.running:
+                # What came while this batch was written waits with the
+                # other writers for the burst to end, unless it is a full
+                # batch already: written at once, it would go a frame or
+                # two at a time, interleaved with the burst it is part of.
+                # (Not marked parked: it is held already, a send need not hold it again.)
+                if 0 < self.queued_bytes < BATCH_BYTES:  # all of it is unwritten: one writer
+                    self._gate.hold(self)
+                    await self._writer_idle.park()  # the gate, or close(), wakes it
 
     def _take_batch(self) -> tuple[list[str], int]:
         """The frames at the head of the queue, up to ``BATCH_BYTES`` (all of
@@ -455,6 +532,17 @@ class Connection:
         total = sum(sizes)
         if total <= BATCH_BYTES or self._discard:
             self._queue, self._sizes = [], []
+            feed = self.feed
+            if feed is not None and total < BATCH_BYTES:  # then what it follows, as far as the cap
+                if feed.cum - self.feed_cum <= BATCH_BYTES - total:
+                    more, size = feed.take_all(self)
+                else:
+                    more, sizes = feed.take(self, BATCH_BYTES - total)
+                    size = sum(sizes)
+                if more:
+                    self._adopt(len(more), size)
+                    total += size
+                    frames = more if not frames else frames + more
             return frames, total
         ends = list(accumulate(sizes))  # a backlog is cut without a Python loop per frame
         n = bisect_left(ends, BATCH_BYTES) + 1  # the frame that reaches the cap goes too

@@ -310,6 +310,11 @@ class RecordingConnection:
             self._capture.write(shown, "s2c", self.connection_id, self.client_id)
         return sent
 
+    def follow(self, feed: Any) -> bool:
+        """Never follows a channel's feed (``ahpd.host.kernel.feed``): every
+        frame for it is queued through ``send``, where it is recorded."""
+        return False
+
     def close(self, *args: Any, **kwargs: Any) -> None:
         self._conn.close(*args, **kwargs)
 

@@ -15,7 +15,7 @@ from functools import partial
 import trio
 
 from ahpd.host.assembly import Host
-from ahpd.transport.websocket import serve_websocket
+from ahpd.transport.websocket import Limits, serve_websocket
 
 from ..transport.test_websocket import RawClient
 from .helpers import eventually, rpc
@@ -104,3 +104,79 @@ async def test_a_reader_that_stops_is_closed_and_catches_up_on_reconnect() -> No
                 assert result["type"] == "replay"
                 assert [e["serverSeq"] for e in result["actions"]] == list(range(1, emitted + 1))
         nursery.cancel_scope.cancel()
+
+
+async def test_readers_that_stop_are_closed_by_the_shared_budget_while_a_reader_gets_everything(caplog) -> None:
+    """The budget across connections, with the bus queuing each action once
+    on the channel's feed: the silent clients with the most queued are
+    closed with 1008 ("server send queue full"), the reading one misses
+    nothing, and the budget is never exceeded."""
+    host = Host(config_values={"clientQueueBytes": 64 * 2**20})  # only the shared budget bites
+    big = "x" * 60_000
+    budget_bytes = 2**20
+    async with trio.open_nursery() as nursery:
+        listening = await nursery.start(
+            partial(
+                serve_websocket,
+                host.serve_connection,
+                host="127.0.0.1",
+                port=0,
+                token=None,
+                queue_limit=host.queue_limit,
+                limits=Limits(connections=64, pending=8, queued_bytes=budget_bytes),
+            )
+        )
+        url = f"ws://127.0.0.1:{listening.port}/"
+        silent = []
+        for n in range(3):
+            raw = await RawClient.connect(listening.port)
+            await raw.sock.send(
+                masked_text_frame(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": 1,
+                            "method": "initialize",
+                            "params": {
+                                "channel": ROOT,
+                                "protocolVersions": ["1.0.0"],
+                                "clientId": f"silent-{n}",
+                                "initialSubscriptions": [ROOT],
+                            },
+                        }
+                    )
+                )
+            )
+            silent.append(raw)
+        names = {f"silent-{n}" for n in range(3)}
+        await eventually(lambda: names <= {p.client_id for p in host.peers})
+        silent_conns = [p.conn for p in host.peers if p.client_id in names]
+        async with rpc(url) as fast:
+            await fast.initialize("fast")
+            budget = next(p for p in host.peers if p.client_id == "fast").conn._budget
+            emitted = 0
+            with trio.fail_after(30):
+                while any(p.client_id in names for p in host.peers):
+                    emitted += 1
+                    host.bus.emit(
+                        ROOT,
+                        {
+                            "type": "root/agentsChanged",
+                            "agents": [
+                                {"provider": f"p{emitted}", "displayName": "P", "description": big, "models": []}
+                            ],
+                        },
+                    )
+                    assert budget.total <= budget_bytes
+                    note = await fast.next_note()
+                    assert note["params"]["serverSeq"] == emitted  # the reading one misses nothing
+                    await trio.lowlevel.checkpoint()
+            assert emitted > budget_bytes // 60_000 // 4  # they were fed until the budget bit
+            fast_conn = next(p for p in host.peers if p.client_id == "fast").conn
+            assert not fast_conn.closed
+            for raw in silent:
+                raw.close()
+        nursery.cancel_scope.cancel()
+    assert [(c.close_code, c.close_reason) for c in silent_conns] == [(1008, "server send queue full")] * 3
+    cut = [r for r in caplog.records if "has the most queued" in r.getMessage()]
+    assert len(cut) == 3 and all(r.levelname == "WARNING" for r in cut)

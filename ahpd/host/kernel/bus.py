@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ahpd import state as reducers
 from ahpd.host.kernel.alias import Alias
+from ahpd.host.kernel.feed import Feed
 from ahpd.host.kernel.frame import SharedFrame
 from ahpd.host.kernel.jsonrpc import NotJson, notification_frame, notification_frame_of_read
 from ahpd.host.kernel.replay import Entry, ReplayBuffer
@@ -43,7 +44,7 @@ class Subscriber(Protocol):
 class Channel:
     """A subscribable, state-bearing resource, reduced by ``kind``'s reducer."""
 
-    __slots__ = ("uri", "kind", "state", "subscribers", "aliased")
+    __slots__ = ("uri", "kind", "state", "subscribers", "aliased", "feed", "alias_feeds")
 
     def __init__(self, uri: str, kind: str, state: dict[str, Any]) -> None:
         self.uri = uri
@@ -52,6 +53,10 @@ class Channel:
         self.subscribers: set[Subscriber] = set()
         #: Who watches it under another name (``ahpd.host.kernel.alias``): alias URI -> subscribers.
         self.aliased: dict[str, set[Subscriber]] = {}
+        #: Its actions as queued once for the subscribers (``ahpd.host.kernel.feed``),
+        #: under its own name and under each alias watched.
+        self.feed = Feed()
+        self.alias_feeds: dict[str, Feed] = {}
 
     def snapshot(self, server_seq: int) -> dict[str, Any]:
         return {"resource": self.uri, "state": self.state, "fromSeq": server_seq}
@@ -113,14 +118,19 @@ class ActionBus:
         channel = self.channels.get(uri)
         if channel is not None:
             channel.subscribers.discard(subscriber)
+            _unfollow(subscriber, channel.feed)
             return
         alias = self.aliases.get(uri)
         channel = self.channels.get(alias.target) if alias is not None else None
         if channel is not None and uri in channel.aliased:
             channel.aliased[uri].discard(subscriber)
+            feed = channel.alias_feeds.get(uri)
+            if feed is not None:
+                _unfollow(subscriber, feed)
             if not channel.aliased[uri]:
                 del channel.aliased[uri]
                 del self.aliases[uri]
+                channel.alias_feeds.pop(uri, None)
 
     # -- actions -------------------------------------------------------------
 
@@ -168,15 +178,18 @@ class ActionBus:
         # watches it so or nobody watches it under another (the frame is
         # still what says whether it has a JSON form), and once per alias
         # watched. The same values renamed, so one frame made is all made.
-        frames: list[tuple[set[Subscriber], str]] = []
+        frames: list[tuple[set[Subscriber], str, Feed]] = []
         frame = notification_frame_of_read if read else notification_frame
         try:
             if channel.subscribers or not channel.aliased:
-                frames.append((channel.subscribers, frame("action", envelope)))
+                frames.append((channel.subscribers, frame("action", envelope), channel.feed))
             for name, watching in channel.aliased.items():  # the same action, spelled from each alias
                 alias = self.aliases[name]
                 renamed = {**envelope, "channel": name, "action": alias.out(action)}
-                frames.append((watching, frame("action", renamed)))
+                feed = channel.alias_feeds.get(name)
+                if feed is None:
+                    feed = channel.alias_feeds[name] = Feed()
+                frames.append((watching, frame("action", renamed), feed))
         except NotJson as err:
             log.error("%s on %s has no JSON form (%s); dropped, nothing moved", action.get("type"), uri, err)
             return None
@@ -185,9 +198,9 @@ class ActionBus:
         assert taken == seq
         # Weighed by the first frame it went out as.
         self.replay.append(Entry(seq, uri, envelope, len(frames[0][1])))
-        for watching, text in frames:
+        for watching, text, feed in frames:
             if watching:
-                self._fan_out(watching, text)
+                self._broadcast(feed, watching, text)
         for observe in self.observers:
             observe(uri, action)
         return seq
@@ -226,8 +239,39 @@ class ActionBus:
         self._fan_out(subscribers, text)
 
     @staticmethod
+    def _broadcast(feed: Feed, subscribers: set[Subscriber], text: str) -> None:
+        """Queue a channel's frame for its subscribers: once, on its feed,
+        when they all follow it and no limit can bite; otherwise to each
+        of them as it is done for any frame (``_fan_out``), which decides who
+        is behind and who is closed to make room exactly as it always has."""
+        if not subscribers:
+            return
+        frame = SharedFrame(text)
+        size = frame.size
+        followers = feed.followers
+        if len(followers) != len(subscribers):  # someone new, or queued something else meanwhile
+            for subscriber in list(subscribers):
+                follow = getattr(subscriber, "follow", None)
+                if follow is None or not follow(feed):
+                    break
+        if len(followers) == len(subscribers) and not feed.may_bite(size):
+            feed.push(frame, size)
+            return
+        for follower in list(followers):  # what they follow is theirs now, in order
+            follower.unfollow(feed)
+        for subscriber in list(subscribers):
+            subscriber.send(frame, size)
+
+    @staticmethod
     def _fan_out(subscribers: Iterable[Subscriber], text: str) -> None:
         frame = SharedFrame(text)  # measured once, each transport's bytes built once
         size = frame.size
         for subscriber in list(subscribers):
             subscriber.send(frame, size)
+
+
+def _unfollow(subscriber: Subscriber, feed: Feed) -> None:
+    """``subscriber`` stops watching: it stops following the feed (what is queued still goes out)."""
+    unfollow = getattr(subscriber, "unfollow", None)
+    if unfollow is not None:
+        unfollow(feed)

@@ -24,6 +24,7 @@ from ahpd.host.kernel import commands as kernel_commands
 from ahpd.host.kernel import forward, jsonrpc, rootconfig
 from ahpd.host.kernel.alias import Alias
 from ahpd.host.kernel.bus import ROOT, ActionBus
+from ahpd.host.kernel.feed import Feed
 from ahpd.host.kernel.forward import Outgoing
 from ahpd.host.kernel.frame import Utf8Frame
 from ahpd.host.kernel.hooks import KernelHooks
@@ -86,6 +87,17 @@ class Peer:
         if size is None and text.isascii():  # measured without a copy: a 50 MB read is one frame
             size = len(text)
         return self.conn.send(text, size)
+
+    def follow(self, feed: Feed) -> bool:
+        """Queue ``feed``'s frames from now on (``ahpd.host.kernel.feed``);
+        False when the connection cannot (closed, or a transport without feeds)."""
+        follow = getattr(self.conn, "follow", None)
+        return follow is not None and bool(follow(feed))
+
+    def unfollow(self, feed: Feed) -> None:
+        unfollow = getattr(self.conn, "unfollow", None)
+        if unfollow is not None:
+            unfollow(feed)
 
     def __repr__(self) -> str:
         return f"<Peer {self.number} {self.name}>"
