@@ -51,6 +51,12 @@ def test_a_shell_of_its_own_typed_into_with_colours_a_progress_bar_and_top(
     assert rows[0].startswith("top - ") and any(r.lstrip().startswith("PID") for r in rows), rows[:8]
     shots(page, "top")
     page.keyboard.press("q")
+    # Typed only once the shell's prompt is back: keys that reach top before
+    # it has left are top's (an "e" changes its memory units).
+    page.wait_for_function(
+        "() => /[#$]$/.test(window.ahpdApp.terminal.screen.text().map(r => r.trimEnd()).filter(Boolean).pop() || '')",
+        timeout=120_000,
+    )
     page.keyboard.type("echo done-$((6*7))")
     page.keyboard.press("Enter")
     expect(screen).to_contain_text("done-42")
