@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ahpd.chat.render import neutralise, plain
-from ahpd.ports.private_files import private_file
+from ahpd.ports.atomic import private_file
 
 
 class Prompter:

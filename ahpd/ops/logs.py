@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from ahpd.ports.private_files import private_file
+from ahpd.ports.atomic import private_file
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 

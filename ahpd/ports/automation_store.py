@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import sqlite3
 
-from ahpd.ports.private_files import private_file
+from ahpd.ports.atomic import private_file
 
 __all__ = ["AutomationStore", "Claim", "Stored"]
 

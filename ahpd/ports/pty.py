@@ -24,7 +24,7 @@ passes on to what it runs (so a typed ``^C`` stopped nothing).
 Shell integration: ``shell_command`` starts bash with ``--rcfile`` and zsh
 with ``ZDOTDIR`` pointed at the small scripts shipped next to this module
 (``ahpd/ports/shell``). Each first loads the user's own rc file, untouched,
-and then adds the marks ``ahpd.ports.shell_marks`` reads back: OSC 7 (the
+and then adds the marks ``ahpd.host.terminals.shell_marks`` reads back: OSC 7 (the
 working directory) and OSC 133 A/B/C/D (prompt, command line, output, exit).
 """
 

@@ -16,21 +16,10 @@ client has fallen behind: it is named in the log, closed with 1008 and the
 frame is dropped. The limit is a callable read at every send that finds
 something pending, so a configuration change applies to the next frame.
 
-When a burst of actions comes in (a client dispatching as fast as it types,
-a chunk of its frames read at once), waking each writer at its first frame
-would have every subscriber's writer run between two actions and write one
-frame per system call. Connections may therefore share a ``WriteGate``: a
-writer with something new to write is woken by the gate, once the event
-loop has nothing else to run (the burst is reduced, everything it queued
-goes out in one write per connection), or ``WriteGate.HOLD`` seconds after
-its first frame if the loop never runs out of work. A lone action meets an
-idle loop and leaves at once; there is no batch timer to wait for.
-
-A per-connection limit alone lets many slow clients together queue without
-bound, so connections may also share a ``QueueBudget``: a cap on the bytes
-queued across all of them. A send that would take the sum past it closes the
-connection that has the most queued (with 1008, its queue dropped) until the
-frame fits; the other connections are not touched.
+Connections may share a ``WriteGate``, which wakes their writers once a
+burst of actions is reduced (many frames per write when busy, a lone action
+at once), and a ``QueueBudget``, a cap on the bytes they queue together
+(past it, the connection with the most queued is closed with 1008).
 
 The task tree of one connection (``run_connection``)::
 

@@ -214,14 +214,11 @@ class SessionLog:
 
     def record(self, record: dict[str, Any]) -> list[str]:
         """The session as the host holds it now; the URIs of chats it dropped."""
-        # Everything the session keeps beside its chats (owner, annotations,
-        # changeset reviews...) is the head: a key the store does not know is
-        # still the host's to keep.
+        # Everything beside its chats (owner, annotations, changeset reviews...)
+        # is the head: a key the store does not know is still the host's to keep.
         head = {**{k: record.get(k) for k in HEAD_KEYS}, **{k: v for k, v in record.items() if k != "chats"}}
         head["chats"] = [_chat_head(c) for c in record.get("chats") or []]
-        # Compared and kept as a copy: the record shares the host's live dicts
-        # (a changeset's reviews, say), and one changed in place would
-        # otherwise already equal the head kept here and never be written.
+        # Kept as a copy: the record shares live dicts (a changeset's reviews) that change in place.
         encoded = json.dumps(head, allow_nan=False)  # refused here, not in the writer
         if encoded != self._head_json:
             self.head, self._head_json, self.head_dirty = json.loads(encoded), encoded, True
@@ -287,12 +284,11 @@ class MemorySessionStore:
         session.gone.clear()
 
     def move_chat(self, chat_uri: str, source_uri: str, target_uri: str) -> None:
-        """A chat changes session: what the store knows of it - its journal,
-        with every turn, and what is not written yet - goes with it, so the
-        source's next save does not take it for a chat it dropped, and the
-        target's appends where the journal left off. The file follows at the
-        target's next write, which comes after the source's (the two saves
-        are asked in that order), so a crash between them loses no turn."""
+        """A chat changes session: its journal (every turn, and what is not
+        written yet) goes with it, so the source's next save does not take it
+        for a chat it dropped and the target's appends where it left off. The
+        file follows at the target's next write, after the source's (the two
+        saves are asked in that order): a crash between them loses no turn."""
         source = self.sessions.get(source_uri)
         chat = source.chats.pop(chat_uri, None) if source is not None else None
         if chat is None:

@@ -4,7 +4,7 @@ Each terminal runs in a nursery of its own, which is its failure boundary: a
 fault ends that terminal (its process group killed, ``terminal/exited``
 said), is logged, and reaches nothing else. Its tasks:
 
-* the reader: pty bytes -> shell marks cut out (``ahpd.ports.shell_marks``)
+* the reader: pty bytes -> shell marks cut out (``ahpd.host.terminals.shell_marks``)
   -> text coalesced into ``terminal/data`` chunks of at most ``CHUNK`` bytes or
   ``COALESCE`` seconds (larger and longer while it floods), so ``yes`` is
   tens of actions a second rather than one per 4 KiB read. After output was
@@ -50,7 +50,7 @@ from urllib.parse import unquote, urlsplit
 import trio
 
 from ahpd.host.kernel.supervise import supervised
-from ahpd.ports import shell_marks
+from ahpd.host.terminals import shell_marks
 
 if TYPE_CHECKING:
     from ahpd.host.kernel.host import Host

@@ -334,7 +334,7 @@ async def test_reconnect_beyond_the_buffer_gets_snapshots(host_and_nursery) -> N
 
 
 def test_replay_bytes_bound_keeps_the_newest() -> None:
-    from ahpd.host.kernel.replay import Entry, ReplayBuffer
+    from ahpd.host.kernel.bus import Entry, ReplayBuffer
 
     buf = ReplayBuffer(lambda: 100)
     for seq in range(1, 6):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ahpd.ports.shell_marks import Mark, MarkReader, Text, command_line
+from ahpd.host.terminals.shell_marks import Mark, MarkReader, Text, command_line
 
 STREAM = (
     b"\x1b]133;D;0\x07\x1b]7;file://vm/home/ann/my%20dir\x07\x1b]133;A\x07"
