@@ -34,39 +34,46 @@ def masked_text_frame(text: str) -> bytes:
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
+async def serve(nursery: trio.Nursery, host: Host, **limits: int) -> int:
+    """The host on a real WebSocket listener; its port."""
+    extra = {"limits": Limits(**limits)} if limits else {}
+    listening = await nursery.start(
+        partial(
+            serve_websocket,
+            host.serve_connection,
+            host="127.0.0.1",
+            port=0,
+            token=None,
+            queue_limit=host.queue_limit,
+            **extra,
+        )
+    )
+    return listening.port
+
+
+async def silent_client(port: int, client_id: str) -> RawClient:
+    """A raw socket that completes the handshake, sends ``initialize`` subscribed
+    to the root and never reads again."""
+    raw = await RawClient.connect(port)
+    params = {"channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": client_id, "initialSubscriptions": [ROOT]}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+    await raw.sock.send(masked_text_frame(json.dumps(request)))
+    return raw
+
+
+def emit_big(host: Host, n: int, big: str) -> None:
+    """A root action of about ``len(big)`` bytes, the ``n``th."""
+    agents = [{"provider": f"p{n}", "displayName": "P", "description": big, "models": []}]
+    host.bus.emit(ROOT, {"type": "root/agentsChanged", "agents": agents})
+
+
 async def test_a_reader_that_stops_is_closed_and_catches_up_on_reconnect() -> None:
     host = Host(config_values={"clientQueueBytes": 2**20})
     big = "x" * 60_000
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(
-            partial(
-                serve_websocket,
-                host.serve_connection,
-                host="127.0.0.1",
-                port=0,
-                token=None,
-                queue_limit=host.queue_limit,
-            )
-        )
-        url = f"ws://127.0.0.1:{listening.port}/"
-        slow = await RawClient.connect(listening.port)
-        await slow.sock.send(
-            masked_text_frame(
-                json.dumps(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": 1,
-                        "method": "initialize",
-                        "params": {
-                            "channel": ROOT,
-                            "protocolVersions": ["1.0.0"],
-                            "clientId": "slow",
-                            "initialSubscriptions": [ROOT],
-                        },
-                    }
-                )
-            )
-        )
+        port = await serve(nursery, host)
+        url = f"ws://127.0.0.1:{port}/"
+        slow = await silent_client(port, "slow")
         # Initialized: it sent its request and reads nothing, so only the host can tell.
         await eventually(lambda: any(p.client_id == "slow" for p in host.peers))
         async with rpc(url) as fast:
@@ -75,15 +82,7 @@ async def test_a_reader_that_stops_is_closed_and_catches_up_on_reconnect() -> No
             with trio.fail_after(30):
                 while any(p.client_id == "slow" for p in host.peers):
                     emitted += 1
-                    host.bus.emit(
-                        ROOT,
-                        {
-                            "type": "root/agentsChanged",
-                            "agents": [
-                                {"provider": f"p{emitted}", "displayName": "P", "description": big, "models": []}
-                            ],
-                        },
-                    )
+                    emit_big(host, emitted, big)
                     note = await fast.next_note()
                     assert note["params"]["serverSeq"] == emitted  # the fast one misses nothing
                     await trio.lowlevel.checkpoint()
@@ -115,39 +114,9 @@ async def test_readers_that_stop_are_closed_by_the_shared_budget_while_a_reader_
     big = "x" * 60_000
     budget_bytes = 2**20
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(
-            partial(
-                serve_websocket,
-                host.serve_connection,
-                host="127.0.0.1",
-                port=0,
-                token=None,
-                queue_limit=host.queue_limit,
-                limits=Limits(connections=64, pending=8, queued_bytes=budget_bytes),
-            )
-        )
-        url = f"ws://127.0.0.1:{listening.port}/"
-        silent = []
-        for n in range(3):
-            raw = await RawClient.connect(listening.port)
-            await raw.sock.send(
-                masked_text_frame(
-                    json.dumps(
-                        {
-                            "jsonrpc": "2.0",
-                            "id": 1,
-                            "method": "initialize",
-                            "params": {
-                                "channel": ROOT,
-                                "protocolVersions": ["1.0.0"],
-                                "clientId": f"silent-{n}",
-                                "initialSubscriptions": [ROOT],
-                            },
-                        }
-                    )
-                )
-            )
-            silent.append(raw)
+        port = await serve(nursery, host, connections=64, pending=8, queued_bytes=budget_bytes)
+        url = f"ws://127.0.0.1:{port}/"
+        silent = [await silent_client(port, f"silent-{n}") for n in range(3)]
         names = {f"silent-{n}" for n in range(3)}
         await eventually(lambda: names <= {p.client_id for p in host.peers})
         silent_conns = [p.conn for p in host.peers if p.client_id in names]
@@ -158,15 +127,7 @@ async def test_readers_that_stop_are_closed_by_the_shared_budget_while_a_reader_
             with trio.fail_after(30):
                 while any(p.client_id in names for p in host.peers):
                     emitted += 1
-                    host.bus.emit(
-                        ROOT,
-                        {
-                            "type": "root/agentsChanged",
-                            "agents": [
-                                {"provider": f"p{emitted}", "displayName": "P", "description": big, "models": []}
-                            ],
-                        },
-                    )
+                    emit_big(host, emitted, big)
                     assert budget.total <= budget_bytes
                     note = await fast.next_note()
                     assert note["params"]["serverSeq"] == emitted  # the reading one misses nothing

@@ -10,6 +10,8 @@ from typing import Any
 
 import trio
 import trio_websocket
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, Event, Request, TextMessage
 
 from ahpd.transport.base import Connection
 from ahpd.transport.websocket import Listening, serve_websocket
@@ -146,3 +148,48 @@ def frame(
 
 def text(s: str, **kw) -> bytes:
     return frame(0x1, s.encode(), **kw)
+
+
+class WsprotoClient:
+    """A client whose every received byte goes through wsproto's parser; it
+    can also write bytes of its own making (``send_raw``), frames a
+    well-behaved client library would never send."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.ws = WSConnection(ConnectionType.CLIENT)
+        self.parts: list[str] = []
+
+    @classmethod
+    async def connect(cls, port: int) -> WsprotoClient:
+        client = cls(await trio.open_tcp_stream("127.0.0.1", port))
+        await client.stream.send_all(client.ws.send(Request(host="127.0.0.1", target="/")))
+        event = await client.next_event()
+        assert isinstance(event, AcceptConnection), event
+        return client
+
+    async def next_event(self) -> Event | None:
+        """The next event, whole messages joined (a frame wsproto cannot
+        parse raises); None once the server has closed the socket."""
+        while True:
+            for event in self.ws.events():
+                if isinstance(event, TextMessage):
+                    self.parts.append(event.data)
+                    if not event.message_finished:
+                        continue
+                    event = TextMessage(data="".join(self.parts))
+                    self.parts = []
+                return event
+            data = await self.stream.receive_some(65536)
+            if not data:
+                return None
+            self.ws.receive_data(data)
+
+    async def send(self, event: Event) -> None:
+        await self.stream.send_all(self.ws.send(event))
+
+    async def send_raw(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def aclose(self) -> None:
+        await trio.aclose_forcefully(self.stream)

@@ -12,15 +12,11 @@ from __future__ import annotations
 
 import pytest
 import trio
-from wsproto import ConnectionType, WSConnection
 from wsproto.events import (
-    AcceptConnection,
     CloseConnection,
-    Event,
     Message,
     Ping,
     Pong,
-    Request,
     TextMessage,
 )
 
@@ -30,45 +26,7 @@ from ahpd.transport.frames import BatchBytes, text_frame
 from ahpd.transport.websocket import WebSocketConnection
 from tests.waits import until_step
 
-from .conftest import LIMIT, EchoHandler, serving
-
-
-class WsprotoClient:
-    """A client whose every received byte goes through wsproto's parser."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.ws = WSConnection(ConnectionType.CLIENT)
-        self.parts: list[str] = []
-
-    @classmethod
-    async def connect(cls, port: int) -> WsprotoClient:
-        client = cls(await trio.open_tcp_stream("127.0.0.1", port))
-        await client.stream.send_all(client.ws.send(Request(host="127.0.0.1", target="/")))
-        event = await client.next_event()
-        assert isinstance(event, AcceptConnection), event
-        return client
-
-    async def next_event(self) -> Event:
-        """The next event, whole messages joined; a frame wsproto cannot parse raises."""
-        while True:
-            for event in self.ws.events():
-                if isinstance(event, TextMessage):
-                    self.parts.append(event.data)
-                    if not event.message_finished:
-                        continue
-                    event = TextMessage(data="".join(self.parts))
-                    self.parts = []
-                return event
-            data = await self.stream.receive_some(65536)
-            assert data, "the server closed the socket"
-            self.ws.receive_data(data)
-
-    async def send(self, event: Event) -> None:
-        await self.stream.send_all(self.ws.send(event))
-
-    async def aclose(self) -> None:
-        await trio.aclose_forcefully(self.stream)
+from .conftest import LIMIT, EchoHandler, WsprotoClient, serving
 
 
 def text_of_bytes(n: int, unit: str) -> str:

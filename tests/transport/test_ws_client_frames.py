@@ -12,63 +12,15 @@ import logging
 
 import pytest
 import trio
-from wsproto import ConnectionType
-from wsproto.connection import Connection as WsprotoConnection
-from wsproto.events import CloseConnection, Event, Pong, TextMessage
+from wsproto.events import CloseConnection, Pong, TextMessage
 
 from ahpd.transport import base, wsconnection
 
-from .conftest import LIMIT, EchoHandler, frame, serving, text, wait_until, ws_client
-from .test_websocket import UPGRADE_HEAD
+from .conftest import LIMIT, EchoHandler, WsprotoClient, frame, serving, text, wait_until, ws_client
 
 
 def close_payload(code: int, reason: str) -> bytes:
     return code.to_bytes(2, "big") + reason.encode()
-
-
-class RawWs:
-    """A client that writes whatever bytes it is given and parses the server's frames."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.parser = WsprotoConnection(ConnectionType.CLIENT)
-        self.parts: list[str] = []
-
-    @classmethod
-    async def connect(cls, port: int) -> RawWs:
-        client = cls(await trio.open_tcp_stream("127.0.0.1", port))
-        await client.stream.send_all(UPGRADE_HEAD.format(target="/").encode())
-        answer = b""
-        while b"\r\n\r\n" not in answer:
-            chunk = await client.stream.receive_some(65536)
-            assert chunk, "server closed during the handshake"
-            answer += chunk
-        head, _, rest = answer.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 101 ")
-        client.parser.receive_data(rest)
-        return client
-
-    async def send(self, data: bytes) -> None:
-        await self.stream.send_all(data)
-
-    async def next_event(self) -> Event | None:
-        """The server's next event, whole messages joined; None at its EOF."""
-        while True:
-            for event in self.parser.events():
-                if isinstance(event, TextMessage):
-                    self.parts.append(event.data)
-                    if not event.message_finished:
-                        continue
-                    event = TextMessage(data="".join(self.parts))
-                    self.parts = []
-                return event
-            data = await self.stream.receive_some(65536)
-            if not data:
-                return None
-            self.parser.receive_data(data)
-
-    async def aclose(self) -> None:
-        await trio.aclose_forcefully(self.stream)
 
 
 async def still_serves(url: str) -> None:
@@ -82,13 +34,13 @@ async def test_a_message_in_many_fragments_over_many_writes_with_pings_between()
     parts = [f"part {i} é🙂|" for i in range(40)]
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
-            client = await RawWs.connect(server.listening.port)
+            client = await WsprotoClient.connect(server.listening.port)
             for i, part in enumerate(parts):
                 data = frame(0x1 if i == 0 else 0x0, part.encode(), fin=i == len(parts) - 1)
                 for j in range(0, len(data), 5):  # a few bytes per write
-                    await client.send(data[j : j + 5])
+                    await client.send_raw(data[j : j + 5])
                 if i % 10 == 5:  # a ping while the message is incomplete is answered at once
-                    await client.send(frame(0x9, b"ping %d" % i))
+                    await client.send_raw(frame(0x9, b"ping %d" % i))
                     assert await client.next_event() == Pong(payload=b"ping %d" % i)
             echoed = await client.next_event()
             assert isinstance(echoed, TextMessage) and echoed.data == "".join(parts)
@@ -109,8 +61,8 @@ async def test_many_messages_read_at_once_are_handled_in_order(monkeypatch) -> N
     monkeypatch.setattr(base.Connection, "receive", counting)
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
-            client = await RawWs.connect(server.listening.port)
-            await client.send(b"".join(text(t) for t in texts))  # one write
+            client = await WsprotoClient.connect(server.listening.port)
+            await client.send_raw(b"".join(text(t) for t in texts))  # one write
             got = [await client.next_event() for _ in texts]
             assert [e.data for e in got] == texts  # type: ignore[union-attr]
             await client.aclose()
@@ -134,8 +86,8 @@ async def test_a_chunk_of_many_messages_does_not_hold_the_event_loop(monkeypatch
                     await trio.lowlevel.checkpoint()
 
             nursery.start_soon(watch)
-            client = await RawWs.connect(server.listening.port)
-            await client.send(b"".join(text(t) for t in texts))
+            client = await WsprotoClient.connect(server.listening.port)
+            await client.send_raw(b"".join(text(t) for t in texts))
             got = [await client.next_event() for _ in texts]
             assert [e.data for e in got] == texts  # type: ignore[union-attr]
             await client.aclose()
@@ -149,11 +101,11 @@ async def test_the_peers_close_is_answered_with_its_code_and_ends_the_connection
     handler = EchoHandler()
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
-            client = await RawWs.connect(server.listening.port)
+            client = await WsprotoClient.connect(server.listening.port)
             conn = await handler.next_connection()
-            await client.send(text("hello"))
+            await client.send_raw(text("hello"))
             assert await client.next_event() == TextMessage(data="hello")
-            await client.send(frame(0x8, b"" if code is None else close_payload(code, reason)))
+            await client.send_raw(frame(0x8, b"" if code is None else close_payload(code, reason)))
             answer = await client.next_event()
             assert isinstance(answer, CloseConnection)
             assert (answer.code, answer.reason) == ((1005, "") if code is None else (code, reason))
@@ -176,13 +128,13 @@ async def test_text_that_is_not_utf8_is_closed_with_1007(data: bytes, caplog) ->
     handler = EchoHandler()
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
-            client = await RawWs.connect(server.listening.port)
+            client = await WsprotoClient.connect(server.listening.port)
             conn = await handler.next_connection()
-            await client.send(data)
+            await client.send_raw(data)
             close = await client.next_event()
             assert isinstance(close, CloseConnection), close
             assert close.code == 1007 and "not UTF-8" in (close.reason or "")
-            await client.send(frame(0x8, close_payload(1007, "")))
+            await client.send_raw(frame(0x8, close_payload(1007, "")))
             assert await client.next_event() is None
             await client.aclose()
             await still_serves(server.url)
@@ -218,9 +170,9 @@ async def test_a_protocol_error_is_closed_with_1002_naming_it(data: bytes, reaso
     handler = EchoHandler()
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
-            client = await RawWs.connect(server.listening.port)
+            client = await WsprotoClient.connect(server.listening.port)
             conn = await handler.next_connection()
-            await client.send(text("first") + data + text("never read"))
+            await client.send_raw(text("first") + data + text("never read"))
             assert await client.next_event() == TextMessage(data="first")
             close = await client.next_event()
             assert isinstance(close, CloseConnection), close
@@ -237,10 +189,10 @@ async def test_a_peer_vanishing_mid_frame_ends_its_connection_and_not_the_others
     handler = EchoHandler()
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
-            client = await RawWs.connect(server.listening.port)
+            client = await WsprotoClient.connect(server.listening.port)
             conn = await handler.next_connection()
             whole = text("y" * 1000)
-            await client.send(whole[:300])
+            await client.send_raw(whole[:300])
             await client.aclose()
             await wait_until(lambda: conn.closed and handler.finished, "the connection ends")
             await still_serves(server.url)
@@ -252,15 +204,15 @@ async def test_our_close_waits_for_the_peers_answer_dropping_what_comes_before_i
     handler = EchoHandler()
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
-            client = await RawWs.connect(server.listening.port)
+            client = await WsprotoClient.connect(server.listening.port)
             conn = await handler.next_connection()
             conn.close(4000, "that is all")
             close = await client.next_event()
             assert isinstance(close, CloseConnection) and (close.code, close.reason) == (4000, "that is all")
             # the server still reads: data and a ping are dropped (no pong after a close frame) ...
-            await client.send(text("late") + frame(0x9, b"ping") + frame(0x2, b"x" * 5000))
+            await client.send_raw(text("late") + frame(0x9, b"ping") + frame(0x2, b"x" * 5000))
             # ... until the answer, after which it closes the TCP connection
-            await client.send(frame(0x8, close_payload(4000, "")))
+            await client.send_raw(frame(0x8, close_payload(4000, "")))
             assert await client.next_event() is None
             await client.aclose()
     assert handler.received == []
@@ -272,7 +224,7 @@ async def test_our_close_is_bounded_when_the_peer_never_answers(monkeypatch, cap
     handler = EchoHandler()
     with trio.fail_after(LIMIT):
         async with serving(handler) as server:
-            client = await RawWs.connect(server.listening.port)
+            client = await WsprotoClient.connect(server.listening.port)
             conn = await handler.next_connection()
             conn.close(1000)
             close = await client.next_event()
