@@ -9,7 +9,6 @@ well-behaved client watches the root channel.
 from __future__ import annotations
 
 import json
-from functools import partial
 
 import trio
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 
 from ahpd.host.assembly import Host
 from ahpd.protocol import model
-from ahpd.transport.websocket import serve_websocket
+from tests.host.live import serve
 
 from .helpers import rpc
 
@@ -83,15 +82,7 @@ frames = st.one_of(
 async def test_garbage_never_crashes_the_host_nor_reaches_another_client(batch: list[str]) -> None:
     host = Host()
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(
-            partial(
-                serve_websocket,
-                host.serve_connection,
-                host="127.0.0.1",
-                port=0,
-                token=None,
-            )
-        )
+        listening = await serve(nursery, host)
         url = f"ws://127.0.0.1:{listening.port}/"
         async with rpc(url) as watcher, rpc(url) as fuzzer:
             await watcher.initialize("watcher")

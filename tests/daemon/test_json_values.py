@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import partial
 
 import pytest
 import trio
 
 from ahpd.host.assembly import Host
 from ahpd.host import table
-from ahpd.transport.websocket import serve_websocket
+from tests.host.live import serve
 
 from .helpers import rpc
 
@@ -56,15 +55,7 @@ CASES = [
 async def served():
     host = Host()
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(
-            partial(
-                serve_websocket,
-                host.serve_connection,
-                host="127.0.0.1",
-                port=0,
-                token=None,
-            )
-        )
+        listening = await serve(nursery, host)
         yield host, f"ws://127.0.0.1:{listening.port}/"
         nursery.cancel_scope.cancel()
 
@@ -163,15 +154,7 @@ async def test_an_agents_broken_text_is_repaired_and_modified_at_follows_the_tur
     host = Host(backends={"raw": raw_backend()})
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
-        listening = await nursery.start(
-            partial(
-                serve_websocket,
-                host.serve_connection,
-                host="127.0.0.1",
-                port=0,
-                token=None,
-            )
-        )
+        listening = await serve(nursery, host)
         async with rpc(f"ws://127.0.0.1:{listening.port}/") as client:
             await client.initialize("alice")
             _, chat = await create(client, tmp_path)

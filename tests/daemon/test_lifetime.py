@@ -8,13 +8,12 @@ leaves and after the host is shut down.
 from __future__ import annotations
 
 import os
-from functools import partial
 from pathlib import Path
 
 import trio
 
 from ahpd.host.assembly import Host
-from ahpd.transport.websocket import serve_websocket
+from tests.host.live import serve
 
 from .helpers import eventually, rpc, until_tasks_exit
 
@@ -45,15 +44,7 @@ async def test_nothing_is_left_after_a_client_leaves_or_the_host_stops() -> None
     children_before = child_processes()
     host = Host()
     async with trio.open_nursery() as nursery:
-        listening = await nursery.start(
-            partial(
-                serve_websocket,
-                host.serve_connection,
-                host="127.0.0.1",
-                port=0,
-                token=None,
-            )
-        )
+        listening = await serve(nursery, host)
         serving = len(all_tasks())
         url = f"ws://127.0.0.1:{listening.port}/"
         async with rpc(url) as client:
@@ -82,15 +73,7 @@ async def test_disposing_a_session_and_stopping_the_host_end_every_agent(tmp_pat
     host = Host(backends={"demo": build_backends({}, [], tmp_path)["demo"]})
     async with trio.open_nursery() as nursery:
         await nursery.start(host.run)
-        listening = await nursery.start(
-            partial(
-                serve_websocket,
-                host.serve_connection,
-                host="127.0.0.1",
-                port=0,
-                token=None,
-            )
-        )
+        listening = await serve(nursery, host)
         async with rpc(f"ws://127.0.0.1:{listening.port}/") as client:
             await client.initialize()
             first, second = (f"ahp-session:/{uuid.uuid4()}" for _ in range(2))

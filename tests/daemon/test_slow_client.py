@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import struct
-from functools import partial
 
 import trio
 
 from ahpd.host.assembly import Host
-from ahpd.transport.websocket import Limits, serve_websocket
+from ahpd.transport.websocket import Limits
+from tests.host.live import serve
 
 from ..transport.test_websocket import RawClient
 from .helpers import eventually, rpc
@@ -32,23 +32,6 @@ def masked_text_frame(text: str) -> bytes:
     else:
         head += bytes([0x80 | 126]) + struct.pack("!H", len(payload))
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-
-
-async def serve(nursery: trio.Nursery, host: Host, **limits: int) -> int:
-    """The host on a real WebSocket listener; its port."""
-    extra = {"limits": Limits(**limits)} if limits else {}
-    listening = await nursery.start(
-        partial(
-            serve_websocket,
-            host.serve_connection,
-            host="127.0.0.1",
-            port=0,
-            token=None,
-            queue_limit=host.queue_limit,
-            **extra,
-        )
-    )
-    return listening.port
 
 
 async def silent_client(port: int, client_id: str) -> RawClient:
@@ -71,7 +54,7 @@ async def test_a_reader_that_stops_is_closed_and_catches_up_on_reconnect() -> No
     host = Host(config_values={"clientQueueBytes": 2**20})
     big = "x" * 60_000
     async with trio.open_nursery() as nursery:
-        port = await serve(nursery, host)
+        port = (await serve(nursery, host)).port
         url = f"ws://127.0.0.1:{port}/"
         slow = await silent_client(port, "slow")
         # Initialized: it sent its request and reads nothing, so only the host can tell.
@@ -114,7 +97,7 @@ async def test_readers_that_stop_are_closed_by_the_shared_budget_while_a_reader_
     big = "x" * 60_000
     budget_bytes = 2**20
     async with trio.open_nursery() as nursery:
-        port = await serve(nursery, host, connections=64, pending=8, queued_bytes=budget_bytes)
+        port = (await serve(nursery, host, Limits(connections=64, pending=8, queued_bytes=budget_bytes))).port
         url = f"ws://127.0.0.1:{port}/"
         silent = [await silent_client(port, f"silent-{n}") for n in range(3)]
         names = {f"silent-{n}" for n in range(3)}

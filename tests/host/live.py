@@ -19,7 +19,7 @@ import trio
 
 from ahpd.host.assembly import Host
 from ahpd.host.sessions.store import MemorySessionStore
-from ahpd.transport.websocket import serve_websocket
+from ahpd.transport.websocket import Limits, Listening, serve_websocket
 from tests.backends.acp_agents.harness import demo_backend
 from tests.daemon.helpers import Rpc, action_of, create, dispatch, rpc, start_turn, until
 
@@ -41,6 +41,23 @@ class LiveHost:
             self.host_ended = True
 
 
+async def serve(nursery: trio.Nursery, host: Host, limits: Limits | None = None) -> Listening:
+    """``host`` served over a real WebSocket on 127.0.0.1 (a free port), as the
+    daemon serves it: with its queue limit, and ``limits`` if given."""
+    extra = {"limits": limits} if limits is not None else {}
+    return await nursery.start(
+        partial(
+            serve_websocket,
+            host.serve_connection,
+            host="127.0.0.1",
+            port=0,
+            token=None,
+            queue_limit=host.queue_limit,
+            **extra,
+        )
+    )
+
+
 @asynccontextmanager
 async def live_host(
     tmp_path: Path, backends: dict[str, Any] | None = None, terminals: Any = None, **config: Any
@@ -50,17 +67,7 @@ async def live_host(
     live = LiveHost(host)
     async with trio.open_nursery() as nursery:
         await nursery.start(live.run_host)
-        listening = await nursery.start(
-            partial(
-                serve_websocket,
-                host.serve_connection,
-                host="127.0.0.1",
-                port=0,
-                token=None,
-                queue_limit=host.queue_limit,
-            )
-        )
-        live.url = listening.url
+        live.url = (await serve(nursery, host)).url
         yield live
         nursery.cancel_scope.cancel()
 
