@@ -27,7 +27,6 @@ must be complete within ``websocket.HANDSHAKE_TIMEOUT`` seconds and
 from __future__ import annotations
 
 import errno
-
 import logging
 import re
 from dataclasses import dataclass, field

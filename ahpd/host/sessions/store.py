@@ -201,7 +201,8 @@ class SessionLog:
         self.uri = uri
         self.folder = folder
         self.head: dict[str, Any] | None = None
-        self._head_json: str | None = None
+        #: The head as JSON, as it was compared and is written.
+        self.head_json: str | None = None
         self.head_dirty = False
         self.chats: dict[str, ChatLog] = {}
         #: Journals of chats the session no longer has.
@@ -220,8 +221,8 @@ class SessionLog:
         head["chats"] = [_chat_head(c) for c in record.get("chats") or []]
         # Kept as a copy: the record shares live dicts (a changeset's reviews) that change in place.
         encoded = json.dumps(head, allow_nan=False)  # refused here, not in the writer
-        if encoded != self._head_json:
-            self.head, self._head_json, self.head_dirty = json.loads(encoded), encoded, True
+        if encoded != self.head_json:
+            self.head, self.head_json, self.head_dirty = json.loads(encoded), encoded, True
         seen = set()
         for chat in record.get("chats") or []:
             seen.add(chat["uri"])
@@ -462,6 +463,7 @@ class FileSessionStore(MemorySessionStore):
             **{k: v for k, v in head.items() if k != "chats"},
             "chats": [_chat_head(c) for c in head.get("chats") or []],
         }
+        session.head_json = json.dumps(session.head)  # as record() encodes it: unchanged, not rewritten
         for chat in session.head["chats"]:
             path = session.chat_path(chat["uri"])
             assert path is not None
@@ -549,8 +551,7 @@ class FileSessionStore(MemorySessionStore):
                 chats.append(
                     (chat, chat.path, chat.length, data, len(chat.unwritten), compact and chat.dead, chat.moved_from)
                 )
-        head = session.head if session.head_dirty else None
-        head_data = json.dumps(head, allow_nan=False).encode() if head is not None else None
+        head = session.head_json if session.head_dirty else None  # encoded once, by record()
         gone, legacy = list(session.gone), session.legacy
 
         def write() -> Callable[[], None]:
@@ -565,9 +566,9 @@ class FileSessionStore(MemorySessionStore):
                     length, _ = journal.compact(path, length)
                     log.info("%s: journal compacted to %d bytes", chat.uri, length)
                 results.append(length)
-            if head_data is not None:
+            if head is not None:
                 folder.mkdir(mode=0o700, exist_ok=True)
-                write_atomic(folder / "session.json", head_data)
+                write_atomic(folder / "session.json", head.encode())
             for path in gone:
                 path.unlink(missing_ok=True)
             if legacy is not None:
@@ -582,7 +583,7 @@ class FileSessionStore(MemorySessionStore):
                     if compact:  # what died since the snapshot is still dead
                         chat.dead, chat.index = max(0, chat.dead - compact), None
                     chat.trim()
-                if head is not None and session.head is head:
+                if head is not None and session.head_json is head:
                     session.head_dirty = False
                 del session.gone[: len(gone)]
                 if legacy is not None and session.legacy is legacy:

@@ -102,6 +102,18 @@ def test_a_record_changed_in_place_since_the_last_save_is_written(tmp_path, kind
     assert rec["changesets"] == {"reviewed": {"uncommitted": {}, "session": {"file:///r/b.txt": "A.:0:4:5"}}}
 
 
+def test_a_loaded_session_saved_unchanged_does_not_rewrite_its_head(tmp_path) -> None:
+    FileSessionStore(tmp_path).save(record([turn(0)], changesets={"reviewed": {"uncommitted": {"a": "b"}}}))
+    head = tmp_path / name(SESSION) / "session.json"
+    before = head.stat().st_mtime_ns, head.stat().st_ino
+    store = FileSessionStore(tmp_path)
+    [loaded] = store.load_all()
+    store.save(record([turn(0)], changesets=loaded["changesets"]))
+    assert (head.stat().st_mtime_ns, head.stat().st_ino) == before  # write_atomic would make a new inode
+    store.save(record([turn(0)], changesets={"reviewed": {}}))
+    assert json.loads(head.read_text())["changesets"] == {"reviewed": {}}
+
+
 def test_truncation_and_a_resumed_turn_are_kept_as_cuts(tmp_path) -> None:
     store = FileSessionStore(tmp_path)
     turns = [turn(n) for n in range(5)]
